@@ -1,0 +1,22 @@
+"""Errors users read: each names the rule that broke and where."""
+
+from __future__ import annotations
+
+
+class ShardingError(ValueError):
+    """A sharding, placement list or mesh that breaks a rule of the model.
+
+    ``rule`` is a short stable id (e.g. ``"duplicate-axis"``); ``axis`` and ``dim`` say where,
+    when the rule is about one axis or one tensor dimension.
+    """
+
+    def __init__(self, rule: str, message: str, *, axis: str | None = None, dim: int | None = None):
+        self.rule = rule
+        self.axis = axis
+        self.dim = dim
+        self.detail = message
+        super().__init__(f"{rule}: {message}")
+
+
+class ReplicaMismatchError(ValueError):
+    """Shards that should hold the same data (replicas) differ bit for bit."""
