@@ -151,11 +151,11 @@ class Layout:
                 gidx = tuple(int(self.index_map[group[0]][k][p]) for k, p in enumerate(pos))
                 raise ReplicaMismatchError(
                     f"replicas disagree at global index {gidx}: device {int(owner[gidx])} holds "
-                    f"{out[gidx]!r}, device {group[0]} holds {np.asarray(block)[pos]!r}"
+                    f"{out[gidx].item()!r}, device {group[0]} holds {np.asarray(block)[pos].item()!r}"
                 )
+            owner[ix] = np.where(written[ix], owner[ix], group[0])  # first writer stays the owner
             out[ix] = block
             written[ix] = True
-            owner[ix] = group[0]
         if not written.all():
             raise ShardingError("incomplete-layout", f"no device holds global index {tuple(np.argwhere(~written)[0])}")
         return out

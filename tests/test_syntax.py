@@ -1,0 +1,91 @@
+"""Shardy text: parsing, printing (round trip), and errors that point at the column."""
+
+import pytest
+
+import simshard as ss
+from simshard import AxisRef
+
+MESH = ss.Mesh({"x": 2, "y": 4, "z": 2})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<@mesh, [{"x"}, {"y", ?}p1]>',
+        '<@mesh, [{"x"}p1, {"z", "y"}]>',
+        '<@mesh, [{}, {?}p0], replicated={"x", "z"}>',
+        '<@mesh, [{"y":(1)2}, {"y":(2)2, ?}]>',
+        '<@mesh, [{}, {}], unreduced={"x"}>',
+        '<@mesh, [{"z"}, {}], replicated={"y"}, unreduced(max)={"x"}>',
+        "<@mesh, []>",
+    ],
+)
+def test_print_parse_round_trip_exact(text):
+    s = ss.Sharding.parse(text, {"mesh": MESH})
+    assert str(s) == text
+    assert ss.Sharding.parse(str(s), {"mesh": MESH}) == s
+
+
+def test_issue_example_with_empty_replicated():
+    s = ss.Sharding.parse('<@mesh, [{"x"}, {"y", ?}p1], replicated={}>', {"mesh": MESH})
+    assert s.dims[1].is_open and s.dims[1].priority == 1 and s.replicated == ()
+    assert ss.Sharding.parse(str(s), {"mesh": MESH}) == s
+
+
+def test_sharding_prefix_and_whitespace_are_accepted():
+    s = ss.Sharding.parse('sharding< @mesh ,[ {"x" ,?} ] >', MESH)
+    assert s.dims[0].axes == (AxisRef("x"),) and s.dims[0].is_open
+
+
+def test_unreduced_op_parses():
+    s = ss.Sharding.parse('<@mesh, [{}], unreduced(min)={"y", "x"}>', MESH)
+    assert s.unreduced == (AxisRef("x"), AxisRef("y")) and s.reduce_op == "min"
+
+
+@pytest.mark.parametrize(
+    "text, column",
+    [
+        ('<@mesh, [{"x"}, {"y"]>', 21),
+        ('<@mesh, [{"x" "y"}]>', 15),
+        ('<@mesh [{"x"}]>', 8),
+        ('<@mesh, [{"x":(2}]>', 17),
+    ],
+)
+def test_parse_errors_point_at_the_column(text, column):
+    with pytest.raises(ss.ShardingError) as e:
+        ss.Sharding.parse(text, MESH)
+    err = e.value
+    assert err.rule == "parse"
+    assert f"column {column}" in str(err)
+    src, caret = str(err).splitlines()[-2:]
+    assert src.strip() == text
+    assert caret.index("^") == src.index(text) + column - 1
+
+
+def test_unknown_mesh_names_the_known_ones():
+    with pytest.raises(ss.ShardingError) as e:
+        ss.Sharding.parse('<@other, [{"x"}]>', {"mesh": MESH})
+    assert e.value.rule == "unknown-mesh" and "@other" in str(e.value) and "@mesh" in str(e.value)
+
+
+def test_replicated_given_twice():
+    with pytest.raises(ss.ShardingError) as e:
+        ss.Sharding.parse('<@mesh, [{}], replicated={"x"}, replicated={"y"}>', MESH)
+    assert e.value.rule == "parse"
+
+
+def test_semantic_errors_from_text_keep_their_rule():
+    with pytest.raises(ss.ShardingError) as e:
+        ss.Sharding.parse('<@mesh, [{"x"}, {"x"}]>', MESH)
+    assert e.value.rule == "duplicate-axis"
+
+
+def test_parse_binds_the_dict_name_to_the_mesh():
+    s = ss.Sharding.parse('<@mesh_a, [{"x"}]>', {"mesh_a": MESH})
+    assert s.mesh.name == "mesh_a" and str(s).startswith("<@mesh_a,")
+
+
+def test_mesh_text_round_trip():
+    m = ss.Mesh({"a": 4, "b": 2}, device_ids=[7, 6, 5, 4, 3, 2, 1, 0], name="mesh_0")
+    assert ss.Mesh.parse(str(m)) == m
+    assert str(ss.Mesh({"x": 2})) == '@mesh = <["x"=2]>'
