@@ -89,3 +89,30 @@ def test_mesh_text_round_trip():
     m = ss.Mesh({"a": 4, "b": 2}, device_ids=[7, 6, 5, 4, 3, 2, 1, 0], name="mesh_0")
     assert ss.Mesh.parse(str(m)) == m
     assert str(ss.Mesh({"x": 2})) == '@mesh = <["x"=2]>'
+
+
+def _shardy_texts():
+    """Every sharding string in the Shardy conformance cases, with its case's meshes."""
+    from conftest import load_cases
+
+    out = []
+
+    def walk(o, meshes, case_id):
+        if isinstance(o, str) and o.startswith("<@"):
+            out.append(pytest.param(o, meshes, id=f"{case_id}:{len(out)}"))
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v, meshes, case_id)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v, meshes, case_id)
+
+    for case in load_cases("shardy_propagation.json"):
+        walk({k: v for k, v in case.items() if k != "meshes"}, case["meshes"], case["id"])
+    return out
+
+
+@pytest.mark.parametrize("text, meshes", _shardy_texts())
+def test_every_shardy_conformance_string_round_trips_exactly(text, meshes):
+    s = ss.Sharding.parse(text, {name: ss.Mesh(axes, name=name) for name, axes in meshes.items()})
+    assert str(s) == text
