@@ -1,0 +1,86 @@
+"""``dot_general``: contraction with batch dims; matmul, dot, tensordot and einsum lower to it.
+
+Factors follow Shardy's order: batch, lhs free, rhs free, contracting. The result is
+``[batch..., lhs free..., rhs free...]``; contracting factors are reductions (sum).
+"""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from ..program import Aval
+from .factors import factor_rule
+from .registry import register_op
+
+
+def _dims(lhs_rank, rhs_rank, contracting, batch):
+    (lc, rc), (lb, rb) = contracting, batch
+    lfree = [d for d in range(lhs_rank) if d not in lc and d not in lb]
+    rfree = [d for d in range(rhs_rank) if d not in rc and d not in rb]
+    return lfree, rfree
+
+
+def _check(lhs: Aval, rhs: Aval, contracting, batch):
+    (lc, rc), (lb, rb) = contracting, batch
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ValueError(f"dot_general: contracting {contracting} / batch {batch} dims differ in number")
+    for a, b, what in [(lc, rc, "contracting"), (lb, rb, "batch")]:
+        for i, j in zip(a, b):
+            if lhs.shape[i] != rhs.shape[j]:
+                raise ValueError(f"dot_general: {what} dims lhs[{i}]={lhs.shape[i]} and rhs[{j}]={rhs.shape[j]} differ")
+
+
+def _eval(lhs: Aval, rhs: Aval, *, contracting, batch, preferred_dtype=None, **_):
+    _check(lhs, rhs, contracting, batch)
+    lfree, rfree = _dims(lhs.ndim, rhs.ndim, contracting, batch)
+    shape = [lhs.shape[d] for d in batch[0]] + [lhs.shape[d] for d in lfree] + [rhs.shape[d] for d in rfree]
+    dtype = preferred_dtype or np.result_type(lhs.dtype, rhs.dtype)
+    return (Aval(tuple(shape), dtype),)
+
+
+def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, **_):
+    (lc, rc), (lb, rb) = contracting, batch
+    letters = iter(string.ascii_letters)
+    lsub = [None] * lhs.ndim
+    rsub = [None] * rhs.ndim
+    out = []
+    for i, j in zip(lb, rb):
+        lsub[i] = rsub[j] = c = next(letters)
+        out.append(c)
+    for i, j in zip(lc, rc):
+        lsub[i] = rsub[j] = next(letters)
+    for sub, extra in ((lsub, out), (rsub, out)):
+        for k, s in enumerate(sub):
+            if s is None:
+                sub[k] = c = next(letters)
+                extra.append(c)
+    res = np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}", lhs, rhs)
+    dtype = preferred_dtype or np.result_type(lhs.dtype, rhs.dtype)
+    return (np.asarray(res, dtype=dtype),)
+
+
+def _rule(in_avals, out_avals, *, contracting, batch, **_):
+    lhs, rhs = in_avals
+    (lc, rc), (lb, rb) = contracting, batch
+    lfree, rfree = _dims(lhs.ndim, rhs.ndim, contracting, batch)
+    names = iter(string.ascii_lowercase)
+    bf = [next(names) for _ in lb]
+    lff = [next(names) for _ in lfree]
+    rff = [next(names) for _ in rfree]
+    cf = [next(names) for _ in lc]
+    lspec, rspec = [""] * lhs.ndim, [""] * rhs.ndim
+    for f, i, j in zip(bf, lb, rb):
+        lspec[i] = rspec[j] = f
+    for f, i, j in zip(cf, lc, rc):
+        lspec[i] = rspec[j] = f
+    for f, i in zip(lff, lfree):
+        lspec[i] = f
+    for f, j in zip(rff, rfree):
+        rspec[j] = f
+    spec = f"{''.join(lspec)},{''.join(rspec)}->{''.join(bf + lff + rff)}"
+    return factor_rule(spec, [lhs.shape, rhs.shape], [out_avals[0].shape], reduction="".join(cf))
+
+
+register_op("dot_general", _eval, _kernel, _rule, doc="contraction with batch dims (lax.dot_general)")

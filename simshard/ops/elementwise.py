@@ -1,0 +1,104 @@
+"""Elementwise ops: unary, binary and ``select``, all of one shape (the tracer broadcasts first).
+
+Every dimension is one pass-through factor shared by all operands and the result; scalar
+operands (rank 0) have no dims.
+"""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from ..program import Aval
+from .factors import factor_rule
+from .registry import register_op
+
+
+def _letters(rank: int) -> str:
+    return string.ascii_lowercase[:rank]
+
+
+def elementwise_rule(in_avals, out_avals, **_):
+    rank = len(out_avals[0].shape)
+    spec = ",".join(_letters(a.ndim) if a.ndim else "" for a in in_avals) + "->" + _letters(rank)
+    return factor_rule(spec, [a.shape for a in in_avals], [out_avals[0].shape])
+
+
+def _out_shape(op: str, avals) -> tuple[int, ...]:
+    shapes = {a.shape for a in avals if a.ndim}
+    if len(shapes) > 1:
+        raise ValueError(f"{op}: operands of shapes {sorted(shapes)} must be broadcast to one shape first")
+    return shapes.pop() if shapes else ()
+
+
+def _unary(name: str, fn, result_dtype=None):
+    def abstract_eval(x: Aval, **_):
+        if result_dtype is not None:
+            dtype = np.dtype(result_dtype)
+        else:
+            dtype = fn(np.zeros((), x.dtype)).dtype
+        return (Aval(x.shape, dtype),)
+
+    def kernel(x, **_):
+        return (np.asarray(fn(x)),)
+
+    register_op(name, abstract_eval, kernel, elementwise_rule, doc=f"elementwise {name}")
+
+
+def _binary(name: str, fn):
+    def abstract_eval(x: Aval, y: Aval, **_):
+        dtype = fn(np.zeros((), x.dtype), np.zeros((), y.dtype)).dtype
+        return (Aval(_out_shape(name, (x, y)), dtype),)
+
+    def kernel(x, y, **_):
+        return (np.asarray(fn(x, y)),)
+
+    register_op(name, abstract_eval, kernel, elementwise_rule, doc=f"elementwise {name}")
+
+
+UNARY = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+    "sin": np.sin, "cos": np.cos, "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "square": np.square,
+    "reciprocal": np.reciprocal, "logical_not": np.logical_not, "log1p": np.log1p, "expm1": np.expm1,
+    "rsqrt": lambda x: np.reciprocal(np.sqrt(x)), "erf_free_gelu": None,
+}
+UNARY.pop("erf_free_gelu")
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "pow": np.power,
+    "max": np.maximum, "min": np.minimum, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
+    "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "and": np.logical_and,
+    "or": np.logical_or, "xor": np.logical_xor, "floordiv": np.floor_divide, "rem": np.remainder,
+    "atan2": np.arctan2,
+}
+
+for _name, _fn in UNARY.items():
+    _unary(_name, _fn)
+for _name, _fn in BINARY.items():
+    _binary(_name, _fn)
+
+
+def _select_eval(pred: Aval, x: Aval, y: Aval, **_):
+    return (Aval(_out_shape("select", (pred, x, y)), np.result_type(x.dtype, y.dtype)),)
+
+
+register_op(
+    "select",
+    _select_eval,
+    lambda pred, x, y, **_: (np.asarray(np.where(pred, x, y)),),
+    elementwise_rule,
+    doc="where(pred, x, y)",
+)
+
+
+def _convert_eval(x: Aval, *, dtype, **_):
+    return (Aval(x.shape, np.dtype(dtype)),)
+
+
+register_op(
+    "convert",
+    _convert_eval,
+    lambda x, *, dtype, **_: (np.asarray(x).astype(dtype),),
+    elementwise_rule,
+    doc="astype",
+)

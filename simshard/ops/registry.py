@@ -1,0 +1,96 @@
+"""The op table: one entry per op, the only global registry simshard has.
+
+An entry says everything the compiler needs about an op and nothing else knows about it:
+
+* ``abstract_eval(*avals, **params) -> tuple[Aval, ...]``: result shapes and dtypes;
+* ``kernel(*arrays, **params) -> tuple[ndarray, ...]``: the numpy computation;
+* ``rule(in_avals, out_avals, **params) -> FactorRule``: how it may be sharded;
+* ``local_params(params, in_shapes, out_shapes) -> params``: the params a device uses on its
+  local shards (ops whose params name global sizes, e.g. reshape's new shape, override it).
+
+Propagation, explicit mode and partitioning read only these. ``register_op`` adds an op;
+``register_rule`` adds a further sharding rule to an existing op. Both validate what they get.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..program import Aval
+from .factors import FactorRule, RuleError
+
+
+def _same_params(params: dict, in_shapes, out_shapes) -> dict:
+    return params
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    abstract_eval: Callable[..., tuple[Aval, ...]]
+    kernel: Callable[..., tuple[np.ndarray, ...]]
+    rule: Callable[..., FactorRule]
+    local_params: Callable[[dict, Any, Any], dict] = _same_params
+    extra_rules: tuple[Callable[..., FactorRule], ...] = ()
+    doc: str = ""
+
+    def rules(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> list[FactorRule]:
+        """The op's rule followed by any user-added ones, each checked against the shapes."""
+        out = []
+        for make in (self.rule,) + self.extra_rules:
+            r = make(tuple(in_avals), tuple(out_avals), **params)
+            try:
+                r.check([a.shape for a in in_avals], [a.shape for a in out_avals])
+            except RuleError as e:
+                raise RuleError(f"op {self.name}: {e}") from None
+            out.append(r)
+        return out
+
+    def factor_rule(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> FactorRule:
+        return self.rules(in_avals, out_avals, **params)[0]
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register_op(
+    name: str,
+    abstract_eval: Callable[..., tuple[Aval, ...]],
+    kernel: Callable[..., tuple[np.ndarray, ...]],
+    rule: Callable[..., FactorRule],
+    *,
+    local_params: Callable[[dict, Any, Any], dict] | None = None,
+    doc: str = "",
+    replace_existing: bool = False,
+) -> OpDef:
+    """Add an op to the table. The name must be new unless ``replace_existing``."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"op name {name!r} must be an identifier")
+    if name in OPS and not replace_existing:
+        raise ValueError(f"op {name!r} is already registered; pass replace_existing=True to replace it")
+    for what, fn in (("abstract_eval", abstract_eval), ("kernel", kernel), ("rule", rule)):
+        if not callable(fn):
+            raise TypeError(f"op {name!r}: {what} must be callable, got {type(fn).__name__}")
+    op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc)
+    OPS[name] = op
+    return op
+
+
+def register_rule(op: str, rule: Callable[..., FactorRule]) -> OpDef:
+    """Add a further sharding rule to an existing op (a rule is an equality; more true ones are fine)."""
+    if op not in OPS:
+        raise KeyError(f"no op named {op!r}; known ops: {', '.join(sorted(OPS))}")
+    if not callable(rule):
+        raise TypeError(f"rule for {op!r} must be callable")
+    OPS[op] = replace(OPS[op], extra_rules=OPS[op].extra_rules + (rule,))
+    return OPS[op]
+
+
+def get_op(name: str) -> OpDef:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"no op named {name!r}; known ops: {', '.join(sorted(OPS))}") from None
