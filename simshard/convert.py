@@ -107,10 +107,11 @@ def _insert(axes: list[AxisRef], new: AxisRef, sf: int, sizes: dict[str, int], p
         prod *= size
     if prod == sf:
         return axes + [new]
+    later = " x ".join(f"{a.short()}={a.size(sizes[a.name])}" for a in axes) or "nothing"
     raise ShardingError(
         "not-expressible",
-        f"{p} on axis {axis!r}: its split factor {sf} leaves stripes inside each device's local block "
-        f"(later axes of that dim multiply to {prod}); a tensor-dimension sharding holds one contiguous block per dim",
+        f"{p} on axis {axis!r}: split factor {sf} does not fall on a boundary between the later mesh "
+        f"axes sharding that dim ({later}), so the stripes it makes cannot be one contiguous block per device",
         axis=axis,
         dim=p.dim,
     )

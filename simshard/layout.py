@@ -270,7 +270,8 @@ def _placement_layout(spec: DTensorSpec, shape: tuple[int, ...]) -> Layout:
 
 
 def _check_cut(p, axis: str, piece: np.ndarray, cuts: list[np.ndarray], size: int) -> None:
-    """A placement's split must cut a piece into ``size`` parts that partition it."""
+    """A placement's split must cut a piece into ``size`` parts that partition it, and its join
+    must put them back (checked on the index vectors, so it costs little)."""
     if len(cuts) != size or any(c.ndim != 1 for c in cuts):
         raise ShardingError(
             "invalid-placement", f"{p} on axis {axis!r} must return {size} 1-D pieces, got {len(cuts)}", axis=axis
@@ -281,6 +282,10 @@ def _check_cut(p, axis: str, piece: np.ndarray, cuts: list[np.ndarray], size: in
             "invalid-placement",
             f"{p} on axis {axis!r} cut a piece of {len(piece)} elements into parts that do not partition it",
             axis=axis,
+        )
+    if not np.array_equal(np.asarray(p.join(cuts, 0)), piece):
+        raise ShardingError(
+            "invalid-placement", f"{p} on axis {axis!r}: join(split(piece)) does not give the piece back", axis=axis
         )
 
 

@@ -179,8 +179,10 @@ def make_mesh(
     else:
         ids = [int(d) for d in devices]
         count = len(ids)
+    counted_from = "were given"
     if count is None and physical_shape is not None:
         count = math.prod(physical_shape)
+        counted_from = f"are in physical shape {tuple(physical_shape)}"
     unknown = [i for i, d in enumerate(dims) if d == -1]
     if len(unknown) > 1:
         raise ShardingError("invalid-mesh", f"at most one axis size may be -1, got {tuple(dims)}")
@@ -197,7 +199,7 @@ def make_mesh(
         dims[unknown[0]] = count // known
     total = math.prod(dims)
     if count is not None and count != total:
-        raise ShardingError("invalid-mesh", f"mesh {tuple(dims)} has {total} devices but {count} were given")
+        raise ShardingError("invalid-mesh", f"mesh {tuple(dims)} has {total} devices but {count} {counted_from}")
 
     if physical_shape is not None:
         phys = [int(p) for p in physical_shape]

@@ -51,13 +51,13 @@ class P(tuple):
             else:
                 raise ShardingError("invalid-spec", f"P entry {e!r} must be None, an axis name, a tuple of names or P.UNCONSTRAINED")
         self = super().__new__(cls, norm)
-        self.unreduced = tuple(unreduced)
+        self.unreduced = tuple(sorted(set(unreduced)))  # a set of axes, as in JAX
         return self
 
     def __repr__(self) -> str:
         body = ", ".join(repr(e) for e in self)
         if self.unreduced:
-            body += (", " if body else "") + f"unreduced={set(self.unreduced)!r}"
+            body += (", " if body else "") + "unreduced={" + ", ".join(map(repr, self.unreduced)) + "}"
         return f"P({body})"
 
     def __eq__(self, other):

@@ -12,6 +12,7 @@ applies the same cut to data by indexing.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -55,7 +56,12 @@ class Placement:
 
     def normalized(self, ndim: int) -> "Placement":
         """This placement with a negative ``dim`` made positive for a tensor of rank ``ndim``."""
-        return self
+        dim = cut_dim(self)
+        if dim is None or 0 <= dim < ndim:
+            return self
+        out = copy.copy(self)
+        object.__setattr__(out, "dim", _norm_dim(self, dim, ndim))
+        return out
 
     def with_dim(self, dim: int) -> "Placement":  # pragma: no cover - overridden by dim placements
         return self

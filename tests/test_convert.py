@@ -92,3 +92,10 @@ def test_from_dtensor_with_a_strided_boundary_inside_a_later_axis_uses_sub_axes(
     d = ss.DTensorSpec(MESH, [ss.StridedShard(0, 2), ss.Shard(0)])
     s = ss.Sharding.from_dtensor(d, (16,))
     assert s.dims[0].axes == (AxisRef("y", (1, 2)), AxisRef("x"), AxisRef("y", (2, 2)))
+
+
+def test_split_factor_off_a_boundary_names_the_later_axes():
+    d = ss.DTensorSpec(MESH, [ss.StridedShard(0, 3), ss.Shard(0)])
+    with pytest.raises(ss.ShardingError) as e:
+        ss.Sharding.from_dtensor(d, (12,))
+    assert "split factor 3" in str(e.value) and "y=4" in str(e.value)

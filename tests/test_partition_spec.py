@@ -86,3 +86,8 @@ def test_type_string_matches_jax_recording(case):
     want = r["type_str"].lstrip("~")
     assert got[got.index("[") :] == want[want.index("[") :]
     assert got[: got.index("[")] == {"float32": "f32", "int32": "i32", "bool": "bool"}[r["dtype"]]
+
+
+def test_p_unreduced_is_a_set():
+    assert ss.P(None, unreduced=("y", "x")) == ss.P(None, unreduced=("x", "y"))
+    assert repr(ss.P(None, unreduced=("y", "x"))) == "P(None, unreduced={'x', 'y'})"

@@ -174,3 +174,40 @@ def test_a_user_placement_that_loses_data_is_refused():
     with pytest.raises(ss.ShardingError) as e:
         ss.layout(ss.DTensorSpec(ss.Mesh({"x": 2}), [Lossy()]), (4,))
     assert e.value.rule == "invalid-placement"
+
+
+def test_user_placement_with_a_negative_dim_is_normalized():
+    class Cyclic(ss.Placement):
+        def __init__(self, dim):
+            self.dim = dim
+
+        def split(self, indices, num):
+            return [indices[i::num] for i in range(num)]
+
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    lay = ss.layout(ss.DTensorSpec(mesh, [Cyclic(-1), ss.Replicate()]), (4, 6))
+    assert lay.local_shape(0) == (4, 3) and lay.indices(2)[1].tolist() == [1, 3, 5]
+    with pytest.raises(ss.ShardingError) as e:
+        ss.layout(ss.DTensorSpec(mesh, [Cyclic(-3), ss.Replicate()]), (4, 6))
+    assert e.value.rule == "invalid-placement"
+
+
+def test_a_join_that_does_not_invert_split_is_refused():
+    class BadJoin(ss.Placement):
+        dim = 0
+
+        def split(self, indices, num):
+            return [indices[i::num] for i in range(num)]
+
+        def join(self, pieces, axis):
+            return np.concatenate(pieces, axis=axis)  # forgets to interleave
+
+    with pytest.raises(ss.ShardingError) as e:
+        ss.layout(ss.DTensorSpec(ss.Mesh({"x": 2}), [BadJoin()]), (4,))
+    assert "join(split(piece))" in str(e.value)
+
+
+def test_avg_round_trip_is_exact_on_integer_values():
+    lay = ss.layout(ss.DTensorSpec(ss.Mesh({"x": 3}), [ss.Partial("avg")]), (4,))
+    a = np.array([3.0, -7.0, 11.0, 0.0])
+    assert np.array_equal(lay.assemble(lay.shard(a)), a)
