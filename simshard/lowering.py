@@ -129,8 +129,10 @@ def astype(x, dtype):
 
 
 # -- contractions ---------------------------------------------------------------------------------
-def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None):
+def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul"):
     params = dict(contracting=tuple(map(tuple, contracting)), batch=tuple(map(tuple, batch)))
+    if algorithm != "matmul":
+        params["algorithm"] = algorithm
     if preferred_dtype is not None:
         params["preferred_dtype"] = np.dtype(preferred_dtype)
     return bind("dot_general", _as_tracer(lhs), _as_tracer(rhs), **params)
@@ -223,7 +225,7 @@ def einsum(subscripts: str, *operands, out_sharding=None, **kwargs):
     batch = [c for c in ta if c in tb and c in out]
     contract = [c for c in ta if c in tb and c not in out]
     res = dot_general(a, b, ([ta.index(c) for c in contract], [tb.index(c) for c in contract]),
-                      ([ta.index(c) for c in batch], [tb.index(c) for c in batch]))
+                      ([ta.index(c) for c in batch], [tb.index(c) for c in batch]), algorithm="einsum")
     got = "".join(batch) + "".join(c for c in ta if c not in tb) + "".join(c for c in tb if c not in ta)
     return transpose(res, [got.index(c) for c in out]) if got != out else res
 

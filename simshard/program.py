@@ -148,8 +148,23 @@ class Program:
         return replace(self, shardings=dict(shardings), mode=mode or self.mode)
 
     # -- printing ---------------------------------------------------------------------------
+    def annotation(self, v: Value) -> Sharding | None:
+        """The sharding the user gave ``v`` (input / output shardings, constraints), if any."""
+        for w, s in zip(self.inputs, self.in_shardings):
+            if w == v and s is not None:
+                return s
+        for w, s in zip(self.outputs, self.out_shardings):
+            if w == v and s is not None:
+                return s
+        for e in self.eqns:
+            for w, s in zip(e.outputs, e.shardings):
+                if w == v and s is not None:
+                    return s
+        return None
+
     def type_string(self, v: Value) -> str:
-        s = self.shardings.get(v)
+        """``f32[8@x,16]``: the propagated sharding, else the user's annotation, else none."""
+        s = self.shardings.get(v) or self.annotation(v)
         if s is None:
             return str(v.aval)
         try:

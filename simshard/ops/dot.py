@@ -40,25 +40,44 @@ def _eval(lhs: Aval, rhs: Aval, *, contracting, batch, preferred_dtype=None, **_
     return (Aval(tuple(shape), dtype),)
 
 
-def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, **_):
+def _einsum_kernel(lhs, rhs, contracting, batch):
     (lc, rc), (lb, rb) = contracting, batch
     letters = iter(string.ascii_letters)
-    lsub = [None] * lhs.ndim
-    rsub = [None] * rhs.ndim
+    lsub, rsub = [""] * lhs.ndim, [""] * rhs.ndim
     out = []
     for i, j in zip(lb, rb):
         lsub[i] = rsub[j] = c = next(letters)
         out.append(c)
     for i, j in zip(lc, rc):
         lsub[i] = rsub[j] = next(letters)
-    for sub, extra in ((lsub, out), (rsub, out)):
+    for sub in (lsub, rsub):
         for k, s in enumerate(sub):
-            if s is None:
+            if not s:
                 sub[k] = c = next(letters)
-                extra.append(c)
-    res = np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}", lhs, rhs)
+                out.append(c)
+    return np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}", lhs, rhs)
+
+
+def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, algorithm="matmul", **_):
+    """As numpy computes it, so the reference run is bit-identical to the user's numpy: by default
+    operands arranged as [batch, free, contract] @ [batch, contract, free] (a plain 2-D product is
+    literally ``lhs @ rhs``); ``algorithm="einsum"`` for products the user wrote with np.einsum."""
     dtype = preferred_dtype or np.result_type(lhs.dtype, rhs.dtype)
-    return (np.asarray(res, dtype=dtype),)
+    if algorithm == "einsum":
+        return (np.asarray(_einsum_kernel(lhs, rhs, contracting, batch), dtype=dtype),)
+    (lc, rc), (lb, rb) = contracting, batch
+    lfree, rfree = _dims(lhs.ndim, rhs.ndim, contracting, batch)
+    a = np.transpose(lhs, list(lb) + lfree + list(lc))
+    b = np.transpose(rhs, list(rb) + list(rc) + rfree)
+    bshape = a.shape[: len(lb)]
+    m = int(np.prod(a.shape[len(lb) : len(lb) + len(lfree)], dtype=np.int64))
+    k = int(np.prod(a.shape[len(lb) + len(lfree) :], dtype=np.int64))
+    n = int(np.prod(b.shape[len(rb) + len(rc) :], dtype=np.int64))
+    a2 = a.reshape(bshape + (m, k))
+    b2 = b.reshape(bshape + (k, n))
+    res = np.matmul(a2, b2)
+    out_shape = bshape + tuple(a.shape[len(lb) : len(lb) + len(lfree)]) + tuple(b.shape[len(rb) + len(rc) :])
+    return (np.asarray(res.reshape(out_shape), dtype=dtype),)
 
 
 def _rule(in_avals, out_avals, *, contracting, batch, **_):
