@@ -124,7 +124,7 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
         return (self[i] for i in range(self.shape[0]))
 
     def __index__(self):
-        raise TraceError(f"traced array {self!r} used as a Python integer")
+        raise TraceError(f"traced array {self!r} used as a Python number: its value is not known while tracing")
 
     __int__ = __float__ = __complex__ = __index__
 
