@@ -149,3 +149,12 @@ def test_p_without_a_mesh():
 def test_shape_errors_name_the_op_and_operands():
     with pytest.raises(TraceError, match=r"dot_general\(f64\[3,4\], f64\[5,2\]\)"):
         trace(lambda a, b: a @ b, np.ones((3, 4)), np.ones((5, 2)))
+
+
+def test_shardings_on_meshes_of_different_devices_are_refused():
+    small = ss.Mesh({"x": 4}, name="small")
+    with pytest.raises(ss.ShardingError) as e:
+        trace(lambda a, b: a + b, np.ones(8), np.ones(8), in_shardings=(ss.NamedSharding(MESH, ss.P("x")), ss.NamedSharding(small, ss.P("x"))))
+    assert e.value.rule == "wrong-mesh" and "input b" in str(e.value) and "@small" in str(e.value)
+    other_order = ss.Mesh({"d": 8}, device_ids=list(reversed(range(8))), name="rev")
+    trace(lambda a, b: a + b, np.ones(8), np.ones(8), in_shardings=(ss.NamedSharding(MESH, ss.P("x")), ss.NamedSharding(other_order, ss.P("d"))))
