@@ -15,11 +15,19 @@ from .ragged import RaggedShard
 from .reduce_ops import REDUCE_OPS
 from .sharding import DimSharding, Sharding
 from .show import render, show
+from .context import get_mesh, set_mesh, use_mesh
+from .program import Aval, Program
+from .trace import ShapeDtype, TraceError, jit, name, trace
+from .interpret import evaluate
+from .manual import shard_map
+from . import ops
 
 __all__ = [
     "AxisRef", "DimSharding", "DTensorSpec", "Layout", "Mesh", "NamedSharding", "P", "Partial",
     "Placement", "RaggedShard", "REDUCE_OPS", "ReplicaMismatchError", "Replicate", "Shard",
     "Sharding", "ShardingError", "StridedShard", "Utilization", "equivalent", "fhe_spec", "layout",
     "make_mesh", "render", "show", "utilization",
+    "Aval", "Program", "ShapeDtype", "TraceError", "evaluate", "get_mesh", "jit", "name", "ops",
+    "set_mesh", "shard_map", "trace", "use_mesh",
 ]
 __version__ = "0.1.0"

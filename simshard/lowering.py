@@ -593,8 +593,10 @@ if hasattr(np, "astype"):
 def array_function(func, args, kwargs):
     handler = HANDLERS.get(func)
     if handler is None:
+        module = getattr(func, "__module__", "numpy") or "numpy"
+        where = "np" + module[len("numpy"):] if module.startswith("numpy") else module
         raise TraceError(
-            f"np.{getattr(func, '__name__', func)} is not supported by simshard's tracer; "
+            f"{where}.{getattr(func, '__name__', func)} is not supported by simshard's tracer; "
             "supported: " + ", ".join(sorted({f"np.{f.__name__}" for f in HANDLERS}))
         )
     return handler(*args, **kwargs)

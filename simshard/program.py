@@ -185,8 +185,11 @@ class Program:
         for e in self.eqns:
             outs = ", ".join(f"{self._name(v)}: {self.type_string(v)}" for v in e.outputs)
             args = ", ".join(self._name(i) for i in e.inputs)
-            params = ", ".join(f"{k}={_short(v)}" for k, v in e.params)
+            params = ", ".join(f"{k}={_short(v)}" for k, v in e.params if not isinstance(v, Program))
             lines.append(f"  {outs} = {e.op}({args}{', ' if args and params else ''}{params})")
+            for k, v in e.params:
+                if isinstance(v, Program):  # a region body: its listing, indented
+                    lines += ["    " + line for line in v.pretty().splitlines()]
         lines.append(f"  return {', '.join(self._name(v) for v in self.outputs)}")
         lines.append("}")
         return "\n".join(lines)
@@ -196,10 +199,16 @@ class Program:
 
 
 def _short(v) -> str:
+    from .mesh import Mesh
+
     if isinstance(v, np.ndarray):
         return f"array{list(v.shape)}"
     if isinstance(v, Sharding):
         return str(v)
+    if isinstance(v, Mesh):
+        return f"@{v.name}"
+    if isinstance(v, tuple) and v and all(isinstance(x, Sharding) for x in v):
+        return "(" + ", ".join(map(str, v)) + ")"
     if isinstance(v, np.dtype):
         return short_name(v)
     return repr(v)

@@ -124,7 +124,7 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
         return (self[i] for i in range(self.shape[0]))
 
     def __index__(self):
-        raise TraceError(f"traced array {self!r} used as a Python integer")
+        raise TraceError(f"traced array {self!r} used as a Python number: its value is not known while tracing")
 
     __int__ = __float__ = __complex__ = __index__
 
@@ -398,6 +398,12 @@ def trace(
         _STACK.pop()
     out_specs = _broadcast_prefix(out_shardings, out, "out_shardings")
     out_sh = [resolve_sharding(s, t.aval, f"output {i}", mesh) for i, (s, t) in enumerate(zip(out_specs, out_tracers))]
+    _check_one_device_set(
+        [(f"input {n}", s) for n, s in zip(input_names, in_sh)]
+        + [(f"output {i}", s) for i, s in enumerate(out_sh)]
+        + [(f"{e.op} result", s) for e in builder.eqns for s in e.shardings],
+        mesh,
+    )
     program = Program(
         inputs=tuple(inputs),
         eqns=tuple(builder.eqns),
@@ -409,6 +415,23 @@ def trace(
     )
     object.__setattr__(program, "out_tree", out_tree)
     return program
+
+
+def _check_one_device_set(named: list[tuple[str, Sharding | None]], mesh) -> None:
+    """Every mesh in a program must view the same devices (logical meshes may differ in axes or
+    order, not in device count)."""
+    first = ("the ambient mesh", mesh) if mesh is not None else None
+    for where, s in named:
+        if s is None:
+            continue
+        if first is None:
+            first = (where, s.mesh)
+        elif s.mesh.size != first[1].size:
+            raise ShardingError(
+                "wrong-mesh",
+                f"{where} is sharded over mesh @{s.mesh.name} of {s.mesh.size} devices, but {first[0]} uses "
+                f"@{first[1].name} of {first[1].size}; all meshes of a program must view the same devices",
+            )
 
 
 class Jitted:
