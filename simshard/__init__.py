@@ -21,6 +21,10 @@ from .trace import ShapeDtype, TraceError, jit, name, trace
 from .interpret import evaluate
 from .manual import shard_map
 from . import ops
+from .scalax import (
+    FSDPShardingRule, MeshShardingHelper, PolicyShardingRule, ShardingRule, TreePathShardingRule,
+    with_sharding_annotation, with_sharding_constraint,
+)
 
 __all__ = [
     "AxisRef", "DimSharding", "DTensorSpec", "Layout", "Mesh", "NamedSharding", "P", "Partial",
@@ -29,5 +33,7 @@ __all__ = [
     "make_mesh", "render", "show", "utilization",
     "Aval", "Program", "ShapeDtype", "TraceError", "evaluate", "get_mesh", "jit", "name", "ops",
     "set_mesh", "shard_map", "trace", "use_mesh",
+    "FSDPShardingRule", "MeshShardingHelper", "PolicyShardingRule", "ShardingRule", "TreePathShardingRule",
+    "with_sharding_annotation", "with_sharding_constraint",
 ]
 __version__ = "0.1.0"

@@ -87,20 +87,32 @@ def match(
     except ValueError as e:
         raise ShardingError(
             "structure-mismatch",
-            f"{what}: the sharding rules {rules!r} do not match the structure of the value "
-            f"{optree.tree_structure(value, none_is_leaf=False)}: {e}",
+            f"{what}: the sharding rules {_short(rules)} are not a prefix of the value's structure "
+            f"{optree.tree_structure(value, none_is_leaf=False)}: {_first_clause(e)}",
         ) from None
+
+    def name_of(entries) -> str:
+        if label is not None:
+            return label(entries)
+        return repr("/".join(entry_name(e) for e in entries)) if entries else "the value"
 
     out: list[Matched] = []
     for r_entries, rule, sub in zip(r_acc, r_leaves, subtrees):
         s_acc, s_leaves, s_spec = optree.tree_flatten_with_accessor(sub, none_is_leaf=False)
         if isinstance(rule, ShardingRule):
-            applied = rule.apply(sub)
+            try:
+                applied = rule.apply(sub)
+            except ShardingError as e:
+                raise ShardingError(
+                    e.rule, f"{what}: {describe(rule)} on {name_of(tuple(r_entries))}: {e.detail}", axis=e.axis, dim=e.dim
+                ) from None
             try:
                 specs = s_spec.flatten_up_to(applied)
             except ValueError as e:
                 raise ShardingError(
-                    "structure-mismatch", f"{what}: {describe(rule)} returned a pytree of another structure: {e}"
+                    "structure-mismatch",
+                    f"{what}: {describe(rule)} returned a pytree of another structure than {name_of(tuple(r_entries))}: "
+                    f"{_first_clause(e)}",
                 ) from None
         else:
             specs = [rule] * len(s_leaves)
@@ -108,7 +120,7 @@ def match(
             entries = tuple(r_entries) + tuple(s_entries)
             path = "/".join(entry_name(e) for e in entries)
             aval = leaf_aval(leaf)
-            name = label(entries) if label else repr(path)
+            name = name_of(entries)
             if isinstance(rule, ShardingRule):
                 where = f"{what}: leaf {name} ({aval}) with {describe(rule)} giving {spec!r}"
             else:
@@ -120,3 +132,14 @@ def match(
             named = NamedSharding(mesh, spec) if isinstance(spec, P) else spec
             out.append(Matched(path, entries, leaf, aval, spec, named, sharding))
     return out, optree.tree_structure(value, none_is_leaf=False)
+
+
+def _short(x, n: int = 200) -> str:
+    r = repr(x)
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def _first_clause(e: Exception) -> str:
+    """optree's mismatch message without the dump of the whole value that follows it."""
+    msg = str(e).split("; dict:")[0].split("; tuple:")[0].split("; list:")[0]
+    return _short(msg, 300)

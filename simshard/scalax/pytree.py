@@ -44,7 +44,10 @@ def leaves_with_paths(tree) -> tuple[list[str], list[Any], optree.PyTreeSpec]:
 
 
 def named_tree_map(f: Callable[[str, Any], Any], tree) -> Any:
-    """``f(path, leaf)`` on every leaf; the results in the same structure (scalax's named_tree_map)."""
+    """``f(path, leaf)`` on every leaf; the results in the same structure (scalax's named_tree_map).
+
+    Dataclasses among the leaves are registered as pytree nodes first."""
+    register_dataclasses_in(tree)
     paths, leaves, spec = leaves_with_paths(tree)
     return optree.tree_unflatten(spec, [f(p, x) for p, x in zip(paths, leaves)])
 

@@ -15,7 +15,7 @@ import optree
 
 from ..errors import ShardingError
 from ..partition_spec import P
-from .pytree import leaf_aval, named_tree_map
+from .pytree import leaf_aval, named_tree_map, register_dataclasses_in
 
 
 def is_spec_leaf(x) -> bool:
@@ -91,6 +91,7 @@ class FSDPShardingRule(ShardingRule):
         return P()
 
     def apply(self, pytree):
+        register_dataclasses_in(pytree)
         return optree.tree_map(lambda x: self.spec_for_shape(leaf_aval(x).shape), pytree, none_is_leaf=False)
 
     def __repr__(self) -> str:
