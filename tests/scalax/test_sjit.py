@@ -314,3 +314,17 @@ def test_sjit_inside_a_trace_inlines_with_constraints(helper):
     assert [e.op for e in prog.eqns] == ["mul", "sharding_constraint", "tanh", "sharding_constraint"]
     assert prog.eqns[1].kw["sharding"] == sh(helper, "dp", rank=2)
     assert prog.eqns[3].kw["sharding"] == sh(helper, None, "fsdp", rank=2)
+
+
+def test_none_inside_arguments_is_an_empty_subtree(helper):
+    def f(state, x):
+        return x @ state["w"]
+
+    state = {"w": params()["w1"], "opt": None, "aux": [None, X]}
+    rule = ss.TreePathShardingRule(("w", P(None, "fsdp")), ("aux", P("dp")))
+    prog = helper.sjit(f, in_shardings=(rule, P("dp"))).trace(state, X)
+    assert by_name(prog) == {
+        "state['aux'][1]": sh(helper, "dp", rank=2), "state['w']": sh(helper, None, "fsdp", rank=2),
+        "x": sh(helper, "dp", rank=2),
+    }
+    np.testing.assert_array_equal(helper.sjit(f, in_shardings=(rule, P("dp")))(state, X), X @ state["w"])
