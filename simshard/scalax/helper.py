@@ -25,7 +25,6 @@ from ..program import Program
 from .annotations import constrain, sharding_context
 from .match import match
 from .pytree import leaves_with_paths, register_dataclasses_in
-from .rules import ShardingRule, is_rule_leaf
 
 
 class UnusedAnnotationWarning(UserWarning):

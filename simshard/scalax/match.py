@@ -7,7 +7,7 @@ names the leaf (by its tree path and, in sjit, by its program input name), the r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import optree
 
