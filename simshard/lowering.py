@@ -529,7 +529,7 @@ def getitem(x: Tracer, index):
         if any(not (isinstance(i, slice) and i == slice(None)) for j, i in enumerate(index) if j != k):
             raise TraceError("an index array may only be combined with ':' on other axes; use np.take")
         arr = index[k]
-        if not isinstance(arr, Tracer) and np.asarray(arr).dtype == bool:
+        if (arr.dtype if isinstance(arr, Tracer) else np.asarray(arr).dtype) == bool:
             raise TraceError("boolean mask indexing has a data-dependent shape and cannot be traced; use np.where")
         return take(x, arr, axis=k)
     n_real = sum(1 for i in index if i is not None and i is not Ellipsis)

@@ -324,13 +324,26 @@ def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None
     raise ShardingError("invalid-spec", f"{where}: {spec!r} is not a sharding")
 
 
+_UNSET = object()  # stands for a None sharding while broadcasting (None is no pytree leaf)
+
+
 def _broadcast_prefix(spec_tree, tree, what: str) -> list:
-    """Shardings given as a pytree prefix of the values, one per leaf of ``tree``."""
+    """Shardings given as a pytree prefix of the values, one per leaf of ``tree``.
+
+    ``None`` means "no sharding" in ``spec_tree`` but "no value" in ``tree`` (it has no leaves),
+    so spec Nones are swapped for a sentinel before broadcasting and back after.
+    """
+    specs = optree.tree_map(lambda s: _UNSET if s is None else s, spec_tree, is_leaf=_is_sharding_leaf, none_is_leaf=True)
+
+    def leaf(s):
+        return s is _UNSET or (s is not None and _is_sharding_leaf(s))
+
     try:
-        full = optree.tree_broadcast_prefix(spec_tree, tree, is_leaf=_is_sharding_leaf, none_is_leaf=True)
+        full = optree.tree_broadcast_prefix(specs, tree, is_leaf=leaf)
     except ValueError as e:
         raise ShardingError("structure-mismatch", f"{what} does not match the structure of the values: {e}") from None
-    return optree.tree_leaves(full, is_leaf=_is_sharding_leaf, none_is_leaf=True)
+    leaves = optree.tree_leaves(full, is_leaf=leaf)
+    return [None if s is _UNSET else s for s in leaves]
 
 
 def trace(
