@@ -31,8 +31,9 @@ Anything else the checker simply runs as a claim, and reports when it fails: a p
 factor present only in operands, say (a reduction mislabelled as pass-through), fails as soon as
 it is sharded. ``shardable_factors`` lists the factors a correct rule can have sharded and pass.
 
-Bitwise means bitwise: sums are compared with their sign of zero, and a padded block adds +0.0,
-so inputs whose whole-array sum is -0.0 can differ; exact-arithmetic test inputs avoid zeros.
+Bitwise means bitwise, signed zeros included: a padded block contributes the reduce op's
+identity (``REDUCE_OPS[op].identity``), and whether an all-(-0.0) sum survives depends on that
+identity's sign; exact-arithmetic test inputs avoid zeros so no check hinges on it.
 """
 
 from __future__ import annotations
