@@ -8,15 +8,24 @@ from .axes import AxisRef
 from .errors import ReplicaMismatchError, ShardingError
 from .fhe import Utilization, fhe_spec, utilization
 from .layout import Layout, equivalent, layout
-from .mesh import Mesh, make_mesh
+from .mesh import AxisType, Mesh, make_mesh
 from .partition_spec import NamedSharding, P
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard
 from .ragged import RaggedShard
 from .reduce_ops import REDUCE_OPS
 from .sharding import DimSharding, Sharding
 from .show import render, show
+from .context import set_mesh, use_mesh
+from .trace import ShapeDtype, jit, trace
+from .explicit import (
+    AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, reshard, typeof,
+)
+from . import lax, numpy  # noqa: E402  (simshard.lax / simshard.numpy)
 
 __all__ = [
+    "AbstractMesh", "AxisType", "DuplicateSpecError", "ShapeDtype", "ShardingTypeError", "auto_axes",
+    "explicit_axes", "get_abstract_mesh", "jit", "lax", "numpy", "reshard", "set_mesh", "trace", "typeof",
+    "use_mesh",
     "AxisRef", "DimSharding", "DTensorSpec", "Layout", "Mesh", "NamedSharding", "P", "Partial",
     "Placement", "RaggedShard", "REDUCE_OPS", "ReplicaMismatchError", "Replicate", "Shard",
     "Sharding", "ShardingError", "StridedShard", "Utilization", "equivalent", "fhe_spec", "layout",
