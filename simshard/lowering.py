@@ -260,7 +260,14 @@ def einsum(subscripts: str, *operands, out_sharding=None, **kwargs):
             ta, a = t, x
         else:
             tb, b = t, x
-    batch = [c for c in ta if c in tb and c in out]
+    if _explicit():
+        # jnp.einsum contracts (second, first) and keeps that order when it gives the output's
+        # order directly; the operand order decides the result's type in explicit mode.
+        if "".join(c for c in out if c in ta and c in tb) + "".join(c for c in ta if c not in tb) + "".join(
+            c for c in tb if c not in ta
+        ) != out:
+            (ta, a), (tb, b) = (tb, b), (ta, a)
+    batch = [c for c in out if c in ta and c in tb]
     contract = [c for c in ta if c in tb and c not in out]
     got = "".join(batch) + "".join(c for c in ta if c not in tb) + "".join(c for c in tb if c not in ta)
     dot_out = None

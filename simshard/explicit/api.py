@@ -58,7 +58,7 @@ def _check_duplicates(p: P) -> None:
             counts[a] = counts.get(a, 0) + 1
     dup = [a for a, c in counts.items() if c > 1]
     if dup:
-        shown = ", ".join(f"`{a}`" for a in dup)
+        shown = ", ".join(f"`{a}`" for a in sorted(dup))
         raise DuplicateSpecError(
             "A single NamedSharding spec specification can map every mesh axis to at most one positional "
             f"dimension, but {p!r} has duplicate entries for {shown}",

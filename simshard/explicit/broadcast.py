@@ -52,6 +52,10 @@ def broadcast_shardings(items: Sequence[tuple[tuple[int, ...], Spec]]) -> Spec:
                 raise ShardingTypeError(f"broadcast_shardings got incompatible shardings for broadcasting: {shown}.", op="broadcast")
             chosen = e
         out.append(chosen)
+    from ..partition_spec import P
+    from .api import _check_duplicates
+
+    _check_duplicates(P(*partitions(tuple(out))))
     return tuple(out)
 
 

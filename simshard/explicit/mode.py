@@ -17,7 +17,7 @@ from typing import Sequence
 
 from .. import context
 from ..mesh import AxisType, Mesh
-from ..program import Literal
+from ..program import Literal, Value
 from ..sharding import Sharding
 from . import rules
 from .types import Spec, spec_of, to_sharding, unreduced_of
@@ -64,10 +64,12 @@ def on_bind(builder, eqn, inputs: Sequence) -> tuple[Sharding | None, ...]:
     mesh = current_mesh()
     if mesh is None or not mesh.explicit_axes:
         return eqn.shardings
+    shown = builder.__dict__.setdefault("explicit_shown", {})
+    elementwise = _is_elementwise(eqn.op)
     operands = []
     for raw, v in zip(inputs, eqn.inputs):
         spec, unreduced = type_spec(raw, v.aval.ndim, mesh) if not isinstance(raw, Literal) else (((),) * v.aval.ndim, ())
-        operands.append(rules.Operand(v.aval, spec, unreduced))
+        operands.append(rules.Operand(v.aval, spec, unreduced, shown.get(v) if elementwise and isinstance(v, Value) else None))
     keep = mesh.explicit_axes
     out = tuple(
         None if s is None else (spec_of(s, o.aval.ndim, keep), unreduced_of(s, keep))
@@ -86,7 +88,23 @@ def on_bind(builder, eqn, inputs: Sequence) -> tuple[Sharding | None, ...]:
     types = builder.__dict__.setdefault("explicit_types", {})
     for v, s in zip(eqn.outputs, shardings):
         types[v] = s
+    if eqn.op == "broadcast_in_dim" and out == (None,):
+        # numpy-style broadcast (trailing dims): JAX would show the operand rank-promoted only
+        (x,) = eqn.inputs
+        lead = eqn.outputs[0].aval.ndim - x.aval.ndim
+        if tuple(params["broadcast_dimensions"]) == tuple(range(lead, lead + x.aval.ndim)):
+            shown[eqn.outputs[0]] = (1,) * lead + tuple(x.aval.shape)
     return shardings
+
+
+def _is_elementwise(op: str) -> bool:
+    from ..ops import get_op
+    from ..ops.elementwise import elementwise_rule
+
+    try:
+        return get_op(op).rule is elementwise_rule
+    except KeyError:
+        return False
 
 
 def begin(builder, inputs) -> None:

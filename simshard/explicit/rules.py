@@ -43,6 +43,9 @@ class Operand:
     aval: Aval
     spec: Spec
     unreduced: tuple[str, ...] = ()
+    # How JAX would show this operand: numpy broadcasting in JAX only adds leading size-1 dims
+    # before an elementwise op, where simshard broadcasts fully (same types, other shapes).
+    shown_shape: tuple[int, ...] | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -53,10 +56,10 @@ class Operand:
         return self.aval.ndim
 
     def short(self) -> str:
-        return type_str(self.aval.shape, self.aval.dtype, self.spec, self.unreduced, short=True)
+        return type_str(self.shown_shape or self.aval.shape, self.aval.dtype, self.spec, self.unreduced, short=True)
 
     def long(self) -> str:
-        return type_str(self.aval.shape, self.aval.dtype, self.spec, self.unreduced)
+        return type_str(self.shown_shape or self.aval.shape, self.aval.dtype, self.spec, self.unreduced)
 
     def named(self, mesh) -> str:
         return named_repr(mesh, self.spec, self.unreduced)
@@ -248,6 +251,7 @@ def _constraint(call: OpCall) -> list[Result]:
 @rule("select")
 def _select(call: OpCall) -> list[Result]:
     which, *cases = call.operands
+    cases = cases[::-1]  # JAX's select_n lists the cases false-first
     arrays = [c for c in cases if c.ndim]
     if not arrays:
         return [(replicated(call.out_avals[0].ndim), ())]
@@ -407,7 +411,7 @@ def _check_varying(call: OpCall, x: Operand, out_shape: Sequence[int], name: str
     for n, m, s in zip(x.shape, out_shape, x.spec):
         if n != m and s and m % dim_size(call.mesh, s):
             k = dim_size(call.mesh, s)
-            shown = s[0] if len(s) == 1 else "(" + ", ".join(s) + ")"
+            shown = s[0] if len(s) == 1 else repr(tuple(s))
             raise call.err(
                 f"{name} on sharded dims where out dim ({m}) is not divisible by mesh axes ({k}) with spec "
                 f"({shown}) is not implemented. Got input type={x.short()} and output shape={tuple(out_shape)}"
@@ -439,10 +443,10 @@ def _dynamic_slice(call: OpCall) -> list[Result]:
 def _dynamic_update_slice(call: OpCall) -> list[Result]:
     x, update = call.operands[:2]
     if x.spec != update.spec or x.unreduced != update.unreduced:
-        axes = "({" + ", ".join(f"AxisType.{t.name}: {tuple(call.mesh.axes_of_type(t))}" for t in dict.fromkeys(call.mesh.axis_types)) + "})"
+        axes = "({" + ", ".join(f"{t.name}: {tuple(call.mesh.axes_of_type(t))}" for t in dict.fromkeys(call.mesh.axis_types)) + "})"
         raise call.err(
             "dynamic_update_slice operand sharding must be equal to update sharding, got operand sharding "
-            f"{x.short()}{axes} and update sharding {update.short()}{axes}."
+            f"{x.long()}{axes} and update sharding {update.long()}{axes}."
         )
     return [(x.spec, x.unreduced)]
 

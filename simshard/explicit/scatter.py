@@ -66,7 +66,7 @@ def update_slice(x, index, values, how: str, out_sharding=None):
     v = astype(v, x.dtype)
     starts = [np.asarray(s, dtype=np.int32)[()] for s in start]
     if mode.is_explicit() and out_sharding is None:
-        x, v = _typed_operands(x, v, window, index)
+        x, v = _typed_operands(x, v, window, dropped, not hasattr(values, "shape") or np.ndim(values) == 0)
     if how == "add":
         cur = bind("dynamic_slice", x, *starts, slice_sizes=window)
         v = cur + v
@@ -74,7 +74,7 @@ def update_slice(x, index, values, how: str, out_sharding=None):
     return _apply_out(out, out_sharding, "at[...].set")
 
 
-def _typed_operands(x, v, window, index):
+def _typed_operands(x, v, window, dropped, from_scalar: bool):
     from .broadcast import _retype
 
     xs, _ = mode.type_spec(x, x.ndim)
@@ -86,11 +86,15 @@ def _typed_operands(x, v, window, index):
         else:
             c = () if not xs[d] and not vs[d] else None
         if c is None:
+            # shown as JAX's scatter sees it: integer-indexed dims dropped from the updates
+            kept = [k for k in range(x.ndim) if k not in dropped]
+            ushape = tuple(window[k] for k in kept)
+            uspec = tuple(xs[k] if from_scalar else vs[k] for k in kept)
             raise ShardingTypeError(
                 "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the scatter "
                 "update as out sharding could not be resolved unambiguously (or would require collectives on "
-                f"inputs). Got operand=ShapedArray({type_str(x.shape, x.dtype, xs)}), index={index!r}, "
-                f"updates=ShapedArray({type_str(v.shape, v.dtype, vs)})",
+                f"inputs). Got operand=ShapedArray({type_str(x.shape, x.dtype, xs)}), "
+                f"indices=ShapedArray(int32[{len(dropped)}]), updates=ShapedArray({type_str(ushape, v.dtype, uspec)})",
                 op="scatter",
             )
         spec.append(c)

@@ -105,7 +105,7 @@ def partitions(spec: Spec) -> tuple:
 
 
 def p_repr(spec: Spec, unreduced: Sequence[str] = ()) -> str:
-    body = ", ".join(repr(e) for e in partitions(spec))
+    body = ", ".join(repr(e) for e in partitions(spec)) + ("," if len(spec) == 1 else "")
     if unreduced:
         body += (", " if body else "") + "unreduced={" + ", ".join(repr(a) for a in sorted(unreduced)) + "}"
     return f"P({body})"
