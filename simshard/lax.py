@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from . import lowering as _lo
-from .ops import dynamic as _dynamic  # noqa: F401  (registers dynamic_slice / dynamic_update_slice)
+from .ops import argsort as _argsort, dynamic as _dynamic  # noqa: F401  (registers argsort, dynamic_slice, dynamic_update_slice)
 from .trace import TraceError, bind
 
 

@@ -378,7 +378,6 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
         raise TraceError("snp.argsort(descending=True) is not supported")
     if not _tracing():
         return _np.argsort(a, axis=axis, kind="stable").astype(int32)
-    from .ops import argsort as _register  # noqa: F401  (registers the op)
     from .trace import bind
 
     x = _t(a)

@@ -99,3 +99,19 @@ if "dynamic_update_slice" not in OPS:
         _dus_rule,
         doc="x with `update` written at run-time starts (clamped); cut dims are permutation factors",
     )
+
+
+def _table_rows() -> None:
+    """Representative calls for the generated op table (docs/ops.md)."""
+    from .table import EXAMPLES
+
+    f32, i32 = np.dtype("float32"), np.dtype("int32")
+    EXAMPLES.setdefault(
+        "dynamic_slice", ([Aval((8, 16), f32), Aval((), i32), Aval((), i32)], {"slice_sizes": (4, 16)})
+    )
+    EXAMPLES.setdefault(
+        "dynamic_update_slice", ([Aval((8, 16), f32), Aval((2, 16), f32), Aval((), i32), Aval((), i32)], {})
+    )
+
+
+_table_rows()
