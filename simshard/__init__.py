@@ -8,7 +8,7 @@ from .axes import AxisRef
 from .errors import ReplicaMismatchError, ShardingError
 from .fhe import Utilization, fhe_spec, utilization
 from .layout import Layout, equivalent, layout
-from .mesh import Mesh, make_mesh
+from .mesh import AxisType, Mesh, make_mesh
 from .partition_spec import NamedSharding, P
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard
 from .ragged import RaggedShard
@@ -25,8 +25,15 @@ from .scalax import (
     FSDPShardingRule, MeshShardingHelper, PolicyShardingRule, ShardingRule, TreePathShardingRule,
     with_sharding_annotation, with_sharding_constraint,
 )
+from .explicit import (
+    AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, reshard, typeof,
+)
+from . import lax, numpy  # noqa: E402  (simshard.lax / simshard.numpy)
 
 __all__ = [
+    "AbstractMesh", "AxisType", "DuplicateSpecError", "ShapeDtype", "ShardingTypeError", "auto_axes",
+    "explicit_axes", "get_abstract_mesh", "jit", "lax", "numpy", "reshard", "set_mesh", "trace", "typeof",
+    "use_mesh",
     "AxisRef", "DimSharding", "DTensorSpec", "Layout", "Mesh", "NamedSharding", "P", "Partial",
     "Placement", "RaggedShard", "REDUCE_OPS", "ReplicaMismatchError", "Replicate", "Shard",
     "Sharding", "ShardingError", "StridedShard", "Utilization", "equivalent", "fhe_spec", "layout",

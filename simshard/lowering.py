@@ -17,6 +17,30 @@ import numpy as np
 
 from .trace import Tracer, TraceError, bind, constant
 
+
+def _explicit() -> bool:
+    """True when the current mesh has Explicit axes (explicit mode types every value)."""
+    from .explicit.mode import is_explicit
+
+    return is_explicit()
+
+
+def _bind_out(op: str, *inputs, out_sharding=None, api_name=None, **params):
+    """``bind`` with ``out_sharding`` (explicit mode: the result's type; auto mode: a constraint)."""
+    if out_sharding is None:
+        return bind(op, *inputs, **params)
+    from .explicit.api import bind_out
+
+    return bind_out(op, *inputs, out_sharding=out_sharding, api_name=api_name, **params)
+
+
+def _apply_out(x, out_sharding, api_name: str):
+    if out_sharding is None:
+        return x
+    from .explicit.api import apply_out
+
+    return apply_out(x, out_sharding, api_name)
+
 # -- helpers ------------------------------------------------------------------------------------
 def _is_traced(x) -> bool:
     return isinstance(x, Tracer)
@@ -55,10 +79,17 @@ def _norm_axes(axis, ndim: int, fn: str) -> tuple[int, ...]:
     return axes
 
 
-def broadcast_to(x, shape):
-    """numpy broadcasting of ``x`` to ``shape`` as one broadcast_in_dim (no-op when equal)."""
+def broadcast_to(x, shape, out_sharding=None):
+    """numpy broadcasting of ``x`` to ``shape`` as one broadcast_in_dim (no-op when equal).
+
+    ``out_sharding`` (explicit mode, as ``jnp.broadcast_to``): the result's sharding; each operand
+    dim must be unsharded or already sharded that way."""
     x = _as_tracer(x)
     shape = tuple(int(s) for s in shape)
+    if out_sharding is not None:
+        from .explicit.broadcast import broadcast_to_sharded
+
+        return broadcast_to_sharded(x, shape, out_sharding)
     if x.shape == shape:
         return x
     if x.ndim > len(shape):
@@ -129,42 +160,49 @@ def astype(x, dtype):
 
 
 # -- contractions ---------------------------------------------------------------------------------
-def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul"):
+def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul", out_sharding=None):
     params = dict(contracting=tuple(map(tuple, contracting)), batch=tuple(map(tuple, batch)))
     if algorithm != "matmul":
         params["algorithm"] = algorithm
     if preferred_dtype is not None:
         params["preferred_dtype"] = np.dtype(preferred_dtype)
-    return bind("dot_general", _as_tracer(lhs), _as_tracer(rhs), **params)
+    return _bind_out("dot_general", _as_tracer(lhs), _as_tracer(rhs), out_sharding=out_sharding, **params)
 
 
-def matmul(a, b):
+def matmul(a, b, out_sharding=None):
     a, b = _as_tracer(a), _as_tracer(b)
     if a.ndim == 0 or b.ndim == 0:
         raise TraceError("np.matmul: operands must not be scalars")
     if a.ndim == 1 and b.ndim == 1:
-        return dot_general(a, b, ((0,), (0,)))
+        return dot_general(a, b, ((0,), (0,)), out_sharding=out_sharding)
     if a.ndim == 1:
-        return dot_general(a, b, ((0,), (b.ndim - 2,)))[...] if b.ndim == 2 else expand_dims(a, 0) @ b
+        if b.ndim == 2:
+            return dot_general(a, b, ((0,), (b.ndim - 2,)), out_sharding=out_sharding)
+        return _apply_out(matmul(expand_dims(a, 0), b)[..., 0, :], out_sharding, "matmul")
     if b.ndim == 1:
-        return dot_general(a, b, ((a.ndim - 1,), (0,)))
+        return dot_general(a, b, ((a.ndim - 1,), (0,)), out_sharding=out_sharding)
     if a.ndim == 2 and b.ndim == 2:
-        return dot_general(a, b, ((1,), (0,)))
+        return dot_general(a, b, ((1,), (0,)), out_sharding=out_sharding)
     # Batched: broadcast the batch dims, then one dot_general with batch dims.
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = broadcast_to(a, batch + a.shape[-2:])
-    b = broadcast_to(b, batch + b.shape[-2:])
+    if _explicit():
+        from .explicit.broadcast import matmul_batch_operands
+
+        a, b = matmul_batch_operands(a, b, batch)
+    else:
+        a = broadcast_to(a, batch + a.shape[-2:])
+        b = broadcast_to(b, batch + b.shape[-2:])
     nb = len(batch)
-    return dot_general(a, b, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+    return dot_general(a, b, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))), out_sharding=out_sharding)
 
 
-def dot(a, b, out=None):
+def dot(a, b, out=None, out_sharding=None):
     a, b = _as_tracer(a), _as_tracer(b)
     if a.ndim == 0 or b.ndim == 0:
-        return a * b
+        return _apply_out(a * b, out_sharding, "dot")
     if b.ndim == 1 or a.ndim <= 2 and b.ndim <= 2:
-        return matmul(a, b)
-    return dot_general(a, b, ((a.ndim - 1,), (b.ndim - 2,)))
+        return matmul(a, b, out_sharding=out_sharding)
+    return dot_general(a, b, ((a.ndim - 1,), (b.ndim - 2,)), out_sharding=out_sharding)
 
 
 def tensordot(a, b, axes=2):
@@ -207,7 +245,7 @@ def einsum(subscripts: str, *operands, out_sharding=None, **kwargs):
         if summed:
             x = _reduce("sum", x, tuple(summed), False, "np.einsum")
             t = "".join(c for c in t if c in out)
-        return transpose(x, [t.index(c) for c in out]) if t != out else x
+        return _apply_out(transpose(x, [t.index(c) for c in out]) if t != out else x, out_sharding, "einsum")
     if len(ops) != 2:
         raise TraceError("np.einsum: at most two operands are supported; chain einsums")
     (ta, tb), (a, b) = terms, ops
@@ -222,11 +260,26 @@ def einsum(subscripts: str, *operands, out_sharding=None, **kwargs):
             ta, a = t, x
         else:
             tb, b = t, x
-    batch = [c for c in ta if c in tb and c in out]
+    if _explicit():
+        # jnp.einsum contracts (second, first) and keeps that order when it gives the output's
+        # order directly; the operand order decides the result's type in explicit mode.
+        if "".join(c for c in out if c in ta and c in tb) + "".join(c for c in ta if c not in tb) + "".join(
+            c for c in tb if c not in ta
+        ) != out:
+            (ta, a), (tb, b) = (tb, b), (ta, a)
+    batch = [c for c in out if c in ta and c in tb]
     contract = [c for c in ta if c in tb and c not in out]
-    res = dot_general(a, b, ([ta.index(c) for c in contract], [tb.index(c) for c in contract]),
-                      ([ta.index(c) for c in batch], [tb.index(c) for c in batch]), algorithm="einsum")
     got = "".join(batch) + "".join(c for c in ta if c not in tb) + "".join(c for c in tb if c not in ta)
+    dot_out = None
+    if out_sharding is not None:
+        # out_sharding names the einsum's output dims: give the contraction the same spec, in its order.
+        from .explicit.api import resolve
+
+        sh = resolve(out_sharding, len(out), "einsum")
+        dot_out = type(sh)(sh.mesh, tuple(sh.dims[out.index(c)] for c in got), sh.replicated, sh.unreduced, sh.reduce_op)
+    res = dot_general(a, b, ([ta.index(c) for c in contract], [tb.index(c) for c in contract]),
+                      ([ta.index(c) for c in batch], [tb.index(c) for c in batch]), algorithm="einsum",
+                      out_sharding=dot_out)
     return transpose(res, [got.index(c) for c in out]) if got != out else res
 
 
@@ -327,6 +380,16 @@ def _arg(kind):
 def _cumsum(a, axis=None, dtype=None, out=None):
     _no(out=out, fn="np.cumsum")
     x = _as_tracer(a)
+    if axis is None and _explicit():
+        from .explicit.api import typeof
+        from .explicit.errors import ShardingTypeError
+
+        t = typeof(x)
+        if any(t.spec):
+            raise ShardingTypeError(
+                f"The input should be fully replicated when axis is not specified to cumsum. Got input type={t}",
+                op="cumsum",
+            )
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     if dtype is not None:
@@ -350,7 +413,7 @@ def _no(fn: str, **given):
 
 
 # -- shapes ---------------------------------------------------------------------------------------
-def reshape(a, newshape=None, order="C", *, shape=None, copy=None):
+def reshape(a, newshape=None, order="C", *, shape=None, copy=None, out_sharding=None):
     if order != "C":
         raise TraceError("np.reshape: only order='C' is supported")
     x = _as_tracer(a)
@@ -365,7 +428,9 @@ def reshape(a, newshape=None, order="C", *, shape=None, copy=None):
         new = tuple(x.size // known if n == -1 else n for n in new)
     if math.prod(new) != x.size:
         raise TraceError(f"np.reshape: cannot reshape array of size {x.size} into shape {new}")
-    return x if new == x.shape else bind("reshape", x, new_shape=new)
+    if new == x.shape:
+        return _apply_out(x, out_sharding, "reshape")
+    return _bind_out("reshape", x, new_shape=new, out_sharding=out_sharding, api_name="reshape")
 
 
 def transpose(a, axes=None):
@@ -448,7 +513,7 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     return bind("pad", x, padding_value=value, widths=tuple((int(lo), int(hi)) for lo, hi in widths))
 
 
-def take(a, indices, axis=None, out=None, mode=None):
+def take(a, indices, axis=None, out=None, mode=None, out_sharding=None):
     _no(out=out, mode=mode, fn="np.take")
     x = _as_tracer(a)
     if axis is None:
@@ -461,13 +526,18 @@ def take(a, indices, axis=None, out=None, mode=None):
         idx = np.where(idx < 0, idx + x.shape[ax], idx)
         if idx.size and (idx.min() < 0 or idx.max() >= x.shape[ax]):
             raise TraceError(f"np.take: index out of bounds for axis {ax} of size {x.shape[ax]}")
-    return bind("take", x, _as_tracer(idx), axis=ax)
+    return _bind_out("take", x, _as_tracer(idx), axis=ax, out_sharding=out_sharding)
 
 
 def where(condition, x=None, y=None):
     if x is None or y is None:
         raise TraceError("np.where(condition) with one argument has a data-dependent shape and cannot be traced")
     dt = np.result_type(_dtype(x) if _is_traced(x) or np.ndim(x) else x, _dtype(y) if _is_traced(y) or np.ndim(y) else y)
+    if _explicit():
+        # jnp.where: broadcast all three to one shape *and* one sharding (consensus) first.
+        from .explicit.broadcast import broadcast_arrays_typed
+
+        condition, x, y = broadcast_arrays_typed([condition, x, y])
     c, a, b = _broadcast_all([condition, x, y], "np.where")
     c = astype(c, np.bool_) if _is_traced(c) else bool(c)
     a = astype(a, dt) if _is_traced(a) else np.asarray(a, dtype=dt)[()]
@@ -485,10 +555,11 @@ def clip(a, a_min=None, a_max=None, out=None, **kw):
     return x
 
 
-def full(shape, fill_value, dtype=None):
+def full(shape, fill_value, dtype=None, out_sharding=None):
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     dt = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
-    return bind("full", shape=shape, fill_value=np.asarray(fill_value, dtype=dt)[()], dtype=dt)
+    return _bind_out("full", shape=shape, fill_value=np.asarray(fill_value, dtype=dt)[()], dtype=dt,
+                     out_sharding=out_sharding)
 
 
 def _like(value):

@@ -6,6 +6,7 @@ each has a name, which is how Shardy text refers to it (``<@mesh_xy, ...>``).
 
 from __future__ import annotations
 
+import enum
 import itertools
 import math
 from dataclasses import dataclass
@@ -15,20 +16,50 @@ from .axes import AxisRef
 from .errors import ShardingError
 
 
+class AxisType(enum.Enum):
+    """How a mesh axis is sharded (JAX's ``jax.sharding.AxisType``).
+
+    ``Auto``: the compiler (propagation) decides; ``Explicit``: shardings over the axis are part of
+    each value's type and computed at trace time; ``Manual``: per-device code (shard_map)."""
+
+    Auto = "Auto"
+    Explicit = "Explicit"
+    Manual = "Manual"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _axis_types(types, n: int) -> tuple[AxisType, ...]:
+    if types is None:
+        return (AxisType.Auto,) * n
+    if isinstance(types, (AxisType, str)):
+        types = (types,) * n
+    out = tuple(t if isinstance(t, AxisType) else AxisType[str(t)] for t in types)
+    if len(out) != n:
+        raise ShardingError("invalid-mesh", f"axis_types has {len(out)} entries for a mesh of {n} axes")
+    return out
+
+
 @dataclass(frozen=True, init=False)
 class Mesh:
-    """Named axes with sizes (major to minor) and the device id at each row-major position."""
+    """Named axes with sizes (major to minor) and the device id at each row-major position.
+
+    ``axis_types`` gives each axis an ``AxisType`` (default ``Auto``); it is part of the mesh's
+    identity, as in JAX, but not of its Shardy text."""
 
     axis_names: tuple[str, ...]
     axis_sizes: tuple[int, ...]
     device_ids: tuple[int, ...]
     name: str
+    axis_types: tuple[AxisType, ...]
 
     def __init__(
         self,
         axes: Mapping[str, int] | Sequence[tuple[str, int]],
         device_ids: Sequence[int] | None = None,
         name: str = "mesh",
+        axis_types: Sequence[AxisType] | AxisType | None = None,
     ):
         items = list(axes.items()) if isinstance(axes, Mapping) else [tuple(a) for a in axes]
         names = tuple(str(n) for n, _ in items)
@@ -52,6 +83,30 @@ class Mesh:
         object.__setattr__(self, "axis_sizes", sizes)
         object.__setattr__(self, "device_ids", ids)
         object.__setattr__(self, "name", str(name))
+        object.__setattr__(self, "axis_types", _axis_types(axis_types, len(names)))
+
+    # -- axis types ------------------------------------------------------------------------
+    def axes_of_type(self, axis_type: AxisType) -> tuple[str, ...]:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t == axis_type)
+
+    @property
+    def explicit_axes(self) -> tuple[str, ...]:
+        return self.axes_of_type(AxisType.Explicit)
+
+    @property
+    def auto_axes(self) -> tuple[str, ...]:
+        return self.axes_of_type(AxisType.Auto)
+
+    @property
+    def manual_axes(self) -> tuple[str, ...]:
+        return self.axes_of_type(AxisType.Manual)
+
+    def update_axis_types(self, types: Mapping[str, AxisType]) -> "Mesh":
+        """A copy with some axes' types changed (``{"X": AxisType.Auto}``)."""
+        for n in types:
+            self.axis_size(n)  # unknown axis -> ShardingError
+        new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
+        return Mesh(list(zip(self.axis_names, self.axis_sizes)), self.device_ids, self.name, new)
 
     # -- shape -----------------------------------------------------------------------------
     @property
@@ -119,16 +174,17 @@ class Mesh:
         return pos
 
     def __hash__(self) -> int:
-        return hash((self.axis_names, self.axis_sizes, self.device_ids, self.name))
+        return hash((self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mesh):
             return NotImplemented
-        return (self.axis_names, self.axis_sizes, self.device_ids, self.name) == (
+        return (self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types) == (
             other.axis_names,
             other.axis_sizes,
             other.device_ids,
             other.name,
+            other.axis_types,
         )
 
     # -- text ------------------------------------------------------------------------------
@@ -140,7 +196,10 @@ class Mesh:
 
     def __repr__(self) -> str:
         ids = "" if self.device_ids == tuple(range(self.size)) else f", device_ids={list(self.device_ids)}"
-        return f"Mesh({self.shape}{ids}, name={self.name!r})"
+        types = ""
+        if any(t != AxisType.Auto for t in self.axis_types):
+            types = f", axis_types=({', '.join(t.name for t in self.axis_types)}{',' if self.ndim == 1 else ''})"
+        return f"Mesh({self.shape}{ids}, name={self.name!r}{types})"
 
     @staticmethod
     def parse(text: str) -> "Mesh":
@@ -150,7 +209,7 @@ class Mesh:
         return parse_mesh(text)
 
     def renamed(self, name: str) -> "Mesh":
-        return Mesh(list(zip(self.axis_names, self.axis_sizes)), self.device_ids, name)
+        return Mesh(list(zip(self.axis_names, self.axis_sizes)), self.device_ids, name, self.axis_types)
 
 
 def make_mesh(
@@ -160,6 +219,7 @@ def make_mesh(
     physical_shape: Sequence[int] | None = None,
     mesh_axis_splitting: bool = False,
     name: str = "mesh",
+    axis_types: Sequence[AxisType] | AxisType | None = None,
 ) -> Mesh:
     """Build a mesh the scalax way: one ``-1`` in ``axis_dims`` is inferred from the device count.
 
@@ -167,6 +227,7 @@ def make_mesh(
     or of ``axis_dims`` when no dim is -1). With ``physical_shape``, each logical axis is made from
     whole physical dimensions when possible (device order follows that assignment); a logical
     axis that would need a physical dimension split is refused unless ``mesh_axis_splitting``.
+    ``axis_types`` (one ``AxisType`` per axis, or one for all) defaults to ``Auto`` everywhere.
     """
     dims = [int(d) for d in axis_dims]
     if len(dims) != len(axis_names):
@@ -221,7 +282,7 @@ def make_mesh(
         else:
             perm = _transpose_ids(phys, order)
         ids = [ids[p] for p in perm] if ids is not None else perm
-    return Mesh(list(zip(axis_names, dims)), ids, name=name)
+    return Mesh(list(zip(axis_names, dims)), ids, name=name, axis_types=axis_types)
 
 
 def _assign_physical(dims: list[int], phys: list[int]) -> list[list[int]] | None:

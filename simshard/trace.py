@@ -227,6 +227,13 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
     def take(self, indices, axis=None):
         return np.take(self, indices, axis=axis)
 
+    @property
+    def at(self):
+        """JAX's functional updates: ``x.at[idx].set(v)`` / ``.add(v)`` / ``.get(out_sharding=...)``."""
+        from .numpy import _IndexUpdateHelper
+
+        return _IndexUpdateHelper(self)
+
 
 # -- binding ops ----------------------------------------------------------------------------------
 def _operand(builder: _Builder, x, like_dtype=None) -> Value | Literal:
@@ -402,6 +409,9 @@ def trace(
     it = iter(tracer_args)
     call_args = [a if i in static else next(it) for i, a in enumerate(args)]
 
+    from .explicit import mode as explicit_mode
+
+    explicit_mode.begin(builder, [Tracer(builder, v, s) for v, s in zip(inputs, in_sh)])
     _STACK.append(builder)
     try:
         out = fun(*call_args, **kwargs)
@@ -426,6 +436,7 @@ def trace(
         out_shardings=tuple(out_sh),
         labels=tuple(builder.labels),
     )
+    program = explicit_mode.finish(builder, program)
     object.__setattr__(program, "out_tree", out_tree)
     return program
 

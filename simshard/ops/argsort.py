@@ -1,0 +1,38 @@
+"""``argsort`` along one axis (stable, as ``jnp.argsort``): the axis needs replication, like sort."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..program import Aval
+from . import _checks
+from .registry import OPS, register_op
+from .scans import along_axis_rule
+
+
+def _eval(*avals, axis, index_dtype, **_):
+    _checks.arity("argsort", avals, 1)
+    (x,) = avals
+    _checks.axis("argsort", axis, x.ndim)
+    dt = np.dtype(index_dtype)
+    if dt.kind not in "iu":
+        raise ValueError(f"argsort: index_dtype must be an integer dtype, got {dt}")
+    return (Aval(x.shape, dt),)
+
+
+def _kernel(x, *, axis, index_dtype, **_):
+    return (np.argsort(x, axis=axis, kind="stable").astype(index_dtype),)
+
+
+if "argsort" not in OPS:
+    register_op("argsort", _eval, _kernel, along_axis_rule, doc="stable argsort along `axis`; the axis needs replication")
+
+
+def _table_rows() -> None:
+    """A representative call for the generated op table (docs/ops.md)."""
+    from .table import EXAMPLES
+
+    EXAMPLES.setdefault("argsort", ([Aval((8, 16), np.dtype("float32"))], {"axis": 1, "index_dtype": np.dtype("int32")}))
+
+
+_table_rows()
