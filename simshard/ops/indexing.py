@@ -1,0 +1,148 @@
+"""Static slicing, padding and ``take`` along an axis (shardy.md a.10, a.12).
+
+* ``slice`` / ``pad``: a dim kept whole is a pass-through factor shared by operand and result; a
+  sliced or padded dim is one permutation factor of the OPERAND's size shared by both (Shardy's
+  rule: sharding still propagates through it, but running it sharded needs data from other
+  devices). In the result that factor does not multiply to the dim size: it is ``inexact``.
+
+      slice 32x4x8 -> 32x1x2:  ([a, b, c])->([a, b, c]) {a=32, b=4, c=8} permutation={b, c}
+
+* ``take(x, indices, axis)``: result = ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
+  x's other dims and the indices' dims pass through to the result; x's ``axis`` (every index may
+  read any position of it) is a need-replication factor added last:
+
+      take 4x5, indices 3, axis=0:  ([c, b], [a])->([a, b]) {a=3, b=5, c=4} need_replication={c}
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..program import Aval
+from . import _checks
+from .builder import RuleBuilder
+from .factors import NEED_REPLICATION, PASS_THROUGH, PERMUTATION
+from .registry import register_op
+
+
+def _mismatch_rule(in_avals, out_avals):
+    """One factor of the operand's size per dim; permutation where operand and result differ."""
+    x, out = in_avals[0], out_avals[0]
+    b = RuleBuilder([a.shape for a in in_avals], [out.shape])
+    for d, n in enumerate(x.shape):
+        dims = [d] + [None] * (len(in_avals) - 1)
+        b.add(dims, [d], n, PASS_THROUGH if n == out.shape[d] else PERMUTATION)
+    return b.build()
+
+
+# -- slice -------------------------------------------------------------------------------------
+def _slice_params(op: str, x: Aval, start, limit, strides):
+    start = _checks.int_tuple(op, "start", start, x.ndim)
+    limit = _checks.int_tuple(op, "limit", limit, x.ndim)
+    strides = (1,) * x.ndim if strides is None else _checks.int_tuple(op, "strides", strides, x.ndim)
+    for d, (s, l, st, n) in enumerate(zip(start, limit, strides, x.shape)):
+        if not 0 <= s <= l <= n:
+            raise ValueError(f"{op}: dim {d} of size {n}: need 0 <= start ({s}) <= limit ({l}) <= {n}")
+        if st < 1:
+            raise ValueError(f"{op}: dim {d}: stride {st} must be >= 1")
+    return start, limit, strides
+
+
+def _slice_eval(*avals, start, limit, strides=None, **_):
+    _checks.arity("slice", avals, 1)
+    (x,) = avals
+    start, limit, strides = _slice_params("slice", x, start, limit, strides)
+    shape = tuple(-(-(l - s) // st) for s, l, st in zip(start, limit, strides))
+    return (Aval(shape, x.dtype),)
+
+
+def _slice_kernel(x, *, start, limit, strides=None, **_):
+    strides = strides or (1,) * np.ndim(x)
+    return (np.array(x[tuple(slice(s, l, st) for s, l, st in zip(start, limit, strides))]),)
+
+
+register_op(
+    "slice",
+    _slice_eval,
+    _slice_kernel,
+    lambda in_avals, out_avals, **_: _mismatch_rule(in_avals, out_avals),
+    doc="x[start:limit:strides] per dim; sliced dims are permutation factors",
+)
+
+
+# -- pad ---------------------------------------------------------------------------------------
+def _widths(op: str, x: Aval, widths):
+    try:
+        pairs = tuple(tuple(int(v) for v in w) for w in widths)
+    except TypeError:
+        raise ValueError(f"{op}: widths must be a sequence of (lo, hi) pairs, got {widths!r}") from None
+    if len(pairs) != x.ndim or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"{op}: widths {widths!r} must give one (lo, hi) pair per dim of a rank-{x.ndim} operand")
+    if any(v < 0 for p in pairs for v in p):
+        raise ValueError(f"{op}: widths {pairs} must be non-negative")
+    return pairs
+
+
+def _pad_eval(*avals, padding_value, widths, **_):
+    _checks.arity("pad", avals, 1)
+    (x,) = avals
+    pairs = _widths("pad", x, widths)
+    if np.ndim(padding_value) != 0:
+        raise ValueError(f"pad: padding_value must be a scalar, got shape {np.shape(padding_value)}")
+    return (Aval(tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pairs)), x.dtype),)
+
+
+def _pad_kernel(x, *, padding_value, widths, **_):
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return (x.copy(),)
+    return (np.pad(x, tuple(tuple(w) for w in widths), mode="constant", constant_values=padding_value),)
+
+
+register_op(
+    "pad",
+    _pad_eval,
+    _pad_kernel,
+    lambda in_avals, out_avals, **_: _mismatch_rule(in_avals, out_avals),
+    doc="pad each dim with (lo, hi) copies of `padding_value`; padded dims are permutation factors",
+)
+
+
+# -- take --------------------------------------------------------------------------------------
+def _take_eval(*avals, axis, **_):
+    _checks.arity("take", avals, 2)
+    x, indices = avals
+    if x.ndim == 0:
+        raise ValueError("take: x must have rank >= 1")
+    axis = _checks.axis("take", axis, x.ndim)
+    if indices.dtype.kind not in "iu":
+        raise ValueError(f"take: indices must have an integer dtype, got {indices.dtype}")
+    if x.shape[axis] == 0 and indices.size:
+        raise ValueError(f"take: cannot take from the empty axis {axis} of shape {x.shape}")
+    return (Aval(x.shape[:axis] + indices.shape + x.shape[axis + 1 :], x.dtype),)
+
+
+def take_rule(in_avals, out_avals, *, axis, **_):
+    x, indices = in_avals
+    b = RuleBuilder([x.shape, indices.shape], [out_avals[0].shape])
+    o = 0
+    for d in range(axis):
+        b.add([d, None], [o], x.shape[d])
+        o += 1
+    for k, n in enumerate(indices.shape):
+        b.add([None, k], [o], n)
+        o += 1
+    for d in range(axis + 1, x.ndim):
+        b.add([d, None], [o], x.shape[d])
+        o += 1
+    b.add([axis, None], [None], x.shape[axis], NEED_REPLICATION)
+    return b.build()
+
+
+register_op(
+    "take",
+    _take_eval,
+    lambda x, indices, *, axis, **_: (np.take(x, indices, axis=axis),),
+    take_rule,
+    doc="np.take(x, indices, axis); x's axis needs replication, indices dims pass through",
+)
