@@ -23,3 +23,9 @@ __all__ = [
     "make_mesh", "render", "show", "utilization",
 ]
 __version__ = "0.1.0"
+
+# Automatic sharding propagation (Shardy's algorithm). Note: this binds ``simshard.propagate`` to
+# the function; import the modules with ``from simshard.propagate import engine`` etc.
+from .propagate import explain, propagate  # noqa: E402
+
+__all__ += ["explain", "propagate"]
