@@ -157,15 +157,21 @@ def _default_mesh(state: State, annotations) -> Mesh | None:
 
 
 def _neighbour_mesh(graph: Graph, state: State, key) -> Mesh | None:
-    """The mesh of an op next to ``key`` (its producer first, then its users)."""
+    """The mesh for a value nothing reached: the common mesh of an op next to it (its producer
+    first, then its users), else the mesh of the first sharded tensor next to it."""
     candidates = []
     if key in graph.producer:
         candidates.append(graph.nodes[graph.producer[key]])
     candidates += [graph.nodes[i] for i in graph.uses.get(key, [])]
-    for n in candidates:
-        m = engine.common_mesh([state.get(k) for k in list(n.operands) + list(n.results) if k is not None])
+    tensors = [[state.get(k) for k in list(n.operands) + list(n.results) if k is not None] for n in candidates]
+    for shardings in tensors:
+        m = engine.common_mesh(shardings)
         if m is not None:
             return m
+    for shardings in tensors:
+        for s in shardings:
+            if s is not None and s.mesh.axis_names:
+                return s.mesh
     return None
 
 
