@@ -8,6 +8,9 @@
   producer and its users are pushed back (a stack with set semantics, like MLIR's greedy
   rewriter driving Shardy: the most recently pushed op runs next, an op already waiting keeps
   its place; users are pushed in reverse use order so the earliest user runs first).
+  As in Shardy, the op just visited is not pushed back by its own updates: an op that uses one
+  value twice and updates it through both operands keeps the last write (``dot(x, x)`` may
+  need a second sweep to settle; Shardy's debug builds warn about exactly that).
 * Before and after the sweep, function-result shardings are exchanged with the returned values
   through an identity rule (a closed output sharding constrains the returned value, and the
   returned value's sharding reaches the output).
