@@ -27,6 +27,7 @@ sharding) and provenance are kept on the returned program: see :func:`propagatio
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Hashable
 
@@ -109,10 +110,9 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
         rule = None
         if e.op not in OPAQUE_OPS:
             try:
-                opdef = get_op(e.op)
-                rule = opdef.rules([i.aval for i in e.inputs], [o.aval for o in e.outputs], **kw)[0]
-            except (KeyError, ValueError, TypeError, IndexError):
-                rule = None
+                rule = get_op(e.op).rules([i.aval for i in e.inputs], [o.aval for o in e.outputs], **kw)[0]
+            except (KeyError, ValueError, TypeError, IndexError) as err:
+                warnings.warn(f"propagate: op {e.op} (equation {idx}) has no usable sharding rule, nothing propagates through it: {err}")
         barrier = Direction.parse(kw.get("allowed_direction", "NONE")) if e.op == "propagation_barrier" else None
         operands = tuple(None if isinstance(i, Literal) else i for i in e.inputs)
         nodes.append(Node(idx, e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw))
@@ -222,10 +222,8 @@ def explain(program: Program, value_or_label) -> str:
         info = propagation_info(program)
     v = program.lookup(value_or_label)
     title = _value_name(program, v) + f" {v.aval}"
-    text = explain_value(info.provenance, v, program.shardings.get(v), title, lambda k: _value_name(program, k))
+    text = explain_value(info.provenance, v, program.shardings.get(v), title)
     for k, w in enumerate(program.outputs):
         if w == v and info.result_shardings[k] != program.shardings.get(v):
-            text += "\n" + explain_value(
-                info.provenance, ResultRef(k), info.result_shardings[k], f"output {k}", lambda k: _value_name(program, k)
-            )
+            text += "\n" + explain_value(info.provenance, ResultRef(k), info.result_shardings[k], f"output {k}")
     return text

@@ -125,7 +125,7 @@ def _record(prov: Provenance | None, rule, before: Projection, after: Projection
         dim = next(d for d, fl in enumerate(mappings[index]) if f in fl)
         source = None
         for j, t in enumerate(before.tensors):
-            if j == index or tensor_keys[j] is None or f not in t.factors:
+            if j == index or tensor_keys[j] is None or tensor_keys[j] == target or f not in t.factors:
                 continue
             if any(am.overlaps(a, b, sizes) for a in added for b in t.factors[f].axes):
                 sdim = next(d for d, fl in enumerate(mappings[j]) if f in fl)

@@ -9,7 +9,7 @@ tensor of that op. Following those hops back gives the chain ``annotation -> op 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
+from typing import Hashable, Sequence
 
 from ..axes import AxisRef
 from ..sharding import Sharding
@@ -26,6 +26,7 @@ class Origin:
     factor: str | None = None
     source: tuple[Hashable, int] | None = None  # (value key, dim) the axes were copied from
     stage: str = ""  # the propagation round (user priority / op-priority stage)
+    sizes: tuple[tuple[str, int], ...] = ()  # the mesh's axis sizes, to compare sub-axes
 
 
 class Provenance:
@@ -34,26 +35,26 @@ class Provenance:
     def __init__(self):
         self.origins: dict[tuple[Hashable, int], list[Origin]] = {}
         self.stage = ""
-        self.mesh_sizes: dict[str, int] = {}
 
     def annotate(self, key, sharding: Sharding, label: str) -> None:
+        sizes = tuple(sharding.mesh.shape.items())
         for d, dim in enumerate(sharding.dims):
             if dim.axes:
-                self.mesh_sizes.update(sharding.mesh.shape)
-                self._add(key, d, Origin(tuple(dim.axes), annotation=label, priority=dim.priority or 0, stage=self.stage))
+                origin = Origin(tuple(dim.axes), annotation=label, priority=dim.priority or 0, stage=self.stage, sizes=sizes)
+                self._add(key, d, origin)
 
     def propagated(self, key, dim: int, axes: Sequence[AxisRef], node: int | None, op: str, factor: str | None, source, sizes) -> None:
-        self.mesh_sizes.update(sizes)
-        self._add(key, dim, Origin(tuple(axes), node=node, op=op, factor=factor, source=source, stage=self.stage))
+        origin = Origin(tuple(axes), node=node, op=op, factor=factor, source=source, stage=self.stage, sizes=tuple(sizes.items()))
+        self._add(key, dim, origin)
 
     def _add(self, key, dim: int, origin: Origin) -> None:
         self.origins.setdefault((key, dim), []).append(origin)
 
     # -- reading --------------------------------------------------------------------------
     def find(self, key, dim: int, axis: AxisRef) -> Origin | None:
-        sizes = self.mesh_sizes
         for o in self.origins.get((key, dim), []):
-            if any(a.name == axis.name and (sizes.get(a.name) is None or am.overlaps(a, axis, sizes)) for a in o.axes):
+            sizes = dict(o.sizes)
+            if any(a.name == axis.name and am.overlaps(a, axis, sizes) for a in o.axes):
                 return o
         return None
 
@@ -75,7 +76,7 @@ class Provenance:
             key, dim = o.source
         return None, hops[::-1]
 
-    def describe(self, key, dim: int, axis: AxisRef, name_of: Callable[[Hashable], str]) -> str:
+    def describe(self, key, dim: int, axis: AxisRef) -> str:
         root, hops = self.chain(key, dim, axis)
         if root is None and not hops:
             return "origin unknown"
@@ -89,9 +90,8 @@ class Provenance:
         return text
 
 
-def explain_value(
-    prov: Provenance, key, sharding: Sharding | None, title: str, name_of: Callable[[Hashable], str]
-) -> str:
+def explain_value(prov: Provenance, key, sharding: Sharding | None, title: str) -> str:
+    """``title: sharding`` then one line per dim saying where its axes came from."""
     lines = [f"{title}: {sharding if sharding is not None else 'no sharding'}"]
     if sharding is None:
         return "\n".join(lines)
@@ -101,7 +101,7 @@ def explain_value(
             continue
         groups: list[tuple[str, list[AxisRef]]] = []
         for a in dim.axes:
-            why = prov.describe(key, d, a, name_of)
+            why = prov.describe(key, d, a)
             if groups and groups[-1][0] == why:
                 groups[-1][1].append(a)
             else:
