@@ -13,11 +13,11 @@ a full aggressive run; at stage k an op may propagate in the union of the direct
 
 from __future__ import annotations
 
+from ..ops.factors import PASS_THROUGH as PASS_THROUGH_FACTOR
 from .direction import Direction
 from .engine import DirectionFn, propagate_any, run
 from .graph import BROADCAST, ELEMENTWISE, FORWARD_ONLY, PASS_THROUGH, Graph, Node, State
 from .provenance import Provenance
-from ..ops.factors import PASS_THROUGH as PASS_THROUGH_FACTOR
 
 
 def _by_uses(graph: Graph, node: Node, allow_multi_use: bool) -> Direction:

@@ -3,7 +3,7 @@ expansion, directions, conservative mode. Names follow Shardy's lit tests where 
 
 import pytest
 
-from prop_helpers import MESH, S, axes, mesh, projection, run_factors
+from prop_helpers import S, mesh, projection, run_factors
 from simshard.propagate import basic
 from simshard.propagate.direction import Direction
 

@@ -1,8 +1,6 @@
 """Op-priority stages (which op may propagate in which direction at each stage) and user
 priorities (dims of priority > 0 held back, then released in order)."""
 
-import pytest
-
 from prop_helpers import G, S, rule, state, txt
 from simshard.propagate.direction import Direction
 from simshard.propagate.graph import BROADCAST, ELEMENTWISE, FORWARD_ONLY, OTHER, PASS_THROUGH
