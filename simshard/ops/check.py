@@ -27,9 +27,13 @@ Which assignments are allowed (``project`` raises ValueError otherwise):
 * an uneven sharding (axis product not dividing the size) is allowed only for a factor that is
   alone in every dim it appears in.
 
-Anything else the checker simply runs: a pass-through factor present only in operands, say, is a
-claim like any other, and fails when it is wrong. ``shardable_factors`` lists the factors a test
-may shard and expect to pass.
+Anything else the checker simply runs as a claim, and reports when it fails: a pass-through
+factor present only in operands, say (a reduction mislabelled as pass-through), fails as soon as
+it is sharded. ``shardable_factors`` lists the factors a correct rule can have sharded and pass.
+
+Bitwise means bitwise, signed zeros included: a padded block contributes the reduce op's
+identity (``REDUCE_OPS[op].identity``), and whether an all-(-0.0) sum survives depends on that
+identity's sign; exact-arithmetic test inputs avoid zeros so no check hinges on it.
 """
 
 from __future__ import annotations
@@ -100,8 +104,13 @@ def inexact_factors(rule: FactorRule, operand_shapes, result_shapes) -> frozense
 
 def shardable_factors(rule: FactorRule, operand_shapes, result_shapes, *, result_only: bool = False) -> tuple[str, ...]:
     """Factors a sharded run can split: exact reduction factors, and exact pass-through factors
-    present in an operand and a result. ``result_only`` adds pass-through factors found in
-    results only (ops that build their block from params: broadcast_in_dim, nullary ops)."""
+    present in an operand and a result.
+
+    A pass-through factor found only in operands (broadcast_in_dim's expanded size-1 dim,
+    reshape's unshared factors) makes no claim about running sharded: the result holds none of
+    it, so a partitioner gathers it first. One found only in results can be split only by ops
+    that build their block from params (``local_params`` or ``out_index``: broadcast_in_dim and
+    the nullary ops); ``result_only=True`` adds those."""
     skip = inexact_factors(rule, operand_shapes, result_shapes)
     in_ops = {f for dims in rule.operands for fs in dims for f in fs}
     in_res = {f for dims in rule.results for fs in dims for f in fs}

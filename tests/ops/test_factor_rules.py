@@ -3,6 +3,8 @@ wrong rules caught by execution, register_rule, and clear errors for bad params.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -219,6 +221,46 @@ def test_a_scan_axis_claimed_pass_through_is_caught(scratch_ops):
         check_rule("bogus_cumsum", [_x(4, 6)], {}, MESH, {"b": ("x",)})
 
 
+def test_reshape_factors_in_the_wrong_order_are_caught(scratch_ops):
+    d = get_op("reshape")
+    swapped = lambda i, o, **_: factor_rule("ab->(ba)", [i[0].shape], [o[0].shape])  # noqa: E731
+    register_op("bogus_flatten", d.abstract_eval, d.kernel, swapped, local_params=d.local_params)
+    x, params = _x(2, 3), {"new_shape": (6,)}
+    check_rule("reshape", [x], params, MESH, {"a": ("x",)})
+    with pytest.raises(AssertionError, match="bogus_flatten"):
+        check_rule("bogus_flatten", [x], params, MESH, {"b": ("y",)})
+
+
+def _exact_sizes_only(make):
+    """A conv rule that trusts every window factor whose sizes happen to multiply exactly."""
+
+    def rule(in_avals, out_avals, **params):
+        r = make(in_avals, out_avals, **params)
+        shapes = [a.shape for a in in_avals] + [a.shape for a in out_avals]
+        bad = {f for dims, shape in zip(r.tensors, shapes) for fs, n in zip(dims, shape) if np.prod([r.sizes[f] for f in fs]) != n}
+        return dataclasses.replace(r, inexact=frozenset(bad))
+
+    return rule
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, params, mesh",
+    [
+        # one window over the whole (front-padded) dim: kernel rows no longer line up with input rows
+        ((1, 1, 4, 1), (1, 1, 4, 1), {"stride": (3, 1), "padding": ((1, 1), (0, 0))}, Mesh({"x": 2})),
+        # non-overlapping windows, window (3) > windows (2): Shardy puts the window factor major
+        ((1, 1, 6, 1), (1, 1, 3, 1), {"stride": (3, 1), "padding": ((0, 0), (0, 0))}, Mesh({"x": 3})),
+    ],
+)
+def test_conv_window_factors_are_not_blocks_even_when_sizes_multiply(scratch_ops, x_shape, w_shape, params, mesh):
+    conv = get_op("conv2d")
+    register_op("conv2d_trusting", conv.abstract_eval, conv.kernel, _exact_sizes_only(conv.rule))
+    with pytest.raises(ValueError, match="factor b is inexact"):
+        check_rule("conv2d", [_x(*x_shape), _x(*w_shape)], params, mesh, {"b": ("x",)})
+    with pytest.raises(AssertionError, match="conv2d_trusting"):
+        check_rule("conv2d_trusting", [_x(*x_shape), _x(*w_shape)], params, mesh, {"b": ("x",)})
+
+
 def test_register_rule_adds_a_rule_used_with_rule_index_1(scratch_ops):
     # A second rule for reduce_sum, written with the spec builder; rule_index=1 selects it.
     conservative = lambda i, o, *, axes, **_: factor_rule("ab->a", [i[0].shape], [o[0].shape], need_replication="b")  # noqa: E731
@@ -241,7 +283,7 @@ def test_register_rule_adds_a_rule_used_with_rule_index_1(scratch_ops):
 
 
 def test_scratch_ops_are_gone():
-    assert not {n for n in OPS if n.startswith(("bogus", "good_"))}
+    assert not {n for n in OPS if n.startswith(("bogus", "good_", "conv2d_"))}
     assert len(get_op("reduce_sum").extra_rules) == 0
 
 

@@ -17,6 +17,7 @@ A new op without a generator here fails ``test_rule_holds_by_execution`` (it is 
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from typing import Callable
@@ -73,19 +74,22 @@ def meshes(draw):
 
 @st.composite
 def assignments(draw, rule, in_shapes, out_shapes, mesh, result_only=False):
-    """A random assignment the checker accepts: factors in random order, each given 0-2 free
-    axes if the projection stays valid."""
+    """A random assignment the checker accepts: factors in random order, each given no axes,
+    1-2 random free axes, or 1-2 free axes dividing its size (so compound dims get fully sharded
+    major factors), kept when the projection stays valid."""
     cands = shardable_factors(rule, in_shapes, out_shapes, result_only=result_only)
+    sizes = rule.sizes
     out: dict[str, tuple[str, ...]] = {}
     for f in draw(st.permutations(cands)):
         used = {a for axes in out.values() for a in axes}
         free = [a for a in mesh.axis_names if a not in used]
-        if not free:
-            break
-        k = min(draw(st.sampled_from([0, 1, 1, 2])), len(free))
-        if not k:
+        options = [o for k in (1, 2) for o in itertools.permutations(free, k)]
+        even = [o for o in options if sizes[f] % math.prod(mesh.shape[a] for a in o) == 0]
+        how = draw(st.sampled_from(["none", "any", "even", "even"]))
+        pool = {"none": [], "any": options, "even": even}[how]
+        if not pool:
             continue
-        trial = {**out, f: tuple(draw(st.permutations(free))[:k])}
+        trial = {**out, f: draw(st.sampled_from(pool))}
         try:
             project(rule, in_shapes, out_shapes, mesh, trial)
         except ValueError:
@@ -347,23 +351,38 @@ def _conv(draw, name, mesh):
     n, c, o = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
     stride, padding, spatial, kernel = [], [], [], []
     for _ in range(2):
-        s = draw(st.integers(1, 3))
-        if draw(st.booleans()):  # one window over the whole dim: the shardable window reduction
-            k = draw(st.integers(1, 5))
-            spatial.append(k), kernel.append(k), stride.append(s), padding.append((0, draw(st.integers(0, s - 1))))
-            continue
-        h, lo, hi = draw(st.integers(1, 7)), draw(st.integers(0, 2)), draw(st.integers(0, 2))
-        spatial.append(h), kernel.append(draw(st.integers(1, h + lo + hi))), stride.append(s), padding.append((lo, hi))
+        # "whole": one window over the whole dim, the one shardable window reduction; the other
+        # modes have window factors whose sizes may multiply exactly yet do not describe blocks.
+        mode = draw(st.sampled_from(["whole", "whole_front_padded", "tiled", "general"]))
+        if mode == "whole":
+            s = draw(st.integers(1, 3))
+            h = k = draw(st.integers(1, 5))
+            pad = (0, draw(st.integers(0, s - 1)))
+        elif mode == "whole_front_padded":
+            s = draw(st.integers(2, 3))
+            h = k = draw(st.integers(1, 5))
+            lo = draw(st.integers(1, s - 1))
+            pad = (lo, draw(st.integers(0, s - 1 - lo)))
+        elif mode == "tiled":  # non-overlapping windows: stride == window, dim == windows * window
+            k = s = draw(st.integers(1, 4))
+            h, pad = k * draw(st.integers(1, 3)), (0, 0)
+        else:
+            s, h = draw(st.integers(1, 3)), draw(st.integers(1, 7))
+            pad = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+            k = draw(st.integers(1, h + sum(pad)))
+        spatial.append(h), kernel.append(k), stride.append(s), padding.append(pad)
     x = signed_values(rng, (n, c, *spatial), np.float32, 0)
     w = signed_values(rng, (o, c, *kernel), np.float32, 1)
     return [x, w], {"stride": tuple(stride), "padding": tuple(padding)}
 
 
 # -- the property ------------------------------------------------------------------------------
-@pytest.mark.parametrize("op_name", sorted(set(OPS) | set(GENERATORS)))
-@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_rule_holds_by_execution(op_name, data):
+# Ops whose rules have the most structure (compound dims, windows, contractions) get several
+# independent runs of MAX_EXAMPLES each.
+HEAVY = {"conv2d": 8, "reshape": 4, "dot_general": 3, "broadcast_in_dim": 2, "take": 2}
+
+
+def _check_random_case(op_name, data):
     assert op_name in GENERATORS, f"op {op_name!r} has no input generator in {__file__}: add one"
     assert op_name in OPS, f"generator for {op_name!r}, which is not registered"
     mesh = data.draw(meshes(), label="mesh")
@@ -385,6 +404,16 @@ def test_rule_holds_by_execution(op_name, data):
         event("a reduction factor sharded")
     if any(sizes[f] % math.prod(mesh.shape[a] for a in assignment[f]) for f in sharded):
         event("uneven")
+
+
+CASES = [(op, run) for op in sorted(set(OPS) | set(GENERATORS)) for run in range(HEAVY.get(op, 1))]
+
+
+@pytest.mark.parametrize("op_name, run", CASES, ids=[op if not run else f"{op}-more{run}" for op, run in CASES])
+@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_rule_holds_by_execution(op_name, run, data):
+    _check_random_case(op_name, data)
 
 
 def test_every_op_has_a_generator():
