@@ -44,3 +44,9 @@ __all__ = [
     "with_sharding_annotation", "with_sharding_constraint",
 ]
 __version__ = "0.1.0"
+
+# Automatic sharding propagation (Shardy's algorithm). Note: this binds ``simshard.propagate`` to
+# the function; import the modules with ``from simshard.propagate import engine`` etc.
+from .propagate import explain, propagate  # noqa: E402
+
+__all__ += ["explain", "propagate"]

@@ -336,6 +336,14 @@ def _annotation(draw, name, mesh):
     return [signed_values(rng, shape, np.float32)], {"sharding": target}
 
 
+@generator("propagation_barrier")
+@st.composite
+def _barrier(draw, name, mesh):
+    rng = _rng(draw)
+    direction = draw(st.sampled_from(["NONE", "FORWARD", "BACKWARD", "BOTH"]))
+    return [signed_values(rng, draw(shapes()), np.float32)], {"allowed_direction": direction}
+
+
 @generator("conv2d")
 @st.composite
 def _conv(draw, name, mesh):

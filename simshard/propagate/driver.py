@@ -1,0 +1,229 @@
+"""``propagate(program)``: give every value of a program a sharding, Shardy's way.
+
+The annotations the user wrote are the starting point: input shardings, output shardings,
+sharding constraints, and shardings attached to op results (those are only a start: their open
+dims may grow). Propagation then runs under a strategy:
+
+* ``basic``: one axis list per factor for all tensors of an op;
+* ``aggressive``: per-tensor resolution and cross-factor ordering;
+* ``basic_then_aggressive``: one run of each;
+* ``op_priority``: the five op-priority stages over aggressive runs;
+* ``user_priority`` (default): user priorities as the outer loop over op-priority runs;
+* ``pipeline``: ``user_priority`` between Shardy's import step (fully closed constraints pinned
+  onto their inputs) and export step (I/O made evenly divisible without open sub-axes, every
+  sharding closed, replicated axes dropped).
+
+``conservative=True`` never creates sub-axes and does not propagate along permutation factors
+(slice, pad, windows) or a concatenate's concat dim.
+
+The result is ``program.with_shardings(..., mode="auto")`` with every value sharded; a value
+nothing reached gets a fully open, empty sharding on the mesh of its neighbours (or of the
+first annotation). Closed dims and explicitly replicated axes of annotations never change; open
+dims only grow by appending minor axes. Values on different meshes never exchange shardings.
+Function-result shardings (which may differ from the returned value's, e.g. a closed output
+sharding) and provenance are kept on the returned program: see :func:`propagation_info` and
+:func:`simshard.propagate.explain`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Hashable
+
+from ..context import get_mesh
+from ..errors import ShardingError
+from ..mesh import Mesh
+from ..ops import get_op
+from ..program import Literal, Program, Value
+from ..sharding import DimSharding, Sharding
+from . import engine
+from .direction import Direction
+from .graph import OPAQUE_OPS, Graph, Node, ResultRef, State, classify
+from .op_priority import run_op_priority
+from .pipeline import apply_sharding_constraints, export
+from .provenance import Provenance, explain_value
+from .user_priority import run_user_priority
+
+STRATEGIES = ("basic", "aggressive", "basic_then_aggressive", "op_priority", "user_priority", "pipeline")
+TARGET_OPS = ("sharding_constraint", "reshard")  # ops whose ``sharding`` param is their result's sharding
+_INFO_ATTR = "_simshard_propagation"
+
+
+@dataclass(frozen=True)
+class PropagationInfo:
+    """What ``propagate`` knows beyond the value shardings."""
+
+    strategy: str
+    conservative: bool
+    result_shardings: tuple[Sharding, ...]  # the function results' shardings, per output
+    provenance: Provenance
+
+
+def propagation_info(program: Program) -> PropagationInfo | None:
+    """The propagation record of a program returned by :func:`propagate` (else None)."""
+    return getattr(program, _INFO_ATTR, None)
+
+
+# -- Program -> Graph --------------------------------------------------------------------------
+def _value_name(program: Program, v) -> str:
+    if isinstance(v, ResultRef):
+        return f"output {v.index}"
+    label = program.label(v)
+    return label if label else f"%{v.id}"
+
+
+def _check(program: Program, v: Value, s: Sharding, where: str) -> None:
+    try:
+        s.check_rank(v.aval.shape)
+    except ShardingError as e:
+        raise ShardingError(e.rule, f"{where} ({_value_name(program, v)}): {e.detail}") from None
+
+
+def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sharding, str]]]:
+    """The graph, the initial state, and the annotations (key, sharding, label)."""
+    shapes: dict[Hashable, tuple[int, ...]] = {}
+    initial: dict[Hashable, Sharding | None] = {}
+    annotations: list[tuple[Hashable, Sharding, str]] = []
+    for k, v in enumerate(program.inputs):
+        shapes[v] = v.aval.shape
+        s = program.in_shardings[k] if k < len(program.in_shardings) else None
+        initial[v] = s
+        if s is not None:
+            name = program.input_names[k] if k < len(program.input_names) else str(k)
+            _check(program, v, s, f"input sharding of {name}")
+            annotations.append((v, s, f"input {name}"))
+    nodes = []
+    for idx, e in enumerate(program.eqns):
+        kw = e.kw
+        for j, v in enumerate(e.outputs):
+            shapes[v] = v.aval.shape
+            s = e.shardings[j] if j < len(e.shardings) else None
+            if s is None and e.op in TARGET_OPS and isinstance(kw.get("sharding"), Sharding):
+                s = kw["sharding"]
+            initial[v] = s
+            if s is not None:
+                _check(program, v, s, f"sharding of the result of {e.op}")
+                what = e.op if e.op in TARGET_OPS else f"annotation on {_value_name(program, v)} ({e.op})"
+                label = f"{what} {_value_name(program, v)}" if e.op in TARGET_OPS else what
+                annotations.append((v, s, label))
+        rule = None
+        if e.op not in OPAQUE_OPS:
+            try:
+                rule = get_op(e.op).rules([i.aval for i in e.inputs], [o.aval for o in e.outputs], **kw)[0]
+            except (KeyError, ValueError, TypeError, IndexError) as err:
+                warnings.warn(f"propagate: op {e.op} (equation {idx}) has no usable sharding rule, nothing propagates through it: {err}")
+        barrier = Direction.parse(kw.get("allowed_direction", "NONE")) if e.op == "propagation_barrier" else None
+        operands = tuple(None if isinstance(i, Literal) else i for i in e.inputs)
+        nodes.append(Node(idx, e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw))
+    results: list[Sharding | None] = []
+    for k, v in enumerate(program.outputs):
+        s = program.out_shardings[k] if k < len(program.out_shardings) else None
+        if s is not None:
+            _check(program, v, s, f"output sharding {k}")
+            annotations.append((ResultRef(k), s, f"output {k}"))
+        results.append(s)
+    graph = Graph(shapes, nodes, list(program.outputs))
+    return graph, State(initial, results), annotations
+
+
+# -- strategies --------------------------------------------------------------------------------
+def run_strategy(graph: Graph, state: State, strategy: str, conservative: bool, prov: Provenance | None, inputs=()) -> None:
+    if strategy in ("basic", "aggressive"):
+        engine.run(graph, state, strategy, conservative=conservative, prov=prov)
+    elif strategy == "basic_then_aggressive":
+        engine.run(graph, state, "basic", conservative=conservative, prov=prov)
+        engine.run(graph, state, "aggressive", conservative=conservative, prov=prov)
+    elif strategy == "op_priority":
+        run_op_priority(graph, state, conservative, prov)
+    elif strategy == "user_priority":
+        run_user_priority(graph, state, conservative, prov)
+    elif strategy == "pipeline":
+        apply_sharding_constraints(graph, state, prov)
+        run_user_priority(graph, state, conservative, prov)
+        export(graph, state, inputs)
+    else:
+        raise ValueError(f"unknown propagation strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+def _default_mesh(state: State, annotations) -> Mesh | None:
+    for _, s, _ in annotations:
+        if s.mesh.axis_names:
+            return s.mesh
+    for s in list(state.shardings.values()) + state.results:
+        if s is not None:
+            return s.mesh
+    return get_mesh()
+
+
+def _neighbour_mesh(graph: Graph, state: State, key) -> Mesh | None:
+    """The mesh for a value nothing reached: the common mesh of an op next to it (its producer
+    first, then its users), else the mesh of the first sharded tensor next to it."""
+    candidates = []
+    if key in graph.producer:
+        candidates.append(graph.nodes[graph.producer[key]])
+    candidates += [graph.nodes[i] for i in graph.uses.get(key, [])]
+    tensors = [[state.get(k) for k in list(n.operands) + list(n.results) if k is not None] for n in candidates]
+    for shardings in tensors:
+        m = engine.common_mesh(shardings)
+        if m is not None:
+            return m
+    for shardings in tensors:
+        for s in shardings:
+            if s is not None and s.mesh.axis_names:
+                return s.mesh
+    return None
+
+
+def open_sharding(mesh: Mesh, rank: int) -> Sharding:
+    return Sharding(mesh, tuple(DimSharding((), True) for _ in range(rank)))
+
+
+def propagate(program: Program, strategy: str = "user_priority", conservative: bool = False) -> Program:
+    """Shardy-style automatic sharding propagation; see the module docstring."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown propagation strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+    graph, state, annotations = build_graph(program)
+    prov = Provenance()
+    for key, s, label in annotations:
+        prov.annotate(key, s, label)
+    run_strategy(graph, state, strategy, conservative, prov, program.inputs)
+
+    default = _default_mesh(state, annotations)
+    final: dict[Value, Sharding] = {}
+    for v in program.values():
+        s = state.get(v)
+        if s is None:
+            mesh = _neighbour_mesh(graph, state, v) or default
+            if mesh is None:
+                raise ShardingError(
+                    "no-mesh",
+                    "propagate: no value of this program has a sharding and no mesh is set "
+                    "(annotate an input or use ss.set_mesh)",
+                )
+            s = open_sharding(mesh, v.aval.ndim)
+        final[v] = s
+    results = tuple(
+        state.results[k] if state.results[k] is not None else final[v] for k, v in enumerate(program.outputs)
+    )
+    out = program.with_shardings(final, mode="auto")
+    object.__setattr__(out, _INFO_ATTR, PropagationInfo(strategy, conservative, results, prov))
+    return out
+
+
+def explain(program: Program, value_or_label) -> str:
+    """Which annotation, op, factor and priority gave each dimension of a value its axes.
+
+    ``value_or_label``: a Value, a label (``ss.name``), an input name, or an output index. A
+    program that was not propagated yet is propagated first (default strategy)."""
+    info = propagation_info(program)
+    if info is None:
+        program = propagate(program)
+        info = propagation_info(program)
+    v = program.lookup(value_or_label)
+    title = _value_name(program, v) + f" {v.aval}"
+    text = explain_value(info.provenance, v, program.shardings.get(v), title)
+    for k, w in enumerate(program.outputs):
+        if w == v and info.result_shardings[k] != program.shardings.get(v):
+            text += "\n" + explain_value(info.provenance, ResultRef(k), info.result_shardings[k], f"output {k}")
+    return text
