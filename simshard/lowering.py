@@ -128,7 +128,8 @@ UFUNC_OPS: dict[np.ufunc, str] = {
     np.arctan2: "atan2", np.negative: "neg", np.absolute: "abs", np.exp: "exp", np.log: "log",
     np.sqrt: "sqrt", np.tanh: "tanh", np.sin: "sin", np.cos: "cos", np.sign: "sign", np.floor: "floor",
     np.ceil: "ceil", np.square: "square", np.reciprocal: "reciprocal", np.logical_not: "logical_not",
-    np.log1p: "log1p", np.expm1: "expm1",
+    np.log1p: "log1p", np.expm1: "expm1", np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or",
+    np.bitwise_xor: "bitwise_xor", np.invert: "invert",
 }
 _REDUCE_UFUNCS = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
 

@@ -126,7 +126,7 @@ for _name, _eval in [
     ("all_gather", _all_gather_eval), ("psum_scatter", _psum_scatter_eval),
     ("all_to_all", _all_to_all_eval), ("axis_index", _axis_index_eval),
 ]:
-    register_op(_name, _eval, _not_outside(_name), _opaque_rule, doc=f"manual-region collective {_name}")
+    register_op(_name, _eval, _not_outside(_name), _opaque_rule, doc=f"manual-region collective {_name}", region_only=True)
 
 _REDUCE = {"psum": "sum", "pmax": "max", "pmin": "min"}
 
@@ -220,7 +220,10 @@ def _region_kernel(*arrays, body, mesh, in_specs, out_specs, check_rep=True):
     return tuple(outs)
 
 
-register_op("shard_map", _region_eval, _region_kernel, _opaque_rule, doc="manual region: per-device body with explicit collectives")
+register_op(
+    "shard_map", _region_eval, _region_kernel, _opaque_rule,
+    doc="manual region: per-device body with explicit collectives", region_only=True,
+)
 
 
 # -- user API ---------------------------------------------------------------------------------------

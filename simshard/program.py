@@ -185,7 +185,7 @@ class Program:
         for e in self.eqns:
             outs = ", ".join(f"{self._name(v)}: {self.type_string(v)}" for v in e.outputs)
             args = ", ".join(self._name(i) for i in e.inputs)
-            params = ", ".join(f"{k}={_short(v)}" for k, v in e.params if not isinstance(v, Program))
+            params = ", ".join(f"{k}={format_param(v)}" for k, v in e.params if not isinstance(v, Program))
             lines.append(f"  {outs} = {e.op}({args}{', ' if args and params else ''}{params})")
             for k, v in e.params:
                 if isinstance(v, Program):  # a region body: its listing, indented
@@ -198,7 +198,8 @@ class Program:
         return self.pretty()
 
 
-def _short(v) -> str:
+def format_param(v) -> str:
+    """A short, readable spelling of an op param for listings and tables."""
     from .mesh import Mesh
 
     if isinstance(v, np.ndarray):
@@ -207,6 +208,8 @@ def _short(v) -> str:
         return str(v)
     if isinstance(v, Mesh):
         return f"@{v.name}"
+    if isinstance(v, Program):
+        return f"{{{len(v.eqns)} eqns}}"
     if isinstance(v, tuple) and v and all(isinstance(x, Sharding) for x in v):
         return "(" + ", ".join(map(str, v)) + ")"
     if isinstance(v, np.dtype):

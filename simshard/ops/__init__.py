@@ -1,6 +1,8 @@
 """The op registry and every built-in op. Importing this package registers them all."""
 
-from . import annotations, barrier, dot, elementwise, indexing, nn, nullary, reductions, scans, shape  # noqa: F401  (registration side effects)
+from . import (  # noqa: F401  (registration side effects)
+    annotations, argsort, barrier, dot, dynamic, elementwise, indexing, nn, nullary, reductions, scans, shape,
+)
 from .factors import FactorRule, RuleError, factor_rule
 from .registry import OPS, OpDef, get_op, register_op, register_rule
 

@@ -24,15 +24,5 @@ def _kernel(x, *, axis, index_dtype, **_):
     return (np.argsort(x, axis=axis, kind="stable").astype(index_dtype),)
 
 
-if "argsort" not in OPS:
-    register_op("argsort", _eval, _kernel, along_axis_rule, doc="stable argsort along `axis`; the axis needs replication")
+register_op("argsort", _eval, _kernel, along_axis_rule, doc="stable argsort along `axis`; the axis needs replication")
 
-
-def _table_rows() -> None:
-    """A representative call for the generated op table (docs/ops.md)."""
-    from .table import EXAMPLES
-
-    EXAMPLES.setdefault("argsort", ([Aval((8, 16), np.dtype("float32"))], {"axis": 1, "index_dtype": np.dtype("int32")}))
-
-
-_table_rows()

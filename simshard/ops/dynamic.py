@@ -82,36 +82,19 @@ def _dus_rule(in_avals, out_avals, **_):
     return b.build()
 
 
-if "dynamic_slice" not in OPS:
-    register_op(
-        "dynamic_slice",
-        _ds_eval,
-        _ds_kernel,
-        _ds_rule,
-        local_params=lambda params, in_shapes, out_shapes: {**params, "slice_sizes": tuple(out_shapes[0])},
-        doc="x[start:start+size] per dim with run-time starts (clamped); cut dims are permutation factors",
-    )
-if "dynamic_update_slice" not in OPS:
-    register_op(
-        "dynamic_update_slice",
-        _dus_eval,
-        _dus_kernel,
-        _dus_rule,
-        doc="x with `update` written at run-time starts (clamped); cut dims are permutation factors",
-    )
+register_op(
+    "dynamic_slice",
+    _ds_eval,
+    _ds_kernel,
+    _ds_rule,
+    local_params=lambda params, in_shapes, out_shapes: {**params, "slice_sizes": tuple(out_shapes[0])},
+    doc="x[start:start+size] per dim with run-time starts (clamped); cut dims are permutation factors",
+)
+register_op(
+    "dynamic_update_slice",
+    _dus_eval,
+    _dus_kernel,
+    _dus_rule,
+    doc="x with `update` written at run-time starts (clamped); cut dims are permutation factors",
+)
 
-
-def _table_rows() -> None:
-    """Representative calls for the generated op table (docs/ops.md)."""
-    from .table import EXAMPLES
-
-    f32, i32 = np.dtype("float32"), np.dtype("int32")
-    EXAMPLES.setdefault(
-        "dynamic_slice", ([Aval((8, 16), f32), Aval((), i32), Aval((), i32)], {"slice_sizes": (4, 16)})
-    )
-    EXAMPLES.setdefault(
-        "dynamic_update_slice", ([Aval((8, 16), f32), Aval((2, 16), f32), Aval((), i32), Aval((), i32)], {})
-    )
-
-
-_table_rows()

@@ -63,7 +63,7 @@ UNARY = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
     "sin": np.sin, "cos": np.cos, "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "square": np.square,
     "reciprocal": np.reciprocal, "logical_not": np.logical_not, "log1p": np.log1p, "expm1": np.expm1,
-    "rsqrt": lambda x: np.reciprocal(np.sqrt(x)), "erf_free_gelu": None,
+    "rsqrt": lambda x: np.reciprocal(np.sqrt(x)), "invert": np.invert, "erf_free_gelu": None,
 }
 UNARY.pop("erf_free_gelu")
 BINARY = {
@@ -71,7 +71,8 @@ BINARY = {
     "max": np.maximum, "min": np.minimum, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "and": np.logical_and,
     "or": np.logical_or, "xor": np.logical_xor, "floordiv": np.floor_divide, "rem": np.remainder,
-    "atan2": np.arctan2,
+    "atan2": np.arctan2, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
 }
 
 for _name, _fn in UNARY.items():

@@ -36,6 +36,9 @@ class OpDef:
     local_params: Callable[[dict, Any, Any], dict] = _same_params
     extra_rules: tuple[Callable[..., FactorRule], ...] = ()
     doc: str = ""
+    # Collectives of manual regions (and the region op itself): their kernels need the whole
+    # device group, so they run only in simshard.manual.run_region, never one device at a time.
+    region_only: bool = False
 
     def rules(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> list[FactorRule]:
         """The op's rule followed by any user-added ones, each checked against the shapes."""
@@ -65,6 +68,7 @@ def register_op(
     local_params: Callable[[dict, Any, Any], dict] | None = None,
     doc: str = "",
     replace_existing: bool = False,
+    region_only: bool = False,
 ) -> OpDef:
     """Add an op to the table. The name must be new unless ``replace_existing``."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -74,7 +78,7 @@ def register_op(
     for what, fn in (("abstract_eval", abstract_eval), ("kernel", kernel), ("rule", rule)):
         if not callable(fn):
             raise TypeError(f"op {name!r}: {what} must be callable, got {type(fn).__name__}")
-    op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc)
+    op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc, region_only)
     OPS[name] = op
     return op
 

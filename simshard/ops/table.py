@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import short_name
 from ..mesh import Mesh
-from ..program import Aval
+from ..program import Aval, format_param
 from ..sharding import Sharding
 from . import OPS
 from .elementwise import BINARY, UNARY
@@ -23,10 +22,20 @@ from .elementwise import BINARY, UNARY
 F32, I32 = np.dtype("float32"), np.dtype("int32")
 _MESH = Mesh({"x": 2, "y": 4})
 
+def _region_example():
+    """shard_map with an identity body over P("x", None): local f32[4,16], global f32[8,16]."""
+    from ..program import Program, Value
+
+    v = Value(0, Aval((4, 16), F32))
+    spec = Sharding(_MESH, (("x",), ()))
+    return [Aval((8, 16), F32)], {"body": Program((v,), (), (v,)), "mesh": _MESH, "in_specs": (spec,), "out_specs": (spec,)}
+
+
 # op -> (operand avals, params): one representative call per op.
 EXAMPLES: dict[str, tuple[list[Aval], dict[str, Any]]] = {
     **{n: ([Aval((8, 16), F32)], {}) for n in UNARY},
     **{n: ([Aval((8, 16), F32), Aval((8, 16), F32)], {}) for n in BINARY},
+    **{n: ([Aval((8, 16), I32)] * (1 if n in UNARY else 2), {}) for n in ("bitwise_and", "bitwise_or", "bitwise_xor", "invert")},
     "select": ([Aval((8, 16), np.bool_), Aval((8, 16), F32), Aval((8, 16), F32)], {}),
     "convert": ([Aval((8, 16), F32)], {"dtype": I32}),
     "dot_general": ([Aval((4, 8, 32), F32), Aval((4, 32, 16), F32)], {"contracting": ((2,), (1,)), "batch": ((0,), (0,))}),
@@ -54,6 +63,17 @@ EXAMPLES: dict[str, tuple[list[Aval], dict[str, Any]]] = {
         [Aval((2, 192, 224, 224), F32), Aval((64, 192, 3, 3), F32)],
         {"stride": (2, 2), "padding": ((0, 1), (0, 1))},
     ),
+    "argsort": ([Aval((8, 16), F32)], {"axis": 1, "index_dtype": I32}),
+    "dynamic_slice": ([Aval((8, 16), F32), Aval((), I32), Aval((), I32)], {"slice_sizes": (4, 16)}),
+    "dynamic_update_slice": ([Aval((8, 16), F32), Aval((2, 16), F32), Aval((), I32), Aval((), I32)], {}),
+    "propagation_barrier": ([Aval((8, 16), F32)], {"allowed_direction": "BOTH"}),
+    # Manual-region collectives (they run only inside shard_map; see simshard/manual.py).
+    **{n: ([Aval((8, 16), F32)], {"axis_name": "y", "size": 4}) for n in ("psum", "pmax", "pmin", "ppermute")},
+    "all_gather": ([Aval((8, 16), F32)], {"axis_name": "y", "size": 4, "axis": 0, "tiled": True}),
+    "psum_scatter": ([Aval((8, 16), F32)], {"axis_name": "y", "size": 4, "scatter_dimension": 0, "tiled": True}),
+    "all_to_all": ([Aval((8, 16), F32)], {"axis_name": "y", "size": 4, "split_axis": 1, "concat_axis": 0, "tiled": True}),
+    "axis_index": ([], {"axis_name": "y", "size": 4}),
+    "shard_map": _region_example(),
 }
 
 HEADER = """\
@@ -73,18 +93,8 @@ data from other devices). The rules are checked by running every op sharded
 """
 
 
-def _param(v) -> str:
-    if isinstance(v, np.ndarray):
-        return f"array{list(v.shape)}"
-    if isinstance(v, np.dtype):
-        return short_name(v)
-    if isinstance(v, Sharding):
-        return str(v)
-    return repr(v)
-
-
 def _call(name: str, avals, params) -> str:
-    args = [str(a) for a in avals] + [f"{k}={_param(v)}" for k, v in params.items()]
+    args = [str(a) for a in avals] + [f"{k}={format_param(v)}" for k, v in params.items()]
     return f"{name}({', '.join(args)})"
 
 
