@@ -28,7 +28,8 @@ from .scalax import (
 from .explicit import (
     AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, reshard, typeof,
 )
-from . import lax, numpy  # noqa: E402  (simshard.lax / simshard.numpy)
+from . import lax, nn, numpy  # noqa: E402  (simshard.lax / simshard.nn / simshard.numpy)
+from .ops import register_op, register_rule
 
 __all__ = [
     "AbstractMesh", "AxisType", "DuplicateSpecError", "ShapeDtype", "ShardingTypeError", "auto_axes",
@@ -41,7 +42,7 @@ __all__ = [
     "Aval", "Program", "ShapeDtype", "TraceError", "evaluate", "get_mesh", "jit", "name", "ops",
     "set_mesh", "shard_map", "trace", "use_mesh",
     "FSDPShardingRule", "MeshShardingHelper", "PolicyShardingRule", "ShardingRule", "TreePathShardingRule",
-    "with_sharding_annotation", "with_sharding_constraint",
+    "with_sharding_annotation", "with_sharding_constraint", "nn", "register_op", "register_rule",
 ]
 __version__ = "0.1.0"
 

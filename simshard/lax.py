@@ -3,6 +3,8 @@
 ``dot_general``, ``broadcast_in_dim``, ``broadcasted_iota`` / ``iota``, ``reshape``, ``slice``,
 ``dynamic_slice``, ``dynamic_update_slice``, ``transpose``. They work inside ``ss.jit`` /
 ``ss.trace``; unlike ``simshard.numpy`` they do no numpy-style broadcasting or promotion.
+The collectives of manual regions (``psum``, ``pmax``, ``pmin``, ``all_gather``,
+``psum_scatter``, ``ppermute``, ``all_to_all``, ``axis_index``) live here too, as in jax.lax.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from . import lowering as _lo
-from .ops import argsort as _argsort, dynamic as _dynamic  # noqa: F401  (registers argsort, dynamic_slice, dynamic_update_slice)
+from .manual import all_gather, all_to_all, axis_index, pmax, pmin, ppermute, psum, psum_scatter  # noqa: F401
 from .trace import TraceError, bind
 
 
