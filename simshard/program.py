@@ -8,6 +8,7 @@ A ``Program`` is immutable: inputs, equations and outputs, each value with its a
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
@@ -98,8 +99,16 @@ class Program:
     in_shardings: tuple[Sharding | None, ...] = ()
     out_shardings: tuple[Sharding | None, ...] = ()
     labels: tuple[tuple[str, Value], ...] = ()
-    shardings: Mapping[Value, Sharding] = field(default_factory=dict, compare=False)
+    shardings: Mapping[Value, Sharding] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     mode: str = "auto"
+    # How the outputs nest (an optree treedef), for handing results back in the user's structure.
+    out_tree: Any = field(default=None, compare=False, repr=False)
+    # What produced ``shardings`` (e.g. propagation's record of provenance), for explain.
+    info: Any = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.shardings, MappingProxyType):
+            object.__setattr__(self, "shardings", MappingProxyType(dict(self.shardings)))
 
     # -- lookups ----------------------------------------------------------------------------
     def values(self) -> list[Value]:
@@ -144,8 +153,8 @@ class Program:
     def sharding_of(self, key) -> Sharding | None:
         return self.shardings.get(self.lookup(key))
 
-    def with_shardings(self, shardings: Mapping[Value, Sharding], mode: str | None = None) -> "Program":
-        return replace(self, shardings=dict(shardings), mode=mode or self.mode)
+    def with_shardings(self, shardings: Mapping[Value, Sharding], mode: str | None = None, info: Any = None) -> "Program":
+        return replace(self, shardings=MappingProxyType(dict(shardings)), mode=mode or self.mode, info=info)
 
     # -- printing ---------------------------------------------------------------------------
     def annotation(self, v: Value) -> Sharding | None:

@@ -47,9 +47,6 @@ from .user_priority import run_user_priority
 
 STRATEGIES = ("basic", "aggressive", "basic_then_aggressive", "op_priority", "user_priority", "pipeline")
 TARGET_OPS = ("sharding_constraint", "reshard")  # ops whose ``sharding`` param is their result's sharding
-_INFO_ATTR = "_simshard_propagation"
-
-
 @dataclass(frozen=True)
 class PropagationInfo:
     """What ``propagate`` knows beyond the value shardings."""
@@ -62,7 +59,7 @@ class PropagationInfo:
 
 def propagation_info(program: Program) -> PropagationInfo | None:
     """The propagation record of a program returned by :func:`propagate` (else None)."""
-    return getattr(program, _INFO_ATTR, None)
+    return program.info if isinstance(program.info, PropagationInfo) else None
 
 
 # -- Program -> Graph --------------------------------------------------------------------------
@@ -206,9 +203,7 @@ def propagate(program: Program, strategy: str = "user_priority", conservative: b
     results = tuple(
         state.results[k] if state.results[k] is not None else final[v] for k, v in enumerate(program.outputs)
     )
-    out = program.with_shardings(final, mode="auto")
-    object.__setattr__(out, _INFO_ATTR, PropagationInfo(strategy, conservative, results, prov))
-    return out
+    return program.with_shardings(final, mode="auto", info=PropagationInfo(strategy, conservative, results, prov))
 
 
 def explain(program: Program, value_or_label) -> str:

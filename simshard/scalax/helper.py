@@ -361,9 +361,7 @@ class SJitted:
             self.out_shardings, shapes, self.mesh, "out_shardings", expected_mesh=self.mesh,
             label=lambda entries: "output " + (repr("/".join(str(e.entry) for e in entries)) if entries else "value"),
         )
-        out = replace(program, out_shardings=tuple(m.sharding for m in matched))
-        object.__setattr__(out, "out_tree", out_tree)
-        return out
+        return replace(program, out_shardings=tuple(m.sharding for m in matched))
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
