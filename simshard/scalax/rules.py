@@ -105,8 +105,9 @@ class TreePathShardingRule(ShardingRule):
     """``(regex, spec)`` pairs matched with ``re.search`` against each leaf's '/'-joined tree path.
 
     The first matching pair wins. Scalars and single-element leaves always get ``P()`` (before
-    any matching). A leaf no pattern matches is an error if ``strict`` (the default), else
-    replicated. A pattern that matches no leaf is not an error (as in scalax).
+    any matching). With ``strict`` (the default) two mistakes are errors: a leaf no pattern
+    matches (scalax's check) and a pattern that matches no leaf at all (usually a typo in a
+    path; scalax lets it pass silently). Without ``strict`` unmatched leaves are replicated.
     """
 
     def __init__(self, *rules, strict: bool = True):
@@ -151,7 +152,19 @@ class TreePathShardingRule(ShardingRule):
         return P()
 
     def apply(self, pytree):
-        return named_tree_map(self.spec_for, pytree)
+        out = named_tree_map(self.spec_for, pytree)
+        if self.strict:
+            paths: list[str] = []
+            named_tree_map(lambda path, leaf: paths.append(path), pytree)
+            unused = [p.pattern for p, _ in self.rules if not any(p.search(path) for path in paths)]
+            if unused:
+                raise ShardingError(
+                    "rule-matches-nothing",
+                    f"TreePathShardingRule: pattern(s) {', '.join(map(repr, unused))} match no leaf "
+                    f"(tree paths: {', '.join(map(repr, paths)) or 'none'}); fix the pattern, or pass "
+                    "strict=False to allow rules that match nothing",
+                )
+        return out
 
     def __repr__(self) -> str:
         body = ", ".join(f"({p.pattern!r}, {s!r})" for p, s in self.rules)

@@ -99,10 +99,14 @@ def test_tree_path_non_strict_replicates_unmatched_leaves():
     assert specs["layer1"]["bias"] == P() and specs["layer1"]["kernel"] == P("tp")
 
 
-def test_tree_path_pattern_matching_no_leaf_is_not_an_error():
-    # scalax checks leaves against patterns, never patterns against leaves
+def test_tree_path_pattern_matching_no_leaf_is_an_error_in_strict_mode():
+    # scalax never checks patterns against leaves; the issue asks for it (a typo'd path is silent)
     rule = ss.TreePathShardingRule(("no_such_param", P("tp")), (".*", P()))
-    assert rule.apply(mlp_params())["layer1"]["kernel"] == P()
+    with pytest.raises(ss.ShardingError) as e:
+        rule.apply(mlp_params())
+    assert e.value.rule == "rule-matches-nothing" and "'no_such_param'" in str(e.value)
+    lenient = ss.TreePathShardingRule(("no_such_param", P("tp")), (".*", P()), strict=False)
+    assert lenient.apply(mlp_params())["layer1"]["kernel"] == P()
 
 
 def test_tree_path_size_one_leaves_get_replicated_before_matching():
