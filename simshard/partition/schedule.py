@@ -1,0 +1,276 @@
+"""Schedules: what one device does, as plain data.
+
+A ``Schedule`` is a device's list of instructions over numbered local buffers: local compute
+with a registry op, local slicing / padding / freeing, and collectives over device groups
+(all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute). Every device of an
+``SpmdProgram`` runs the same sequence of instruction ids (SPMD); a collective's ``id`` is how
+peers match their messages. Schedules contain no code: they serialize with msgpack and
+round-trip exactly (``to_bytes`` / ``from_bytes``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import msgpack
+import numpy as np
+
+Group = tuple[int, ...]  # device ids in canonical order (ascending mesh coordinate)
+
+
+@dataclass(frozen=True)
+class Instr:
+    """Base: ``id`` is shared by every device's copy of one SPMD step; ``source`` names the
+    program op (or reshard) it comes from, for reports."""
+
+    id: int
+    source: str
+
+    kind: ClassVar[str] = ""
+    is_collective: ClassVar[bool] = False
+
+    def reads(self) -> tuple[int, ...]:
+        return (self.src,) if hasattr(self, "src") else ()
+
+    def writes(self) -> tuple[int, ...]:
+        return (self.dst,) if hasattr(self, "dst") else ()
+
+
+@dataclass(frozen=True)
+class Compute(Instr):
+    """``outputs = op(*inputs, **params)`` on local buffers (params already localised)."""
+
+    op: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    params: tuple[tuple[str, Any], ...] = ()
+    kind: ClassVar[str] = "compute"
+
+    def reads(self):
+        return self.inputs
+
+    def writes(self):
+        return self.outputs
+
+
+@dataclass(frozen=True)
+class Literal(Instr):
+    """Put a constant (a scalar operand, or a nullary op's block) into a buffer."""
+
+    dst: int
+    value: Any
+    kind: ClassVar[str] = "literal"
+
+
+@dataclass(frozen=True)
+class Slice(Instr):
+    """Keep, per dim, the listed local positions of ``src`` (a local cut: no communication)."""
+
+    src: int
+    dst: int
+    index: tuple[tuple[int, ...], ...]
+    kind: ClassVar[str] = "slice"
+
+
+@dataclass(frozen=True)
+class Pad(Instr):
+    """Pad ``src`` at the end of each dim to ``shape`` with ``value`` (a reduction's identity, so
+    padding never changes a result)."""
+
+    src: int
+    dst: int
+    shape: tuple[int, ...]
+    value: Any
+    kind: ClassVar[str] = "pad"
+
+
+@dataclass(frozen=True)
+class Free(Instr):
+    bufs: tuple[int, ...]
+    kind: ClassVar[str] = "free"
+
+    def reads(self):
+        return ()
+
+
+@dataclass(frozen=True)
+class AllGather(Instr):
+    """Concatenate the group's blocks along ``axis`` in group order; every member gets it all."""
+
+    src: int
+    dst: int
+    group: Group
+    axis: int
+    axes: tuple[str, ...] = ()
+    kind: ClassVar[str] = "all_gather"
+    is_collective: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class ReduceScatter(Instr):
+    """Reduce the group's buffers (canonical order) and give member i chunk i along ``axis``;
+    ``splits`` are the chunk lengths (uneven chunks allowed)."""
+
+    src: int
+    dst: int
+    group: Group
+    axis: int
+    splits: tuple[int, ...]
+    reduce_op: str = "sum"
+    axes: tuple[str, ...] = ()
+    kind: ClassVar[str] = "reduce_scatter"
+    is_collective: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class AllReduce(Instr):
+    src: int
+    dst: int
+    group: Group
+    reduce_op: str = "sum"
+    axes: tuple[str, ...] = ()
+    kind: ClassVar[str] = "all_reduce"
+    is_collective: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class AllToAll(Instr):
+    """Cut ``src`` along ``split_axis`` into the group's chunks (``splits`` lengths), send chunk
+    j to member j, concatenate what arrives along ``concat_axis`` in group order."""
+
+    src: int
+    dst: int
+    group: Group
+    split_axis: int
+    splits: tuple[int, ...]
+    concat_axis: int
+    axes: tuple[str, ...] = ()
+    kind: ClassVar[str] = "all_to_all"
+    is_collective: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class CollectivePermute(Instr):
+    """Each ``(source, target)`` device pair moves ``src`` of the source into ``dst`` of the
+    target; a device that receives nothing gets zeros of ``shape``."""
+
+    src: int
+    dst: int
+    pairs: tuple[tuple[int, int], ...]
+    shape: tuple[int, ...] = ()
+    dtype: str = "float64"
+    axes: tuple[str, ...] = ()
+    kind: ClassVar[str] = "collective_permute"
+    is_collective: ClassVar[bool] = True
+
+
+INSTRUCTIONS: dict[str, type[Instr]] = {
+    c.kind: c for c in (Compute, Literal, Slice, Pad, Free, AllGather, ReduceScatter, AllReduce, AllToAll, CollectivePermute)
+}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One device's program: where its inputs go, its instructions, where its outputs are."""
+
+    device: int
+    inputs: tuple[int, ...]  # buffer of each program input's local shard
+    instrs: tuple[Instr, ...]
+    outputs: tuple[int, ...]  # buffer of each program output's local shard
+
+    def pretty(self) -> str:
+        lines = [f"schedule(device {self.device}) inputs -> {', '.join(f'b{b}' for b in self.inputs)}"]
+        for ins in self.instrs:
+            body = ", ".join(f"{f.name}={_show(getattr(ins, f.name))}" for f in fields(ins) if f.name not in ("id", "source"))
+            lines.append(f"  [{ins.id}] {ins.kind}({body})  # {ins.source}")
+        lines.append(f"  return {', '.join(f'b{b}' for b in self.outputs)}")
+        return "\n".join(lines)
+
+    # -- serialization ---------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        return msgpack.packb(_encode(self._as_data()), use_bin_type=True)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> "Schedule":
+        d = _decode(msgpack.unpackb(data, raw=False, strict_map_key=False))
+        instrs = tuple(INSTRUCTIONS[i.pop("kind")](**i) for i in d["instrs"])
+        return Schedule(d["device"], d["inputs"], instrs, d["outputs"])
+
+    def _as_data(self) -> dict:
+        instrs = [{"kind": i.kind, **{f.name: getattr(i, f.name) for f in fields(i)}} for i in self.instrs]
+        return {"device": self.device, "inputs": self.inputs, "instrs": instrs, "outputs": self.outputs}
+
+
+def _show(v) -> str:
+    if isinstance(v, np.ndarray):
+        return f"array{list(v.shape)}"
+    if isinstance(v, tuple) and len(v) > 8:
+        return f"({', '.join(map(str, v[:8]))}, ...{len(v)})"
+    return str(v)
+
+
+# msgpack keeps lists, dicts, ints, floats, str and bytes; everything else is tagged so that it
+# comes back as the same type (tuples stay tuples, numpy scalars stay numpy scalars).
+def _encode(v):
+    from ..sharding import Sharding
+
+    if isinstance(v, tuple):
+        return {"__tuple__": [_encode(x) for x in v]}
+    if isinstance(v, list):
+        return [_encode(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _encode(x) for k, x in v.items()}
+    if isinstance(v, np.ndarray):
+        return {"__ndarray__": v.tobytes(), "dtype": v.dtype.str, "shape": list(v.shape)}
+    if isinstance(v, np.generic):
+        return {"__scalar__": np.asarray(v).tobytes(), "dtype": v.dtype.str}
+    if isinstance(v, np.dtype):
+        return {"__dtype__": v.str}
+    if isinstance(v, Sharding):
+        return {"__sharding__": str(v), "mesh": str(v.mesh)}
+    if v is None or isinstance(v, (bool, int, float, str, bytes)):
+        return v
+    raise TypeError(f"a schedule holds plain data only; cannot serialize {type(v).__name__}")
+
+
+def _decode(v):
+    if isinstance(v, list):
+        return [_decode(x) for x in v]
+    if isinstance(v, dict):
+        if "__tuple__" in v:
+            return tuple(_decode(x) for x in v["__tuple__"])
+        if "__ndarray__" in v:
+            return np.frombuffer(v["__ndarray__"], dtype=np.dtype(v["dtype"])).reshape(v["shape"]).copy()
+        if "__scalar__" in v:
+            return np.frombuffer(v["__scalar__"], dtype=np.dtype(v["dtype"]))[0]
+        if "__dtype__" in v:
+            return np.dtype(v["__dtype__"])
+        if "__sharding__" in v:
+            from ..mesh import Mesh
+            from ..sharding import Sharding
+
+            mesh = Mesh.parse(v["mesh"])
+            return Sharding.parse(v["__sharding__"], mesh)
+        return {k: _decode(x) for k, x in v.items()}
+    return v
+
+
+@dataclass(frozen=True)
+class SpmdProgram:
+    """The partitioned program: one Schedule per device, and how inputs / outputs are laid out."""
+
+    program: Any  # the propagated Program it was partitioned from
+    schedules: tuple[Schedule, ...]
+    in_shardings: tuple[Any, ...]  # Sharding of each program input (how the driver scatters it)
+    out_shardings: tuple[Any, ...]  # Sharding of each output as the schedules leave it
+
+    def schedule(self, device: int) -> Schedule:
+        for s in self.schedules:
+            if s.device == device:
+                return s
+        raise KeyError(f"no schedule for device {device}")
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        return tuple(s.device for s in self.schedules)
