@@ -55,6 +55,12 @@ class OpDef:
     def factor_rule(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> FactorRule:
         return self.rules(in_avals, out_avals, **params)[0]
 
+    def __call__(self, *operands, **params):
+        """Apply the op inside a traced function (``softplus = ss.register_op(...); softplus(x)``)."""
+        from ..trace import bind
+
+        return bind(self.name, *operands, **params)
+
 
 OPS: dict[str, OpDef] = {}
 
