@@ -22,7 +22,6 @@ factor instead) keeps its dimension sharding untouched.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -60,6 +59,12 @@ class TensorFactors:
             return False
         fs.axes = list(new_axes)
         return True
+
+    def copy(self) -> "TensorFactors":
+        factors = {
+            i: FactorSharding(list(fs.axes), fs.closed, fs.minor_most, list(fs.overflow)) for i, fs in self.factors.items()
+        }
+        return TensorFactors(factors, self.replicated, self.unreduced, self.source)
 
     def sharding_size(self, sizes) -> int:
         return math.prod(am.total_size(fs.axes + fs.overflow, sizes) for fs in self.factors.values())
@@ -175,7 +180,8 @@ class Projection:
         return self.operands + self.results
 
     def copy(self) -> "Projection":
-        return copy.deepcopy(self)
+        """A copy whose factor axis lists can change independently (shardings are immutable and shared)."""
+        return Projection([t.copy() for t in self.operands], [t.copy() for t in self.results])
 
     @staticmethod
     def build(
