@@ -266,7 +266,7 @@ class Executor:
         else:
             x = self._read(ins.src)
             tag = signature(ins, x.dtype, x.shape if ins.kind == "all_reduce" else None)
-        ch = Channel(self.transport, me, ins.id, tag, note=f"device {me} {self.where()}")
+        ch = Channel(self.transport, me, ins.id, tag, note=self.where())
         try:
             out = await run_collective(ch, ins, x, self.algorithm)
         except CollectiveError as e:
@@ -293,8 +293,8 @@ class Executor:
         if isinstance(e, TagMismatch):
             return self._fail(
                 ScheduleMismatchError,
-                f"schedules disagree at instruction id {e.key[0]}: {here} expects {_sig(e.expected)}, but {e.note} "
-                f"sent {_sig(e.got)}",
+                f"schedules disagree at instruction id {e.key[0]}: {here} expects {_sig(e.expected)}, but device "
+                f"{e.src} {e.note} sent {_sig(e.got)}",
                 devices=(me, e.src), positions={me: self.where(), e.src: e.note},
             )
         if isinstance(e, PeerFinished):

@@ -79,10 +79,6 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
     transport = InMemoryTransport(spmd.devices, timeout=timeout)
     executors: dict[int, Executor] = {}
 
-    def where(device: int) -> str:
-        ex = executors.get(device)
-        return f"device {device} {ex.where()}" if ex else f"device {device} (no schedule)"
-
     for s in spmd.schedules:
         executors[s.device] = Executor(
             s, transport, capacity=capacity_of(device_memory, s.device), algorithm=algorithm,
@@ -103,9 +99,9 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
     if leftover:
         m = leftover[0]
         raise ScheduleMismatchError(
-            f"schedules do not match: device {m.src} sent message {m.key} (instruction id {m.key[0]}; {m.note}) to "
-            f"device {m.dst}, which finished without receiving it ({len(leftover)} message(s) left undelivered)",
-            devices=(m.src, m.dst), positions={m.src: m.note, m.dst: where(m.dst)},
+            f"schedules do not match: device {m.src} sent message {m.key} (instruction id {m.key[0]}, sent {m.note}) "
+            f"to device {m.dst}, which finished without receiving it ({len(leftover)} message(s) left undelivered)",
+            devices=(m.src, m.dst), positions={m.src: m.note, m.dst: executors[m.dst].where()},
         )
     outputs = {d: tasks[d].result() for d in spmd.devices}
     records = tuple(r for d in spmd.devices for r in executors[d].records)
