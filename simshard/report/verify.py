@@ -114,20 +114,21 @@ def compare(actual, expected, what: str = "output", *, device: int | None = None
         return Check(bitwise=False, problem="shape", **base)
     if a.dtype != e.dtype:
         return Check(bitwise=False, problem="dtype", **base)
-    same = bit_equal(a, e)
+    same = np.asarray(bit_equal(a, e)).reshape(-1)
     if same.all():
         return Check(bitwise=True, problem="", **base)
-    bad = np.argwhere(~same)
-    first = tuple(int(i) for i in bad[0])
-    ulps = ulp_distance(a, e)
+    fa, fe = a.reshape(-1), e.reshape(-1)
+    bad = np.flatnonzero(~same)
+    first = tuple(int(i) for i in np.unravel_index(int(bad[0]), a.shape))
+    ulps = ulp_distance(fa[bad], fe[bad])
     max_ulp = None
     if ulps is not None:
-        worst = int(ulps[~same].max())
-        finite = np.isfinite(a[~same]).all() and np.isfinite(e[~same]).all()
+        worst = int(ulps.max())
+        finite = np.isfinite(fa[bad]).all() and np.isfinite(fe[bad]).all()
         max_ulp = worst if finite else None
     return Check(
         bitwise=False, problem="values", mismatches=int(len(bad)), first_index=first,
-        expected_value=_item(e[first]), actual_value=_item(a[first]), max_ulp=max_ulp, **base,
+        expected_value=_item(fe[bad[0]]), actual_value=_item(fa[bad[0]]), max_ulp=max_ulp, **base,
     )
 
 
