@@ -11,11 +11,16 @@ in one step (two for all-reduce). Per device the bytes moved equal the analytic 
 
 Canonical reduction order. Every reduction combines the contributions left to right in group
 order (``reduce_in_order``); the group is listed in ascending mesh coordinate, so results are the
-same bits whichever algorithm, backend or run produced them. A ring variant must keep that order:
-its reduce-scatter passes each chunk's running partial along the chain ``g[0] -> g[1] -> ... ->
-g[-1]`` (member k adds its own contribution on the right, ``acc = combine(acc, x_k)``), which
-pipelines like a ring but never starts a chunk's sum anywhere but at ``g[0]``; the all-gather
-phase has no arithmetic and may circulate freely.
+same bits whichever algorithm, backend or run produced them. Another algorithm must compute the
+same association ``((x[g0] op x[g1]) op x[g2]) ...`` for every element (float addition commutes,
+so ``acc op x`` and ``x op acc`` agree, but it does not associate). A textbook ring reduce-scatter
+starts chunk ``c``'s sum at member ``c+1`` and so breaks this; an order-keeping "ring" is a
+pipelined chain: every chunk's running partial travels ``g0 -> g1 -> ... -> g[-1]``, each member
+combining its contribution on the right. It moves the ring's total, ``(g-1)N`` over the group,
+but unevenly (``g0`` sends ``N``, ``g[-1]`` nothing) and the finished chunks end on ``g[-1]``,
+one more hop from their owners. Such a variant goes next to the direct functions below and is
+chosen by name (``ALGORITHMS``, ``run_collective(..., algorithm=...)``); the all-gather phase
+has no arithmetic and may use a plain ring.
 
 Protocol rules every algorithm follows (the local transport's deadlock detection relies on them):
 a device finishes the sends of a step before it receives; it receives one message at a time; a

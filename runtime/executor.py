@@ -14,6 +14,27 @@ the analytic minimum) and tracks live bytes (the peak goes into a ``DeviceMemory
 naming the device, the instruction's position and id, its kind and the op it came from;
 transport failures (a peer that never sends, runs another collective, or has finished) become
 ``ScheduleMismatchError``s naming both devices and where each one was.
+
+What a schedule must satisfy (the partitioner's side of the contract):
+
+* inputs arrive as the layout's unpadded local shards (``layout(in_sharding, shape).shard(x)``,
+  see ``placement.shard_inputs``) and outputs must leave with the layout's local shapes, padding
+  sliced off (``Execution.assemble`` checks them against ``out_shardings``);
+* peers match a collective by its instruction id: within one schedule collective ids are unique,
+  and every member of a group runs, under that id, the same kind with the same group tuple (same
+  order: it is both the concatenation and the reduction order) and parameters, on buffers of one
+  dtype (all-reduce: one shape too). Non-collective instructions may differ between devices;
+* all-gather blocks may differ in length along ``axis`` only; reduce-scatter and all-to-all need
+  ``sum(splits) == src.shape[axis]`` on every member (empty chunks are fine); a permute's target
+  appears in at most one pair, a source may feed several, every device that runs it writes
+  ``dst`` (zeros of ``shape`` / ``dtype`` where nothing arrives, so set ``dtype``);
+* ``Literal`` values are copied with ``np.array(value)``: a Python float becomes float64, so give
+  numpy scalars of the intended dtype; ``Pad`` casts ``value`` to the buffer's dtype;
+* memory: an instruction's outputs count while its inputs are live, a buffer overwritten under the
+  same id is released after the instruction, ``Free`` releases at once (freeing a buffer the device
+  does not hold is an error; so is reading one);
+* each collective's record carries ``source`` and ``axes`` for the report's per-op and per-axis
+  tables: name the op consistently (``"%5 dot_general"``) and set ``axes``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import numpy as np
 
 from simshard.reduce_ops import REDUCE_OPS
 from simshard.runtime.collectives import Channel
-from simshard.runtime.transport import InMemoryTransport
+from simshard.runtime.transport import InMemoryTransport, Mailbox, Transport
 
 
 def run_devices(devices, body, timeout=5.0):
@@ -43,6 +43,21 @@ def bits(a):
 
 def same_bits(a, b) -> bool:
     return bits(a) == bits(b)
+
+
+class BlindTransport(Transport):
+    """A transport with no global view (like one Ray actor's): mailboxes and timeouts only, no
+    deadlock detection."""
+
+    def __init__(self, devices, timeout):
+        super().__init__(timeout)
+        self.boxes = {d: Mailbox(d) for d in devices}
+
+    async def _deliver(self, msg):
+        self.boxes[msg.dst].put(msg)
+
+    async def _collect(self, dst, src, key, timeout):
+        return await self.boxes[dst].get(src, key, timeout)
 
 
 assert REDUCE_OPS  # the reference above must cover every reduce op the runtime knows

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from simshard.partition import AllGather, AllReduce, CollectivePermute, Compute, Schedule, SpmdProgram
-from simshard.runtime import Executor, PeerTimeoutError, ScheduleMismatchError, Transport, run_local
-from simshard.runtime.transport import Mailbox
+from simshard.runtime import Executor, PeerTimeoutError, ScheduleMismatchError, run_local
+from runtime_helpers import BlindTransport
 
 
 def spmd_of(per_device: dict) -> SpmdProgram:
@@ -80,20 +80,6 @@ def test_three_devices_one_finished_two_deadlocked():
         2: [Compute(0, "c", op="neg", inputs=(0,), outputs=(0,))],
     })
     assert "deadlock" in str(e) and e.devices == (0, 1)
-
-
-class BlindTransport(Transport):
-    """A transport with no global view (like one Ray actor's): mailboxes and timeouts only."""
-
-    def __init__(self, devices, timeout):
-        super().__init__(timeout)
-        self.boxes = {d: Mailbox(d) for d in devices}
-
-    async def _deliver(self, msg):
-        self.boxes[msg.dst].put(msg)
-
-    async def _collect(self, dst, src, key, timeout):
-        return await self.boxes[dst].get(src, key, timeout)
 
 
 def test_without_a_global_view_a_timeout_names_both_devices():
