@@ -152,6 +152,18 @@ class VerifyReport:
         notes = list(notes) if notes is not None else [""] * len(actual)
         return VerifyReport(tuple(compare(a, e, n, note=t) for a, e, n, t in zip(actual, expected, names, notes)))
 
+    @staticmethod
+    def against(program, args: Sequence, outputs: Sequence, notes: Sequence[str] | None = None) -> "VerifyReport":
+        """Run ``program`` whole on ``args`` in plain numpy (``simshard.evaluate``, the registry's
+        kernels) and compare ``outputs`` (e.g. a sharded run's assembled outputs) with it."""
+        from ..interpret import evaluate
+
+        expected = evaluate(program, *args)
+        names = [
+            f"output {i}" + (f" ({program.label(v)})" if program.label(v) else "") for i, v in enumerate(program.outputs)
+        ]
+        return VerifyReport.compare(outputs, expected, names, notes)
+
     @property
     def bitwise(self) -> bool:
         """True when every check matched bit for bit."""

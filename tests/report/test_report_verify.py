@@ -92,3 +92,13 @@ def test_exact_inputs_keep_every_sum_exact():
     m = exact_magnitude(np.float32, 512 * 16)
     assert m >= 1 and 512 * 16 * m**2 < 2**24
     assert exact_magnitude(np.float16, 10**6) == 1
+
+
+def test_against_a_program_run_whole():
+    prog = ss.trace(lambda x, w: x @ w, ss.ShapeDtype((4, 8)), ss.ShapeDtype((8, 2)))
+    x, w = exact_inputs(prog, seed=2)
+    assert VerifyReport.against(prog, (x, w), [x @ w]).bitwise
+    wrong = x @ w
+    wrong[3, 1] += 1
+    r = VerifyReport.against(prog, (x, w), [wrong])
+    assert not r.bitwise and r.first_divergence.first_index == (3, 1) and r.checks[0].what == "output 0"
