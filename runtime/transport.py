@@ -30,7 +30,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Hashable, Iterable
 
 import numpy as np
 

@@ -13,7 +13,7 @@ rely on the canonical reduction order instead.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -127,8 +127,7 @@ def test_memory_report_table_and_json():
 
 def test_reports_of_a_real_run():
     # Records built by the executor from the transport's counts flow into the report unchanged.
-    import simshard as ss
-    from simshard.partition import Compute, Schedule, SpmdProgram
+    from simshard.partition import Schedule, SpmdProgram
     from simshard.runtime import run_local
 
     mesh_groups = [(0, 1, 2, 3)]

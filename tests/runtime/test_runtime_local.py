@@ -2,7 +2,6 @@
 sharded (all-reduce / reduce-scatter), assembled with simshard.layout and compared bitwise;
 msgpack round trips; memory peaks and out-of-memory; instruction semantics; records."""
 
-import time
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from simshard.partition import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Literal, Pad, ReduceScatter, Schedule, Slice,
     SpmdProgram,
 )
-from simshard.report import analytic_min_bytes, exact_inputs
+from simshard.report import exact_inputs
 from simshard.runtime import DeviceOutOfMemoryError, ExecutionError, run_local, shard_inputs
 
 DOT = (("contracting", ((1,), (0,))), ("batch", ((), ())))
@@ -320,3 +319,24 @@ def test_random_collective_programs_match_a_transport_without_a_global_view(seed
         assert same_bits(ex.shards(s.device)[0], o[0])
     assert tuple(records) == ex.records
     assert all(r.bytes_received == r.min_bytes for r in ex.records)
+
+
+def test_placement_round_trip_and_its_checks():
+    from simshard.errors import ShardingError
+    from simshard.runtime import assemble_outputs
+
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    s = ss.Sharding.parse('<@mesh, [{"x", "y"}, {}]>', mesh)  # 6 rows over 4 devices: 2, 2, 2, 0
+    identity = tuple(Schedule(d, (0, 1), (), (0, 1)) for d in mesh.device_ids)
+    spmd = SpmdProgram(None, identity, (s, None), (s, None))
+    x = np.arange(18.0).reshape(6, 3)
+    shards = shard_inputs(spmd, x, np.float32(7))
+    assert [shards[d][0].shape for d in range(4)] == [(2, 3), (2, 3), (2, 3), (0, 3)]  # unpadded
+    ex = run_local(spmd, shards)
+    with pytest.raises(ValueError, match="carries no Program; pass the outputs' global shapes"):
+        ex.assemble()
+    out, seven = ex.assemble(shapes=[(6, 3), ()])
+    assert same_bits(out, x) and same_bits(seven, np.float32(7))
+    padded = {d: [np.zeros((2, 3)), np.float32(7)] for d in range(4)}  # device 3 left its padding on
+    with pytest.raises(ShardingError, match="device 3 holds a shard of shape \\(2, 3\\), its layout says \\(0, 3\\)"):
+        assemble_outputs(spmd, padded, [(6, 3), ()])
