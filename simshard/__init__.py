@@ -51,3 +51,8 @@ __version__ = "0.1.0"
 from .propagate import explain, propagate  # noqa: E402
 
 __all__ += ["explain", "propagate"]
+
+# Reports of a run (communication, memory, bitwise verification) and exact-arithmetic inputs.
+from .report import CommRecord, CommReport, Link, MemoryReport, Topology, VerifyReport, exact_inputs  # noqa: E402
+
+__all__ += ["CommRecord", "CommReport", "Link", "MemoryReport", "Topology", "VerifyReport", "exact_inputs"]
