@@ -56,3 +56,16 @@ __all__ += ["explain", "propagate"]
 from .report import CommRecord, CommReport, Link, MemoryReport, Topology, VerifyReport, exact_inputs  # noqa: E402
 
 __all__ += ["CommRecord", "CommReport", "Link", "MemoryReport", "Topology", "VerifyReport", "exact_inputs"]
+
+
+def run(f, *args, **kwargs):
+    """Run ``f(*args)`` sharded, verify it bit for bit and report its cost (see ``simshard.runtime.api.run``).
+
+    The one entry point of the package root that executes; the compiler modules never import the runtime.
+    """
+    from .runtime.api import run as _run
+
+    return _run(f, *args, **kwargs)
+
+
+__all__ += ["run"]
