@@ -24,6 +24,7 @@ def test_strided_layout_falls_back_to_a_device_table():
 
 
 def test_cli_demo_and_show(capsys):
+    """The drawing demo and ``show``; the main job (``simshard`` alone) is tested with ss.run."""
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "hold the same data on every device: True" in out
