@@ -15,6 +15,10 @@ from typing import Mapping, Sequence
 from .axes import AxisRef
 from .errors import ShardingError
 
+# A mesh holds every device id; far beyond this it could be neither stored nor simulated, and
+# building it would exhaust memory (a 30-character mesh text can name 10**12 devices).
+MAX_DEVICES = 1 << 20
+
 
 class AxisType(enum.Enum):
     """How a mesh axis is sharded (JAX's ``jax.sharding.AxisType``).
@@ -73,8 +77,12 @@ class Mesh:
         if dup:
             raise ShardingError("invalid-mesh", f'axis "{dup[0]}" appears twice in the mesh', axis=dup[0])
         size = math.prod(sizes)
+        if size > MAX_DEVICES:
+            raise ShardingError(
+                "invalid-mesh", f"mesh {dict(zip(names, sizes))} has {size} devices; at most {MAX_DEVICES} are supported"
+            )
         ids = tuple(range(size)) if device_ids is None else tuple(int(d) for d in device_ids)
-        if sorted(ids) != list(range(size)):
+        if len(ids) != size or sorted(ids) != list(range(size)):
             raise ShardingError(
                 "invalid-mesh",
                 f"device_ids must be a permutation of 0..{size - 1} for a mesh of {size} devices, got {list(ids)}",

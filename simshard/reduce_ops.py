@@ -22,6 +22,11 @@ class ReduceOp:
     def identity(self, dtype: np.dtype):
         dtype = np.dtype(dtype)
         if self.name in ("sum", "avg"):
+            # IEEE's additive identity is -0.0: x + -0.0 is x bit for bit, while -0.0 + 0.0 is +0.0.
+            if dtype.kind == "f":
+                return dtype.type(-0.0)
+            if dtype.kind == "c":
+                return dtype.type(complex(-0.0, -0.0))
             return dtype.type(0)
         if self.name == "prod":
             return dtype.type(1)

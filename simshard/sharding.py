@@ -5,9 +5,10 @@ propagation may add minor axes) or closed, and may carry a priority ``pN``. Axes
 are implicitly replicated; ``replicated`` lists axes that must stay so; ``unreduced`` lists axes
 along which the value is a pending reduction (DTensor's ``Partial``) with its ``reduce_op``.
 
-Every invariant is checked on construction. Two are kept by normalising rather than refusing:
-adjacent consecutive sub-axes are merged (``"x":(1)2, "x":(2)2`` becomes ``"x"``) and the
-replicated / unreduced lists are sorted in mesh order.
+Every invariant is checked on construction. Three are kept by normalising rather than refusing:
+adjacent consecutive sub-axes are merged (``"x":(1)2, "x":(2)2`` becomes ``"x"``), the
+replicated / unreduced lists are sorted in mesh order, and ``reduce_op`` is ``"sum"`` when no
+axis is unreduced.
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class Sharding:
                 "unknown-reduce-op",
                 f"reduce op {self.reduce_op!r} for unreduced axes is not one of {', '.join(REDUCE_OPS)}",
             )
+        if not unr:
+            # With nothing pending the op means nothing (and is not printed): keep it canonical.
+            object.__setattr__(self, "reduce_op", "sum")
         self._check_uses()
         for i, d in enumerate(dims):
             if d.priority is not None and d.priority < 0:

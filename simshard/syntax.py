@@ -50,7 +50,9 @@ def _parser(start: str) -> Lark:
 
 
 def _caret(text: str, column: int, line: int = 1) -> str:
-    src = text.splitlines()[line - 1] if text.splitlines() else ""
+    # Lines as lark counts them (by "\n" only; str.splitlines also splits at \r, \x1e, ...).
+    lines = text.split("\n")
+    src = lines[line - 1] if 1 <= line <= len(lines) else ""
     return f"\n  {src}\n  {' ' * max(column - 1, 0)}^"
 
 
@@ -91,7 +93,7 @@ class _Build(Transformer):
 
     def sharding(self, items):
         name, dims, *attrs = items
-        return str(name), dims, attrs
+        return name, dims, attrs  # the NAME token: its position places the unknown-mesh caret
 
     def mesh_axis(self, items):
         return str(items[0])[1:-1], int(items[1])
@@ -120,15 +122,14 @@ def _parse(text: str, start: str):
 
 
 def parse_sharding(text: str, meshes: Mapping[str, Mesh] | Mesh) -> Sharding:
-    name, dims, attrs = _parse(text, "sharding")
+    token, dims, attrs = _parse(text, "sharding")
+    name = str(token)
     if isinstance(meshes, Mesh):
         meshes = {meshes.name: meshes}
     if name not in meshes:
-        col = text.find("@" + name) + 1
         known = ", ".join("@" + n for n in meshes) or "none"
-        raise ShardingError(
-            "unknown-mesh", f"mesh @{name} is not defined (known: {known}):{_caret(text, col)}"
-        )
+        caret = _caret(text, token.column, token.line)
+        raise ShardingError("unknown-mesh", f"mesh @{name} is not defined (known: {known}):{caret}")
     mesh = meshes[name]
     if mesh.name != name:
         mesh = mesh.renamed(name)
