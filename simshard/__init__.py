@@ -51,3 +51,7 @@ __version__ = "0.1.0"
 from .propagate import explain, propagate  # noqa: E402
 
 __all__ += ["explain", "propagate"]
+
+from .partition import plan_reshard  # noqa: E402
+
+__all__ += ["plan_reshard"]

@@ -1,5 +1,7 @@
 """Partitioning: a sharded Program becomes one SPMD Schedule per device."""
 
+from .plan import ReshardPlan, Step
+from .reshard import plan_reshard
 from .schedule import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Instr, Literal, Pad, ReduceScatter, Schedule,
     Slice, SpmdProgram,
@@ -7,5 +9,5 @@ from .schedule import (
 
 __all__ = [
     "AllGather", "AllReduce", "AllToAll", "CollectivePermute", "Compute", "Free", "Instr", "Literal", "Pad",
-    "ReduceScatter", "Schedule", "Slice", "SpmdProgram",
+    "ReduceScatter", "ReshardPlan", "Schedule", "Slice", "SpmdProgram", "Step", "plan_reshard",
 ]
