@@ -52,6 +52,6 @@ from .propagate import explain, propagate  # noqa: E402
 
 __all__ += ["explain", "propagate"]
 
-from .partition import plan_reshard  # noqa: E402
+from .partition import partition, plan_reshard  # noqa: E402
 
-__all__ += ["plan_reshard"]
+__all__ += ["partition", "plan_reshard"]

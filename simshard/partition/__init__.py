@@ -1,5 +1,6 @@
 """Partitioning: a sharded Program becomes one SPMD Schedule per device."""
 
+from .partition import partition
 from .plan import ReshardPlan, Step
 from .reshard import plan_reshard
 from .schedule import (
@@ -9,5 +10,5 @@ from .schedule import (
 
 __all__ = [
     "AllGather", "AllReduce", "AllToAll", "CollectivePermute", "Compute", "Free", "Instr", "Literal", "Pad",
-    "ReduceScatter", "ReshardPlan", "Schedule", "Slice", "SpmdProgram", "Step", "plan_reshard",
+    "ReduceScatter", "ReshardPlan", "Schedule", "Slice", "SpmdProgram", "Step", "partition", "plan_reshard",
 ]

@@ -83,7 +83,7 @@ def _local(ins, m: dict[int, np.ndarray]) -> None:
         for b, o in zip(ins.outputs, outs):
             m[b] = np.asarray(o)
     elif isinstance(ins, Literal):
-        m[ins.dst] = np.array(ins.value, copy=True)
+        m[ins.dst] = np.array(ins.value, copy=True) if isinstance(ins.value, np.ndarray) else ins.value
     elif isinstance(ins, Slice):
         src = m[ins.src]
         assert len(ins.index) == src.ndim, f"{ins}: index rank {len(ins.index)} for shape {src.shape}"
