@@ -1,4 +1,30 @@
 """The executor (imported as ``simshard.runtime``): local and Ray backends run SPMD schedules.
 
 It imports the compiler's data types; the compiler never imports it.
+
+* ``transport``: the send / receive interface, mailboxes, the transfer log, the in-memory transport;
+* ``collectives``: all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute and
+  broadcast, written once over a transport, reductions in the canonical (group) order;
+* ``executor``: one device running its Schedule (buffers, compute, collectives, memory);
+* ``local``: ``run_local``, every device as an asyncio task in one event loop;
+* ``placement``: global arrays to input shards and output shards back to global arrays.
 """
+
+from .collectives import (
+    Channel, all_gather, all_reduce, all_to_all, broadcast, collective_permute, reduce_in_order, reduce_scatter,
+    run_collective,
+)
+from .errors import (
+    CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError,
+)
+from .executor import Executor
+from .local import Execution, execute_local, run_local
+from .placement import assemble_outputs, shard_inputs
+from .transport import InMemoryTransport, Mailbox, Message, Transport, TransferLog
+
+__all__ = [
+    "Channel", "CollectiveError", "DeviceOutOfMemoryError", "Execution", "ExecutionError", "Executor",
+    "InMemoryTransport", "Mailbox", "Message", "PeerTimeoutError", "ScheduleMismatchError", "TransferLog",
+    "Transport", "all_gather", "all_reduce", "all_to_all", "assemble_outputs", "broadcast", "collective_permute",
+    "execute_local", "reduce_in_order", "reduce_scatter", "run_collective", "run_local", "shard_inputs",
+]

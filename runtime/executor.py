@@ -1,0 +1,362 @@
+"""Run one device's Schedule over a transport.
+
+``Executor(schedule, transport).run(inputs)`` (async) holds the device's numbered buffers, runs
+each instruction in order and returns the buffers the schedule names as outputs:
+
+* ``Compute``: ``OPS[op].kernel(*inputs, **params)`` (a tuple, one array per output buffer);
+* ``Literal``: a copy of the constant; ``Slice``: the listed local positions per dim;
+  ``Pad``: pad at the end of each dim to ``shape`` with ``value``; ``Free``: drop buffers;
+* collectives: ``collectives.run_collective`` over a ``Channel`` keyed by the instruction id.
+
+Along the way it records one ``CommRecord`` per collective (from the transport's counts, beside
+the analytic minimum) and tracks live bytes (the peak goes into a ``DeviceMemory``; with a
+``capacity`` the run fails like a real out-of-memory). Every failure is an ``ExecutionError``
+naming the device, the instruction's position and id, its kind and the op it came from;
+transport failures (a peer that never sends, runs another collective, or has finished) become
+``ScheduleMismatchError``s naming both devices and where each one was.
+
+What a schedule must satisfy (the partitioner's side of the contract):
+
+* inputs arrive as the layout's unpadded local shards (``layout(in_sharding, shape).shard(x)``,
+  see ``placement.shard_inputs``) and outputs must leave with the layout's local shapes, padding
+  sliced off (``Execution.assemble`` checks them against ``out_shardings``);
+* peers match a collective by its instruction id: within one schedule collective ids are unique,
+  and every member of a group runs, under that id, the same kind with the same group tuple (same
+  order: it is both the concatenation and the reduction order) and parameters, on buffers of one
+  dtype (all-reduce: one shape too). Non-collective instructions may differ between devices;
+* all-gather blocks may differ in length along ``axis`` only; reduce-scatter and all-to-all need
+  ``sum(splits) == src.shape[axis]`` on every member (empty chunks are fine); a permute's target
+  appears in at most one pair, a source may feed several, every device that runs it writes
+  ``dst`` (zeros of ``shape`` / ``dtype`` where nothing arrives, so set ``dtype``);
+* ``Literal`` values are copied with ``np.array(value)``: a Python float becomes float64, so give
+  numpy scalars of the intended dtype; ``Pad`` casts ``value`` to the buffer's dtype;
+* memory: an instruction's outputs count while its inputs are live, a buffer overwritten under the
+  same id is released after the instruction, ``Free`` releases at once (freeing a buffer the device
+  does not hold is an error; so is reading one);
+* each collective's record carries ``source`` and ``axes`` for the report's per-op and per-axis
+  tables: name the op consistently (``"%5 dot_general"``) and set ``axes``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from simshard.ops.registry import OPS
+from simshard.partition.schedule import Instr, Schedule
+from simshard.report.comm import CommRecord, analytic_min_bytes
+from simshard.report.memory import DeviceMemory
+from simshard.report.units import fmt_bytes
+
+from .collectives import Channel, participants, run_collective, signature
+from .errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError
+from .transport import Deadlock, DuplicateMessage, PeerFinished, RecvTimeout, TagMismatch, Transport, TransportError
+
+
+def describe(instr: Instr) -> str:
+    """``[7] all_gather over (0, 1) along 0 from '%3 dot'``."""
+    extra = ""
+    if instr.is_collective:
+        if instr.kind == "collective_permute":
+            extra = f" pairs {tuple(instr.pairs)}"
+        else:
+            extra = f" over {tuple(instr.group)}"
+            if getattr(instr, "axes", ()):
+                extra += f" (axes {','.join(instr.axes)})"
+    elif instr.kind == "compute":
+        extra = f" {instr.op}"
+    src = f" from {instr.source!r}" if instr.source else ""
+    return f"[{instr.id}] {instr.kind}{extra}{src}"
+
+
+def _aval(a: np.ndarray) -> str:
+    return f"{a.dtype}{list(a.shape)}"
+
+
+class Executor:
+    """One device running its Schedule (see the module docstring)."""
+
+    def __init__(self, schedule: Schedule, transport: Transport, *, capacity: int | None = None,
+                 algorithm: str = "direct", describe_peer: Callable[[int], str] | None = None):
+        self.schedule = schedule
+        self.device = schedule.device
+        self.transport = transport
+        self.capacity = capacity
+        self.algorithm = algorithm
+        self.describe_peer = describe_peer
+        self.buffers: dict[int, np.ndarray] = {}
+        self.live_bytes = 0
+        self.input_bytes = 0
+        self.position = -1
+        self.state = "not started"
+        self.records: list[CommRecord] = []
+        self._peak = (0, -1, None, "inputs")
+
+    # -- where am I ------------------------------------------------------------------------------
+    @property
+    def instr(self) -> Instr | None:
+        if 0 <= self.position < len(self.schedule.instrs):
+            return self.schedule.instrs[self.position]
+        return None
+
+    def where(self) -> str:
+        """A readable description of this device's progress, for error messages."""
+        if self.state == "finished":
+            return f"finished (all {len(self.schedule.instrs)} instructions)"
+        if self.state == "not started":
+            return "not started"
+        ins = self.instr
+        if ins is None:
+            return "placing its inputs"
+        return f"at position {self.position} {describe(ins)}"
+
+    def _fail(self, cls, message: str, cause: BaseException | None = None, **kw) -> ExecutionError:
+        ins = self.instr
+        return cls(
+            message, device=self.device, position=self.position, instr=None if ins is None else ins.id,
+            source="" if ins is None else ins.source, **kw,
+        )
+
+    def _peer(self, device: int) -> str:
+        if self.describe_peer is None:
+            return "(its position is not known here)"
+        return self.describe_peer(device)
+
+    # -- buffers and memory --------------------------------------------------------------------
+    def _read(self, buf: int) -> np.ndarray:
+        try:
+            return self.buffers[buf]
+        except KeyError:
+            raise self._fail(
+                ExecutionError,
+                f"device {self.device} {self.where()}: reads buffer b{buf}, which it does not hold "
+                f"(held: {', '.join(f'b{b}' for b in sorted(self.buffers)) or 'none'})",
+            ) from None
+
+    def _write(self, outs: Sequence[tuple[int, np.ndarray]]) -> None:
+        ids = [b for b, _ in outs]
+        if len(set(ids)) != len(ids):
+            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: writes buffer(s) {ids} more than once")
+        outs = [(b, np.asarray(a)) for b, a in outs]
+        new = sum(int(a.nbytes) for _, a in outs)
+        replaced = sum(int(self.buffers[b].nbytes) for b in ids if b in self.buffers)
+        needed = self.live_bytes + new
+        if self.capacity is not None and needed > self.capacity:
+            ins = self.instr
+            at = "placing its inputs" if ins is None else f"at position {self.position} {describe(ins)}"
+            raise self._fail(
+                DeviceOutOfMemoryError,
+                f"device {self.device} out of memory {at}: needs {fmt_bytes(needed)} ({needed} bytes: "
+                f"{fmt_bytes(new)} new on top of {fmt_bytes(self.live_bytes)} live), capacity "
+                f"{fmt_bytes(self.capacity)} ({self.capacity} bytes)",
+                needed=needed, capacity=self.capacity,
+            )
+        if needed > self._peak[0]:
+            ins = self.instr
+            self._peak = (needed, self.position, None if ins is None else ins.id, "inputs" if ins is None else ins.source)
+        for b, a in outs:
+            self.buffers[b] = a
+        self.live_bytes = needed - replaced
+
+    def _free(self, bufs: Sequence[int]) -> None:
+        for b in bufs:
+            if b not in self.buffers:
+                raise self._fail(
+                    ExecutionError, f"device {self.device} {self.where()}: frees buffer b{b}, which it does not hold"
+                )
+            self.live_bytes -= int(self.buffers.pop(b).nbytes)
+
+    def memory(self) -> DeviceMemory:
+        peak, pos, instr, source = self._peak
+        return DeviceMemory(self.device, peak, pos, instr, source, self.input_bytes, self.live_bytes, self.capacity)
+
+    # -- running ---------------------------------------------------------------------------------
+    async def run(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+        s = self.schedule
+        self.state = "running"
+        if len(inputs) != len(s.inputs):
+            raise self._fail(
+                ExecutionError,
+                f"device {self.device}: its schedule takes {len(s.inputs)} input shards, got {len(inputs)}",
+            )
+        self._write([(b, np.asarray(a)) for b, a in zip(s.inputs, inputs)])
+        self.input_bytes = self.live_bytes
+        for pos, ins in enumerate(s.instrs):
+            self.position = pos
+            try:
+                await self._step(ins)
+            except ExecutionError:
+                self.state = "failed"
+                raise
+            except TransportError as e:
+                self.state = "failed"
+                raise self._transport_error(e) from e
+            except Exception as e:  # a kernel or numpy error: name where it happened
+                self.state = "failed"
+                raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {type(e).__name__}: {e}") from e
+        self.position = len(s.instrs)
+        outputs = tuple(self._read(b) for b in s.outputs)
+        self.state = "finished"
+        self.transport.finished(self.device)
+        return outputs
+
+    async def _step(self, ins: Instr) -> None:
+        kind = ins.kind
+        if ins.is_collective:
+            await self._collective(ins)
+        elif kind == "compute":
+            self._compute(ins)
+        elif kind == "literal":
+            self._write([(ins.dst, np.array(ins.value, copy=True))])
+        elif kind == "slice":
+            self._write([(ins.dst, self._slice(self._read(ins.src), ins.index))])
+        elif kind == "pad":
+            self._write([(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))])
+        elif kind == "free":
+            self._free(ins.bufs)
+        else:
+            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {kind!r}")
+
+    def _compute(self, ins) -> None:
+        op = OPS.get(ins.op)
+        if op is None:
+            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: no op named {ins.op!r} in the registry")
+        if op.region_only:
+            raise self._fail(
+                ExecutionError,
+                f"device {self.device} {self.where()}: {ins.op} runs only inside a manual region; a schedule "
+                "must express it with collective instructions",
+            )
+        args = [self._read(b) for b in ins.inputs]
+        try:
+            outs = op.kernel(*args, **dict(ins.params))
+        except Exception as e:
+            shapes = ", ".join(_aval(np.asarray(a)) for a in args)
+            raise self._fail(
+                ExecutionError, f"device {self.device} {self.where()} on ({shapes}): {type(e).__name__}: {e}"
+            ) from e
+        if not isinstance(outs, (tuple, list)) or len(outs) != len(ins.outputs):
+            got = f"{len(outs)} results" if isinstance(outs, (tuple, list)) else type(outs).__name__
+            raise self._fail(
+                ExecutionError,
+                f"device {self.device} {self.where()}: kernel returned {got} for {len(ins.outputs)} output buffers",
+            )
+        self._write(list(zip(ins.outputs, outs)))
+
+    def _slice(self, x: np.ndarray, index) -> np.ndarray:
+        if len(index) != x.ndim:
+            raise self._fail(
+                ExecutionError, f"device {self.device} {self.where()}: slice index for {len(index)} dims of a {_aval(x)} buffer"
+            )
+        cuts = []
+        for k, ix in enumerate(index):
+            ix = np.asarray(ix, dtype=np.intp).reshape(-1)
+            if ix.size and (ix.min() < 0 or ix.max() >= x.shape[k]):
+                raise self._fail(
+                    ExecutionError,
+                    f"device {self.device} {self.where()}: slice positions {ix.min()}..{ix.max()} outside dim {k} "
+                    f"of a {_aval(x)} buffer",
+                )
+            if ix.size and np.array_equal(ix, np.arange(ix[0], ix[0] + ix.size)):
+                cuts.append(slice(int(ix[0]), int(ix[0]) + ix.size))
+            elif not ix.size:
+                cuts.append(slice(0, 0))
+            else:
+                cuts.append(ix)
+        if all(isinstance(c, slice) for c in cuts):
+            return np.array(x[tuple(cuts)], copy=True)
+        return x[np.ix_(*[np.arange(c.start, c.stop) if isinstance(c, slice) else c for c in cuts])]
+
+    def _pad(self, x: np.ndarray, shape, value) -> np.ndarray:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != x.ndim or any(s < n for s, n in zip(shape, x.shape)):
+            raise self._fail(
+                ExecutionError, f"device {self.device} {self.where()}: cannot pad a {_aval(x)} buffer to shape {list(shape)}"
+            )
+        out = np.full(shape, value, dtype=x.dtype)
+        out[tuple(slice(0, n) for n in x.shape)] = x
+        return out
+
+    async def _collective(self, ins) -> None:
+        me = self.device
+        if ins.kind == "collective_permute":
+            is_source = any(s == me for s, _ in ins.pairs)
+            x = self._read(ins.src) if is_source else None
+            tag = signature(ins)
+        else:
+            x = self._read(ins.src)
+            tag = signature(ins, x.dtype, x.shape if ins.kind == "all_reduce" else None)
+        ch = Channel(self.transport, me, ins.id, tag, note=self.where())
+        try:
+            out = await run_collective(ch, ins, x, self.algorithm)
+        except CollectiveError as e:
+            raise self._fail(CollectiveError, f"device {me} {self.where()}: {e}") from None
+        in_shape = x.shape if x is not None else ()
+        self._write([(ins.dst, out)])
+        if me in participants(ins):
+            t = self.transport.log.totals(me, ins.id)
+            self.records.append(
+                CommRecord(
+                    device=me, instr=ins.id, position=self.position, source=ins.source, kind=ins.kind,
+                    axes=tuple(getattr(ins, "axes", ())), group=participants(ins), bytes_sent=t.sent,
+                    bytes_received=t.received, messages_sent=t.messages_sent, messages_received=t.messages_received,
+                    min_bytes=analytic_min_bytes(ins, me, in_shape, out.shape, out.dtype.itemsize),
+                    peers=t.peer_rows(),
+                )
+            )
+
+    # -- transport failures as schedule errors -------------------------------------------------------
+    def _transport_error(self, e: TransportError) -> ExecutionError:
+        me = self.device
+        ins = self.instr
+        here = f"device {me} {self.where()}"
+        if isinstance(e, TagMismatch):
+            return self._fail(
+                ScheduleMismatchError,
+                f"schedules disagree at instruction id {e.key[0]}: {here} expects {_sig(e.expected)}, but device "
+                f"{e.src} {e.note} sent {_sig(e.got)}",
+                devices=(me, e.src), positions={me: self.where(), e.src: e.note},
+            )
+        if isinstance(e, PeerFinished):
+            return self._fail(
+                ScheduleMismatchError,
+                f"schedules do not match: {here} waits for device {e.src}'s part of instruction id {e.key[0]}, but "
+                f"device {e.src} finished its schedule without sending it",
+                devices=(me, e.src), positions={me: self.where(), e.src: self._peer(e.src)},
+            )
+        if isinstance(e, Deadlock):
+            parts = [
+                f"device {d} waits for device {src} (message {key}) while {self._where_of(d)}"
+                for d, (src, key) in sorted(e.waits.items())
+            ]
+            return self._fail(
+                ScheduleMismatchError,
+                "schedules do not match (deadlock: every unfinished device waits for a message no one will "
+                "send): " + "; ".join(parts),
+                devices=tuple(sorted(e.waits)), positions={d: self._where_of(d) for d in e.waits},
+            )
+        if isinstance(e, RecvTimeout):
+            return self._fail(
+                PeerTimeoutError,
+                f"{here} waited {e.timeout:g} s for device {e.src}'s part of instruction id {e.key[0]}; "
+                f"device {e.src} is {self._peer(e.src)}",
+                devices=(me, e.src), positions={me: self.where(), e.src: self._peer(e.src)},
+            )
+        if isinstance(e, DuplicateMessage):
+            return self._fail(
+                ScheduleMismatchError,
+                f"{here}: device {e.msg.src} sent message {e.msg.key} to device {e.msg.dst} twice",
+                devices=(e.msg.src, e.msg.dst),
+            )
+        return self._fail(ExecutionError, f"{here}: transport failure: {e}")
+
+    def _where_of(self, device: int) -> str:
+        return self.where() if device == self.device else self._peer(device)
+
+
+def _sig(sig) -> str:
+    if not isinstance(sig, tuple) or not sig:
+        return repr(sig)
+    kind, *rest = sig
+    return f"{kind}{tuple(rest)}"

@@ -1,0 +1,152 @@
+"""The local backend: every device's Schedule as an asyncio task in one event loop.
+
+``run_local(spmd, inputs)`` runs an ``SpmdProgram`` given each device's local input shards and
+returns an ``Execution`` (per-device outputs, communication records, memory report, transfer log).
+The devices exchange data through an ``InMemoryTransport`` with the same collective code the Ray
+backend uses. Nothing hangs: every receive has a timeout, and since the in-memory transport sees
+every device it reports a deadlock (or a wait on a device that has finished) the moment it
+happens, naming each device and the instruction it was at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from simshard.partition.schedule import SpmdProgram
+from simshard.report.comm import CommRecord, CommReport
+from simshard.report.memory import MemoryReport, capacity_of
+
+from .errors import ExecutionError, ScheduleMismatchError
+from .executor import Executor
+from .transport import InMemoryTransport, TransferLog
+
+
+@dataclass(frozen=True, eq=False)
+class Execution:
+    """What a run produced: each device's output shards, and what it cost."""
+
+    spmd: SpmdProgram
+    outputs: Mapping[int, tuple[np.ndarray, ...]]  # device -> its local output shards
+    records: tuple[CommRecord, ...]  # one per collective instruction per participating device
+    memory: MemoryReport
+    transfers: TransferLog  # every message, as recorded by the transport
+
+    @property
+    def comm(self) -> CommReport:
+        return CommReport(self.records)
+
+    def shards(self, device: int) -> tuple[np.ndarray, ...]:
+        return self.outputs[device]
+
+    def assemble(self, shapes: Sequence[Sequence[int]] | None = None) -> tuple[np.ndarray, ...]:
+        """The global outputs, rebuilt from the shards by ``simshard.layout`` with the program's
+        ``out_shardings`` (global shapes from the program's outputs unless given)."""
+        from .placement import assemble_outputs
+
+        return assemble_outputs(self.spmd, self.outputs, shapes)
+
+
+def _check_inputs(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]]) -> None:
+    devices = spmd.devices
+    if len(set(devices)) != len(devices):
+        dup = sorted({d for d in devices if devices.count(d) > 1})
+        raise ValueError(f"the SpmdProgram has more than one schedule for device {dup[0]}")
+    missing = [d for d in devices if d not in inputs]
+    extra = [d for d in inputs if d not in devices]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"no inputs for devices {missing}")
+        if extra:
+            parts.append(f"inputs for devices {extra}, which have no schedule")
+        raise ValueError("run_local: " + "; ".join(parts))
+    for s in spmd.schedules:
+        if len(inputs[s.device]) != len(s.inputs):
+            raise ValueError(
+                f"run_local: device {s.device}'s schedule takes {len(s.inputs)} input shards, got {len(inputs[s.device])}"
+            )
+
+
+async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]], device_memory=None,
+                        timeout: float | None = 10.0, algorithm: str = "direct") -> Execution:
+    """``run_local`` inside a running event loop."""
+    _check_inputs(spmd, inputs)
+    transport = InMemoryTransport(spmd.devices, timeout=timeout)
+    executors: dict[int, Executor] = {}
+
+    for s in spmd.schedules:
+        executors[s.device] = Executor(
+            s, transport, capacity=capacity_of(device_memory, s.device), algorithm=algorithm,
+            describe_peer=lambda d: executors[d].where() if d in executors else "not in this program",
+        )
+    tasks = {d: asyncio.create_task(ex.run(list(inputs[d])), name=f"device {d}") for d, ex in executors.items()}
+    try:
+        done, pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for t in tasks.values():
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+    failed = {d: t.exception() for d, t in tasks.items() if not t.cancelled() and t.exception() is not None}
+    if failed:
+        raise _root_cause(failed)
+    leftover = transport.undelivered()
+    if leftover:
+        m = leftover[0]
+        raise ScheduleMismatchError(
+            f"schedules do not match: device {m.src} sent message {m.key} (instruction id {m.key[0]}, sent {m.note}) "
+            f"to device {m.dst}, which finished without receiving it ({len(leftover)} message(s) left undelivered)",
+            devices=(m.src, m.dst), positions={m.src: m.note, m.dst: executors[m.dst].where()},
+        )
+    outputs = {d: tasks[d].result() for d in spmd.devices}
+    records = tuple(r for d in spmd.devices for r in executors[d].records)
+    memory = MemoryReport(tuple(executors[d].memory() for d in spmd.devices))
+    return Execution(spmd, outputs, records, memory, transport.log)
+
+
+def _root_cause(failed: dict[int, BaseException]) -> BaseException:
+    """A device's own failure (an out-of-memory, a kernel error) before the mismatches it caused in
+    its peers; then the lowest device."""
+    own = {d: e for d, e in failed.items() if not isinstance(e, ScheduleMismatchError)}
+    pick = own or failed
+    return pick[min(pick)]
+
+
+def run_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]], device_memory=None,
+              timeout: float | None = 10.0, algorithm: str = "direct") -> Execution:
+    """Run every device's schedule of ``spmd`` in one process.
+
+    ``inputs``: device -> its local input shards, in the order of the schedule's ``inputs``
+    (``placement.shard_inputs`` builds them from global arrays). ``device_memory``: None, a byte
+    capacity for every device, or device -> bytes; exceeding it raises
+    ``DeviceOutOfMemoryError``. ``timeout``: seconds any receive may wait for a peer.
+    Errors: ``ExecutionError`` and its subclasses, each naming device and instruction.
+    """
+    coro = execute_local(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Called from inside a running loop (a notebook, an async caller): run in a fresh thread.
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = asyncio.run(coro)
+        except BaseException as e:  # re-raised in the caller's thread
+            box["error"] = e
+
+    th = threading.Thread(target=target, name="simshard-local")
+    th.start()
+    th.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+__all__ = ["Execution", "ExecutionError", "execute_local", "run_local"]

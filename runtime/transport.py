@@ -1,0 +1,359 @@
+"""Transports: how one device's array reaches another, and the record of every transfer.
+
+The collective library (``collectives.py``) talks only to this interface::
+
+    await transport.send(src, dst, key, array, tag=..., note=...)
+    array = await transport.recv(dst, src, key, tag=...)
+
+``key`` names the message: ``(instruction id, step)`` for a collective (a step distinguishes the
+phases of one collective, e.g. an all-reduce's reduce-scatter and all-gather). Receivers match
+messages by ``(source, key)`` in a per-device ``Mailbox``. ``tag`` describes the collective the
+sender ran (kind, group, parameters, dtype); the receiver passes the tag it expects, and a
+different one is a ``TagMismatch`` (two devices ran different collectives under one id). ``note``
+says where the sender was (its schedule position), for error messages.
+
+``Transport`` does the bookkeeping once for every backend: each send and each receive is
+recorded in ``log`` (a ``TransferLog``: logical payload bytes, ``array.nbytes``, and message
+counts per device, per peer, per key). A backend supplies two primitives: ``_deliver(message)``
+(put it in the receiver's mailbox: a dict here; a remote call on the receiver's actor for Ray)
+and ``_collect(dst, src, key, timeout)`` (wait for it in ``dst``'s mailbox).
+
+``InMemoryTransport`` serves every device of one event loop (the local backend). Because it sees
+all devices, it detects a deadlock the moment it happens (every unfinished device waits for a
+message nobody has sent) and a wait on a device that has already finished, instead of waiting
+for the timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable
+
+import numpy as np
+
+Key = tuple  # (instruction id, step)
+
+
+@dataclass(frozen=True, eq=False)
+class Message:
+    src: int
+    dst: int
+    key: Key
+    array: np.ndarray
+    tag: Hashable = None
+    note: str = ""
+
+
+# -- transport-level failures (the executor turns them into errors naming instructions) ----------
+
+
+class TransportError(Exception):
+    pass
+
+
+class RecvTimeout(TransportError):
+    def __init__(self, dst: int, src: int, key: Key, timeout: float):
+        super().__init__(f"device {dst} waited {timeout:g} s for message {key} from device {src}")
+        self.dst, self.src, self.key, self.timeout = dst, src, key, timeout
+
+
+class TagMismatch(TransportError):
+    def __init__(self, dst: int, src: int, key: Key, expected, got, note: str):
+        super().__init__(f"device {dst} expected {expected} for {key} from device {src}, which sent {got}")
+        self.dst, self.src, self.key, self.expected, self.got, self.note = dst, src, key, expected, got, note
+
+
+class PeerFinished(TransportError):
+    def __init__(self, dst: int, src: int, key: Key):
+        super().__init__(f"device {dst} waits for message {key} from device {src}, which has finished its schedule")
+        self.dst, self.src, self.key = dst, src, key
+
+
+class Deadlock(TransportError):
+    """Every unfinished device waits for a message that no one has sent."""
+
+    def __init__(self, waits: dict[int, tuple[int, Key]], finished: Iterable[int]):
+        desc = "; ".join(f"device {d} waits for {k} from device {s}" for d, (s, k) in sorted(waits.items()))
+        super().__init__(f"deadlock: {desc}")
+        self.waits = dict(waits)
+        self.finished = set(finished)
+
+
+class DuplicateMessage(TransportError):
+    def __init__(self, msg: Message):
+        super().__init__(f"device {msg.src} sent message {msg.key} to device {msg.dst} twice")
+        self.msg = msg
+
+
+# -- the transfer record -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One message as seen by one side: ``device`` sent it to / received it from ``peer``."""
+
+    device: int
+    peer: int
+    direction: str  # "sent" or "received"
+    key: Key
+    nbytes: int
+
+
+@dataclass
+class PeerTotals:
+    sent: int = 0
+    received: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+
+
+@dataclass
+class Totals:
+    """What one device moved for one instruction (or over a run), per peer and in sum."""
+
+    peers: dict[int, PeerTotals] = field(default_factory=dict)
+
+    @property
+    def sent(self) -> int:
+        return sum(p.sent for p in self.peers.values())
+
+    @property
+    def received(self) -> int:
+        return sum(p.received for p in self.peers.values())
+
+    @property
+    def messages_sent(self) -> int:
+        return sum(p.messages_sent for p in self.peers.values())
+
+    @property
+    def messages_received(self) -> int:
+        return sum(p.messages_received for p in self.peers.values())
+
+    def peer_rows(self) -> tuple[tuple[int, int, int], ...]:
+        return tuple((p, t.sent, t.received) for p, t in sorted(self.peers.items()))
+
+
+class TransferLog:
+    """Every transfer a transport made, aggregated per (device, instruction) as it goes.
+
+    The local transport's one log holds every device's side; a Ray device's transport holds only
+    its own (``merge`` joins them). Either way ``totals(device, instr)`` is the same."""
+
+    def __init__(self, keep_entries: bool = True):
+        self.keep_entries = keep_entries
+        self.entries: list[Transfer] = []
+        self._agg: dict[tuple[int, Any], Totals] = defaultdict(Totals)
+
+    def record(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
+        if self.keep_entries:
+            self.entries.append(Transfer(device, peer, direction, key, nbytes))
+        t = self._agg[(device, key[0])].peers.setdefault(peer, PeerTotals())
+        if direction == "sent":
+            t.sent += nbytes
+            t.messages_sent += 1
+        else:
+            t.received += nbytes
+            t.messages_received += 1
+
+    def totals(self, device: int, instr) -> Totals:
+        """What ``device`` sent and received for instruction ``instr`` (the key's first part)."""
+        return self._agg.get((device, instr), Totals())
+
+    def device_totals(self, device: int) -> Totals:
+        out = Totals()
+        for (d, _), t in self._agg.items():
+            if d != device:
+                continue
+            for p, pt in t.peers.items():
+                o = out.peers.setdefault(p, PeerTotals())
+                o.sent += pt.sent
+                o.received += pt.received
+                o.messages_sent += pt.messages_sent
+                o.messages_received += pt.messages_received
+        return out
+
+    def bytes_sent(self, device: int | None = None) -> int:
+        return sum(t.sent for (d, _), t in self._agg.items() if device is None or d == device)
+
+    def bytes_received(self, device: int | None = None) -> int:
+        return sum(t.received for (d, _), t in self._agg.items() if device is None or d == device)
+
+    def matrix(self) -> dict[tuple[int, int], int]:
+        """``(src, dst) -> bytes`` sent."""
+        out: dict[tuple[int, int], int] = defaultdict(int)
+        for (d, _), t in self._agg.items():
+            for p, pt in t.peers.items():
+                if pt.sent:
+                    out[(d, p)] += pt.sent
+        return dict(out)
+
+    def merge(self, other: "TransferLog") -> None:
+        for e in other.entries:
+            self.record(e.device, e.peer, e.direction, e.key, e.nbytes)
+
+
+# -- mailboxes -------------------------------------------------------------------------------
+
+
+class Mailbox:
+    """One device's incoming messages, matched by ``(source, key)``; a receive waits on a future.
+
+    Works in any asyncio event loop (a Ray asyncio actor has one mailbox)."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self._slots: dict[tuple[int, Key], asyncio.Future] = {}
+
+    def _slot(self, src: int, key: Key) -> asyncio.Future:
+        fut = self._slots.get((src, key))
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._slots[(src, key)] = fut
+        return fut
+
+    def put(self, msg: Message) -> None:
+        fut = self._slot(msg.src, msg.key)
+        if fut.done():
+            raise DuplicateMessage(msg)
+        fut.set_result(msg)
+
+    def has(self, src: int, key: Key) -> bool:
+        fut = self._slots.get((src, key))
+        return fut is not None and fut.done()
+
+    def slot(self, src: int, key: Key) -> asyncio.Future:
+        return self._slot(src, key)
+
+    def take(self, src: int, key: Key) -> Message:
+        return self._slots.pop((src, key)).result()
+
+    def discard(self, src: int, key: Key) -> None:
+        fut = self._slots.pop((src, key), None)
+        if fut is not None and not fut.done():
+            fut.cancel()
+
+    async def get(self, src: int, key: Key, timeout: float | None) -> Message:
+        fut = self._slot(src, key)
+        if not fut.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except asyncio.TimeoutError:
+                self.discard(src, key)
+                raise RecvTimeout(self.device, src, key, timeout) from None
+        return self.take(src, key)
+
+    def undelivered(self) -> list[Message]:
+        """Messages that arrived and were never received."""
+        return [f.result() for f in self._slots.values() if f.done() and not f.cancelled() and f.exception() is None]
+
+
+# -- the interface -------------------------------------------------------------------------------
+
+
+class Transport(ABC):
+    """Send / receive numpy arrays between device ids, recording every transfer."""
+
+    def __init__(self, timeout: float | None = 10.0):
+        self.timeout = timeout
+        self.log = TransferLog()
+
+    async def send(self, src: int, dst: int, key: Key, array: np.ndarray, *, tag: Hashable = None, note: str = "") -> None:
+        array = np.ascontiguousarray(array)
+        self.log.record(src, dst, "sent", key, int(array.nbytes))
+        await self._deliver(Message(src, dst, key, array, tag, note))
+
+    async def recv(self, dst: int, src: int, key: Key, *, tag: Hashable = None) -> np.ndarray:
+        msg = await self._collect(dst, src, key, self.timeout)
+        if tag is not None and msg.tag != tag:
+            raise TagMismatch(dst, src, key, tag, msg.tag, msg.note)
+        self.log.record(dst, src, "received", key, int(msg.array.nbytes))
+        return msg.array
+
+    def finished(self, device: int) -> None:
+        """``device`` has run its whole schedule (it will send nothing more)."""
+
+    @abstractmethod
+    async def _deliver(self, msg: Message) -> None: ...
+
+    @abstractmethod
+    async def _collect(self, dst: int, src: int, key: Key, timeout: float | None) -> Message: ...
+
+
+class InMemoryTransport(Transport):
+    """Every device in one event loop: a mailbox per device, arrays copied on send (a receiver
+    never shares memory with its sender, as on separate devices)."""
+
+    def __init__(self, devices: Iterable[int], timeout: float | None = 10.0, copy: bool = True):
+        super().__init__(timeout)
+        self.devices = tuple(devices)
+        self.copy = copy
+        self.boxes: dict[int, Mailbox] = {d: Mailbox(d) for d in self.devices}
+        self._finished: set[int] = set()
+        # device -> the receives it is blocked in: (source, key) -> future
+        self._waiting: dict[int, dict[tuple[int, Key], asyncio.Future]] = defaultdict(dict)
+
+    def _box(self, device: int) -> Mailbox:
+        try:
+            return self.boxes[device]
+        except KeyError:
+            raise TransportError(f"device {device} is not one of this transport's devices {list(self.devices)}") from None
+
+    async def _deliver(self, msg: Message) -> None:
+        box = self._box(msg.dst)
+        if self.copy:
+            msg = Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note)
+        box.put(msg)
+
+    async def _collect(self, dst: int, src: int, key: Key, timeout: float | None) -> Message:
+        box = self._box(dst)
+        self._box(src)
+        if box.has(src, key):
+            return box.take(src, key)
+        if src in self._finished:
+            raise PeerFinished(dst, src, key)
+        fut = box.slot(src, key)
+        self._waiting[dst][(src, key)] = fut
+        try:
+            self._check_deadlock(caller=dst)
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except asyncio.TimeoutError:
+                box.discard(src, key)
+                raise RecvTimeout(dst, src, key, timeout) from None
+        finally:
+            self._waiting[dst].pop((src, key), None)
+        return box.take(src, key)
+
+    def _stuck(self, device: int) -> bool:
+        """Blocked in a receive whose message has not arrived. (Collectives finish their sends
+        before they receive, so a blocked device has nothing left to send in this step.)"""
+        return any(not f.done() for f in self._waiting.get(device, {}).values())
+
+    def _check_deadlock(self, caller: int | None = None) -> None:
+        live = [d for d in self.devices if d not in self._finished]
+        if not live or not all(self._stuck(d) for d in live):
+            return
+        waits = {d: next(sk for sk, f in self._waiting[d].items() if not f.done()) for d in live}
+        err = Deadlock(waits, self._finished)
+        for d in live:
+            if d == caller:
+                continue
+            for f in self._waiting[d].values():
+                if not f.done():
+                    f.set_exception(err)
+        if caller is not None:
+            raise err
+
+    def finished(self, device: int) -> None:
+        self._finished.add(device)
+        for dst, waits in self._waiting.items():
+            for (src, key), fut in waits.items():
+                if src == device and not fut.done():
+                    fut.set_exception(PeerFinished(dst, src, key))
+        self._check_deadlock()
+
+    def undelivered(self) -> list[Message]:
+        return [m for box in self.boxes.values() for m in box.undelivered()]

@@ -1,0 +1,20 @@
+"""Reports of a run (compiler side, no Ray): communication, memory and bitwise verification.
+
+* ``CommReport`` of ``CommRecord``s (one per collective instruction per device), tables by op /
+  collective / mesh axis / device, JSON, and an alpha-beta time estimate under a ``Topology``;
+* ``MemoryReport``: peak live bytes per device;
+* ``VerifyReport``: outputs compared bit for bit with a reference;
+* ``exact_inputs``: integer-valued float inputs that keep every sum exact.
+"""
+
+from .comm import CommRecord, CommReport, Link, TimeEstimate, Topology, analytic_min_bytes, balanced_chunks
+from .inputs import exact_inputs, exact_magnitude
+from .memory import DeviceMemory, MemoryReport
+from .units import fmt_bytes, fmt_seconds
+from .verify import Check, VerifyReport, bit_equal, compare, ulp_distance
+
+__all__ = [
+    "Check", "CommRecord", "CommReport", "DeviceMemory", "Link", "MemoryReport", "TimeEstimate", "Topology",
+    "VerifyReport", "analytic_min_bytes", "balanced_chunks", "bit_equal", "compare", "exact_inputs",
+    "exact_magnitude", "fmt_bytes", "fmt_seconds", "ulp_distance",
+]

@@ -1,0 +1,390 @@
+"""Communication reports: what every collective moved, beside the analytic minimum, and what that
+costs under an alpha-beta model of the links.
+
+``CommRecord`` is one collective instruction as one device saw it. Records are built from the
+transport's own counts (logical payload bytes: the array bytes a message carries, whatever the
+backend does to move them), so two backends running one schedule give equal records.
+
+The analytic minimum of a record is the number of bytes the device *must receive* for that
+collective, whatever the algorithm (``analytic_min_bytes``):
+
+* all-gather: every block but its own, ``out - in`` (``(g-1)/g`` of the group's data when blocks
+  are even);
+* reduce-scatter: one contribution to its chunk from each other member, ``(g-1) * chunk``;
+* all-reduce over ``N`` bytes: reduce-scatter then all-gather of ``g`` balanced chunks,
+  ``(g-1) * c_i + (N - c_i)``; summed over the group this is ``2(g-1)N``, i.e. ``2(g-1)/g`` of
+  the data per device;
+* all-to-all: the chunks the other members hold for it, ``out - own chunk``;
+* collective-permute: its whole block when another device sends it one, else 0.
+
+Sums over a group of sent bytes equal sums of received bytes, so the group totals of the
+minimum bound both.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from .units import fmt_bytes, fmt_ratio, fmt_seconds
+
+# -- records ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommRecord:
+    """One collective instruction as run by one device."""
+
+    device: int
+    instr: int  # instruction id (shared by every device's copy of the SPMD step)
+    position: int  # index of the instruction in this device's schedule
+    source: str  # the program op (or reshard) it comes from
+    kind: str  # all_gather, reduce_scatter, all_reduce, all_to_all, collective_permute, broadcast
+    axes: tuple[str, ...]  # mesh axes of the group ('' when the group is not a mesh-axis group)
+    group: tuple[int, ...]  # the device group (for a permute: every device named in a pair)
+    bytes_sent: int
+    bytes_received: int
+    messages_sent: int
+    messages_received: int
+    min_bytes: int  # analytic minimum this device must receive (module docstring)
+    peers: tuple[tuple[int, int, int], ...] = ()  # (peer, bytes sent to it, bytes received from it)
+
+    @property
+    def messages(self) -> int:
+        return self.messages_sent
+
+    @property
+    def axis_key(self) -> str:
+        return ",".join(self.axes) if self.axes else "-"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["axes"] = list(self.axes)
+        d["group"] = list(self.group)
+        d["peers"] = [list(p) for p in self.peers]
+        return d
+
+    @staticmethod
+    def from_dict(d: Mapping) -> "CommRecord":
+        d = dict(d)
+        d["axes"] = tuple(d["axes"])
+        d["group"] = tuple(d["group"])
+        d["peers"] = tuple(tuple(p) for p in d.get("peers", ()))
+        return CommRecord(**d)
+
+
+# -- the analytic minimum -------------------------------------------------------------------------
+
+
+def balanced_chunks(n: int, g: int) -> list[int]:
+    """``n`` elements in ``g`` chunks whose lengths differ by at most one, longer ones first
+    (how an all-reduce cuts its flattened buffer)."""
+    q, r = divmod(int(n), int(g))
+    return [q + (1 if i < r else 0) for i in range(g)]
+
+
+def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: Sequence[int], itemsize: int) -> int:
+    """Bytes ``device`` must receive to run the collective ``instr`` (a schedule instruction)
+    whose local input / output shapes are ``in_shape`` / ``out_shape``. See the module docstring."""
+    n_in, n_out = math.prod(in_shape), math.prod(out_shape)
+    kind = instr.kind
+    if kind == "all_gather":
+        return (n_out - n_in) * itemsize
+    if kind == "reduce_scatter":
+        return (len(instr.group) - 1) * n_out * itemsize
+    if kind == "all_reduce":
+        g = len(instr.group)
+        c = balanced_chunks(n_in, g)[instr.group.index(device)]
+        return ((g - 1) * c + (n_in - c)) * itemsize
+    if kind == "all_to_all":
+        i = instr.group.index(device)
+        along = in_shape[instr.split_axis]
+        own = (n_in // along) * instr.splits[i] if along else 0
+        return (n_out - own) * itemsize
+    if kind == "collective_permute":
+        got = any(t == device and s != device for s, t in instr.pairs)
+        return n_out * itemsize if got else 0
+    raise ValueError(f"no analytic minimum for instruction kind {kind!r}")
+
+
+# -- topology and the alpha-beta model ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link's bandwidth (bytes per second) and per-message latency (seconds)."""
+
+    bandwidth: float
+    latency: float = 0.0
+
+    def __post_init__(self):
+        if not self.bandwidth > 0:
+            raise ValueError(f"link bandwidth must be positive, got {self.bandwidth}")
+        if self.latency < 0:
+            raise ValueError(f"link latency must be >= 0, got {self.latency}")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Per mesh axis, the link that devices differing along it use.
+
+    ``Topology({"x": Link(25e9, 5e-6), "y": Link(300e9, 1e-6)})`` describes an inter-node axis
+    ``x`` and an intra-node axis ``y``; ``default`` serves groups whose axes are not listed (and
+    permutes across meshes, which name no axes).
+
+    The alpha-beta model (``CommReport.estimate``):
+
+    * a collective over several axes runs at the slowest of their links:
+      ``beta = min bandwidth``, ``alpha = max latency``;
+    * one device's time in one collective is ``t = alpha * m + b / beta`` with
+      ``m = max(messages sent, messages received)`` and ``b = max(bytes sent, bytes received)``
+      (full-duplex links; a device's messages share its link one after another);
+    * an instruction takes as long as its slowest device, ``T_i = max_d t(i, d)``;
+    * collectives do not overlap each other or compute: ``T = sum_i T_i``.
+
+    For a direct all-gather of ``g`` even blocks of ``s`` bytes this gives
+    ``(g-1) * alpha + (g-1) * s / beta``, the same as a ring's ``g-1`` steps.
+    """
+
+    links: Mapping[str, Link] = field(default_factory=dict)
+    default: Link | None = None
+
+    @staticmethod
+    def uniform(bandwidth: float, latency: float = 0.0) -> "Topology":
+        return Topology({}, Link(bandwidth, latency))
+
+    def link(self, axes: Sequence[str]) -> Link:
+        chosen = []
+        for a in axes:
+            if a in self.links:
+                chosen.append(self.links[a])
+            elif self.default is not None:
+                chosen.append(self.default)
+            else:
+                raise KeyError(f"topology has no link for mesh axis {a!r} and no default (axes: {sorted(self.links)})")
+        if not chosen:
+            if self.default is None:
+                raise KeyError("topology has no default link for a transfer that names no mesh axis")
+            chosen = [self.default]
+        return Link(min(c.bandwidth for c in chosen), max(c.latency for c in chosen))
+
+    def to_dict(self) -> dict:
+        return {
+            "links": {a: asdict(l) for a, l in self.links.items()},
+            "default": asdict(self.default) if self.default else None,
+        }
+
+
+def record_seconds(r: CommRecord, link: Link) -> float:
+    """``alpha * m + b / beta`` for one device in one collective (see ``Topology``)."""
+    m = max(r.messages_sent, r.messages_received)
+    b = max(r.bytes_sent, r.bytes_received)
+    return link.latency * m + b / link.bandwidth
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """Per instruction: (seconds, kind, source, axes, slowest device); and the total."""
+
+    total: float
+    instructions: tuple[tuple[int, float, str, str, tuple[str, ...], int], ...]
+    topology: Topology
+
+    def by(self, what: str) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for _, t, kind, source, axes, _ in self.instructions:
+            key = {"kind": kind, "op": source, "axis": ",".join(axes) or "-"}[what]
+            out[key] += t
+        return dict(out)
+
+    def __str__(self) -> str:
+        return f"estimated communication time {fmt_seconds(self.total)} over {len(self.instructions)} collectives"
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+_GROUPINGS = ("op", "kind", "axis", "device", "instr")
+
+
+@dataclass(frozen=True)
+class CommReport:
+    """Every collective record of a run, with totals, tables, JSON and a time estimate."""
+
+    records: tuple[CommRecord, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "records", tuple(self.records))
+
+    # -- totals --------------------------------------------------------------------------------
+    @property
+    def total_bytes(self) -> int:
+        """Bytes sent by all devices (equal to bytes received, every message being delivered)."""
+        return sum(r.bytes_sent for r in self.records)
+
+    @property
+    def total_received(self) -> int:
+        return sum(r.bytes_received for r in self.records)
+
+    @property
+    def total_min_bytes(self) -> int:
+        return sum(r.min_bytes for r in self.records)
+
+    @property
+    def total_messages(self) -> int:
+        return sum(r.messages_sent for r in self.records)
+
+    @property
+    def ratio(self) -> float:
+        """Received bytes over the analytic minimum (1.0 when both are zero)."""
+        return self.total_received / self.total_min_bytes if self.total_min_bytes else (1.0 if not self.total_received else math.inf)
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        return tuple(sorted({r.device for r in self.records}))
+
+    def bytes_sent(self, device: int) -> int:
+        return sum(r.bytes_sent for r in self.records if r.device == device)
+
+    def bytes_received(self, device: int) -> int:
+        return sum(r.bytes_received for r in self.records if r.device == device)
+
+    def for_device(self, device: int) -> tuple[CommRecord, ...]:
+        return tuple(r for r in self.records if r.device == device)
+
+    def peer_bytes(self) -> dict[tuple[int, int], int]:
+        """``(src, dst) -> bytes`` sent, over the whole run."""
+        out: dict[tuple[int, int], int] = defaultdict(int)
+        for r in self.records:
+            for peer, sent, _ in r.peers:
+                if sent:
+                    out[(r.device, peer)] += sent
+        return dict(out)
+
+    # -- summaries -----------------------------------------------------------------------------
+    def summary(self, by: str = "kind") -> list[dict]:
+        """Rows grouped by ``op`` (source), ``kind``, ``axis``, ``device`` or ``instr``, each with
+        collectives (distinct instructions), records, messages, sent, received, minimum, ratio."""
+        if by not in _GROUPINGS:
+            raise ValueError(f"summary by {by!r}: choose one of {', '.join(_GROUPINGS)}")
+        rows: dict[Any, dict] = {}
+        for r in self.records:
+            key = {"op": r.source, "kind": r.kind, "axis": r.axis_key, "device": r.device, "instr": r.instr}[by]
+            row = rows.setdefault(
+                key, {by: key, "collectives": set(), "records": 0, "messages": 0, "sent": 0, "received": 0, "minimum": 0}
+            )
+            row["collectives"].add(r.instr)
+            row["records"] += 1
+            row["messages"] += r.messages_sent
+            row["sent"] += r.bytes_sent
+            row["received"] += r.bytes_received
+            row["minimum"] += r.min_bytes
+        out = []
+        for key in sorted(rows, key=lambda k: (str(type(k)), k)):
+            row = rows[key]
+            row["collectives"] = len(row["collectives"])
+            row["ratio"] = row["received"] / row["minimum"] if row["minimum"] else (1.0 if not row["received"] else math.inf)
+            out.append(row)
+        return out
+
+    def table(self, by: str = "kind"):
+        """A rich Table of ``summary(by)`` with byte units, and a total row."""
+        from rich.table import Table
+
+        rows = self.summary(by)
+        title = {"op": "source op", "kind": "collective", "axis": "mesh axes", "device": "device", "instr": "instruction"}[by]
+        t = Table(title=f"communication by {title}", title_justify="left")
+        t.add_column(title)
+        for col in ("collectives", "messages", "sent", "received", "minimum", "ratio"):
+            t.add_column(col, justify="right")
+        for row in rows:
+            t.add_row(
+                str(row[by]), str(row["collectives"]), str(row["messages"]), fmt_bytes(row["sent"]),
+                fmt_bytes(row["received"]), fmt_bytes(row["minimum"]), fmt_ratio(row["received"], row["minimum"]),
+            )
+        t.add_section()
+        t.add_row(
+            "total", str(len({r.instr for r in self.records})), str(self.total_messages), fmt_bytes(self.total_bytes),
+            fmt_bytes(self.total_received), fmt_bytes(self.total_min_bytes),
+            fmt_ratio(self.total_received, self.total_min_bytes),
+        )
+        return t
+
+    def render(self, by: str | Sequence[str] = ("op", "kind", "axis", "device"), width: int = 100) -> str:
+        """Plain-text tables (no colour), one per grouping."""
+        from rich.console import Console
+
+        out = io.StringIO()
+        console = Console(file=out, width=width, color_system=None, force_terminal=False)
+        for b in [by] if isinstance(by, str) else by:
+            console.print(self.table(b))
+        return out.getvalue()
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __rich__(self):
+        from rich.console import Group
+
+        return Group(*(self.table(b) for b in ("op", "kind", "axis", "device")))
+
+    # -- time ----------------------------------------------------------------------------------
+    def estimate(self, topology: Topology) -> TimeEstimate:
+        """The alpha-beta estimate (formulas on ``Topology``)."""
+        per: dict[int, list[CommRecord]] = defaultdict(list)
+        for r in self.records:
+            per[r.instr].append(r)
+        rows = []
+        for instr in sorted(per):
+            recs = per[instr]
+            link = topology.link(recs[0].axes)
+            times = [(record_seconds(r, link), r.device) for r in recs]
+            t, dev = max(times)
+            rows.append((instr, t, recs[0].kind, recs[0].source, recs[0].axes, dev))
+        return TimeEstimate(sum(r[1] for r in rows), tuple(rows), topology)
+
+    def estimate_table(self, topology: Topology, by: str = "kind"):
+        from rich.table import Table
+
+        est = self.estimate(topology)
+        t = Table(title=f"estimated time by {by} (alpha-beta)", title_justify="left")
+        t.add_column(by)
+        t.add_column("time", justify="right")
+        for key, secs in sorted(est.by(by).items()):
+            t.add_row(key, fmt_seconds(secs))
+        t.add_section()
+        t.add_row("total", fmt_seconds(est.total))
+        return t
+
+    # -- JSON ----------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "total_bytes": self.total_bytes,
+            "total_received": self.total_received,
+            "total_min_bytes": self.total_min_bytes,
+            "total_messages": self.total_messages,
+            "by_op": _finite(self.summary("op")),
+            "by_kind": _finite(self.summary("kind")),
+            "by_axis": _finite(self.summary("axis")),
+            "by_device": _finite(self.summary("device")),
+            "records": [r.to_dict() for r in self.records],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @staticmethod
+    def from_json(text: str) -> "CommReport":
+        return CommReport(tuple(CommRecord.from_dict(r) for r in json.loads(text)["records"]))
+
+    @staticmethod
+    def merge(reports: Iterable["CommReport"]) -> "CommReport":
+        return CommReport(tuple(r for rep in reports for r in rep.records))
+
+
+def _finite(rows: list[dict]) -> list[dict]:
+    """JSON has no infinity: a ratio over a zero minimum is written as null."""
+    return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()} for row in rows]

@@ -1,0 +1,63 @@
+"""Shared by the runtime tests: run collectives on many devices over one in-memory transport."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import numpy as np
+
+from simshard.reduce_ops import REDUCE_OPS
+from simshard.runtime.collectives import Channel
+from simshard.runtime.transport import InMemoryTransport, Mailbox, Transport
+
+
+def run_devices(devices, body, timeout=5.0):
+    """``body(ch) -> coroutine`` on every device (one Channel each, instruction id 0); returns
+    ({device: result}, transport)."""
+
+    async def main():
+        t = InMemoryTransport(devices, timeout=timeout)
+        chans = {d: Channel(t, d, 0, tag=("test",)) for d in devices}
+        results = await asyncio.gather(*(body(chans[d]) for d in devices))
+        for d in devices:
+            t.finished(d)
+        return dict(zip(devices, results)), t
+
+    return asyncio.run(main())
+
+
+def fold(parts, op):
+    """The reference reduction: a plain left fold in the order given (then avg's divide)."""
+    combine = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]
+    acc = functools.reduce(combine, parts[1:], np.array(parts[0], copy=True))
+    if op == "avg":
+        acc = acc / len(parts)
+    return np.asarray(acc, dtype=np.asarray(parts[0]).dtype)
+
+
+def bits(a):
+    a = np.ascontiguousarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def same_bits(a, b) -> bool:
+    return bits(a) == bits(b)
+
+
+class BlindTransport(Transport):
+    """A transport with no global view (like one Ray actor's): mailboxes and timeouts only, no
+    deadlock detection."""
+
+    def __init__(self, devices, timeout):
+        super().__init__(timeout)
+        self.boxes = {d: Mailbox(d) for d in devices}
+
+    async def _deliver(self, msg):
+        self.boxes[msg.dst].put(msg)
+
+    async def _collect(self, dst, src, key, timeout):
+        return await self.boxes[dst].get(src, key, timeout)
+
+
+assert REDUCE_OPS  # the reference above must cover every reduce op the runtime knows

@@ -1,0 +1,78 @@
+"""The transport: what it records, copies, refuses."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from simshard.runtime.transport import DuplicateMessage, InMemoryTransport, Mailbox, RecvTimeout, TagMismatch
+
+
+def test_records_bytes_and_messages_per_device_peer_and_key():
+    async def main():
+        t = InMemoryTransport((0, 1, 2))
+        await t.send(0, 1, (5, 0), np.zeros(3, np.float32))
+        await t.send(0, 2, (5, 0), np.zeros(4, np.float64))
+        await t.send(2, 1, (6, 1), np.zeros((2, 2), np.int16))
+        await t.recv(1, 0, (5, 0))
+        await t.recv(2, 0, (5, 0))
+        await t.recv(1, 2, (6, 1))
+        return t
+
+    t = asyncio.run(main())
+    log = t.log
+    assert log.bytes_sent(0) == 12 + 32 and log.bytes_received(1) == 12 + 8 and log.bytes_sent() == log.bytes_received()
+    tot = log.totals(0, 5)
+    assert (tot.sent, tot.received, tot.messages_sent, tot.messages_received) == (44, 0, 2, 0)
+    assert tot.peer_rows() == ((1, 12, 0), (2, 32, 0))
+    assert log.totals(1, 6).peer_rows() == ((2, 0, 8),)
+    assert log.matrix() == {(0, 1): 12, (0, 2): 32, (2, 1): 8}
+    assert [(e.device, e.peer, e.direction, e.key, e.nbytes) for e in log.entries][:2] == [
+        (0, 1, "sent", (5, 0), 12), (0, 2, "sent", (5, 0), 32)]
+
+
+def test_the_receiver_gets_its_own_copy():
+    async def main():
+        t = InMemoryTransport((0, 1))
+        x = np.arange(4.0)
+        await t.send(0, 1, (0, 0), x)
+        x[:] = -1  # the sender reuses its buffer
+        return await t.recv(1, 0, (0, 0))
+
+    assert np.array_equal(asyncio.run(main()), np.arange(4.0))
+
+
+def test_tag_mismatch_and_duplicates():
+    async def tagged():
+        t = InMemoryTransport((0, 1))
+        await t.send(0, 1, (0, 0), np.zeros(1), tag=("all_gather",), note="at position 3")
+        await t.recv(1, 0, (0, 0), tag=("all_reduce",))
+
+    with pytest.raises(TagMismatch) as err:
+        asyncio.run(tagged())
+    assert err.value.got == ("all_gather",) and err.value.note == "at position 3"
+
+    async def twice():
+        t = InMemoryTransport((0, 1))
+        await t.send(0, 1, (0, 0), np.zeros(1))
+        await t.send(0, 1, (0, 0), np.zeros(1))
+
+    with pytest.raises(DuplicateMessage, match="device 0 sent message \\(0, 0\\) to device 1 twice"):
+        asyncio.run(twice())
+
+
+def test_mailbox_times_out_and_matches_by_source_and_key():
+    async def main():
+        box = Mailbox(1)
+        with pytest.raises(RecvTimeout, match="device 1 waited 0.05 s for message \\(2, 0\\) from device 0"):
+            await box.get(0, (2, 0), 0.05)
+        from simshard.runtime.transport import Message
+
+        box.put(Message(3, 1, (2, 0), np.ones(1)))
+        box.put(Message(0, 1, (2, 0), np.zeros(1)))
+        a = await box.get(0, (2, 0), 1.0)
+        b = await box.get(3, (2, 0), 1.0)
+        return a.array, b.array, box.undelivered()
+
+    a, b, rest = asyncio.run(main())
+    assert a[0] == 0 and b[0] == 1 and rest == []
