@@ -49,10 +49,26 @@ def execute_plan(plan, shards: dict[int, np.ndarray], executor: str = "ref"):
         ranges.append(range(start, len(b)))
     scheds = b.finish([src], [buf], free=False)
     run = refexec.run(scheds, {d: [shards[d]] for d in devices})
-    return {d: run.outputs[d][0] for d in devices}, run, ranges
+    out = {d: run.outputs[d][0] for d in devices}
+    if executor == "both" and run_local is not None:
+        from simshard.partition.schedule import SpmdProgram
+
+        ex = run_local(SpmdProgram(None, scheds, (None,), (None,)), {d: [shards[d]] for d in devices})
+        for d in devices:
+            got = ex.outputs[d][0]
+            assert got.dtype == out[d].dtype and got.shape == out[d].shape
+            assert np.array_equal(got.view(np.uint8), out[d].view(np.uint8)), f"run_local differs on device {d}"
+        rec: dict = {}
+        for r in ex.records:
+            rec.setdefault(r.instr, 0)
+            rec[r.instr] += r.bytes_received
+            assert r.bytes_received == r.min_bytes, f"run_local: instruction {r.instr} on {r.device} moved {r.bytes_received}, minimum {r.min_bytes}"
+        for iid, v in run.received.items():
+            assert rec.get(iid, 0) == sum(v.values()), f"instruction {iid}: run_local moved {rec.get(iid, 0)} B, reference {sum(v.values())}"
+    return out, run, ranges
 
 
-def check_plan(plan, rng, dtype=np.float32, executor: str = "ref"):
+def check_plan(plan, rng, dtype=np.float32, executor: str = "both"):
     """Execute ``plan`` on random data: the result must assemble, under the target layout, to the
     source's value bit for bit, and every step must move exactly its analytic minimum."""
     from simshard.partition.plan import layout_of
