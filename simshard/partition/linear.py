@@ -8,11 +8,15 @@ pending locally (the value on the first device of each group, the identity elsew
 op needs all of them pending (``add`` of a partial sum and a replicated value, as DTensor does).
 
 Float sums are not associative, so a delayed reduction may round differently from the single
-device order; integer-valued test inputs keep every sum exact.
+device order; integer-valued test inputs keep every sum exact. So that they also keep every
+*delayed* reduction exact, division passes a pending value only by a literal power of two
+(``sum(c_i / 10)`` is not ``sum(c_i) / 10`` in floats, even for integer ``c_i``), and the
+partitioner delays a reduction only when that moves strictly fewer bytes.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from ..reduce_ops import REDUCE_OPS
@@ -29,7 +33,20 @@ REDUCE_SAME = {"sum": {"reduce_sum", "cumsum"}, "avg": {"reduce_sum"}, "max": {"
                "min": {"reduce_min", "min"}, "prod": {"reduce_prod", "mul"}}
 
 
-def pending_ok(op: str, params: dict, pending: Sequence[bool], array: Sequence[bool], reduce_op: str) -> str | None:
+def _power_of_two(x) -> bool:
+    """A literal whose division is exact (so dividing contributions first changes no bits)."""
+    if x is None:
+        return False
+    try:
+        v = abs(float(x))
+    except (TypeError, ValueError):
+        return False
+    m, _ = math.frexp(v)
+    return v > 0 and m == 0.5
+
+
+def pending_ok(op: str, params: dict, pending: Sequence[bool], array: Sequence[bool], reduce_op: str,
+               divisor=None) -> str | None:
     """How ``op`` can run with the pending operands marked: ``"as_is"`` (only the marked operands
     pending), ``"all"`` (every array operand must be pending; convert the others), or None (the
     pending operands must be reduced first)."""
@@ -55,7 +72,7 @@ def pending_ok(op: str, params: dict, pending: Sequence[bool], array: Sequence[b
             return "as_is" if n_pending == n_array else "all"
         if op in SUM_ONE and n_pending == 1:
             return "as_is"
-        if op == "div" and pending[0] and n_pending == 1:
+        if op == "div" and pending[0] and n_pending == 1 and _power_of_two(divisor):
             return "as_is"
         if op in REDUCE_SAME[reduce_op] and n_array == 1:
             return "as_is"

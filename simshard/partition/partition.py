@@ -99,10 +99,17 @@ class _Partitioner:
         self.mats: dict[Value, list[_Mat]] = {}
         self.literals: dict[tuple, int] = {}
         self.out_targets = self._out_targets()
+        self.wanted: dict[Value, Sharding] = {}
+        for v, t in zip(program.outputs, self.out_targets):
+            self.wanted.setdefault(v, t)
 
     # -- values --------------------------------------------------------------------------------
     def target(self, v: Value) -> Sharding:
         return _plain(self.p.shardings[v])
+
+    def want(self, v: Value) -> Sharding:
+        """Where ``v`` should end up: its output sharding when it is an output, else its own."""
+        return self.wanted.get(v) or self.target(v)
 
     def _out_targets(self) -> list[Sharding]:
         from ..propagate.driver import propagation_info
@@ -213,14 +220,15 @@ class _Partitioner:
             axes = {frozenset(c.unreduced) for c, p in zip(cur, pend) if p}
             meshes = {c.mesh for c, p in zip(cur, pend) if p}
             if len(ops) == 1 and len(axes) == 1 and meshes == {mesh}:
-                mode = pending_ok(e.op, kw, pend, is_val, next(iter(ops)))
-                if mode is not None:
-                    variants.insert(0, (mode, next(iter(ops)), tuple(next(iter(axes)))))
+                divisor = e.inputs[1].value if e.op == "div" and isinstance(e.inputs[1], PLiteral) else None
+                mode = pending_ok(e.op, kw, pend, is_val, next(iter(ops)), divisor)
+                if mode is not None:  # after "reduce first": a delayed reduction must be strictly cheaper
+                    variants.append((mode, next(iter(ops)), tuple(next(iter(axes)))))
         best = None
         for ri, rule in enumerate(rules):
             weights = [_nbytes(a) for a in in_avals] + [_nbytes(a) for a in out_avals]
             op_specs = [self._on(c, mesh) for c in cur]
-            res_specs = [self._on(self.target(o), mesh) for o in e.outputs]
+            res_specs = [self._on(self.want(o), mesh) for o in e.outputs]
             for var in variants:
                 reserved = var[2] if var else ()
                 for A in candidates(rule, e.op, in_shapes, out_shapes, mesh, op_specs, res_specs, weights, reserved):
@@ -264,7 +272,7 @@ class _Partitioner:
                 cost += self.cost(i, in_sh[t])
         res_elems = 0
         for o, s in zip(e.outputs, out_sh):
-            cost += plan_reshard(s, self.target(o), o.aval.shape, o.aval.dtype).bytes
+            cost += plan_reshard(s, self.want(o), o.aval.shape, o.aval.dtype).bytes
             L = layout_of(s, o.aval.shape)
             res_elems += max(math.prod(L.local_shape(d)) for d in L.devices)
         in_elems = sum(max(math.prod(layout_of(s, sh).local_shape(d)) for d in layout_of(s, sh).devices)

@@ -9,7 +9,7 @@ the bytes it sends and receives and the analytic minimum it has to receive:
 * all-reduce: ``2(g-1)/g`` of the buffer (a reduce-scatter plus an all-gather);
 * all-to-all: what leaves the device, its block less the chunk it keeps (``(g-1)/g`` even);
 * collective-permute / exchange: the elements of the new block the device does not hold;
-* local steps (slice, embed, unreduce): nothing.
+* local steps (slice, embed, unreduce, rescale): nothing.
 
 Byte counts are what direct algorithms move (every byte sent once, to the device that needs it);
 ``ratio`` compares the step's total received bytes with the total minimum. ``emit`` appends the
@@ -54,7 +54,7 @@ def block_size(L: Layout, d: int) -> int:
 class Step:
     """One step of a reshard plan (see the module doc for the byte conventions)."""
 
-    kind: str  # slice | all_gather | reduce_scatter | all_reduce | all_to_all | collective_permute | exchange | embed | unreduce
+    kind: str  # slice | all_gather | reduce_scatter | all_reduce | all_to_all | collective_permute | exchange | embed | unreduce | rescale
     before: Any  # Sharding or Layout
     after: Any
     shape: tuple[int, ...]
@@ -73,7 +73,7 @@ class Step:
     @property
     def collective(self) -> str | None:
         """The collective the step runs (None for local steps)."""
-        if self.kind in ("slice", "embed", "unreduce"):
+        if self.kind in ("slice", "embed", "unreduce", "rescale"):
             return None
         return "collective_permute" if self.kind == "exchange" else self.kind
 
@@ -252,6 +252,14 @@ def _emit_unreduce(step: Step, b, src, dtype, source):
     return dst
 
 
+def _emit_rescale(step: Step, b, src, dtype, source):
+    """Pending sum <-> pending average: every contribution times g (or 1/g)."""
+    lit, dst = b.buf(), b.buf()
+    b.emit(lambda d: Literal(0, source, dst=lit, value=dtype.type(step.data)))
+    b.emit(lambda d: Compute(0, source, op="mul", inputs=(src, lit), outputs=(dst,)))
+    return dst
+
+
 def _emit_exchange(step: Step, b, src, dtype, source):
     from .exchange import emit_exchange
 
@@ -268,6 +276,7 @@ _EMIT = {
     "embed": _emit_embed,
     "unreduce": _emit_unreduce,
     "exchange": _emit_exchange,
+    "rescale": _emit_rescale,
 }
 
 

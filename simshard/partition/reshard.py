@@ -123,6 +123,11 @@ def _same_mesh(S: Sharding, T: Sharding, shape, item) -> tuple[list[Step], dict]
         return _generic(S, T, shape, item), {"generic": None}
     C, target = State.of(S, table), State.of(T, table)
     steps: list[Step] = []
+    if C.unreduced and C.unreduced == target.unreduced and {C.reduce_op, target.reduce_op} == {"sum", "avg"}:
+        # a pending sum is a pending average of g-times-larger contributions: rescale locally
+        nxt = State(C.dims, C.unreduced, target.reduce_op)
+        steps.append(_rescale(C.sharding(mesh), nxt.sharding(mesh), shape, item, mesh, C))
+        C = nxt
     banned: set = set()
     split = None  # (index into steps, state) once no reduction is left
     failed = False
@@ -168,6 +173,15 @@ def _same_mesh(S: Sharding, T: Sharding, shape, item) -> tuple[list[Step], dict]
     if greedy_bytes is not None and greedy_bytes <= alts["exchange"]:
         return steps, alts
     return steps[:k] + tail, alts
+
+
+def _rescale(before, after, shape, item, mesh, C) -> Step:
+    g = 1
+    for a in C.unreduced:
+        g *= mesh.axis_size(a)
+    factor = float(g) if C.reduce_op == "sum" else 1.0 / g
+    z = {d: 0 for d in mesh.device_ids}
+    return Step("rescale", before, after, shape, item, reduce_op=after.reduce_op, sent=z, received=z, minimum=z, data=factor)
 
 
 def _lower_bound(A, B, shape, item) -> int:

@@ -29,7 +29,7 @@ def test_random_reshards_move_data_exactly(data):
     mesh = data.draw(meshes(), label="mesh")
     rank = data.draw(st.integers(1, 3), label="rank")
     shape = data.draw(shapes(rank), label="shape")
-    op = data.draw(st.sampled_from(["sum", "max"]), label="op")
+    op = data.draw(st.sampled_from(["sum", "max", "avg", "min", "prod"]), label="op")
     src = data.draw(shardings(mesh, rank, reduce_op=op), label="src")
     dst = data.draw(shardings(mesh, rank, reduce_op=op), label="dst")
     plan = plan_reshard(src, dst, shape)
