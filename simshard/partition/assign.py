@@ -14,6 +14,7 @@ the cheapest.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Sequence
 
 from ..axes import AxisRef, check_coexist
@@ -93,6 +94,21 @@ def legalize(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh, assig
              reserved: Sequence[AxisRef] = ()) -> Assignment:
     """The largest part of ``assignment`` the op can run with: axes added factor by factor, axis
     by axis, each kept only if the projection stays valid."""
+    key = (rule, op, tuple(map(tuple, in_shapes)), tuple(map(tuple, out_shapes)), mesh,
+           tuple(sorted((f, tuple(a)) for f, a in assignment.items())), tuple(reserved))
+    try:
+        return dict(_legalize_cached(*key))
+    except TypeError:  # an unhashable rule: no cache
+        return _legalize(rule, op, in_shapes, out_shapes, mesh, assignment, reserved)
+
+
+@lru_cache(maxsize=16384)
+def _legalize_cached(rule, op, in_shapes, out_shapes, mesh, assignment, reserved):
+    return tuple(_legalize(rule, op, in_shapes, out_shapes, mesh, dict(assignment), reserved).items())
+
+
+def _legalize(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh, assignment: Assignment,
+              reserved: Sequence[AxisRef] = ()) -> Assignment:
     sizes = mesh.shape
     ok_factors = set(shardable_factors(rule, in_shapes, out_shapes, result_only=op in RESULT_ONLY))
     out: Assignment = {}

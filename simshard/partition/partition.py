@@ -98,6 +98,7 @@ class _Partitioner:
         self.b = ScheduleBuilder(self.devices)
         self.mats: dict[Value, list[_Mat]] = {}
         self.literals: dict[tuple, int] = {}
+        self.memo: dict = {}  # op signature -> chosen (rule, assignment, operand / result shardings)
         self.out_targets = self._out_targets()
         self.wanted: dict[Value, Sharding] = {}
         for v, t in zip(program.outputs, self.out_targets):
@@ -155,7 +156,7 @@ class _Partitioner:
         return self.mats[v][0].spec
 
     def literal(self, lit: PLiteral) -> int:
-        key = (repr(lit.value), str(lit.aval.dtype))
+        key = (_lit_key(lit.value), str(lit.aval.dtype))
         if key not in self.literals:
             buf = self.b.buf()
             self.b.emit(lambda d: Literal(0, f"literal {lit!r}", dst=buf, value=lit.value))
@@ -198,7 +199,31 @@ class _Partitioner:
         self.generic(e)
 
     # -- generic ops ---------------------------------------------------------------------------
+    def _signature(self, e: Eqn):
+        """What the choice for ``e`` depends on: op, params, avals, every copy of each operand,
+        where the results should go. Identical blocks of a model share one pricing."""
+        params = []
+        for k, v in e.params:
+            try:
+                hash(v)
+                params.append((k, v))
+            except TypeError:
+                params.append((k, ("id", id(v))))
+        ins = tuple(
+            (i.aval, tuple(m.spec for m in self.mats[i])) if isinstance(i, Value) else ("lit", i.aval, _lit_key(i.value))
+            for i in e.inputs
+        )
+        return (e.op, tuple(params), ins, tuple((o.aval, self.want(o)) for o in e.outputs))
+
     def generic(self, e: Eqn) -> None:
+        try:
+            key = self._signature(e)
+        except TypeError:
+            key = None
+        if key is not None and key in self.memo:
+            rule, A, in_sh, out_sh = self.memo[key]
+            self._emit(e, rule, A, in_sh, out_sh, in_sh[0].mesh if in_sh else out_sh[0].mesh)
+            return
         op = get_op(e.op)
         kw = e.kw
         in_avals = [i.aval for i in e.inputs]
@@ -240,6 +265,8 @@ class _Partitioner:
             out_sh = tuple(Sharding.replicated_on(mesh, len(s)) for s in out_shapes)
             best = ((0,), None, {}, in_sh, out_sh)
         _, rule, A, in_sh, out_sh = best
+        if key is not None:
+            self.memo[key] = (rule, A, in_sh, out_sh)
         self._emit(e, rule, A, in_sh, out_sh, mesh)
 
     def _on(self, spec: Sharding | None, mesh: Mesh) -> Sharding | None:
@@ -331,6 +358,11 @@ class _Partitioner:
 def _with_pending(s: Sharding, axes, op: str, keep: bool = False) -> Sharding:
     unr = tuple(s.unreduced) + tuple(a for a in axes if a not in s.unreduced) if keep else tuple(axes)
     return Sharding(s.mesh, s.dims, (), unr, op)
+
+
+def _lit_key(v):
+    a = np.asarray(v)
+    return (a.dtype.str, a.shape, a.tobytes(), type(v).__name__)
 
 
 def _nbytes(a) -> int:

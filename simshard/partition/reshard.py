@@ -87,9 +87,12 @@ def _spec(x, shape, what: str):
     raise ShardingError("invalid-spec", f"plan_reshard: the {what} must be a Sharding, NamedSharding, DTensorSpec or Layout, got {type(x).__name__}")
 
 
+@lru_cache(maxsize=16384)
 def _plain(s: Sharding) -> Sharding:
     """Only what decides the layout: axes per dim and pending reductions (no open dims, priorities
     or replicated markers)."""
+    if not s.replicated and all(not d.is_open and d.priority is None for d in s.dims):
+        return s
     return Sharding(s.mesh, tuple(DimSharding(d.axes) for d in s.dims), (), s.unreduced, s.reduce_op)
 
 
