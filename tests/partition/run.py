@@ -46,6 +46,8 @@ def run_partitioned(program, args, expected=None) -> Ran:
     (default: the program evaluated whole) bit for bit, and every collective must move exactly
     its analytic minimum."""
     spmd = ss.partition(program)
+    for s in spmd.schedules:  # plain data: the msgpack round trip is exact
+        assert type(s).from_bytes(s.to_bytes()).to_bytes() == s.to_bytes()
     ex = run_local(spmd, shard_inputs(spmd, *args))
     outs = ex.assemble()
     if expected is None:
