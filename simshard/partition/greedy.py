@@ -244,7 +244,10 @@ def _permute(C: State, T: State, mesh: Mesh, used: set) -> Move | None:
             changed = True
     if not changed:
         return None
-    return Move("collective_permute", C.with_dims(dims))
+    old = {(i, q, a) for i, d in enumerate(C.dims) for q, a in enumerate(d)}
+    new = {(i, q, a) for i, d in enumerate(dims) for q, a in enumerate(d)}
+    moved = tuple(sorted_atoms({a for _, _, a in old ^ new}, mesh))
+    return Move("collective_permute", C.with_dims(dims), moved)
 
 
 def identity_of(op: str):

@@ -78,6 +78,16 @@ class Step:
         return "collective_permute" if self.kind == "exchange" else self.kind
 
     @property
+    def rounds(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """Point-to-point steps: per round, its (source, target) pairs (a permute has one round,
+        self pairs included; an exchange one per round of transfers)."""
+        if self.kind == "exchange":
+            return tuple(tuple(sorted((s, t) for t, (s, _, _) in rnd.items())) for rnd in self.data.rounds)
+        if self.kind == "collective_permute":
+            return (self.pairs,)
+        return ()
+
+    @property
     def bytes(self) -> int:
         """Total bytes received over all devices."""
         return int(sum(self.received.values()))

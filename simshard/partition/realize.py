@@ -204,7 +204,7 @@ def _permute(move, before, after, L, L2, shape, item, mesh):
             rec[t] += n
             sent[s] += n
     shapes = {d: L2.local_shape(d) for d in L.devices}
-    return Step("collective_permute", before, after, shape, item, (), (), pairs=pairs, sent=sent, received=rec,
+    return Step("collective_permute", before, after, shape, item, (), axes_label(mesh, move.atoms), pairs=pairs, sent=sent, received=rec,
                 minimum=dict(rec), data=shapes)
 
 
