@@ -13,7 +13,6 @@ the cheapest.
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Sequence
 
@@ -133,6 +132,3 @@ def _legalize(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh, assi
             used += kept
     return out
 
-
-def tensor_bytes(shape, dtype) -> int:
-    return int(math.prod(shape)) * dtype.itemsize

@@ -14,10 +14,9 @@ each group ordered by the mixed-radix number the atoms' digits form in the order
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from ..axes import AxisRef, canonical_ref
 from ..mesh import Mesh
@@ -115,14 +114,6 @@ def sorted_atoms(atoms: Iterable[Atom], mesh: Mesh) -> list[Atom]:
     return sorted(atoms, key=lambda a: (order[a.name], a.pre_size()))
 
 
-def atom_size(mesh: Mesh, a: Atom) -> int:
-    return mesh.axis_size(a)
-
-
-def group_size(mesh: Mesh, atoms: Sequence[Atom]) -> int:
-    return math.prod(mesh.axis_size(a) for a in atoms)
-
-
 @lru_cache(maxsize=4096)
 def atom_groups(mesh: Mesh, atoms: tuple[Atom, ...]) -> tuple[tuple[int, ...], ...]:
     """Devices differing only in ``atoms``' coordinates; each group ordered by the atoms' digits
@@ -142,12 +133,3 @@ def atom_groups(mesh: Mesh, atoms: tuple[Atom, ...]) -> tuple[tuple[int, ...], .
         groups.setdefault(tuple(coords), []).append((pos, d))
     return tuple(tuple(d for _, d in sorted(g)) for g in groups.values())
 
-
-def group_of(mesh: Mesh, atoms: tuple[Atom, ...]) -> dict[int, tuple[int, ...]]:
-    """Each device's group over ``atoms``."""
-    return {d: g for g in atom_groups(mesh, atoms) for d in g}
-
-
-def axes_names(atoms: Iterable[Atom]) -> tuple[str, ...]:
-    """Short names of the mesh axes (or sub-axes) a step runs over, for reports."""
-    return tuple(a.short() for a in atoms)

@@ -48,7 +48,6 @@ class ScheduleBuilder:
     # -- finishing -------------------------------------------------------------------------------
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use and ids numbered in order."""
-        n = len(self)
         if free:
             keep = set(outputs)
             last: dict[int, int] = {}
@@ -76,7 +75,6 @@ class ScheduleBuilder:
                     instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
             numbered = tuple(replace(ins, id=i) for i, ins in enumerate(instrs))
             out.append(Schedule(d, tuple(inputs), numbered, tuple(outputs)))
-        del n
         return tuple(out)
 
 

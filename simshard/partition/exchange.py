@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..layout import Layout
 from .plan import Step, block_size, layout_of
 from .realize import contribution_class, positions
 from .schedule import CollectivePermute, Compute, Literal, Slice

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..mesh import Mesh
-from ..reduce_ops import REDUCE_OPS
 from .atoms import Atom, State, sorted_atoms
 
 
@@ -248,7 +247,3 @@ def _permute(C: State, T: State, mesh: Mesh, used: set) -> Move | None:
     new = {(i, q, a) for i, d in enumerate(dims) for q, a in enumerate(d)}
     moved = tuple(sorted_atoms({a for _, _, a in old ^ new}, mesh))
     return Move("collective_permute", C.with_dims(dims), moved)
-
-
-def identity_of(op: str):
-    return REDUCE_OPS[op]

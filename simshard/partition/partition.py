@@ -37,19 +37,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..errors import ShardingError
-from ..layout import Layout
 from ..mesh import Mesh
 from ..ops import get_op
 from ..ops.check import project
 from ..ops.factors import REDUCTION
 from ..program import Eqn, Literal as PLiteral, Program, Value
 from ..reduce_ops import REDUCE_OPS
-from ..sharding import DimSharding, Sharding
+from ..sharding import Sharding
 from .assign import candidates
 from .builder import ScheduleBuilder
 from .linear import pending_ok

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..axes import AxisRef, merge_adjacent
+from ..axes import merge_adjacent
 from ..layout import Layout, layout
 from ..mesh import Mesh
 from ..reduce_ops import REDUCE_OPS

@@ -16,7 +16,7 @@ import numpy as np
 from ..layout import Layout
 from ..mesh import Mesh
 from ..reduce_ops import REDUCE_OPS
-from .atoms import Atom, atom_groups, sorted_atoms
+from .atoms import atom_groups, sorted_atoms
 from .greedy import Move
 from .plan import Step, axes_label, block_size, layout_of, split_even
 

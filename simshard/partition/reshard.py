@@ -27,7 +27,6 @@ themselves (reduce-scatter or all-reduce over the reduce groups, then the exchan
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any
 
@@ -38,7 +37,6 @@ from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
 from ..placements import DTensorSpec
-from ..reduce_ops import REDUCE_OPS
 from ..sharding import DimSharding, Sharding
 from .atoms import State, refine
 from .exchange import plan_exchange
@@ -382,9 +380,3 @@ def _layout_all_reduce(S, L: Layout, shape, item) -> Step:
     return Step("all_reduce", S, after, shape, item, tuple(groups), tuple(r.short() for r in L.unreduced),
                 reduce_op=L.reduce_op, sent=sent, received=rec, minimum=mn, data=gof)
 
-
-def identity(op: str, dtype) -> Any:
-    return REDUCE_OPS[op].identity(dtype)
-
-
-del math

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simshard as ss
-from simshard import Mesh, Sharding
+from simshard import Mesh
 from simshard.partition.reshard import plan_reshard
 
 from .helpers import check_plan, meshes, shardings
