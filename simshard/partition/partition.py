@@ -97,6 +97,12 @@ class _Partitioner:
         self.mats: dict[Value, list[_Mat]] = {}
         self.literals: dict[tuple, int] = {}
         self.memo: dict = {}  # op signature -> chosen (rule, assignment, operand / result shardings)
+        self.users: dict[Value, list[Eqn]] = {}
+        for e in program.eqns:
+            for i in e.inputs:
+                if isinstance(i, Value):
+                    self.users.setdefault(i, []).append(e)
+        self.is_output = set(program.outputs)
         self.out_targets = self._out_targets()
         self.wanted: dict[Value, Sharding] = {}
         for v, t in zip(program.outputs, self.out_targets):
@@ -230,23 +236,23 @@ class _Partitioner:
         out_shapes = [a.shape for a in out_avals]
         mesh = self.target(e.outputs[0]).mesh
         is_val = [isinstance(i, Value) for i in e.inputs]
-        array = [isinstance(i, Value) and i.aval.ndim >= 0 for i in e.inputs]
         try:
             rules = op.rules(in_avals, out_avals, **kw)
         except Exception:
             rules = []
         cur = [self.primary(i) if isinstance(i, Value) else None for i in e.inputs]
         pend = [bool(c is not None and c.unreduced) for c in cur]
-        variants = [False]
+        variants = [None]
         if any(pend):
             ops = {c.reduce_op for c, p in zip(cur, pend) if p}
             axes = {frozenset(c.unreduced) for c, p in zip(cur, pend) if p}
             meshes = {c.mesh for c, p in zip(cur, pend) if p}
             if len(ops) == 1 and len(axes) == 1 and meshes == {mesh}:
-                divisor = e.inputs[1].value if e.op == "div" and isinstance(e.inputs[1], PLiteral) else None
-                mode = pending_ok(e.op, kw, pend, is_val, next(iter(ops)), divisor)
-                if mode is not None:  # after "reduce first": a delayed reduction must be strictly cheaper
-                    variants.append((mode, next(iter(ops)), tuple(next(iter(axes)))))
+                kinds = ["pending" if p else ("value" if isinstance(i, Value) else "literal") for i, p in zip(e.inputs, pend)]
+                lit_params = {f"__literal{k}": i.value for k, i in enumerate(e.inputs) if isinstance(i, PLiteral)}
+                which = pending_ok(e.op, {**kw, **lit_params}, kinds, next(iter(ops)))
+                if which is not None:  # after "reduce first": a delayed reduction must be strictly cheaper
+                    variants.append((which, next(iter(ops)), tuple(next(iter(axes)))))
         best = None
         for ri, rule in enumerate(rules):
             weights = [_nbytes(a) for a in in_avals] + [_nbytes(a) for a in out_avals]
@@ -282,13 +288,11 @@ class _Partitioner:
             return None
         in_sh, out_sh = list(in_sh), list(out_sh)
         if var:
-            mode, rop, axes = var
+            which, rop, axes = var
             if out_sh[0].unreduced and rule.reduce_op != rop:
                 return None
             for t, i in enumerate(e.inputs):
-                if not is_val[t]:
-                    continue
-                if pend[t] or mode == "all":
+                if is_val[t] and which[t]:
                     in_sh[t] = _with_pending(in_sh[t], axes, rop)
             out_sh = [_with_pending(s, axes, rop, keep=True) for s in out_sh]
         cost = 0
@@ -297,12 +301,34 @@ class _Partitioner:
                 cost += self.cost(i, in_sh[t])
         res_elems = 0
         for o, s in zip(e.outputs, out_sh):
-            cost += plan_reshard(s, self.want(o), o.aval.shape, o.aval.dtype).bytes
+            cost += self.settle_cost(o, s)
             L = layout_of(s, o.aval.shape)
             res_elems += max(math.prod(L.local_shape(d)) for d in L.devices)
         in_elems = sum(max(math.prod(layout_of(s, sh).local_shape(d)) for d in layout_of(s, sh).devices)
                        for s, sh, v in zip(in_sh, in_shapes, is_val) if v)
         return ((cost, res_elems, in_elems), rule, A, tuple(in_sh), tuple(out_sh))
+
+    def settle_cost(self, v: Value, s: Sharding, depth: int = 4) -> int:
+        """Bytes to bring a result computed as ``s`` where it is wanted. A pending result whose only
+        user is linear in it may instead be reduced after that user (delayed reduction): the
+        estimate follows such a chain a few ops ahead and takes the cheapest point to reduce."""
+        now = plan_reshard(s, self.want(v), v.aval.shape, v.aval.dtype).bytes
+        users = self.users.get(v, [])
+        if not s.unreduced or depth == 0 or v in self.is_output or len(users) != 1:
+            return now
+        e = users[0]
+        if len(e.outputs) != 1 or e.op in ("shard_map",) or e.op in TARGET_OPS:
+            return now
+        kinds = ["pending" if i == v else ("value" if isinstance(i, Value) else "literal") for i in e.inputs]
+        lit = {f"__literal{k}": i.value for k, i in enumerate(e.inputs) if isinstance(i, PLiteral)}
+        if pending_ok(e.op, {**e.kw, **lit}, kinds, s.reduce_op) is None:
+            return now
+        o = e.outputs[0]
+        w = self.want(o)
+        if w.mesh != s.mesh or {a.name for a in s.unreduced} & {a.name for d in w.dims for a in d.axes}:
+            return now
+        later = self.settle_cost(o, _with_pending(w, tuple(s.unreduced), s.reduce_op), depth - 1)
+        return min(now, later)
 
     def _emit(self, e: Eqn, rule, A, in_sh, out_sh, mesh) -> None:
         op = get_op(e.op)

@@ -43,6 +43,21 @@ def test_reduction_is_delayed_past_a_linear_op_when_that_moves_less():
     assert ran.max_received == 2 * 3 * 8 * 4 // 4  # 2(g-1)/g of an [8] float32 vector
 
 
+def test_reduction_is_delayed_along_a_chain_of_linear_ops():
+    """((x @ w) * 0.5 + b).sum(1): the partial sums stay pending through the scaling, the add (b
+    made pending locally) and the sum; one all-reduce of the [8] result."""
+    args = _args((8, 16), (16, 8), (8, 8))
+    fn = lambda x, w, b: ((x @ w) * 0.5 + b).sum(axis=1)  # noqa: E731
+    prog = _trace(fn, *args, in_sh=(P(None, "y"), P("y", None), P(None, None)), out_sh=P(None))
+    ran = run_partitioned(prog, args, fn(*args))
+    assert ran.kinds() == ["all_reduce"]
+    assert ran.max_received == 2 * 3 * 8 * 4 // 4
+    # a literal added to the partial sums is not linear: the [8, 8] product is reduced first
+    fn = lambda x, w, b: ((x @ w) + 1.0).sum(axis=1)  # noqa: E731
+    ran = run_partitioned(_trace(fn, *args, in_sh=(P(None, "y"), P("y", None), P(None, None)), out_sh=P(None)), args, fn(*args))
+    assert ran.max_received == 2 * 3 * 64 * 4 // 4
+
+
 def test_pending_value_stays_pending_through_an_add_into_an_unreduced_output():
     m = ss.Mesh({"x": 8})
     args = _args((8, 8), (8, 8), (8, 8))
@@ -50,6 +65,42 @@ def test_pending_value_stays_pending_through_an_add_into_an_unreduced_output():
     prog = _trace(lambda a, b, c: a @ b + c, *args, in_sh=(P(None, "x"), P("x", None), P(None, None)), out_sh=out, mesh=m)
     ran = run_partitioned(prog, args)
     assert ran.kinds() == []
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, w, b: (x @ w) + 1.0,  # a literal is not a contribution: reduce first
+        lambda x, w, b: ((x @ w) + 1.0).sum(axis=1),  # even when delaying would move less
+        lambda x, w, b: np.where(b > 0, x @ w, 0.0),  # the identity literal: may stay pending
+        lambda x, w, b: np.where(x @ w > 0, b, -b),  # a pending predicate: reduce first
+        lambda x, w, b: ((x @ w) * 0.5 + b).sum(axis=1),  # scaled and shifted by a value, then summed
+        lambda x, w, b: np.concatenate([x @ w, b], axis=0).sum(axis=0),
+    ],
+)
+def test_ops_on_pending_values_are_exact(fn):
+    args = _args((8, 16), (16, 8), (8, 8))
+    prog = _trace(fn, *args, in_sh=(P(None, "y"), P("y", None), P(None, None)), out_sh=None)
+    run_partitioned(prog, args, fn(*args))
+
+
+def test_pending_rules():
+    from simshard.partition.linear import pending_ok
+
+    assert pending_ok("add", {"__literal1": 1.0}, ["pending", "literal"], "sum") is None
+    assert pending_ok("add", {"__literal1": 0.0}, ["pending", "literal"], "sum") == (True, False)
+    assert pending_ok("add", {"__literal1": 1.0}, ["pending", "literal"], "max") is None
+    assert pending_ok("max", {"__literal1": 1.0}, ["pending", "literal"], "max") == (True, False)
+    assert pending_ok("add", {}, ["pending", "value"], "sum") == (True, True)
+    assert pending_ok("mul", {}, ["pending", "pending"], "sum") is None
+    assert pending_ok("mul", {"__literal1": 3.0}, ["pending", "literal"], "sum") == (True, False)
+    assert pending_ok("div", {"__literal1": 4.0}, ["pending", "literal"], "sum") == (True, False)
+    assert pending_ok("div", {"__literal1": 10.0}, ["pending", "literal"], "sum") is None
+    assert pending_ok("select", {}, ["pending", "value", "value"], "sum") is None
+    assert pending_ok("select", {}, ["value", "pending", "value"], "sum") == (False, True, True)
+    assert pending_ok("exp", {}, ["pending"], "sum") is None
+    assert pending_ok("reduce_max", {}, ["pending"], "max") == (True,)
+    assert pending_ok("reduce_max", {}, ["pending"], "sum") is None
 
 
 @pytest.mark.parametrize("kind", ["sum", "max", "min", "prod"])
