@@ -12,7 +12,6 @@ device), numbers the ids 0, 1, 2, ... and returns one ``Schedule`` per device.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 from .schedule import Free, Instr, Schedule
@@ -73,9 +72,16 @@ class ScheduleBuilder:
                 instrs.append(ins)
                 if pos in dying:
                     instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
-            numbered = tuple(replace(ins, id=i) for i, ins in enumerate(instrs))
+            numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
             out.append(Schedule(d, tuple(inputs), numbered, tuple(outputs)))
         return tuple(out)
+
+
+def _numbered(ins: Instr, i: int) -> Instr:
+    """``ins`` with id ``i``. Each instruction object sits at one position (devices may share it
+    there), so the id is set in place."""
+    object.__setattr__(ins, "id", i)
+    return ins
 
 
 def same_ids(schedules: Iterable[Schedule]) -> bool:

@@ -51,7 +51,7 @@ from ..sharding import Sharding
 from .assign import candidates
 from .builder import ScheduleBuilder
 from .linear import pending_ok
-from .plan import layout_of
+from .plan import layout_of, local_shapes
 from .reshard import _plain, plan_reshard, translate
 from .schedule import Compute, Literal, Pad, SpmdProgram
 
@@ -340,7 +340,8 @@ class _Partitioner:
             else:
                 bufs.append(self.literal(i))
         in_lay = [layout_of(s, i.aval.shape) if isinstance(i, Value) else None for s, i in zip(in_sh, e.inputs)]
-        local_in = {d: [L.local_shape(d) if L is not None else () for L in in_lay] for d in self.devices}
+        in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
+        local_in = {d: [s[d] if s is not None else () for s in in_shapes] for d in self.devices}
         # pad dims that carry a sharded reduction factor up to the block size with the identity
         if rule is not None:
             red = {f for f in rule.of_kind(REDUCTION) if A.get(f)}
@@ -368,11 +369,20 @@ class _Partitioner:
         if not e.inputs and e.op == "constant":
             self.b.emit(lambda d: Literal(0, src, dst=outs[0], value=op.kernel(**kw, out_index=out_lay[0].indices(d))[0]))
         else:
+            out_shapes = [local_shapes(L) for L in out_lay]
+            seen: dict = {}
+
             def make(d):
-                params = op.local_params(dict(kw), [tuple(s) for s in local_in[d]], [L.local_shape(d) for L in out_lay])
+                ins = tuple(tuple(s) for s in local_in[d])
+                outs_d = tuple(s[d] for s in out_shapes)
+                if e.inputs and (ins, outs_d) in seen:
+                    return seen[(ins, outs_d)]
+                params = op.local_params(dict(kw), list(ins), list(outs_d))
                 if not e.inputs:
                     params = {**params, "out_index": out_lay[0].indices(d)}
-                return Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+                ins_ = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+                seen[(ins, outs_d)] = ins_
+                return ins_
 
             self.b.emit(make)
         for o, s, buf in zip(e.outputs, out_sh, outs):

@@ -46,6 +46,20 @@ def layout_of(spec, shape) -> Layout:
     return _layout_cached(spec, tuple(shape))
 
 
+_SHAPES: dict[int, tuple] = {}
+
+
+def local_shapes(L: Layout) -> dict[int, tuple[int, ...]]:
+    """Every device's local shape (computed once per layout object)."""
+    hit = _SHAPES.get(id(L))
+    if hit is None or hit[0] is not L:
+        hit = (L, {d: tuple(len(ix) for ix in L.index_map[d]) for d in L.devices})
+        if len(_SHAPES) > 8192:
+            _SHAPES.clear()
+        _SHAPES[id(L)] = hit
+    return hit[1]
+
+
 def block_size(L: Layout, d: int) -> int:
     return math.prod(len(ix) for ix in L.index_map[d])
 
