@@ -6,7 +6,8 @@ mesh) and proposes one step, in this order of preference:
 
 1. **reduce**: pending atoms the target does not keep. Atoms the target shards a dim with are
    reduce-scattered onto that dim (first those landing in their final place, as maximal runs),
-   the rest all-reduced together in one collective;
+   the rest all-reduced together in one collective (an average over a group whose size is not
+   a power of two is always one all-reduce: averaging averages rounds differently);
 2. **slice** (local): free atoms the target wants next on a dim whose current atoms are a prefix
    of the target's; before anything else moves, so data only ever shrinks first;
 3. **embed** (local): atoms the target holds pending, at the minor end of a dim: each device puts
@@ -20,6 +21,12 @@ mesh) and proposes one step, in this order of preference:
 
 Moves are proposals: the caller checks each against the layouts (uneven dims may not nest) and
 may ban a move, asking for the next one.
+
+Reductions combine contributions in group order; groups are in ascending mesh coordinate except
+for a reduce-scatter that hands out chunks in the order the target dim lists its axes. Sums of
+exact values are exact in any order; an average reduced over some axes while others stay
+pending divides in two steps, which for group sizes that are not powers of two rounds
+differently from one average over all contributions.
 """
 
 from __future__ import annotations
@@ -80,6 +87,13 @@ def next_move(C: State, T: State, mesh: Mesh, banned: frozenset = frozenset()) -
         m = ok(_slice(C, T, used, create, size))
         if m:
             return m
+        # An average over a group whose size is not a power of two must be taken in one
+        # collective: an average of averages divides twice and rounds differently.
+        g = 1
+        for a in R:
+            g *= size(a)
+        if C.reduce_op == "avg" and g & (g - 1):
+            return ok(Move("all_reduce", C.with_unreduced(set(C.unreduced) - R), tuple(sorted_atoms(R, mesh))))
         # reduce-scatter runs landing in their final place
         for j in range(nd):
             if not _prefix(C.dims[j], T.dims[j]):

@@ -124,8 +124,12 @@ def _same_mesh(S: Sharding, T: Sharding, shape, item) -> tuple[list[Step], dict]
         return _generic(S, T, shape, item), {"generic": None}
     C, target = State.of(S, table), State.of(T, table)
     steps: list[Step] = []
-    if C.unreduced and C.unreduced == target.unreduced and {C.reduce_op, target.reduce_op} == {"sum", "avg"}:
+    g = 1
+    for a in C.unreduced:
+        g *= mesh.axis_size(a)
+    if C.unreduced and C.unreduced == target.unreduced and {C.reduce_op, target.reduce_op} == {"sum", "avg"} and g & (g - 1) == 0:
         # a pending sum is a pending average of g-times-larger contributions: rescale locally
+        # (only for g a power of two, where scaling by g or 1/g is exact)
         nxt = State(C.dims, C.unreduced, target.reduce_op)
         steps.append(_rescale(C.sharding(mesh), nxt.sharding(mesh), shape, item, mesh, C))
         C = nxt

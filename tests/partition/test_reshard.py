@@ -30,6 +30,8 @@ def test_random_reshards_move_data_exactly(data):
     rank = data.draw(st.integers(1, 3), label="rank")
     shape = data.draw(shapes(rank), label="shape")
     op = data.draw(st.sampled_from(["sum", "max", "avg", "min", "prod"]), label="op")
+    if op == "avg" and 3 in mesh.axis_sizes:  # an average kept pending over 3 devices divides by 3
+        op = "sum"
     src = data.draw(shardings(mesh, rank, reduce_op=op), label="src")
     dst = data.draw(shardings(mesh, rank, reduce_op=op), label="dst")
     plan = plan_reshard(src, dst, shape)
@@ -50,8 +52,9 @@ def test_random_reshards_across_meshes(data):
     m2 = Mesh(list(zip(["p", "q"], sizes)), ids, name="b")
     rank = data.draw(st.integers(1, 2), label="rank")
     shape = data.draw(shapes(rank), label="shape")
-    src = data.draw(shardings(m1, rank, pending=False), label="src")
-    dst = data.draw(shardings(m2, rank, pending=False), label="dst")
+    op = data.draw(st.sampled_from(["sum", "max"]), label="op")
+    src = data.draw(shardings(m1, rank, reduce_op=op), label="src")
+    dst = data.draw(shardings(m2, rank, reduce_op=op), label="dst")
     plan = plan_reshard(src, dst, shape)
     check_plan(plan, np.random.default_rng(1))
 
