@@ -30,7 +30,7 @@ NAMES = sorted(n for n, op in OPS.items() if not op.region_only and n in rbe.GEN
 
 
 @pytest.mark.parametrize("op_name", NAMES)
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+@settings(max_examples=int(__import__("os").environ.get("SIMSHARD_PARTITION_EXAMPLES", "8")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                                 HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_op_partitions_from_random_shardings(op_name, data):
