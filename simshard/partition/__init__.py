@@ -1,4 +1,13 @@
-"""Partitioning: a sharded Program becomes one SPMD Schedule per device."""
+"""Partitioning: a sharded Program becomes one SPMD Schedule per device.
+
+* ``schedule``: the instruction set, ``Schedule``, ``SpmdProgram`` (the contract with the runtime);
+* ``reshard``: ``plan_reshard(src, dst, shape, dtype)`` -> ``ReshardPlan`` (``plan``: steps with
+  bytes and analytic minimum; ``atoms`` / ``greedy`` / ``realize``: the structured path;
+  ``exchange``: the point-to-point path that receives exactly what each device lacks);
+* ``partition``: ``partition(program)`` -> ``SpmdProgram`` (``assign``: factor assignments to try;
+  ``linear``: delayed reduction; ``regions``: shard_map bodies inlined; ``builder``: SPMD
+  instruction lists, ids and frees).
+"""
 
 from .partition import partition
 from .plan import ReshardPlan, Step
