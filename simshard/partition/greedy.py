@@ -11,7 +11,8 @@ mesh) and proposes one step, in this order of preference:
 2. **slice** (local): free atoms the target wants next on a dim whose current atoms are a prefix
    of the target's; before anything else moves, so data only ever shrinks first;
 3. **embed** (local): atoms the target holds pending, at the minor end of a dim: each device puts
-   its block into an identity-filled block of the bigger shape;
+   its block into an identity-filled block of the bigger shape (the one step whose shard may
+   outgrow both ends: ``[{x}] -> [{y}] unreduced={x}`` embeds to the whole dim, then slices);
 4. **all-to-all**: a suffix of a dim's atoms that the target wants next on another dim;
 5. **collective-permute**: relabel devices, replacing (or swapping) atoms with same-size atoms
    the target wants at those positions; before any gather, while shards are small;
