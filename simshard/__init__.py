@@ -52,6 +52,13 @@ from .propagate import explain, propagate  # noqa: E402
 
 __all__ += ["explain", "propagate"]
 
+# Partitioning: ``ss.partition(program)`` and ``ss.plan_reshard(src, dst, shape)``. As with
+# propagate, this binds ``simshard.partition`` to the function; import the modules with
+# ``from simshard.partition import reshard`` etc.
+from .partition import partition, plan_reshard  # noqa: E402
+
+__all__ += ["partition", "plan_reshard"]
+
 # Reports of a run (communication, memory, bitwise verification) and exact-arithmetic inputs.
 from .report import CommRecord, CommReport, Link, MemoryReport, Topology, VerifyReport, exact_inputs  # noqa: E402
 

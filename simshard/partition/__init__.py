@@ -1,5 +1,17 @@
-"""Partitioning: a sharded Program becomes one SPMD Schedule per device."""
+"""Partitioning: a sharded Program becomes one SPMD Schedule per device.
 
+* ``schedule``: the instruction set, ``Schedule``, ``SpmdProgram`` (the contract with the runtime);
+* ``reshard``: ``plan_reshard(src, dst, shape, dtype)`` -> ``ReshardPlan`` (``plan``: steps with
+  bytes and analytic minimum; ``atoms`` / ``greedy`` / ``realize``: the structured path;
+  ``exchange``: the point-to-point path that receives exactly what each device lacks);
+* ``partition``: ``partition(program)`` -> ``SpmdProgram`` (``assign``: factor assignments to try;
+  ``linear``: delayed reduction; ``regions``: shard_map bodies inlined; ``builder``: SPMD
+  instruction lists, ids and frees).
+"""
+
+from .partition import partition
+from .plan import ReshardPlan, Step
+from .reshard import plan_reshard
 from .schedule import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Instr, Literal, Pad, ReduceScatter, Schedule,
     Slice, SpmdProgram,
@@ -7,5 +19,5 @@ from .schedule import (
 
 __all__ = [
     "AllGather", "AllReduce", "AllToAll", "CollectivePermute", "Compute", "Free", "Instr", "Literal", "Pad",
-    "ReduceScatter", "Schedule", "Slice", "SpmdProgram",
+    "ReduceScatter", "ReshardPlan", "Schedule", "Slice", "SpmdProgram", "Step", "partition", "plan_reshard",
 ]

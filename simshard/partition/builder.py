@@ -1,0 +1,90 @@
+"""Building SPMD schedules: every device gets the same sequence of instruction ids.
+
+``ScheduleBuilder`` keeps one instruction list per device and only ever appends to all of them at
+once (``emit``), so the lists stay aligned: position ``i`` holds the same SPMD step on every
+device, with the same id and the same written buffer numbers (buffer numbers are allocated once
+for all devices). Local steps may differ per device (a Slice keeps different positions, a Literal
+holds a different block); collectives differ only in their per-device parameters (group, splits).
+
+``finish`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
+device), numbers the ids 0, 1, 2, ... and returns one ``Schedule`` per device.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .schedule import Free, Instr, Schedule
+
+
+class ScheduleBuilder:
+    def __init__(self, devices: Sequence[int]):
+        self.devices = tuple(sorted(devices))
+        self.instrs: dict[int, list[Instr]] = {d: [] for d in self.devices}
+        self._next_buf = 0
+
+    # -- buffers ---------------------------------------------------------------------------------
+    def buf(self) -> int:
+        """A fresh buffer number (the same number on every device)."""
+        b = self._next_buf
+        self._next_buf += 1
+        return b
+
+    def bufs(self, n: int) -> tuple[int, ...]:
+        return tuple(self.buf() for _ in range(n))
+
+    # -- instructions ----------------------------------------------------------------------------
+    def emit(self, make: Callable[[int], Instr] | Mapping[int, Instr]) -> None:
+        """Append one SPMD step: ``make(device)`` (or ``make[device]``) is that device's copy.
+        Ids are placeholders here; ``finish`` numbers them."""
+        for d in self.devices:
+            ins = make[d] if isinstance(make, Mapping) else make(d)
+            self.instrs[d].append(ins)
+
+    def __len__(self) -> int:
+        return len(self.instrs[self.devices[0]]) if self.devices else 0
+
+    # -- finishing -------------------------------------------------------------------------------
+    def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
+        """Schedules with ``Free`` after each buffer's last use and ids numbered in order."""
+        if free:
+            keep = set(outputs)
+            last: dict[int, int] = {}
+            for d in self.devices:
+                for pos, ins in enumerate(self.instrs[d]):
+                    for b in tuple(ins.reads()) + tuple(ins.writes()):
+                        if last.get(b, -1) < pos:
+                            last[b] = pos
+            for b in inputs:  # an input never read is dead from the start
+                last.setdefault(b, -1)
+            dying: dict[int, list[int]] = {}
+            for b, pos in last.items():
+                if b not in keep:
+                    dying.setdefault(pos, []).append(b)
+        else:
+            dying = {}
+        out = []
+        for d in self.devices:
+            instrs: list[Instr] = []
+            if -1 in dying:
+                instrs.append(Free(0, "dead input", bufs=tuple(sorted(dying[-1]))))
+            for pos, ins in enumerate(self.instrs[d]):
+                instrs.append(ins)
+                if pos in dying:
+                    instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
+            numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
+            out.append(Schedule(d, tuple(inputs), numbered, tuple(outputs)))
+        return tuple(out)
+
+
+def _numbered(ins: Instr, i: int) -> Instr:
+    """``ins`` with id ``i``. Each instruction object sits at one position (devices may share it
+    there), so the id is set in place."""
+    object.__setattr__(ins, "id", i)
+    return ins
+
+
+def same_ids(schedules: Iterable[Schedule]) -> bool:
+    """True when every schedule runs the same sequence of instruction ids and kinds of collective."""
+    seqs = [tuple((i.id, i.kind if i.is_collective else "local") for i in s.instrs) for s in schedules]
+    return all(s == seqs[0] for s in seqs)

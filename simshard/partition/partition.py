@@ -1,0 +1,403 @@
+"""``partition(program)``: a sharded Program becomes one SPMD Schedule per device.
+
+Ops are visited in program order. For each op:
+
+1. **Choose how it runs.** Candidate assignments of mesh axes to the rule's factors come from
+   the operands' current shardings and the results' wanted (propagated) shardings
+   (``assign.candidates``); each is priced in bytes: the reshards its operands need plus the
+   reshard (or reduction) of its results to their wanted shardings. The cheapest wins (ties:
+   smaller local results, then the earlier candidate). Every rule of the op is tried.
+2. **Pending operands.** A pending (unreduced) operand stays pending when the op is linear in it
+   (``linear.pending_ok``): the op runs on contributions and its result is pending too (delayed
+   reduction); otherwise, or when reducing first is cheaper, the operand's reshard reduces it
+   (reduce-scatter when the op wants those axes on a dim, all-reduce otherwise).
+3. **Reshard the operands** with the planner (``plan_reshard``), from whichever copy of the value
+   is cheapest to move (every reshard made is kept as a further copy for later users).
+4. **Run the local kernel** (``Compute`` with the op's ``local_params``; nullary ops get
+   ``out_index``). Operand dims carrying a sharded reduction factor are padded to the layout's
+   block size with the reduction's identity, so uneven or empty blocks reduce correctly; padding
+   never reaches a result (reduced dims are not in the result).
+5. Sharded reduction factors leave the result **pending** over their axes; it is reduced when a
+   consumer needs it reduced (all-reduce, or reduce-scatter when the consumer wants the value
+   sharded on those axes), or at the end for outputs.
+
+``sharding_constraint`` / ``reshard`` reshard eagerly to their sharding; ``propagation_barrier``
+is an alias. Manual regions (``shard_map``) are inlined: their operands resharded to the region's
+in_specs, the body's ops run as ``Compute`` on local blocks and its collectives become the
+schedule's collectives over groups of the named mesh axes (``regions``). Values on another mesh
+are resharded across meshes with the bytes they need. Outputs are resharded to the program's
+out_shardings (or the propagated result shardings). Dead buffers are freed after their last use.
+
+Shardings: ``partition`` needs every value sharded. A program with no shardings at all (just
+traced) is propagated first with ``ss.propagate`` (default strategy); a program where some but
+not all values have a sharding is refused, naming them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ShardingError
+from ..mesh import Mesh
+from ..ops import get_op
+from ..ops.check import project
+from ..ops.factors import REDUCTION
+from ..program import Eqn, Literal as PLiteral, Program, Value
+from ..reduce_ops import REDUCE_OPS
+from ..sharding import Sharding
+from .assign import candidates
+from .builder import ScheduleBuilder
+from .linear import pending_ok
+from .plan import layout_of, local_shapes
+from .reshard import _plain, plan_reshard, translate
+from .schedule import Compute, Literal, Pad, SpmdProgram
+
+IDENTITY_OPS = {"propagation_barrier"}
+TARGET_OPS = {"sharding_constraint", "reshard"}
+
+
+def partition(program: Program) -> SpmdProgram:
+    """One Schedule per device for ``program`` (propagated first when it has no shardings)."""
+    if not program.shardings:
+        from ..propagate import propagate
+
+        program = propagate(program)
+    missing = [v for v in program.values() if v not in program.shardings]
+    if missing:
+        names = ", ".join(program._name(v) for v in missing[:8])
+        raise ShardingError(
+            "not-propagated",
+            f"partition needs a sharding for every value; {len(missing)} have none ({names}). "
+            "Run ss.propagate(program) first.",
+        )
+    return _Partitioner(program).run()
+
+
+@dataclass
+class _Mat:
+    spec: Sharding
+    buf: int
+
+
+class _Partitioner:
+    def __init__(self, program: Program):
+        self.p = program
+        devs = None
+        for s in program.shardings.values():
+            d = frozenset(s.mesh.device_ids)
+            if devs is None:
+                devs = d
+            elif d != devs:
+                raise ShardingError("wrong-mesh", "all meshes of a program must view the same devices")
+        self.devices = tuple(sorted(devs or ()))
+        self.b = ScheduleBuilder(self.devices)
+        self.mats: dict[Value, list[_Mat]] = {}
+        self.literals: dict[tuple, int] = {}
+        self.memo: dict = {}  # op signature -> chosen (rule, assignment, operand / result shardings)
+        self.users: dict[Value, list[Eqn]] = {}
+        for e in program.eqns:
+            for i in e.inputs:
+                if isinstance(i, Value):
+                    self.users.setdefault(i, []).append(e)
+        self.is_output = set(program.outputs)
+        self.out_targets = self._out_targets()
+        self.wanted: dict[Value, Sharding] = {}
+        for v, t in zip(program.outputs, self.out_targets):
+            self.wanted.setdefault(v, t)
+
+    # -- values --------------------------------------------------------------------------------
+    def target(self, v: Value) -> Sharding:
+        return _plain(self.p.shardings[v])
+
+    def want(self, v: Value) -> Sharding:
+        """Where ``v`` should end up: its output sharding when it is an output, else its own."""
+        return self.wanted.get(v) or self.target(v)
+
+    def _out_targets(self) -> list[Sharding]:
+        from ..propagate.driver import propagation_info
+
+        info = propagation_info(self.p)
+        out = []
+        for k, v in enumerate(self.p.outputs):
+            s = self.p.out_shardings[k] if k < len(self.p.out_shardings) else None
+            if s is None and info is not None and k < len(info.result_shardings):
+                s = info.result_shardings[k]
+            if s is None:
+                s = self.p.shardings[v]
+            out.append(_plain(s))
+        return out
+
+    def name(self, v) -> str:
+        return self.p._name(v)
+
+    def plan(self, v: Value, spec: Sharding, m: _Mat):
+        return plan_reshard(m.spec, spec, v.aval.shape, v.aval.dtype)
+
+    def cost(self, v: Value, spec: Sharding) -> int:
+        return min(self.plan(v, spec, m).bytes for m in self.mats[v])
+
+    def get(self, v: Value, spec: Sharding, why: str) -> int:
+        """A buffer holding ``v`` laid out as ``spec`` (resharding the cheapest copy if needed)."""
+        best = None
+        for m in self.mats[v]:
+            if m.spec == spec:
+                return m.buf
+            pl = self.plan(v, spec, m)
+            if best is None or pl.bytes < best[0].bytes:
+                best = (pl, m)
+        pl, m = best
+        if not pl.steps:
+            self.mats[v].append(_Mat(spec, m.buf))
+            return m.buf
+        buf = pl.emit(self.b, m.buf, source=f"reshard {self.name(v)} for {why}")
+        self.mats[v].append(_Mat(spec, buf))
+        return buf
+
+    def primary(self, v: Value) -> Sharding:
+        return self.mats[v][0].spec
+
+    def literal(self, lit: PLiteral) -> int:
+        key = (_lit_key(lit.value), str(lit.aval.dtype))
+        if key not in self.literals:
+            buf = self.b.buf()
+            self.b.emit(lambda d: Literal(0, f"literal {lit!r}", dst=buf, value=lit.value))
+            self.literals[key] = buf
+        return self.literals[key]
+
+    # -- driver --------------------------------------------------------------------------------
+    def run(self) -> SpmdProgram:
+        ins = []
+        for v in self.p.inputs:
+            buf = self.b.buf()
+            self.mats[v] = [_Mat(self.target(v), buf)]
+            ins.append(buf)
+        for e in self.p.eqns:
+            self.eqn(e)
+        outs = []
+        for k, (v, t) in enumerate(zip(self.p.outputs, self.out_targets)):
+            outs.append(self.get(v, t, f"output {k}"))
+        schedules = self.b.finish(ins, outs)
+        return SpmdProgram(self.p, schedules, tuple(self.target(v) for v in self.p.inputs), tuple(self.out_targets))
+
+    def eqn(self, e: Eqn) -> None:
+        if e.op == "shard_map":
+            from .regions import inline_region
+
+            inline_region(self, e)
+            return
+        if get_op(e.op).region_only:
+            raise ShardingError("manual-op-outside-region", f"{e.op} names mesh axes and only runs inside shard_map")
+        if e.op in IDENTITY_OPS and isinstance(e.inputs[0], Value):
+            self.mats[e.outputs[0]] = list(self.mats[e.inputs[0]])
+            return
+        if e.op in TARGET_OPS and isinstance(e.inputs[0], Value):
+            spec = e.kw.get("sharding")
+            spec = _plain(spec) if isinstance(spec, Sharding) else self.target(e.outputs[0])
+            v = e.inputs[0]
+            buf = self.get(v, spec, f"{e.op} {self.name(e.outputs[0])}")
+            self.mats[e.outputs[0]] = [_Mat(spec, buf)]
+            return
+        self.generic(e)
+
+    # -- generic ops ---------------------------------------------------------------------------
+    def _signature(self, e: Eqn):
+        """What the choice for ``e`` depends on: op, params, avals, every copy of each operand,
+        where the results should go. Identical blocks of a model share one pricing."""
+        params = []
+        for k, v in e.params:
+            try:
+                hash(v)
+                params.append((k, v))
+            except TypeError:
+                params.append((k, ("id", id(v))))
+        ins = tuple(
+            (i.aval, tuple(m.spec for m in self.mats[i])) if isinstance(i, Value) else ("lit", i.aval, _lit_key(i.value))
+            for i in e.inputs
+        )
+        return (e.op, tuple(params), ins, tuple((o.aval, self.want(o)) for o in e.outputs))
+
+    def generic(self, e: Eqn) -> None:
+        try:
+            key = self._signature(e)
+        except TypeError:
+            key = None
+        if key is not None and key in self.memo:
+            rule, A, in_sh, out_sh = self.memo[key]
+            self._emit(e, rule, A, in_sh, out_sh, in_sh[0].mesh if in_sh else out_sh[0].mesh)
+            return
+        op = get_op(e.op)
+        kw = e.kw
+        in_avals = [i.aval for i in e.inputs]
+        out_avals = [o.aval for o in e.outputs]
+        in_shapes = [a.shape for a in in_avals]
+        out_shapes = [a.shape for a in out_avals]
+        mesh = self.target(e.outputs[0]).mesh
+        is_val = [isinstance(i, Value) for i in e.inputs]
+        try:
+            rules = op.rules(in_avals, out_avals, **kw)
+        except Exception:
+            rules = []
+        cur = [self.primary(i) if isinstance(i, Value) else None for i in e.inputs]
+        pend = [bool(c is not None and c.unreduced) for c in cur]
+        variants = [None]
+        if any(pend):
+            ops = {c.reduce_op for c, p in zip(cur, pend) if p}
+            axes = {frozenset(c.unreduced) for c, p in zip(cur, pend) if p}
+            meshes = {c.mesh for c, p in zip(cur, pend) if p}
+            if len(ops) == 1 and len(axes) == 1 and meshes == {mesh}:
+                kinds = ["pending" if p else ("value" if isinstance(i, Value) else "literal") for i, p in zip(e.inputs, pend)]
+                lit_params = {f"__literal{k}": i.value for k, i in enumerate(e.inputs) if isinstance(i, PLiteral)}
+                which = pending_ok(e.op, {**kw, **lit_params}, kinds, next(iter(ops)))
+                if which is not None:  # after "reduce first": a delayed reduction must be strictly cheaper
+                    variants.append((which, next(iter(ops)), tuple(next(iter(axes)))))
+        best = None
+        for ri, rule in enumerate(rules):
+            weights = [_nbytes(a) for a in in_avals] + [_nbytes(a) for a in out_avals]
+            op_specs = [self._on(c, mesh) for c in cur]
+            res_specs = [self._on(self.want(o), mesh) for o in e.outputs]
+            for var in variants:
+                reserved = var[2] if var else ()
+                for A in candidates(rule, e.op, in_shapes, out_shapes, mesh, op_specs, res_specs, weights, reserved):
+                    cand = self._price(e, rule, A, var, mesh, in_shapes, out_shapes, is_val, pend)
+                    if cand is not None and (best is None or cand[0] < best[0]):
+                        best = cand
+        if best is None:  # no usable rule: everything replicated
+            in_sh = tuple(Sharding.replicated_on(mesh, len(s)) for s in in_shapes)
+            out_sh = tuple(Sharding.replicated_on(mesh, len(s)) for s in out_shapes)
+            best = ((0,), None, {}, in_sh, out_sh)
+        _, rule, A, in_sh, out_sh = best
+        if key is not None:
+            self.memo[key] = (rule, A, in_sh, out_sh)
+        self._emit(e, rule, A, in_sh, out_sh, mesh)
+
+    def _on(self, spec: Sharding | None, mesh: Mesh) -> Sharding | None:
+        if spec is None:
+            return None
+        s = Sharding(spec.mesh, spec.dims)  # without pending axes: projection looks at dims only
+        if s.mesh == mesh:
+            return s
+        return translate(s, mesh)
+
+    def _price(self, e, rule, A, var, mesh, in_shapes, out_shapes, is_val, pend):
+        try:
+            in_sh, out_sh = project(rule, in_shapes, out_shapes, mesh, A)
+        except ValueError:
+            return None
+        in_sh, out_sh = list(in_sh), list(out_sh)
+        if var:
+            which, rop, axes = var
+            if out_sh[0].unreduced and rule.reduce_op != rop:
+                return None
+            for t, i in enumerate(e.inputs):
+                if is_val[t] and which[t]:
+                    in_sh[t] = _with_pending(in_sh[t], axes, rop)
+            out_sh = [_with_pending(s, axes, rop, keep=True) for s in out_sh]
+        cost = 0
+        for t, i in enumerate(e.inputs):
+            if is_val[t]:
+                cost += self.cost(i, in_sh[t])
+        res_elems = 0
+        for o, s in zip(e.outputs, out_sh):
+            cost += self.settle_cost(o, s)
+            L = layout_of(s, o.aval.shape)
+            res_elems += max(math.prod(L.local_shape(d)) for d in L.devices)
+        in_elems = sum(max(math.prod(layout_of(s, sh).local_shape(d)) for d in layout_of(s, sh).devices)
+                       for s, sh, v in zip(in_sh, in_shapes, is_val) if v)
+        return ((cost, res_elems, in_elems), rule, A, tuple(in_sh), tuple(out_sh))
+
+    def settle_cost(self, v: Value, s: Sharding, depth: int = 4) -> int:
+        """Bytes to bring a result computed as ``s`` where it is wanted. A pending result whose only
+        user is linear in it may instead be reduced after that user (delayed reduction): the
+        estimate follows such a chain a few ops ahead and takes the cheapest point to reduce."""
+        now = plan_reshard(s, self.want(v), v.aval.shape, v.aval.dtype).bytes
+        users = self.users.get(v, [])
+        if not s.unreduced or depth == 0 or v in self.is_output or len(users) != 1:
+            return now
+        e = users[0]
+        if len(e.outputs) != 1 or e.op in ("shard_map",) or e.op in TARGET_OPS:
+            return now
+        kinds = ["pending" if i == v else ("value" if isinstance(i, Value) else "literal") for i in e.inputs]
+        lit = {f"__literal{k}": i.value for k, i in enumerate(e.inputs) if isinstance(i, PLiteral)}
+        if pending_ok(e.op, {**e.kw, **lit}, kinds, s.reduce_op) is None:
+            return now
+        o = e.outputs[0]
+        w = self.want(o)
+        if w.mesh != s.mesh or {a.name for a in s.unreduced} & {a.name for d in w.dims for a in d.axes}:
+            return now
+        later = self.settle_cost(o, _with_pending(w, tuple(s.unreduced), s.reduce_op), depth - 1)
+        return min(now, later)
+
+    def _emit(self, e: Eqn, rule, A, in_sh, out_sh, mesh) -> None:
+        op = get_op(e.op)
+        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        bufs = []
+        for t, i in enumerate(e.inputs):
+            if isinstance(i, Value):
+                bufs.append(self.get(i, in_sh[t], src))
+            else:
+                bufs.append(self.literal(i))
+        in_lay = [layout_of(s, i.aval.shape) if isinstance(i, Value) else None for s, i in zip(in_sh, e.inputs)]
+        in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
+        local_in = {d: [s[d] if s is not None else () for s in in_shapes] for d in self.devices}
+        # pad dims that carry a sharded reduction factor up to the block size with the identity
+        if rule is not None:
+            red = {f for f in rule.of_kind(REDUCTION) if A.get(f)}
+            if red:
+                ident_op = REDUCE_OPS[rule.reduce_op]
+                for t, i in enumerate(e.inputs):
+                    if not isinstance(i, Value):
+                        continue
+                    dims = [k for k, fs in enumerate(rule.operands[t]) if set(fs) & red]
+                    if not dims:
+                        continue
+                    block = in_lay[t].block_shape
+                    padded = {d: tuple(block[k] if k in dims else n for k, n in enumerate(local_in[d][t])) for d in self.devices}
+                    if all(padded[d] == local_in[d][t] for d in self.devices):
+                        continue
+                    new = self.b.buf()
+                    val = ident_op.identity(i.aval.dtype)
+                    self.b.emit(lambda d, t=t, new=new, val=val: Pad(0, src, src=bufs[t], dst=new, shape=padded[d], value=val))
+                    bufs[t] = new
+                    for d in self.devices:
+                        local_in[d][t] = padded[d]
+        out_lay = [layout_of(s, o.aval.shape) for s, o in zip(out_sh, e.outputs)]
+        outs = self.b.bufs(len(e.outputs))
+        kw = e.kw
+        if not e.inputs and e.op == "constant":
+            self.b.emit(lambda d: Literal(0, src, dst=outs[0], value=op.kernel(**kw, out_index=out_lay[0].indices(d))[0]))
+        else:
+            out_shapes = [local_shapes(L) for L in out_lay]
+            seen: dict = {}
+
+            def make(d):
+                ins = tuple(tuple(s) for s in local_in[d])
+                outs_d = tuple(s[d] for s in out_shapes)
+                if e.inputs and (ins, outs_d) in seen:
+                    return seen[(ins, outs_d)]
+                params = op.local_params(dict(kw), list(ins), list(outs_d))
+                if not e.inputs:
+                    params = {**params, "out_index": out_lay[0].indices(d)}
+                ins_ = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+                seen[(ins, outs_d)] = ins_
+                return ins_
+
+            self.b.emit(make)
+        for o, s, buf in zip(e.outputs, out_sh, outs):
+            self.mats[o] = [_Mat(s, buf)]
+
+
+def _with_pending(s: Sharding, axes, op: str, keep: bool = False) -> Sharding:
+    unr = tuple(s.unreduced) + tuple(a for a in axes if a not in s.unreduced) if keep else tuple(axes)
+    return Sharding(s.mesh, s.dims, (), unr, op)
+
+
+def _lit_key(v):
+    a = np.asarray(v)
+    return (a.dtype.str, a.shape, a.tobytes(), type(v).__name__)
+
+
+def _nbytes(a) -> int:
+    return int(np.prod(a.shape, dtype=np.int64)) * a.dtype.itemsize

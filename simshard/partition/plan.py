@@ -1,0 +1,309 @@
+"""Reshard plans: steps with their collective, device groups, bytes and analytic minimum.
+
+A ``Step`` moves data from one layout (``before``) to the next (``after``). It knows, per device,
+the bytes it sends and receives and the analytic minimum it has to receive:
+
+* all-gather: what the device lacks of the group's data, ``G - own`` (``(g-1)/g`` of the group's
+  data for even blocks);
+* reduce-scatter: ``(g-1)/g`` of the buffer being reduced;
+* all-reduce: ``2(g-1)/g`` of the buffer (a reduce-scatter plus an all-gather);
+* all-to-all: what leaves the device, its block less the chunk it keeps (``(g-1)/g`` even);
+* collective-permute / exchange: the elements of the new block the device does not hold;
+* local steps (slice, embed, unreduce, rescale): nothing.
+
+Byte counts are what direct algorithms move (every byte sent once, to the device that needs it);
+``ratio`` compares the step's total received bytes with the total minimum. ``emit`` appends the
+step's instructions for every device to a ``ScheduleBuilder``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..axes import merge_adjacent
+from ..layout import Layout, layout
+from ..mesh import Mesh
+from ..reduce_ops import REDUCE_OPS
+from ..sharding import Sharding
+from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice
+
+Group = tuple[int, ...]
+
+
+@lru_cache(maxsize=8192)
+def _layout_cached(spec, shape) -> Layout:
+    return layout(spec, shape)
+
+
+def layout_of(spec, shape) -> Layout:
+    if isinstance(spec, Layout):
+        return spec
+    return _layout_cached(spec, tuple(shape))
+
+
+_SHAPES: dict[int, tuple] = {}
+
+
+def local_shapes(L: Layout) -> dict[int, tuple[int, ...]]:
+    """Every device's local shape (computed once per layout object)."""
+    hit = _SHAPES.get(id(L))
+    if hit is None or hit[0] is not L:
+        hit = (L, {d: tuple(len(ix) for ix in L.index_map[d]) for d in L.devices})
+        if len(_SHAPES) > 8192:
+            _SHAPES.clear()
+        _SHAPES[id(L)] = hit
+    return hit[1]
+
+
+def block_size(L: Layout, d: int) -> int:
+    return math.prod(len(ix) for ix in L.index_map[d])
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One step of a reshard plan (see the module doc for the byte conventions)."""
+
+    kind: str  # slice | all_gather | reduce_scatter | all_reduce | all_to_all | collective_permute | exchange | embed | unreduce | rescale
+    before: Any  # Sharding or Layout
+    after: Any
+    shape: tuple[int, ...]
+    itemsize: int
+    groups: tuple[Group, ...] = ()
+    axes: tuple[str, ...] = ()  # mesh axes / sub-axes it runs over
+    dim: Any = None  # the dim gathered / scattered / embedded (all_to_all: the dim the atoms leave)
+    tgt_dim: int | None = None  # all_to_all: the dim the atoms join
+    reduce_op: str = "sum"
+    pairs: tuple[tuple[int, int], ...] = ()  # collective_permute: (source, target); self pairs keep data
+    sent: Mapping[int, int] = field(default_factory=dict)
+    received: Mapping[int, int] = field(default_factory=dict)
+    minimum: Mapping[int, float] = field(default_factory=dict)
+    data: Any = field(default=None, repr=False)  # per-device emission data (positions, splits, exchange)
+
+    @property
+    def collective(self) -> str | None:
+        """The collective the step runs (None for local steps)."""
+        if self.kind in ("slice", "embed", "unreduce", "rescale"):
+            return None
+        return "collective_permute" if self.kind == "exchange" else self.kind
+
+    @property
+    def rounds(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """Point-to-point steps: per round, its (source, target) pairs (a permute has one round,
+        self pairs included; an exchange one per round of transfers)."""
+        if self.kind == "exchange":
+            return tuple(tuple(sorted((s, t) for t, (s, _, _) in rnd.items())) for rnd in self.data.rounds)
+        if self.kind == "collective_permute":
+            return (self.pairs,)
+        return ()
+
+    @property
+    def bytes(self) -> int:
+        """Total bytes received over all devices."""
+        return int(sum(self.received.values()))
+
+    @property
+    def minimum_bytes(self) -> float:
+        return float(sum(self.minimum.values()))
+
+    @property
+    def ratio(self) -> float:
+        m = self.minimum_bytes
+        return 1.0 if m == 0 and self.bytes == 0 else (self.bytes / m if m else float("inf"))
+
+    @property
+    def max_bytes(self) -> int:
+        return max(self.received.values(), default=0)
+
+    def before_layout(self) -> Layout:
+        return layout_of(self.before, self.shape)
+
+    def after_layout(self) -> Layout:
+        return layout_of(self.after, self.shape)
+
+    def describe(self) -> str:
+        where = ""
+        if self.kind == "all_to_all":
+            where = f" dim {self.dim} -> dim {self.tgt_dim}"
+        elif self.dim is not None:
+            where = f" dim {self.dim}"
+        over = f" over {','.join(self.axes)}" if self.axes else ""
+        g = f" groups of {len(self.groups[0])}" if self.groups else ""
+        if self.kind == "exchange":
+            g = f" in {len(self.data.rounds)} rounds"
+        cost = f": {self.bytes} B received (minimum {self.minimum_bytes:.0f}, ratio {self.ratio:.2f})" if self.collective else " (local)"
+        return f"{self.kind}{where}{over}{g}{cost} -> {_spec_str(self.after)}"
+
+    # -- emission --------------------------------------------------------------------------------
+    def emit(self, b, src: int, dtype: np.dtype, source: str = "reshard") -> int:
+        """Append this step's instructions for every device; returns the buffer holding the result."""
+        return _EMIT[self.kind](self, b, src, np.dtype(dtype), source)
+
+
+def _spec_str(spec) -> str:
+    if isinstance(spec, Sharding):
+        return str(spec)
+    return repr(spec)
+
+
+@dataclass(frozen=True, eq=False)
+class ReshardPlan:
+    """How to move a tensor from ``src`` to ``dst``: the steps, in order."""
+
+    src: Any
+    dst: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    steps: tuple[Step, ...]
+    final: Any  # the spec the data ends in (layout-equal to dst)
+    alternatives: Mapping[str, int] = field(default_factory=dict, compare=False)  # strategy -> total bytes considered
+
+    @property
+    def bytes(self) -> int:
+        """Total bytes received over all devices and steps."""
+        return sum(s.bytes for s in self.steps)
+
+    @property
+    def minimum_bytes(self) -> float:
+        return sum(s.minimum_bytes for s in self.steps)
+
+    def bytes_received(self, device: int) -> int:
+        return sum(s.received.get(device, 0) for s in self.steps)
+
+    def bytes_sent(self, device: int) -> int:
+        return sum(s.sent.get(device, 0) for s in self.steps)
+
+    @property
+    def max_bytes_per_device(self) -> int:
+        devs = set().union(*[set(s.received) for s in self.steps]) if self.steps else set()
+        return max((self.bytes_received(d) for d in devs), default=0)
+
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        return tuple(s.collective for s in self.steps if s.collective)
+
+    def emit(self, b, src: int, source: str = "reshard") -> int:
+        """Append every step's instructions to the builder ``b``; returns the result buffer."""
+        buf = src
+        for s in self.steps:
+            buf = s.emit(b, buf, self.dtype, source)
+        return buf
+
+    def __str__(self) -> str:
+        head = f"reshard {self.dtype.name}{list(self.shape)}: {_spec_str(self.src)} -> {_spec_str(self.dst)}"
+        if not self.steps:
+            return head + "\n  (nothing to do)"
+        lines = [head] + [f"  {i}. {s.describe()}" for i, s in enumerate(self.steps)]
+        lines.append(f"  total {self.bytes} B received over all devices (minimum {self.minimum_bytes:.0f})")
+        return "\n".join(lines)
+
+
+def axes_label(mesh: Mesh, atoms) -> tuple[str, ...]:
+    """Atoms merged back into the axes / sub-axes they form, short names."""
+    order = {n: i for i, n in enumerate(mesh.axis_names)}
+    atoms = sorted(atoms, key=lambda a: (order[a.name], a.pre_size()))
+    return tuple(r.short() for r in merge_adjacent(atoms, mesh.shape))
+
+
+# -- emitters --------------------------------------------------------------------------------------
+def _emit_slice(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    pos = step.data
+    b.emit(lambda d: Slice(0, source, src=src, dst=dst, index=pos[d]))
+    return dst
+
+
+def _emit_all_gather(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof = step.data
+    b.emit(lambda d: AllGather(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, axes=step.axes))
+    return dst
+
+
+def _emit_reduce_scatter(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof, splits = step.data
+    b.emit(lambda d: ReduceScatter(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, splits=splits[d],
+                                   reduce_op=step.reduce_op, axes=step.axes))
+    return dst
+
+
+def _emit_all_reduce(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof = step.data
+    b.emit(lambda d: AllReduce(0, source, src=src, dst=dst, group=gof[d], reduce_op=step.reduce_op, axes=step.axes))
+    return dst
+
+
+def _emit_all_to_all(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof, splits = step.data
+    b.emit(lambda d: AllToAll(0, source, src=src, dst=dst, group=gof[d], split_axis=step.tgt_dim, splits=splits[d],
+                              concat_axis=step.dim, axes=step.axes))
+    return dst
+
+
+def _emit_permute(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    shapes = step.data
+    b.emit(lambda d: CollectivePermute(0, source, src=src, dst=dst, pairs=step.pairs, shape=shapes[d],
+                                       dtype=dtype.name, axes=step.axes))
+    return dst
+
+
+def _emit_embed(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    widths = step.data
+    ident = REDUCE_OPS[step.reduce_op].identity(dtype)
+    b.emit(lambda d: Compute(0, source, op="pad", inputs=(src,), outputs=(dst,),
+                             params=(("padding_value", ident), ("widths", widths[d]))))
+    return dst
+
+
+def _emit_unreduce(step: Step, b, src, dtype, source):
+    keep, shapes = step.data
+    if all(keep.values()):
+        return src
+    ident = REDUCE_OPS[step.reduce_op].identity(dtype)
+    tmp, dst = b.buf(), b.buf()
+    b.emit(lambda d: Slice(0, source, src=src, dst=tmp,
+                           index=tuple(tuple(range(n)) if keep[d] else () for n in shapes[d])))
+    b.emit(lambda d: Pad(0, source, src=tmp, dst=dst, shape=shapes[d], value=ident))
+    return dst
+
+
+def _emit_rescale(step: Step, b, src, dtype, source):
+    """Pending sum <-> pending average: every contribution times g (or 1/g)."""
+    lit, dst = b.buf(), b.buf()
+    b.emit(lambda d: Literal(0, source, dst=lit, value=dtype.type(step.data)))
+    b.emit(lambda d: Compute(0, source, op="mul", inputs=(src, lit), outputs=(dst,)))
+    return dst
+
+
+def _emit_exchange(step: Step, b, src, dtype, source):
+    from .exchange import emit_exchange
+
+    return emit_exchange(step, b, src, dtype, source)
+
+
+_EMIT = {
+    "slice": _emit_slice,
+    "all_gather": _emit_all_gather,
+    "reduce_scatter": _emit_reduce_scatter,
+    "all_reduce": _emit_all_reduce,
+    "all_to_all": _emit_all_to_all,
+    "collective_permute": _emit_permute,
+    "embed": _emit_embed,
+    "unreduce": _emit_unreduce,
+    "exchange": _emit_exchange,
+    "rescale": _emit_rescale,
+}
+
+
+def split_even(n: int, g: int) -> list[int]:
+    base, extra = divmod(n, g)
+    return [base + (1 if i < extra else 0) for i in range(g)]

@@ -1,0 +1,265 @@
+"""From proposed moves to checked steps: each move is verified on the layouts it connects.
+
+A move proposed on atoms (``greedy.Move``) is only a claim that a collective over some device
+groups turns one layout into the next. ``realize`` checks that claim on the layouts' index sets
+(uneven dims do not always nest: 10 rows over 2 then over 8 devices are blocks of 5 and of 2,
+and the second blocks do not sit inside the first) and, when it holds, returns the ``Step`` with
+its groups, per-device emission data and byte counts; None when it does not.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..layout import Layout
+from ..mesh import Mesh
+from ..reduce_ops import REDUCE_OPS
+from .atoms import atom_groups, sorted_atoms
+from .greedy import Move
+from .plan import Step, axes_label, block_size, layout_of, split_even
+
+
+def positions(outer: np.ndarray, inner: np.ndarray) -> np.ndarray | None:
+    """Where each element of ``inner`` sits in ``outer`` (None if one is missing)."""
+    if len(inner) == 0:
+        return np.zeros(0, dtype=np.intp)
+    if len(outer) == 0:
+        return None
+    if len(outer) < 2 or np.all(outer[1:] > outer[:-1]):
+        q = np.searchsorted(outer, inner)
+        if np.any(q >= len(outer)) or not np.array_equal(outer[np.minimum(q, len(outer) - 1)], inner):
+            return None
+        return q
+    where = {int(v): i for i, v in enumerate(outer)}
+    try:
+        return np.array([where[int(v)] for v in inner], dtype=np.intp)
+    except KeyError:
+        return None
+
+
+def _eq(a: np.ndarray, b: np.ndarray) -> bool:
+    return len(a) == len(b) and np.array_equal(a, b)
+
+
+def _same_block(L: Layout, d: int, L2: Layout, e: int, skip: Sequence[int] = ()) -> bool:
+    return all(_eq(x, y) for k, (x, y) in enumerate(zip(L.index_map[d], L2.index_map[e])) if k not in skip)
+
+
+def realize(move: Move, before, after, shape, itemsize: int, mesh: Mesh) -> Step | None:
+    L, L2 = layout_of(before, shape), layout_of(after, shape)
+    fn = {
+        "slice": _slice,
+        "all_gather": _all_gather,
+        "all_to_all": _all_to_all,
+        "reduce_scatter": _reduce_scatter,
+        "all_reduce": _all_reduce,
+        "collective_permute": _permute,
+        "embed": _embed,
+        "unreduce": _unreduce,
+    }[move.kind]
+    return fn(move, before, after, L, L2, tuple(shape), itemsize, mesh)
+
+
+def _zero(devs) -> dict[int, int]:
+    return {d: 0 for d in devs}
+
+
+def _slice(move, before, after, L, L2, shape, item, mesh):
+    pos = slice_positions(L, L2)
+    if pos is None:
+        return None
+    z = _zero(L.devices)
+    return Step("slice", before, after, shape, item, dim=move.dim, sent=z, received=z, minimum=z, data=pos)
+
+
+def slice_positions(L: Layout, L2: Layout) -> dict | None:
+    pos = {}
+    for d in L.devices:
+        per = []
+        for outer, inner in zip(L.index_map[d], L2.index_map[d]):
+            q = positions(outer, inner)
+            if q is None:
+                return None
+            per.append(tuple(int(i) for i in q))
+        pos[d] = tuple(per)
+    return pos
+
+
+def _all_gather(move, before, after, L, L2, shape, item, mesh):
+    k = move.dim
+    groups = atom_groups(mesh, move.atoms)
+    gof, sent, rec, mn = {}, {}, {}, {}
+    for G in groups:
+        cat = np.concatenate([L.index_map[m][k] for m in G])
+        sizes = [block_size(L, m) for m in G]
+        total = sum(sizes)
+        for m, n in zip(G, sizes):
+            if not _eq(L2.index_map[m][k], cat) or not _same_block(L, m, L2, m, (k,)) or not _same_block(L, G[0], L, m, (k,)):
+                return None
+            gof[m] = G
+            rec[m] = (total - n) * item
+            sent[m] = n * (len(G) - 1) * item
+            mn[m] = (total - n) * item
+    return Step("all_gather", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=k,
+                sent=sent, received=rec, minimum=mn, data=gof)
+
+
+def _all_to_all(move, before, after, L, L2, shape, item, mesh):
+    i, j = move.dim, move.tgt_dim
+    groups = atom_groups(mesh, move.atoms)
+    gof, splits, sent, rec, mn = {}, {}, {}, {}, {}
+    for G in groups:
+        B = L.index_map[G[0]][j]
+        sp = [len(L2.index_map[m][j]) for m in G]
+        if sum(sp) != len(B) or not _eq(np.concatenate([L2.index_map[m][j] for m in G]), B):
+            return None
+        cat_i = np.concatenate([L.index_map[m][i] for m in G])
+        for m in G:
+            if not _eq(L.index_map[m][j], B) or not _eq(L2.index_map[m][i], cat_i):
+                return None
+            if not _same_block(L, m, L2, m, (i, j)) or not _same_block(L, G[0], L, m, (i, j)):
+                return None
+        # chunk q -> m: q's block with dim j cut to m's split
+        per_q = {}
+        for q in G:
+            n = block_size(L, q)
+            other = n // len(B) if len(B) else 0
+            per_q[q] = [other * s for s in sp]
+        for idx, m in enumerate(G):
+            gof[m] = G
+            splits[m] = tuple(sp)
+            rec[m] = sum(per_q[q][idx] for q in G if q != m) * item
+            sent[m] = sum(c for t, c in enumerate(per_q[m]) if t != idx) * item
+            mn[m] = sent[m]
+    return Step("all_to_all", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=i, tgt_dim=j,
+                sent=sent, received=rec, minimum=mn, data=(gof, splits))
+
+
+def _reduce_scatter(move, before, after, L, L2, shape, item, mesh):
+    j = move.dim
+    op = L.reduce_op
+    groups = atom_groups(mesh, move.atoms)
+    gof, splits, sent, rec, mn = {}, {}, {}, {}, {}
+    for G in groups:
+        B = L.index_map[G[0]][j]
+        sp = [len(L2.index_map[m][j]) for m in G]
+        if sum(sp) != len(B) or not _eq(np.concatenate([L2.index_map[m][j] for m in G]), B):
+            return None
+        for m in G:
+            if not _same_block(L, G[0], L, m) or not _same_block(L, m, L2, m, (j,)):
+                return None
+        N = block_size(L, G[0])
+        other = N // len(B) if len(B) else 0
+        g = len(G)
+        for idx, m in enumerate(G):
+            c = other * sp[idx]
+            gof[m] = G
+            splits[m] = tuple(sp)
+            rec[m] = c * (g - 1) * item
+            sent[m] = (N - c) * item
+            mn[m] = (g - 1) / g * N * item
+    return Step("reduce_scatter", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=j,
+                reduce_op=op, sent=sent, received=rec, minimum=mn, data=(gof, splits))
+
+
+def _all_reduce(move, before, after, L, L2, shape, item, mesh):
+    op = L.reduce_op
+    atoms = tuple(sorted_atoms(move.atoms, mesh))
+    groups = atom_groups(mesh, atoms)
+    gof, sent, rec, mn = {}, {}, {}, {}
+    for G in groups:
+        N = block_size(L, G[0])
+        cs = split_even(N, len(G))
+        g = len(G)
+        for idx, m in enumerate(G):
+            if not _same_block(L, G[0], L, m) or not _same_block(L, m, L2, m):
+                return None
+            gof[m] = G
+            rec[m] = (cs[idx] * (g - 1) + (N - cs[idx])) * item
+            sent[m] = rec[m]
+            mn[m] = 2 * (g - 1) / g * N * item
+    return Step("all_reduce", before, after, shape, item, tuple(groups), axes_label(mesh, atoms), reduce_op=op,
+                sent=sent, received=rec, minimum=mn, data=gof)
+
+
+def contribution_class(L: Layout, d: int) -> tuple:
+    """Which contribution of a pending reduction device ``d`` holds (its digits on the pending axes)."""
+    return tuple(L.mesh.axis_index(d, r) for r in L.unreduced)
+
+
+def _key(L: Layout, d: int) -> tuple:
+    return tuple(ix.tobytes() for ix in L.index_map[d])
+
+
+def _permute(move, before, after, L, L2, shape, item, mesh):
+    pairs = permute_pairs(L, L2)
+    if pairs is None:
+        return None
+    sent, rec = _zero(L.devices), _zero(L.devices)
+    for s, t in pairs:
+        if s != t:
+            n = block_size(L2, t) * item
+            rec[t] += n
+            sent[s] += n
+    shapes = {d: L2.local_shape(d) for d in L.devices}
+    return Step("collective_permute", before, after, shape, item, (), axes_label(mesh, move.atoms), pairs=pairs, sent=sent, received=rec,
+                minimum=dict(rec), data=shapes)
+
+
+def permute_pairs(L: Layout, L2: Layout) -> tuple[tuple[int, int], ...] | None:
+    """(source, target) pairs giving every device of ``L2`` its block from a device of ``L`` that
+    holds it (itself when it can; otherwise the least-loaded holder)."""
+    holders: dict[tuple, list[int]] = {}
+    for s in L.devices:
+        holders.setdefault((contribution_class(L, s), _key(L, s)), []).append(s)
+    load = {s: 0 for s in L.devices}
+    pairs = []
+    for t in L2.devices:
+        key = (contribution_class(L2, t), _key(L2, t))
+        hs = holders.get(key)
+        if not hs:
+            return None
+        if t in hs:
+            s = t
+        else:
+            s = min(hs, key=lambda h: (load[h], (h - t) % len(L.devices)))
+            load[s] += 1
+        pairs.append((s, t))
+    return tuple(pairs)
+
+
+def _embed(move, before, after, L, L2, shape, item, mesh):
+    k = move.dim
+    if REDUCE_OPS[L2.reduce_op].name == "avg":
+        return None
+    widths = {}
+    for d in L.devices:
+        if not _same_block(L, d, L2, d, (k,)):
+            return None
+        q = positions(L2.index_map[d][k], L.index_map[d][k])
+        if q is None:
+            return None
+        n, n2 = len(L.index_map[d][k]), len(L2.index_map[d][k])
+        lo = int(q[0]) if n else 0
+        if n and not np.array_equal(q, np.arange(lo, lo + n)):
+            return None
+        w = [(0, 0)] * len(shape)
+        w[k] = (lo, n2 - lo - n)
+        widths[d] = tuple(w)
+    z = _zero(L.devices)
+    return Step("embed", before, after, shape, item, axes=axes_label(mesh, move.atoms), dim=k, reduce_op=L2.reduce_op,
+                sent=z, received=z, minimum=z, data=widths)
+
+
+def _unreduce(move, before, after, L, L2, shape, item, mesh):
+    for d in L.devices:
+        if not _same_block(L, d, L2, d):
+            return None
+    idem = REDUCE_OPS[L2.reduce_op].idempotent
+    keep = {d: idem or all(mesh.axis_index(d, a) == 0 for a in move.atoms) for d in L.devices}
+    shapes = {d: L.local_shape(d) for d in L.devices}
+    z = _zero(L.devices)
+    return Step("unreduce", before, after, shape, item, axes=axes_label(mesh, move.atoms), reduce_op=L2.reduce_op,
+                sent=z, received=z, minimum=z, data=(keep, shapes))

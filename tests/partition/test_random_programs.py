@@ -1,0 +1,69 @@
+"""Random small programs with random shardings, partitioned and run: bit for bit equal to numpy.
+
+Programs chain elementwise ops, matmuls, reductions (sum / max), transposes, reshapes and
+sharding constraints on exact inputs; inputs, constraints and outputs get random shardings
+(uneven included) on random 1-3 axis meshes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simshard as ss
+
+from .helpers import exact_values, meshes, shardings
+from .run import run_partitioned
+
+
+@st.composite
+def programs(draw):
+    mesh = draw(meshes(permuted=True))
+    n, k, m = (draw(st.sampled_from([2, 3, 4, 6, 8])) for _ in range(3))
+    steps = draw(st.lists(st.sampled_from(["tanh", "add", "mul", "matmul", "sum", "max", "transpose", "constrain", "reshape", "scale"]),
+                          min_size=1, max_size=6))
+    cons = [draw(shardings(mesh, 2, pending=False)) for _ in steps]
+    in_a = draw(shardings(mesh, 2, pending=False))
+    in_b = draw(shardings(mesh, 2, pending=False))
+    out = draw(shardings(mesh, 2, pending=False))
+
+    def fn(a, b):
+        x = a  # [n, k]
+        for s, c in zip(steps, cons):
+            if s == "tanh":
+                x = np.sign(x) * 2.0 + x
+            elif s == "add":
+                x = x + (b[:, :1] if x.shape[1] != b.shape[1] else b) if x.shape[0] == b.shape[0] else x + 1.0
+            elif s == "mul":
+                x = x * x
+            elif s == "matmul":
+                x = x @ np.ones((x.shape[1], m), np.float32)
+            elif s == "sum":
+                x = x.sum(axis=1, keepdims=True) + x
+            elif s == "max":
+                x = x - x.max(axis=0, keepdims=True)
+            elif s == "transpose":
+                x = x.T.T
+            elif s == "reshape":
+                x = x.reshape(x.shape[0] * x.shape[1], 1).reshape(x.shape)
+            elif s == "scale":
+                x = x * 0.5
+            elif s == "constrain":
+                x = ss.with_sharding_constraint(x, c)
+        return x
+
+    return mesh, (n, k), fn, (in_a, in_b), out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(programs())
+def test_random_programs_run_bitwise(prog):
+    mesh, (n, k), fn, (in_a, in_b), out = prog
+    rng = np.random.default_rng(0)
+    a = exact_values(rng, (n, k))
+    b = exact_values(rng, (n, k))
+    expected = fn(a, b)
+    out = out if out.rank == expected.ndim else None
+    program = ss.propagate(ss.trace(fn, a, b, in_shardings=(in_a, in_b), out_shardings=out, mesh=mesh))
+    run_partitioned(program, [a, b], expected)
