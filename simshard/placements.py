@@ -183,3 +183,25 @@ class DTensorSpec:
 
     def __str__(self) -> str:
         return f"DTensorSpec(@{self.mesh.name}, [{', '.join(map(str, self.placements))}])"
+
+
+_PLACEMENT_FORMS = [
+    (r"(?:Replicate\(\)|R)", lambda m: Replicate()),
+    (r"(?:Shard|S)\((-?\d+)\)", lambda m: Shard(int(m[1]))),
+    (r"(?:_StridedShard|StridedShard|_S)\((-?\d+),\s*(?:split_factor|sf)=(\d+)\)", lambda m: StridedShard(int(m[1]), int(m[2]))),
+    (r"(?:Partial|P)(?:\((?:reduce_op=)?['\"]?(\w+)['\"]?\))?", lambda m: Partial(m[1] or "sum")),
+]
+
+
+def parse_placement(text: str) -> Placement:
+    """A placement from DTensor's spelling (``Shard(0)``, ``Replicate()``, ``Partial(max)``,
+    ``_StridedShard(0, split_factor=4)``) or the short one simshard prints (``S(0)``, ``R``, ``P``,
+    ``_S(0, sf=4)``)."""
+    import re
+
+    t = text.strip()
+    for pattern, make in _PLACEMENT_FORMS:
+        m = re.fullmatch(pattern, t)
+        if m:
+            return make(m)
+    raise ShardingError("invalid-placement", f"cannot read a placement from {text!r}")

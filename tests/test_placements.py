@@ -1,6 +1,5 @@
 """Placement lists (DTensor's view): conformance with real DTensor layouts and the extension contract."""
 
-import re
 
 import numpy as np
 import pytest
@@ -11,16 +10,7 @@ from conftest import load_cases
 LAYOUT_CASES = load_cases("dtensor_layout.json")
 
 
-def parse_placement(text: str) -> ss.Placement:
-    if text == "Replicate()":
-        return ss.Replicate()
-    if m := re.fullmatch(r"Shard\((-?\d+)\)", text):
-        return ss.Shard(int(m[1]))
-    if m := re.fullmatch(r"_StridedShard\((-?\d+), split_factor=(\d+)\)", text):
-        return ss.StridedShard(int(m[1]), int(m[2]))
-    if m := re.fullmatch(r"Partial\((\w+)\)", text):
-        return ss.Partial(m[1])
-    raise AssertionError(f"unknown placement {text}")
+parse_placement = ss.parse_placement
 
 
 @pytest.mark.parametrize("case", LAYOUT_CASES, ids=[c["id"] for c in LAYOUT_CASES])
@@ -211,3 +201,19 @@ def test_avg_round_trip_is_exact_on_integer_values():
     lay = ss.layout(ss.DTensorSpec(ss.Mesh({"x": 3}), [ss.Partial("avg")]), (4,))
     a = np.array([3.0, -7.0, 11.0, 0.0])
     assert np.array_equal(lay.assemble(lay.shard(a)), a)
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [("Shard(-1)", ss.Shard(-1)), ("S(2)", ss.Shard(2)), ("Replicate()", ss.Replicate()), ("R", ss.Replicate()),
+     ("Partial(max)", ss.Partial("max")), ("P", ss.Partial()), ("Partial(reduce_op='avg')", ss.Partial("avg")),
+     ("_StridedShard(0, split_factor=4)", ss.StridedShard(0, 4)), ("_S(1, sf=2)", ss.StridedShard(1, 2))],
+)
+def test_parse_placement_reads_both_spellings(text, want):
+    assert ss.parse_placement(text) == want
+    assert ss.parse_placement(str(want)) == want
+
+
+def test_parse_placement_refuses_nonsense():
+    with pytest.raises(ss.ShardingError, match="cannot read a placement"):
+        ss.parse_placement("Shard(x)")

@@ -23,7 +23,6 @@ on a flattened mesh) simshard's values are right.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -39,16 +38,7 @@ REDIST = json.loads((DATA / "dtensor_redistribute.json").read_text())["cases"]
 OPS = json.loads((DATA / "dtensor_ops.json").read_text())["cases"]
 
 
-def placement(text: str) -> ss.Placement:
-    if text == "Replicate()":
-        return ss.Replicate()
-    if m := re.fullmatch(r"Shard\((-?\d+)\)", text):
-        return ss.Shard(int(m[1]))
-    if m := re.fullmatch(r"_StridedShard\((-?\d+), split_factor=(\d+)\)", text):
-        return ss.StridedShard(int(m[1]), int(m[2]))
-    if m := re.fullmatch(r"Partial\((\w+)\)", text):
-        return ss.Partial(m[1])
-    raise AssertionError(f"unknown placement {text}")
+placement = ss.parse_placement
 
 
 def mesh_of(case) -> ss.Mesh:
