@@ -130,8 +130,9 @@ def test_device_memory_too_small_is_an_out_of_memory(args):
 def test_device_memory_per_device_mapping(args):
     from simshard.runtime.errors import DeviceOutOfMemoryError
 
+    # timeout: the other devices wait at the all-reduce for device 6 until the run gives up
     with pytest.raises(DeviceOutOfMemoryError, match="device 6"):
-        ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, device_memory={6: 1000})
+        ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, device_memory={6: 1000}, timeout=1.0)
 
 
 def test_sharding_that_does_not_fit_the_array_is_a_clear_error(args):
