@@ -59,6 +59,26 @@ def _program(f, args, *, mesh, in_shardings, out_shardings, static_argnums, stra
     return program, [np.asarray(x) for x in leaves]
 
 
+def _parse_text(spec, mesh):
+    """Shardy text (``'<@mesh, [{"x"}, {}]>'``) anywhere in an in/out_shardings tree, parsed
+    against ``mesh``; every other entry as given."""
+    from simshard.errors import ShardingError
+    from simshard.partition_spec import P
+    from simshard.sharding import Sharding
+
+    if isinstance(spec, str):
+        if mesh is None:
+            raise ShardingError("no-mesh", f"ss.run: the sharding {spec!r} is Shardy text; pass mesh= to resolve its mesh")
+        return Sharding.parse(spec, {mesh.name: mesh})
+    if isinstance(spec, P):
+        return spec
+    if type(spec) in (tuple, list):
+        return type(spec)(_parse_text(s, mesh) for s in spec)
+    if isinstance(spec, dict):
+        return {k: _parse_text(v, mesh) for k, v in spec.items()}
+    return spec
+
+
 def _verify(f, args, program: Program, leaves, outputs) -> VerifyReport:
     """Compare with the user's own function run whole in plain numpy; where it cannot run outside
     a trace (a manual region, say), with the program run whole by the registry's kernels."""
@@ -88,11 +108,13 @@ def run(
     """Run ``f(*args)`` sharded: every device runs its own schedule on its own shards.
 
     ``f`` is an ``ss.jit`` / ``sjit`` function (shardings given there) or a plain function with
-    ``in_shardings`` / ``out_shardings`` here. The result is verified bit for bit against the
+    ``in_shardings`` / ``out_shardings`` here (PartitionSpecs, NamedShardings, Shardings,
+    DTensorSpecs, or Shardy text resolved against ``mesh``). The result is verified bit for bit against the
     program run whole in one process.
     """
     from simshard.partition import partition
 
+    in_shardings, out_shardings = _parse_text(in_shardings, mesh), _parse_text(out_shardings, mesh)
     program, leaves = _program(f, args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                                static_argnums=static_argnums, strategy=strategy)
     spmd = partition(program)
