@@ -238,11 +238,12 @@ class Mailbox:
     async def get(self, src: int, key: Key, timeout: float | None) -> Message:
         fut = self._slot(src, key)
         if not fut.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(fut), timeout)
-            except asyncio.TimeoutError:
+            # asyncio.wait, not wait_for(shield(...)): it never swallows a cancellation (3.10/3.11's
+            # wait_for can), so a failed peer stops every waiting device at once.
+            done, _ = await asyncio.wait({fut}, timeout=timeout)
+            if not done:
                 self.discard(src, key)
-                raise RecvTimeout(self.device, src, key, timeout) from None
+                raise RecvTimeout(self.device, src, key, timeout)
         return self.take(src, key)
 
     def undelivered(self) -> list[Message]:
@@ -318,11 +319,10 @@ class InMemoryTransport(Transport):
         self._waiting[dst][(src, key)] = fut
         try:
             self._check_deadlock(caller=dst)
-            try:
-                await asyncio.wait_for(asyncio.shield(fut), timeout)
-            except asyncio.TimeoutError:
+            done, _ = await asyncio.wait({fut}, timeout=timeout)  # see Mailbox.get
+            if not done:
                 box.discard(src, key)
-                raise RecvTimeout(dst, src, key, timeout) from None
+                raise RecvTimeout(dst, src, key, timeout)
         finally:
             self._waiting[dst].pop((src, key), None)
         return box.take(src, key)

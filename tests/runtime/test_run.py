@@ -212,3 +212,17 @@ def test_cli_main_job_prints_bitwise_identical(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "bitwise identical" in out
     assert "all_reduce" in out and "12.00 KiB" in out
+
+
+def test_one_device_failing_stops_its_peers_at_once():
+    """Peers blocked in a receive from the failed device are cancelled, not left to time out."""
+    import time
+
+    mesh = ss.Mesh({"x": 2, "y": 4})
+    x, w1, w2 = ss.exact_inputs([(16, 32), (32, 64), (64, 32)])
+    start = time.perf_counter()
+    with pytest.raises(Exception) as e:
+        ss.run(lambda x, w1, w2: np.maximum(x @ w1, 0) @ w2, x, w1, w2, mesh=mesh,
+               in_shardings=(ss.P("x", None), ss.P(None, "y"), ss.P("y", None)), device_memory={6: 1000}, timeout=10.0)
+    assert type(e.value).__name__ == "DeviceOutOfMemoryError" and "device 6" in str(e.value)
+    assert time.perf_counter() - start < 5.0  # the receive timeout is 10 s
