@@ -415,12 +415,16 @@ def _reassociated(e: Eqn, rule, A, in_sh) -> tuple[str, ...]:
     axes: list[str] = []
     if rule is not None and rule.reduce_op in ("sum", "avg", "prod"):
         for f in rule.of_kind(REDUCTION):
-            axes += [str(a) for a in (A or {}).get(f, ())]
+            axes += [_axis(a) for a in (A or {}).get(f, ())]
     if e.op not in LAYOUT and e.op not in ("pad", "dynamic_slice", "select", "concatenate"):
         for s in in_sh:
             if s is not None and s.unreduced and s.reduce_op in ("sum", "avg", "prod"):
-                axes += [str(a) for a in s.unreduced]
+                axes += [_axis(a) for a in s.unreduced]
     return tuple(dict.fromkeys(axes))
+
+
+def _axis(a) -> str:
+    return a if isinstance(a, str) else str(a).replace('"', "")
 
 
 def _with_pending(s: Sharding, axes, op: str, keep: bool = False) -> Sharding:
