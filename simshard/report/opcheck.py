@@ -92,11 +92,11 @@ def _check_value(what: str, cp, exp: np.ndarray, shards: Mapping[int, np.ndarray
         parts = [np.asarray(shards[d]) for d in g]
         block = rop.reduce(parts) if len(parts) > 1 else parts[0]
         ix = np.ix_(*L.index_map[g[0]]) if shape else ()
-        new = ~np.asarray(bit_equal(block, exp[ix])) & ~bad[ix]
+        new = ~_same(block, exp[ix]) & ~bad[ix]
         bad_dev[ix] = np.where(new, g[0], bad_dev[ix])
         bad_val[ix] = np.where(new, block, bad_val[ix])
         bad[ix] = bad[ix] | new
-        clash[ix] = clash[ix] | (written[ix] & ~np.asarray(bit_equal(actual[ix], block)))
+        clash[ix] = clash[ix] | (written[ix] & ~_same(actual[ix], block))
         actual[ix] = np.where(written[ix], actual[ix], block)
         written[ix] = True
         groups[g[0]] = g
@@ -124,6 +124,11 @@ def _check_value(what: str, cp, exp: np.ndarray, shards: Mapping[int, np.ndarray
         expected_value=_item(exp[first]), actual_value=_item(bad_val[first]), max_ulp=max_ulp, device=dev,
         note="; ".join(notes), reassociated=reassoc, **base,
     ), value
+
+
+def _same(a, b) -> np.ndarray:
+    a = np.asarray(a)
+    return np.asarray(bit_equal(a, np.asarray(b, dtype=a.dtype))).reshape(a.shape)
 
 
 def program_bytes(program) -> int:
