@@ -119,7 +119,19 @@ def run(
                               trace_values=bool(check_ops), **backend_options)
     else:
         raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local')")
-    outputs = assemble_outputs(spmd, execution.outputs)
+    from simshard.errors import ReplicaMismatchError
+
+    try:
+        outputs = assemble_outputs(spmd, execution.outputs)
+    except ReplicaMismatchError as e:
+        if not check_ops:
+            raise
+        # the outputs cannot even be assembled: name the first op that went wrong
+        report = VerifyReport((), _check_ops(spmd, execution.values, leaves))
+        first = report.first_divergence
+        err = ReplicaMismatchError(f"{e}; op by op, the first wrong op: {first.describe()}" if first else str(e))
+        err.verify = report
+        raise err from e
     verify = _verify(f, args, program, leaves, outputs)
     if check_ops:
         verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))

@@ -61,18 +61,18 @@ def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequen
             if any(s is None for s in shards.values()):
                 continue  # not traced
             what = f"op {cp.source}" + (f" (result {j})" if len(e.outputs) > 1 else "")
-            check, actual = _check_value(what, cp, exp, shards)
+            check, actual = _check_value(what, cp, exp, shards, lambda j=j, e=e, ins=ins: _scale(e, ins, j))
             checks.append(check)
             if actual is not None:
                 env[o] = actual
     return tuple(checks)
 
 
-def _check_value(what: str, cp, exp: np.ndarray, shards: Mapping[int, np.ndarray]):
+def _check_value(what: str, cp, exp: np.ndarray, shards: Mapping[int, np.ndarray], scale=None):
     """The check of one checkpoint against its reference, and the assembled value (None when its
     replicas disagree or a block has the wrong shape / dtype)."""
     L = layout(cp.sharding, exp.shape)
-    pend = f"pending over {', '.join(str(a) for a in L.unreduced)}" if L.unreduced else ""
+    pend = f"pending over {', '.join(str(a).replace(chr(34), '') for a in L.unreduced)}" if L.unreduced else ""
     for d in L.devices:
         a = np.asarray(shards[d])
         if a.shape != L.local_shape(d) or a.dtype != exp.dtype:
@@ -119,11 +119,38 @@ def _check_value(what: str, cp, exp: np.ndarray, shards: Mapping[int, np.ndarray
     if clash.any():
         notes.append("replicas disagree")
     reassoc = tuple(cp.reassociated) if exp.dtype.kind in "fc" else ()
+    if reassoc and max_ulp is not None and scale is not None:
+        # a reassociated sum of n terms moves by at most ~n eps sum|terms|; more is a wrong result
+        s = scale()
+        n = max(s[1], 2)
+        eps = float(np.finfo(exp.dtype).eps)
+        err = np.abs(bad_val[bad].astype(np.complex128 if exp.dtype.kind == "c" else np.float64) - exp[bad])
+        mag = np.maximum(np.abs(exp[bad]), np.abs(bad_val[bad])).astype(np.float64)
+        if s[0] is not None:
+            mag = np.maximum(mag, s[0][bad])
+        limit = 4.0 * n * eps * mag
+        if (err > limit).any():
+            k = int(np.flatnonzero(err > limit)[0])
+            notes.append(f"beyond what reordering a sum of {n} terms can change (|error| {err[k]:.3g} > {limit[k]:.3g})")
+            reassoc = ()
     return Check(
         bitwise=False, problem="values", mismatches=int(bad.sum()), first_index=first,
         expected_value=_item(exp[first]), actual_value=_item(bad_val[first]), max_ulp=max_ulp, device=dev,
         note="; ".join(notes), reassociated=reassoc, **base,
     ), value
+
+
+def _scale(e, ins, j):
+    """(|terms| summed as the op would, or None; the number of terms a reduction may add at most)
+    for the bound of a reassociated result: the op run on absolute values (``sub`` as ``add``)."""
+    n = max((int(np.size(a)) for a in ins), default=1)
+    try:
+        op = get_op("add" if e.op == "sub" else e.op)
+        out = op.kernel(*[np.abs(np.asarray(a)) for a in ins], **e.kw)
+        m = np.abs(np.asarray(out[j])).astype(np.float64)
+        return (m if m.shape == tuple(e.outputs[j].aval.shape) else None), n
+    except Exception:
+        return None, n
 
 
 def _same(a, b) -> np.ndarray:
