@@ -22,6 +22,9 @@ from simshard.report import CommReport, MemoryReport, VerifyReport
 from .placement import assemble_outputs, shard_inputs
 
 
+OPCHECK_MAX_BYTES = 64 << 20  # ss.run checks op by op by default up to this many bytes of values
+
+
 @dataclass(frozen=True)
 class RunResult:
     """What a run produced and what it cost."""
@@ -103,6 +106,7 @@ def run(
     strategy: str = "user_priority",
     device_memory=None,
     timeout: float = 10.0,
+    check_ops: bool | None = None,
     **backend_options,
 ) -> RunResult:
     """Run ``f(*args)`` sharded: every device runs its own schedule on its own shards.
@@ -111,21 +115,47 @@ def run(
     ``in_shardings`` / ``out_shardings`` here (PartitionSpecs, NamedShardings, Shardings,
     DTensorSpecs, or Shardy text resolved against ``mesh``). The result is verified bit for bit against the
     program run whole in one process.
+
+    ``check_ops``: also verify op by op (``res.verify.op_checks``): each op's result as the devices
+    hold it right after the op, assembled, against the op run whole on the assembled inputs; a
+    wrong partition is named by ``res.verify.first_divergence`` (op, device, global index), a float
+    reduction the partition sharded is reported as reassociated (mesh axes, ULP distance). It keeps
+    a copy of every op's result per device during the run, so the default (None) turns it on only
+    when all the program's values together take at most ``OPCHECK_MAX_BYTES`` (64 MiB).
     """
     from simshard.partition import partition
 
     in_shardings, out_shardings = _parse_text(in_shardings, mesh), _parse_text(out_shardings, mesh)
     program, leaves = _program(f, args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                                static_argnums=static_argnums, strategy=strategy)
+    from simshard.report.opcheck import check_ops as _check_ops, program_bytes
+
     spmd = partition(program)
     inputs = shard_inputs(spmd, *leaves)
+    if check_ops is None:
+        check_ops = program_bytes(program) <= OPCHECK_MAX_BYTES
     if backend == "local":
         from .local import run_local
 
-        execution = run_local(spmd, inputs, device_memory=device_memory, timeout=timeout, **backend_options)
+        execution = run_local(spmd, inputs, device_memory=device_memory, timeout=timeout,
+                              trace_values=bool(check_ops), **backend_options)
     else:
         raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local')")
-    outputs = assemble_outputs(spmd, execution.outputs)
+    from simshard.errors import ReplicaMismatchError
+
+    try:
+        outputs = assemble_outputs(spmd, execution.outputs)
+    except ReplicaMismatchError as e:
+        if not check_ops:
+            raise
+        # the outputs cannot even be assembled: name the first op that went wrong
+        report = VerifyReport((), _check_ops(spmd, execution.values, leaves))
+        first = report.first_divergence
+        err = ReplicaMismatchError(f"{e}; op by op, the first wrong op: {first.describe()}" if first else str(e))
+        err.verify = report
+        raise err from e
     verify = _verify(f, args, program, leaves, outputs)
+    if check_ops:
+        verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))
     structured = optree.tree_unflatten(program.out_tree, list(outputs)) if program.out_tree is not None else outputs
     return RunResult(structured, verify, execution.comm, execution.memory, program, spmd, execution)

@@ -33,6 +33,8 @@ What a schedule must satisfy (the partitioner's side of the contract):
 * memory: an instruction's outputs count while its inputs are live, a buffer overwritten under the
   same id is released after the instruction, ``Free`` releases at once (freeing a buffer the device
   does not hold is an error; so is reading one);
+* ``trace``: buffer numbers whose first contents the executor copies into ``traced`` (for op-by-op
+  verification; the copies are not counted as device memory);
 * each collective's record carries ``source`` and ``axes`` for the report's per-op and per-axis
   tables: name the op consistently (``"%5 dot_general"``) and set ``axes``.
 """
@@ -78,7 +80,8 @@ class Executor:
     """One device running its Schedule (see the module docstring)."""
 
     def __init__(self, schedule: Schedule, transport: Transport, *, capacity: int | None = None,
-                 algorithm: str = "direct", describe_peer: Callable[[int], str] | None = None):
+                 algorithm: str = "direct", describe_peer: Callable[[int], str] | None = None,
+                 trace: frozenset[int] = frozenset()):
         self.schedule = schedule
         self.device = schedule.device
         self.transport = transport
@@ -86,6 +89,8 @@ class Executor:
         self.algorithm = algorithm
         self.describe_peer = describe_peer
         self.buffers: dict[int, np.ndarray] = {}
+        self.trace = frozenset(trace)
+        self.traced: dict[int, np.ndarray] = {}  # buffer -> a copy of what was first written to it
         self.live_bytes = 0
         self.input_bytes = 0
         self.position = -1
@@ -157,6 +162,8 @@ class Executor:
             self._peak = (needed, self.position, None if ins is None else ins.id, "inputs" if ins is None else ins.source)
         for b, a in outs:
             self.buffers[b] = a
+            if b in self.trace and b not in self.traced:
+                self.traced[b] = np.array(a, copy=True)
         self.live_bytes = needed - replaced
 
     def _free(self, bufs: Sequence[int]) -> None:

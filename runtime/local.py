@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -35,6 +35,9 @@ class Execution:
     records: tuple[CommRecord, ...]  # one per collective instruction per participating device
     memory: MemoryReport
     transfers: TransferLog  # every message, as recorded by the transport
+    # device -> buffer -> its contents right after it was written, for the SpmdProgram's
+    # checkpoint buffers; empty unless the run traced values (``trace_values=True``)
+    values: Mapping[int, Mapping[int, np.ndarray]] = field(default_factory=dict)
 
     @property
     def comm(self) -> CommReport:
@@ -73,7 +76,8 @@ def _check_inputs(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]])
 
 
 async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]], device_memory=None,
-                        timeout: float | None = 10.0, algorithm: str = "direct") -> Execution:
+                        timeout: float | None = 10.0, algorithm: str = "direct",
+                        trace_values: bool = False) -> Execution:
     """``run_local`` inside a running event loop."""
     _check_inputs(spmd, inputs)
     transport = InMemoryTransport(spmd.devices, timeout=timeout)
@@ -83,6 +87,7 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
         executors[s.device] = Executor(
             s, transport, capacity=capacity_of(device_memory, s.device), algorithm=algorithm,
             describe_peer=lambda d: executors[d].where() if d in executors else "not in this program",
+            trace=spmd.checkpoint_buffers if trace_values else frozenset(),
         )
     tasks = {d: asyncio.create_task(ex.run(list(inputs[d])), name=f"device {d}") for d, ex in executors.items()}
     try:
@@ -106,7 +111,8 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
     outputs = {d: tasks[d].result() for d in spmd.devices}
     records = tuple(r for d in spmd.devices for r in executors[d].records)
     memory = MemoryReport(tuple(executors[d].memory() for d in spmd.devices))
-    return Execution(spmd, outputs, records, memory, transport.log)
+    values = {d: dict(executors[d].traced) for d in spmd.devices} if trace_values else {}
+    return Execution(spmd, outputs, records, memory, transport.log, values)
 
 
 def _root_cause(failed: dict[int, BaseException]) -> BaseException:
@@ -118,16 +124,20 @@ def _root_cause(failed: dict[int, BaseException]) -> BaseException:
 
 
 def run_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]], device_memory=None,
-              timeout: float | None = 10.0, algorithm: str = "direct") -> Execution:
+              timeout: float | None = 10.0, algorithm: str = "direct", trace_values: bool = False) -> Execution:
     """Run every device's schedule of ``spmd`` in one process.
 
     ``inputs``: device -> its local input shards, in the order of the schedule's ``inputs``
     (``placement.shard_inputs`` builds them from global arrays). ``device_memory``: None, a byte
     capacity for every device, or device -> bytes; exceeding it raises
     ``DeviceOutOfMemoryError``. ``timeout``: seconds any receive may wait for a peer.
+    ``trace_values``: keep a copy of every checkpoint buffer (``spmd.checkpoints``) as first
+    written, in ``Execution.values``, for op-by-op verification (off by default: it holds every
+    op's result).
     Errors: ``ExecutionError`` and its subclasses, each naming device and instruction.
     """
-    coro = execute_local(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+    coro = execute_local(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm,
+                         trace_values=trace_values)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -53,7 +53,8 @@ from .builder import ScheduleBuilder
 from .linear import pending_ok
 from .plan import layout_of, local_shapes
 from .reshard import _plain, plan_reshard, translate
-from .schedule import Compute, Literal, Pad, SpmdProgram
+from .linear import LAYOUT
+from .schedule import Checkpoint, Compute, Literal, Pad, SpmdProgram
 
 IDENTITY_OPS = {"propagation_barrier"}
 TARGET_OPS = {"sharding_constraint", "reshard"}
@@ -96,6 +97,8 @@ class _Partitioner:
         self.b = ScheduleBuilder(self.devices)
         self.mats: dict[Value, list[_Mat]] = {}
         self.literals: dict[tuple, int] = {}
+        self.checkpoints: list[Checkpoint] = []
+        self.at = -1  # index of the program eqn being partitioned
         self.memo: dict = {}  # op signature -> chosen (rule, assignment, operand / result shardings)
         self.users: dict[Value, list[Eqn]] = {}
         for e in program.eqns:
@@ -174,13 +177,26 @@ class _Partitioner:
             buf = self.b.buf()
             self.mats[v] = [_Mat(self.target(v), buf)]
             ins.append(buf)
-        for e in self.p.eqns:
+        for k, e in enumerate(self.p.eqns):
+            self.at = k
             self.eqn(e)
+            self.checkpoint(e)
         outs = []
         for k, (v, t) in enumerate(zip(self.p.outputs, self.out_targets)):
             outs.append(self.get(v, t, f"output {k}"))
         schedules = self.b.finish(ins, outs)
-        return SpmdProgram(self.p, schedules, tuple(self.target(v) for v in self.p.inputs), tuple(self.out_targets))
+        return SpmdProgram(self.p, schedules, tuple(self.target(v) for v in self.p.inputs), tuple(self.out_targets),
+                           tuple(self.checkpoints))
+
+    def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = ()) -> None:
+        """Record where each result of ``e`` lives right after ``e`` ran (its first copy)."""
+        if self.checkpoints and self.checkpoints[-1].eqn == self.at:
+            return  # recorded by _emit, with what it reassociated
+        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        for k, o in enumerate(e.outputs):
+            if o in self.mats:
+                m = self.mats[o][0]
+                self.checkpoints.append(Checkpoint(self.at, k, m.buf, m.spec, src, reassociated))
 
     def eqn(self, e: Eqn) -> None:
         if e.op == "shard_map":
@@ -387,6 +403,28 @@ class _Partitioner:
             self.b.emit(make)
         for o, s, buf in zip(e.outputs, out_sh, outs):
             self.mats[o] = [_Mat(s, buf)]
+        self.checkpoint(e, _reassociated(e, rule, A, in_sh))
+
+
+def _reassociated(e: Eqn, rule, A, in_sh) -> tuple[str, ...]:
+    """Mesh axes over which ``e`` as partitioned adds (or multiplies) in another order than the op
+    run whole: its sharded sum-like reduction factors, and pending operands it computes on (a
+    layout op on contributions moves elements only). Empty for max / min and for exact dtypes."""
+    if not any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs):
+        return ()
+    axes: list[str] = []
+    if rule is not None and rule.reduce_op in ("sum", "avg", "prod"):
+        for f in rule.of_kind(REDUCTION):
+            axes += [_axis(a) for a in (A or {}).get(f, ())]
+    if e.op not in LAYOUT and e.op not in ("pad", "dynamic_slice", "select", "concatenate"):
+        for s in in_sh:
+            if s is not None and s.unreduced and s.reduce_op in ("sum", "avg", "prod"):
+                axes += [_axis(a) for a in s.unreduced]
+    return tuple(dict.fromkeys(axes))
+
+
+def _axis(a) -> str:
+    return a if isinstance(a, str) else str(a).replace('"', "")
 
 
 def _with_pending(s: Sharding, axes, op: str, keep: bool = False) -> Sharding:

@@ -257,13 +257,38 @@ def _decode(v):
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """Where one program value lives right after the op producing it has run: buffer ``buf`` on
+    every device (buffer numbers are the same on all devices), laid out as ``sharding`` (with its
+    unreduced axes when the value is still a pending reduction). ``eqn`` indexes
+    ``program.eqns`` and ``output`` that eqn's outputs; ``source`` names the op as instructions do
+    (``"%5 dot_general"``). ``reassociated``: mesh axes over which a sum-like reduction of this op
+    was sharded (its float additions then run in another order than in the op run whole)."""
+
+    eqn: int
+    output: int
+    buf: int
+    sharding: Any
+    source: str
+    reassociated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SpmdProgram:
-    """The partitioned program: one Schedule per device, and how inputs / outputs are laid out."""
+    """The partitioned program: one Schedule per device, and how inputs / outputs are laid out.
+    ``checkpoints`` (driver side only, not part of any Schedule): one ``Checkpoint`` per output
+    of each top-level program op, for op-by-op verification (``simshard.report.opcheck``)."""
 
     program: Any  # the propagated Program it was partitioned from
     schedules: tuple[Schedule, ...]
     in_shardings: tuple[Any, ...]  # Sharding of each program input (how the driver scatters it)
     out_shardings: tuple[Any, ...]  # Sharding of each output as the schedules leave it
+    checkpoints: tuple[Checkpoint, ...] = ()
+
+    @property
+    def checkpoint_buffers(self) -> frozenset[int]:
+        """The buffers an executor keeps copies of when asked to trace values."""
+        return frozenset(c.buf for c in self.checkpoints)
 
     def schedule(self, device: int) -> Schedule:
         for s in self.schedules:

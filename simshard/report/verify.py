@@ -39,6 +39,19 @@ class Check:
     max_ulp: int | None = None  # floats only; None when a NaN / inf is involved or not floats
     device: int | None = None  # for op-by-op checks: a device holding the first divergence
     note: str = ""
+    # op-by-op checks: mesh axes over which the op's sum-like reduction was sharded, set when its
+    # (float) result differs only because its additions ran in another order
+    reassociated: tuple[str, ...] = ()
+
+    @property
+    def legitimate(self) -> bool:
+        """Bitwise, or differing only by a reassociated float reduction (finite values)."""
+        return self.bitwise or (bool(self.reassociated) and self.problem == "values" and self.max_ulp is not None)
+
+    @property
+    def wrong(self) -> bool:
+        """Differs, and no reassociation explains it: a wrong result (a wrong partition, for an op)."""
+        return not self.legitimate
 
     def describe(self) -> str:
         if self.bitwise:
@@ -50,6 +63,13 @@ class Check:
         where = f" on device {self.device}" if self.device is not None else ""
         ulp = f"; max {self.max_ulp} ULP" if self.max_ulp is not None else ""
         note = f" ({self.note})" if self.note else ""
+        if self.legitimate:
+            return (
+                f"{self.what}: reassociated sum over mesh axes {', '.join(self.reassociated)}: {self.mismatches} of "
+                f"{int(np.prod(self.expected_shape, dtype=np.int64))} elements differ by at most {self.max_ulp} ULP "
+                f"(first at index {self.first_index}: got {self.actual_value!r}, expected {self.expected_value!r}); "
+                "float additions ran in another order, not a wrong partition"
+            )
         return (
             f"{self.what}: {self.mismatches} of {int(np.prod(self.expected_shape, dtype=np.int64))} elements differ; "
             f"first at index {self.first_index}{where}: got {self.actual_value!r}, expected {self.expected_value!r}"
@@ -134,12 +154,20 @@ def compare(actual, expected, what: str = "output", *, device: int | None = None
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """Checks of a run's outputs (and, where a caller adds them, of single ops) against a reference."""
+    """Checks of a run's outputs against a reference, and (``op_checks``, in program order) of
+    each partitioned op's assembled result against the op run whole on the assembled inputs
+    (``simshard.report.opcheck``)."""
 
     checks: tuple[Check, ...]
+    op_checks: tuple[Check, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "checks", tuple(self.checks))
+        object.__setattr__(self, "op_checks", tuple(self.op_checks))
+
+    def with_ops(self, op_checks: Sequence[Check]) -> "VerifyReport":
+        """This report with op-by-op checks added."""
+        return VerifyReport(self.checks, tuple(op_checks))
 
     @staticmethod
     def compare(actual: Sequence, expected: Sequence, names: Sequence[str] | None = None,
@@ -166,24 +194,46 @@ class VerifyReport:
 
     @property
     def bitwise(self) -> bool:
-        """True when every check matched bit for bit."""
-        return all(c.bitwise for c in self.checks)
+        """True when every check (outputs and ops) matched bit for bit."""
+        return all(c.bitwise for c in self.checks) and all(c.bitwise for c in self.op_checks)
 
     def __bool__(self) -> bool:
         return self.bitwise
 
     @property
     def failures(self) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if not c.bitwise)
+        """Wrong results: ops whose partition is wrong (in program order), then differing outputs.
+        An op that only reassociated a float sum is not a failure (see ``reassociations``)."""
+        return tuple(c for c in self.op_checks if c.wrong) + tuple(c for c in self.checks if not c.bitwise)
+
+    @property
+    def reassociations(self) -> tuple[Check, ...]:
+        """Ops whose float result differs only because a sharded reduction reordered additions."""
+        return tuple(c for c in self.op_checks if not c.bitwise and c.legitimate)
+
+    @property
+    def wrong_ops(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.op_checks if c.wrong)
+
+    @property
+    def ok(self) -> bool:
+        """No op is wrong, and every output is bitwise or differs in values only where ops
+        legitimately reassociated float sums."""
+        if self.wrong_ops:
+            return False
+        bad = [c for c in self.checks if not c.bitwise]
+        return not bad or (bool(self.reassociations) and all(c.problem == "values" for c in bad))
 
     @property
     def first_divergence(self) -> Check | None:
+        """The first op (program order) whose partition is wrong, naming device and global index;
+        without op checks (or when every op is right), the first differing output."""
         f = self.failures
         return f[0] if f else None
 
     @property
     def max_ulp(self) -> int | None:
-        vals = [c.max_ulp for c in self.failures if c.max_ulp is not None]
+        vals = [c.max_ulp for c in self.failures + self.reassociations if c.max_ulp is not None]
         return max(vals) if vals else None
 
     def table(self):
@@ -192,9 +242,15 @@ class VerifyReport:
         t = Table(title="verification (bitwise against the single-process reference)", title_justify="left")
         for col in ("check", "result", "shape", "dtype", "differ", "first index", "max ULP"):
             t.add_column(col)
-        for c in self.checks:
+        for c in self.checks + self.op_checks:
+            if c.bitwise:
+                result = "bitwise"
+            elif c.legitimate:
+                result = f"reassociated ({','.join(c.reassociated)})"
+            else:
+                result = f"DIFFERS ({c.problem})" + (f" on device {c.device}" if c.device is not None else "")
             t.add_row(
-                c.what, "bitwise" if c.bitwise else f"DIFFERS ({c.problem})", str(list(c.actual_shape)), c.actual_dtype,
+                c.what, result, str(list(c.actual_shape)), c.actual_dtype,
                 str(c.mismatches) if c.problem == "values" else "-",
                 str(c.first_index) if c.first_index is not None else "-",
                 str(c.max_ulp) if c.max_ulp is not None else "-",
@@ -207,7 +263,7 @@ class VerifyReport:
         out = io.StringIO()
         console = Console(file=out, width=width, color_system=None, force_terminal=False)
         console.print(self.table())
-        for c in self.failures:
+        for c in self.failures + self.reassociations:
             console.print(c.describe())
         return out.getvalue()
 
@@ -218,7 +274,10 @@ class VerifyReport:
         return self.table()
 
     def to_dict(self) -> dict:
-        return {"bitwise": self.bitwise, "checks": [_plain(asdict(c)) for c in self.checks]}
+        return {
+            "bitwise": self.bitwise, "ok": self.ok, "checks": [_plain(asdict(c)) for c in self.checks],
+            "op_checks": [_plain(asdict(c)) for c in self.op_checks],
+        }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=_jsonable)

@@ -9,6 +9,7 @@ import numpy as np
 import simshard as ss
 from simshard.runtime.local import run_local
 from simshard.runtime.placement import shard_inputs
+from simshard.report.opcheck import check_ops
 
 
 @dataclass
@@ -43,12 +44,16 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 def run_partitioned(program, args, expected=None) -> Ran:
     """Partition ``program``, run it on ``args`` with run_local; outputs must equal ``expected``
-    (default: the program evaluated whole) bit for bit, and every collective must move exactly
-    its analytic minimum."""
+    (default: the program evaluated whole) bit for bit, every op checks bitwise op by op
+    (``simshard.report.opcheck``), and every collective must move exactly its analytic minimum."""
     spmd = ss.partition(program)
     for s in spmd.schedules:  # plain data: the msgpack round trip is exact
         assert type(s).from_bytes(s.to_bytes()).to_bytes() == s.to_bytes()
-    ex = run_local(spmd, shard_inputs(spmd, *args))
+    ex = run_local(spmd, shard_inputs(spmd, *args), trace_values=True)
+    # op by op too: exact inputs, so every op's assembled result equals the op run whole on the
+    # assembled inputs bit for bit (pending reductions combined in canonical order)
+    for c in check_ops(spmd, ex.values, args):
+        assert c.bitwise, c.describe()
     outs = ex.assemble()
     if expected is None:
         expected = ss.evaluate(program, *args)

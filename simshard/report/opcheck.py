@@ -1,0 +1,163 @@
+"""Op-by-op verification of a partitioned run.
+
+``check_ops(spmd, values, args)`` walks the program's top-level ops in order. For each op it runs
+the op whole (its registry kernel) on the *assembled* inputs: the global values the run itself
+produced (each checkpoint assembled with ``simshard.layout``), the program's arguments for its
+inputs. It compares the result, bit for bit, with what the devices hold right after the op ran
+(``SpmdProgram.checkpoints``: the buffer and its layout, pending reductions included; the
+executor's copies in ``Execution.values``). Using the run's own inputs keeps one wrong op from
+making every later op look wrong: each op answers only for itself (its operand reshards
+included). Where a value could not be assembled (replicas that disagree) later ops see the
+reference value (the op run whole on its inputs) instead.
+
+Each device block (for a pending value: each reduce group's combined block, canonical order) is
+compared with the same elements of the reference, so a difference names the op, a device and the
+global index; padding never counts (checkpoint buffers hold the layout's local blocks, and a
+buffer of another shape is reported as such).
+
+A float op whose sum-like reduction the partition sharded (``Checkpoint.reassociated``: the mesh
+axes) adds in another order than the op run whole; when such an op's values differ (all finite)
+the check says so and gives the ULP distance: ``Check.legitimate``, not a wrong partition. With
+exact inputs (``exact_inputs``: integers, exact sums) those ops compare bitwise too, and a wrong
+partition inside a reassociating op cannot hide behind the reassociation.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..layout import layout
+from ..ops import get_op
+from ..program import Literal
+from ..reduce_ops import REDUCE_OPS
+from .verify import Check, _item, bit_equal, compare, ulp_distance
+
+
+def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequence) -> tuple[Check, ...]:
+    """One ``Check`` per checkpointed op result of ``spmd`` (program order); see the module doc.
+
+    ``values``: device -> buffer -> array, as ``Execution.values`` of a run with
+    ``trace_values=True``; ``args``: the program's global inputs."""
+    program = spmd.program
+    if len(args) != len(program.inputs):
+        raise TypeError(f"program takes {len(program.inputs)} inputs, got {len(args)}")
+    env = {v: np.asarray(a) for v, a in zip(program.inputs, args)}
+    by_eqn: dict[int, dict[int, object]] = {}
+    for c in spmd.checkpoints:
+        by_eqn.setdefault(c.eqn, {})[c.output] = c
+    checks: list[Check] = []
+    for k, e in enumerate(program.eqns):
+        ins = [i.value if isinstance(i, Literal) else env[i] for i in e.inputs]
+        expected = get_op(e.op).kernel(*ins, **e.kw)
+        for j, o in enumerate(e.outputs):
+            exp = np.asarray(expected[j])
+            env[o] = exp
+            cp = by_eqn.get(k, {}).get(j)
+            if cp is None:
+                continue
+            shards = {d: values.get(d, {}).get(cp.buf) for d in spmd.devices}
+            if any(s is None for s in shards.values()):
+                continue  # not traced
+            what = f"op {cp.source}" + (f" (result {j})" if len(e.outputs) > 1 else "")
+            check, actual = _check_value(what, cp, exp, shards, lambda j=j, e=e, ins=ins: _scale(e, ins, j))
+            checks.append(check)
+            if actual is not None:
+                env[o] = actual
+    return tuple(checks)
+
+
+def _check_value(what: str, cp, exp: np.ndarray, shards: Mapping[int, np.ndarray], scale=None):
+    """The check of one checkpoint against its reference, and the assembled value (None when its
+    replicas disagree or a block has the wrong shape / dtype)."""
+    L = layout(cp.sharding, exp.shape)
+    pend = f"pending over {', '.join(str(a).replace(chr(34), '') for a in L.unreduced)}" if L.unreduced else ""
+    for d in L.devices:
+        a = np.asarray(shards[d])
+        if a.shape != L.local_shape(d) or a.dtype != exp.dtype:
+            ref = exp[np.ix_(*L.index_map[d])] if exp.shape else exp
+            c = compare(a, ref, what, device=d, note=f"device {d}'s block of {cp.sharding}")
+            return c, None
+    rop = REDUCE_OPS[L.reduce_op]
+    shape = exp.shape
+    actual = np.zeros(shape, dtype=exp.dtype)
+    written = np.zeros(shape, dtype=bool)
+    clash = np.zeros(shape, dtype=bool)
+    bad = np.zeros(shape, dtype=bool)
+    bad_dev = np.full(shape, -1, dtype=np.int64)
+    bad_val = np.zeros(shape, dtype=exp.dtype)
+    groups = {}
+    for g in L.reduce_groups():
+        parts = [np.asarray(shards[d]) for d in g]
+        block = rop.reduce(parts) if len(parts) > 1 else parts[0]
+        ix = np.ix_(*L.index_map[g[0]]) if shape else ()
+        new = ~_same(block, exp[ix]) & ~bad[ix]
+        bad_dev[ix] = np.where(new, g[0], bad_dev[ix])
+        bad_val[ix] = np.where(new, block, bad_val[ix])
+        bad[ix] = bad[ix] | new
+        clash[ix] = clash[ix] | (written[ix] & ~_same(actual[ix], block))
+        actual[ix] = np.where(written[ix], actual[ix], block)
+        written[ix] = True
+        groups[g[0]] = g
+    base = dict(
+        what=what, expected_shape=tuple(shape), actual_shape=tuple(shape), expected_dtype=str(exp.dtype),
+        actual_dtype=str(exp.dtype),
+    )
+    value = None if clash.any() or not written.all() else actual
+    if not bad.any():
+        return Check(bitwise=True, problem="", note=pend, **base), value
+    first = tuple(int(i) for i in np.argwhere(bad)[0]) if shape else ()
+    dev = int(bad_dev[first])
+    ulps = ulp_distance(bad_val[bad], exp[bad])
+    max_ulp = None
+    if ulps is not None and np.isfinite(bad_val[bad]).all() and np.isfinite(exp[bad]).all():
+        max_ulp = int(ulps.max())
+    notes = []
+    if len(groups.get(dev, ())) > 1:
+        notes.append(f"{pend}: devices {groups[dev]} combine into this block")
+    if clash.any():
+        notes.append("replicas disagree")
+    reassoc = tuple(cp.reassociated) if exp.dtype.kind in "fc" else ()
+    if reassoc and max_ulp is not None and scale is not None:
+        # a reassociated sum of n terms moves by at most ~n eps sum|terms|; more is a wrong result
+        s = scale()
+        n = max(s[1], 2)
+        eps = float(np.finfo(exp.dtype).eps)
+        err = np.abs(bad_val[bad].astype(np.complex128 if exp.dtype.kind == "c" else np.float64) - exp[bad])
+        mag = np.maximum(np.abs(exp[bad]), np.abs(bad_val[bad])).astype(np.float64)
+        if s[0] is not None:
+            mag = np.maximum(mag, s[0][bad])
+        limit = 4.0 * n * eps * mag
+        if (err > limit).any():
+            k = int(np.flatnonzero(err > limit)[0])
+            notes.append(f"beyond what reordering a sum of {n} terms can change (|error| {err[k]:.3g} > {limit[k]:.3g})")
+            reassoc = ()
+    return Check(
+        bitwise=False, problem="values", mismatches=int(bad.sum()), first_index=first,
+        expected_value=_item(exp[first]), actual_value=_item(bad_val[first]), max_ulp=max_ulp, device=dev,
+        note="; ".join(notes), reassociated=reassoc, **base,
+    ), value
+
+
+def _scale(e, ins, j):
+    """(|terms| summed as the op would, or None; the number of terms a reduction may add at most)
+    for the bound of a reassociated result: the op run on absolute values (``sub`` as ``add``)."""
+    n = max((int(np.size(a)) for a in ins), default=1)
+    try:
+        op = get_op("add" if e.op == "sub" else e.op)
+        out = op.kernel(*[np.abs(np.asarray(a)) for a in ins], **e.kw)
+        m = np.abs(np.asarray(out[j])).astype(np.float64)
+        return (m if m.shape == tuple(e.outputs[j].aval.shape) else None), n
+    except Exception:
+        return None, n
+
+
+def _same(a, b) -> np.ndarray:
+    a = np.asarray(a)
+    return np.asarray(bit_equal(a, np.asarray(b, dtype=a.dtype))).reshape(a.shape)
+
+
+def program_bytes(program) -> int:
+    """Bytes of every value of ``program`` (what tracing all of them would hold, per copy)."""
+    return sum(int(np.prod(v.aval.shape, dtype=np.int64)) * np.dtype(v.aval.dtype).itemsize for v in program.values())
