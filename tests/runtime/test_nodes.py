@@ -110,3 +110,21 @@ def test_check_fits_counts_nodes():
     check_fits(packed, [{"CPU": 8.0}])  # one machine stands in for both nodes
     with pytest.raises(PlacementError, match="no node"):
         check_fits(packed, [{"CPU": 1.0}])
+
+
+def test_docs_cluster_md_examples_run_and_links_exist():
+    import doctest
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).parent.parent.parent / "docs"
+    text = (docs / "cluster.md").read_text()
+    source = "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
+    test = doctest.DocTestParser().get_doctest(source, {}, "cluster.md", "cluster.md", 0)
+    assert len(test.examples) >= 5
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
+    runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
+    for link in re.findall(r"\]\((\.\./[^)]+)\)", text):
+        assert (docs / link).exists(), link
