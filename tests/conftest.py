@@ -1,9 +1,7 @@
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
-DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
 
 
@@ -35,7 +33,5 @@ def _runtime_from_this_checkout() -> None:
 
 _runtime_from_this_checkout()
 
-
-def load_cases(name: str) -> list[dict]:
-    """Conformance cases recorded from the real systems (one test id per case)."""
-    return json.loads((DATA / name).read_text())["cases"]
+# Test modules in subfolders import helpers that live here (casedata); make this folder importable.
+sys.path.insert(0, str(Path(__file__).parent))

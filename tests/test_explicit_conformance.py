@@ -20,7 +20,7 @@ import simshard.numpy as snp
 from simshard import P
 from simshard.explicit.types import entry, spec_of, type_str, unreduced_of
 
-from conftest import load_cases
+from casedata import load_cases
 
 CASES = load_cases("jax_explicit.json")
 

@@ -15,7 +15,7 @@ import re
 import pytest
 
 import simshard as ss
-from conftest import load_cases
+from casedata import load_cases
 from test_explicit_conformance import ERROR_KINDS, _jax_message, _run
 
 CASES = load_cases("jax_explicit_extra.json")

@@ -71,7 +71,7 @@ def test_type_strings(text, shape, dtype, want):
 
 
 def _jax_typed_cases():
-    from conftest import load_cases
+    from casedata import load_cases
 
     return [c for c in load_cases("jax_explicit.json") if "type_str" in c["result"]]
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import simshard as ss
-from conftest import load_cases
+from casedata import load_cases
 
 LAYOUT_CASES = load_cases("dtensor_layout.json")
 

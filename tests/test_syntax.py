@@ -93,7 +93,7 @@ def test_mesh_text_round_trip():
 
 def _shardy_texts():
     """Every sharding string in the Shardy conformance cases, with its case's meshes."""
-    from conftest import load_cases
+    from casedata import load_cases
 
     out = []
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import simshard as ss
-from conftest import load_cases
+from casedata import load_cases
 
 from .helpers import check_plan
 
