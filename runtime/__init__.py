@@ -7,7 +7,9 @@ It imports the compiler's data types; the compiler never imports it.
   broadcast, written once over a transport, reductions in the canonical (group) order;
 * ``executor``: one device running its Schedule (buffers, compute, collectives, memory);
 * ``local``: ``run_local``, every device as an asyncio task in one event loop;
-* ``placement``: global arrays to input shards and output shards back to global arrays.
+* ``placement``: global arrays to input shards and output shards back to global arrays;
+* ``ray_backend``: one Ray actor per device (``RayMesh``, ``run_ray``), imported on first use
+  so that ray is needed only by those who use it.
 """
 
 from .collectives import (
@@ -15,7 +17,7 @@ from .collectives import (
     run_collective,
 )
 from .errors import (
-    CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError,
+    CollectiveError, DeviceLostError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError,
 )
 from .executor import Executor
 from .local import Execution, execute_local, run_local
@@ -23,8 +25,17 @@ from .placement import assemble_outputs, shard_inputs
 from .transport import InMemoryTransport, Mailbox, Message, Transport, TransferLog
 
 __all__ = [
-    "Channel", "CollectiveError", "DeviceOutOfMemoryError", "Execution", "ExecutionError", "Executor",
+    "Channel", "CollectiveError", "DeviceLostError", "DeviceOutOfMemoryError", "Execution", "ExecutionError", "Executor",
     "InMemoryTransport", "Mailbox", "Message", "PeerTimeoutError", "ScheduleMismatchError", "TransferLog",
     "Transport", "all_gather", "all_reduce", "all_to_all", "assemble_outputs", "broadcast", "collective_permute",
     "execute_local", "reduce_in_order", "reduce_scatter", "run_collective", "run_local", "shard_inputs",
 ]
+
+
+def __getattr__(name):
+    # ss.runtime.RayMesh / run_ray without importing ray for the local backend
+    if name in ("RayMesh", "run_ray", "ensure_ray"):
+        from . import ray_backend
+
+        return getattr(ray_backend, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

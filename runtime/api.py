@@ -122,6 +122,11 @@ def run(
     reduction the partition sharded is reported as reassociated (mesh axes, ULP distance). It keeps
     a copy of every op's result per device during the run, so the default (None) turns it on only
     when all the program's values together take at most ``OPCHECK_MAX_BYTES`` (64 MiB).
+
+    ``backend``: ``"local"`` (every device an asyncio task in this process) or ``"ray"`` (one
+    Ray actor per device, started for this run; ``address=`` joins an existing Ray cluster, by
+    default a local Ray is started on demand or the initialised one reused). To keep device
+    actors across runs use ``ss.runtime.RayMesh``.
     """
     from simshard.partition import partition
 
@@ -139,8 +144,13 @@ def run(
 
         execution = run_local(spmd, inputs, device_memory=device_memory, timeout=timeout,
                               trace_values=bool(check_ops), **backend_options)
+    elif backend == "ray":
+        from .ray_backend import run_ray
+
+        execution = run_ray(spmd, inputs, device_memory=device_memory, timeout=timeout,
+                            trace_values=bool(check_ops), **backend_options)
     else:
-        raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local')")
+        raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local', 'ray')")
     from simshard.errors import ReplicaMismatchError
 
     try:

@@ -14,6 +14,28 @@ class ExecutionError(RuntimeError):
         self.instr = instr
         self.source = source
 
+    def __reduce__(self):
+        # Rebuilt without calling __init__ (subclasses take required keywords), so an error
+        # raised on a Ray device actor reaches the driver whole.
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls, args, state):
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
+class DeviceLostError(ExecutionError):
+    """A device's process died (its Ray actor is gone) during a run. ``instr`` / ``position``:
+    the instruction its peers were waiting for it to reach, when known; ``positions``: where
+    every surviving device was."""
+
+    def __init__(self, message: str, *, positions: dict | None = None, **kw):
+        super().__init__(message, **kw)
+        self.positions = dict(positions or {})
+
 
 class ScheduleMismatchError(ExecutionError):
     """Devices' schedules disagree: one waits for a collective another never reaches, reaches a

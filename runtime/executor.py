@@ -53,7 +53,7 @@ from simshard.report.units import fmt_bytes
 
 from .collectives import Channel, participants, run_collective, signature
 from .errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError
-from .transport import Deadlock, DuplicateMessage, PeerFinished, RecvTimeout, TagMismatch, Transport, TransportError
+from .transport import Deadlock, DuplicateMessage, PeerFinished, PeerLost, RecvTimeout, TagMismatch, Transport, TransportError
 
 
 def describe(instr: Instr) -> str:
@@ -331,6 +331,12 @@ class Executor:
                 f"schedules do not match: {here} waits for device {e.src}'s part of instruction id {e.key[0]}, but "
                 f"device {e.src} finished its schedule without sending it",
                 devices=(me, e.src), positions={me: self.where(), e.src: self._peer(e.src)},
+            )
+        if isinstance(e, PeerLost):
+            return self._fail(
+                ExecutionError,
+                f"{here} waits for device {e.src}'s part of instruction id {e.key[0]}, but device {e.src}'s "
+                "process has died",
             )
         if isinstance(e, Deadlock):
             parts = [

@@ -72,6 +72,14 @@ class PeerFinished(TransportError):
         self.dst, self.src, self.key = dst, src, key
 
 
+class PeerLost(TransportError):
+    """The peer's process is gone (a Ray device actor that died): its message will never come."""
+
+    def __init__(self, dst: int, src: int, key: Key):
+        super().__init__(f"device {dst} waits for message {key} from device {src}, whose process has died")
+        self.dst, self.src, self.key = dst, src, key
+
+
 class Deadlock(TransportError):
     """Every unfinished device waits for a message that no one has sent."""
 
@@ -229,6 +237,14 @@ class Mailbox:
 
     def take(self, src: int, key: Key) -> Message:
         return self._slots.pop((src, key)).result()
+
+    def fail(self, src: int, key: Key, error: BaseException) -> bool:
+        """Make a pending receive of ``(src, key)`` raise ``error``; False if it has arrived."""
+        fut = self._slot(src, key)
+        if fut.done():
+            return False
+        fut.set_exception(error)
+        return True
 
     def discard(self, src: int, key: Key) -> None:
         fut = self._slots.pop((src, key), None)

@@ -1,0 +1,647 @@
+"""The Ray backend: one Ray asyncio actor per logical device.
+
+Each device actor holds only its own shards, its Schedule (shipped once, as msgpack bytes, when a
+program is loaded), a ``Mailbox`` per run and, while running, an ``Executor`` over a
+``RayTransport``. Devices send to each other directly: ``RayTransport._deliver`` calls the
+receiving actor's ``deliver`` method without waiting for an answer, the array travelling as a Ray
+object (``ray.put`` from ``INLINE_BYTES`` up, inline below); ``_collect`` waits on the local
+mailbox with the receive timeout. The collective library and the executor are the local
+backend's, so outputs and communication records are the same, bit for bit and byte for byte.
+
+The controller (``RayMesh``) makes O(1) Ray calls per device per run: a ``ray.put`` per input
+shard (each actor gets only its shards), one ``run`` call, and a wait / get of its summary
+(records, memory, transfers). Outputs stay on the devices as Ray objects until asked for
+(``Execution.outputs[device]`` fetches one device's, ``assemble`` all of them). ``RayMesh.calls``
+counts every call the controller made.
+
+    with RayMesh(mesh) as devices:                     # actors kept alive across runs
+        compiled = devices.compile(f, x, w, in_shardings=(P("x", None), None))
+        res = compiled(x, w)                           # run again and again
+        res.outputs, res.shards(3), res.comm, res.controller_calls
+
+Failures: a device whose actor dies gives a ``DeviceLostError`` naming it and the instruction its
+peers were waiting for it to reach; the other devices are stopped at once. A mismatched schedule
+is found by the receive timeout (a device sees only itself) and reported with both devices'
+positions (the waiting device asks the silent one where it is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import sys
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+INLINE_BYTES = 100 * 1024  # arrays from this size travel via ray.put, smaller ones inline in the call
+ACTOR_CPUS_MAX = 0.25
+_RUNTIME_DIR = str(Path(__file__).resolve().parent)
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - ray is a dependency of this backend only
+        raise ImportError("the Ray backend needs ray: pip install 'ray>=2.9'") from e
+    return ray
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None):
+    """Connect to Ray: reuse an initialised Ray; with ``address`` join that cluster; otherwise
+    start a local one, dashboard off, logs quiet, on loopback only."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        return ray
+    kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    if address is None:
+        # "local": a new instance of our own, even when another one runs on this machine
+        kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1")
+    else:
+        kw.update(address=address)
+    ray.init(**kw)
+    return ray
+
+
+# -- the device side ---------------------------------------------------------------------------
+
+
+def _bootstrap(runtime_dir: str) -> None:
+    """Make ``simshard.runtime`` in this worker the driver's runtime folder (a worker could find
+    another checkout through an editable install)."""
+    import importlib.util
+
+    mod = sys.modules.get("simshard.runtime")
+    if mod is not None:
+        if Path(mod.__file__).resolve().parent == Path(runtime_dir):
+            return
+        raise ImportError(f"this Ray worker imported simshard.runtime from {mod.__file__}, the driver's is {runtime_dir}")
+    import simshard
+
+    found = importlib.util.find_spec("simshard.runtime")
+    if found is not None and found.origin and Path(found.origin).resolve().parent == Path(runtime_dir):
+        import simshard.runtime  # noqa: F401
+        return
+    init = Path(runtime_dir) / "__init__.py"
+    spec = importlib.util.spec_from_file_location("simshard.runtime", init, submodule_search_locations=[runtime_dir])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["simshard.runtime"] = module
+    spec.loader.exec_module(module)
+    simshard.runtime = module
+
+
+def _make_transport_class():
+    from .transport import Message, PeerLost, RecvTimeout, Transport, TransportError
+
+    class RayTransport(Transport):
+        """One device's side of the Ray transport: sends are fire-and-forget calls on the receiving
+        actor's ``deliver``; receives wait on this device's mailbox. Its log holds this device's
+        transfers only."""
+
+        def __init__(self, device: int, peers: Mapping[int, Any], run_id: int, mailbox, timeout, dead: set):
+            super().__init__(timeout)
+            self.dead = dead  # devices the controller reported dead: waiting for them fails at once
+            self.lost: tuple | None = None  # (source, key) of the receive a dead peer failed
+            self.device = device
+            self.peers = peers
+            self.run_id = run_id
+            self.mailbox = mailbox
+            self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
+            self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
+
+        async def _deliver(self, msg: Message) -> None:
+            ray = _import_ray()
+            if msg.dst == self.device:
+                self.mailbox.put(Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note))
+                return
+            peer = self.peers.get(msg.dst)
+            if peer is None:
+                raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
+            payload = ray.put(msg.array) if msg.array.nbytes >= INLINE_BYTES else msg.array
+            peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)  # no ack awaited
+
+        async def _collect(self, dst: int, src: int, key, timeout) -> Message:
+            if src != self.device and src not in self.peers:
+                raise TransportError(f"device {src} is not one of this mesh's devices {sorted(self.peers)}")
+            self.waiting[(src, key)] = time.monotonic()
+            try:
+                if src in self.dead and not self.mailbox.has(src, key):
+                    raise PeerLost(dst, src, key)
+                return await self.mailbox.get(src, key, timeout)
+            except PeerLost:
+                self.lost = (src, key)
+                raise
+            except RecvTimeout:
+                self.peer_where[src] = await self._ask_where(src)
+                raise
+            finally:
+                self.waiting.pop((src, key), None)
+
+        async def _ask_where(self, src: int) -> str:
+            try:
+                return await asyncio.wait_for(self.peers[src].where.remote(self.run_id), 5.0)
+            except asyncio.TimeoutError:
+                return "not answering (its actor did not reply within 5 s)"
+            except Exception as e:  # a dead actor
+                return f"unreachable ({type(e).__name__}: its actor is gone)"
+
+    return RayTransport
+
+
+class _RunState:
+    def __init__(self, device: int):
+        from .transport import Mailbox
+
+        self.mailbox = Mailbox(device)
+        self.executor = None
+        self.transport = None
+        self.task: asyncio.Task | None = None
+        self.aborted = False
+        self.dead: set[int] = set()
+        self.error: BaseException | None = None
+
+
+class DeviceActor:
+    """One logical device (a Ray asyncio actor; see the module docstring)."""
+
+    def __init__(self, device: int, runtime_dir: str):
+        _bootstrap(runtime_dir)
+        self.device = device
+        self.peers: dict[int, Any] = {}
+        self.programs: dict[Any, tuple] = {}  # key -> (Schedule, capacity, algorithm, trace buffers, timeout)
+        self.runs: dict[int, _RunState] = {}
+        self.closed: dict[int, str] = {}  # finished run -> where it ended
+        self._closed_order: deque = deque()
+        self._transport_cls = None
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    async def connect(self, peers: dict) -> int:
+        self.peers = {d: h for d, h in peers.items() if d != self.device}
+        return len(self.peers)
+
+    async def load(self, key, data: bytes, capacity, algorithm: str, trace: tuple, timeout) -> int:
+        from simshard.partition.schedule import Schedule
+
+        schedule = Schedule.from_bytes(data)
+        if schedule.device != self.device:
+            raise ValueError(f"device {self.device} was sent device {schedule.device}'s schedule")
+        self.programs[key] = (schedule, capacity, algorithm, frozenset(trace), timeout)
+        return len(schedule.instrs)
+
+    async def unload(self, key) -> None:
+        self.programs.pop(key, None)
+
+    def _state(self, run_id: int) -> _RunState:
+        st = self.runs.get(run_id)
+        if st is None:
+            st = self.runs[run_id] = _RunState(self.device)
+        return st
+
+    def _close(self, run_id: int, where: str) -> None:
+        self.runs.pop(run_id, None)
+        self.closed[run_id] = where
+        self._closed_order.append(run_id)
+        while len(self._closed_order) > 64:
+            self.closed.pop(self._closed_order.popleft(), None)
+
+    async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> None:
+        from .transport import Message
+
+        if run_id in self.closed:
+            return  # a run this device has left (failed or aborted): nothing waits for it
+        st = self._state(run_id)
+        try:
+            st.mailbox.put(Message(src, self.device, tuple(key), np.array(array, copy=True), tag, note))
+        except Exception as e:  # a duplicate: fail this device's run with it
+            st.error = e
+            if st.task is not None and not st.task.done():
+                st.task.cancel()
+
+    async def where(self, run_id: int) -> str:
+        if run_id in self.closed:
+            return self.closed[run_id]
+        st = self.runs.get(run_id)
+        if st is None or st.executor is None:
+            return "not started"
+        return st.executor.where()
+
+    async def peer_lost(self, run_id: int, dead: tuple) -> None:
+        """Devices ``dead`` are gone: a receive from them (now or later in this run) fails."""
+        from .transport import PeerLost
+
+        st = self._state(run_id)
+        st.dead.update(dead)
+        if st.transport is not None:
+            for src, key in list(st.transport.waiting):
+                if src in st.dead:
+                    st.mailbox.fail(src, key, PeerLost(self.device, src, key))
+
+    async def abort(self, run_id: int) -> None:
+        st = self._state(run_id)
+        st.aborted = True
+        if st.task is not None and not st.task.done():
+            st.task.cancel()
+
+    async def run(self, key, run_id: int, trace_values: bool, *inputs) -> dict:
+        from .executor import Executor
+        from .transport import DuplicateMessage
+
+        if self._transport_cls is None:
+            self._transport_cls = _make_transport_class()
+        st = self._state(run_id)
+        if st.aborted:
+            self._close(run_id, "aborted before it started")
+            return {"status": "aborted", "where": "not started", "waits": []}
+        schedule, capacity, algorithm, trace, timeout = self.programs[key]
+        transport = self._transport_cls(self.device, self.peers, run_id, st.mailbox, timeout=timeout,
+                                          dead=st.dead)
+        st.transport = transport
+        st.executor = ex = Executor(
+            schedule, transport, capacity=capacity, algorithm=algorithm,
+            describe_peer=lambda d: transport.peer_where.get(d, "(its position is not known here)"),
+            trace=trace if trace_values else frozenset(),
+        )
+        inputs = [a if a.flags.writeable else np.array(a, copy=True) for a in map(np.asarray, inputs)]
+        st.task = asyncio.ensure_future(ex.run(inputs))
+        try:
+            await asyncio.wait({st.task})
+            if st.task.cancelled():
+                waits = [(s, k) for (s, k) in transport.waiting]
+                if st.error is not None:
+                    err = ex._transport_error(st.error) if isinstance(st.error, DuplicateMessage) else st.error
+                    return {"status": "error", "error": err, "where": ex.where()}
+                return {"status": "aborted", "where": ex.where(), "waits": waits}
+            exc = st.task.exception()
+            if exc is not None:
+                waits = [transport.lost] if transport.lost else list(transport.waiting)
+                return {"status": "error", "error": exc, "where": ex.where(), "waits": waits}
+            ray = _import_ray()
+            outs = st.task.result()
+            undelivered = [(m.src, m.key, m.note) for m in st.mailbox.undelivered()]
+            return {
+                "status": "ok",
+                "outputs": [ray.put(np.asarray(o)) for o in outs],  # stay here until asked for
+                "records": tuple(ex.records),
+                "memory": ex.memory(),
+                "transfers": list(transport.log.entries),
+                "values": dict(ex.traced),
+                "undelivered": undelivered,
+                "where": ex.where(),
+            }
+        finally:
+            self._close(run_id, ex.where())
+
+
+# -- the controller ----------------------------------------------------------------------------
+
+
+class _Outputs(Mapping):
+    """device -> its output shards, fetched from the device actor on first access."""
+
+    def __init__(self, refs: Mapping[int, list], calls: Counter):
+        self._refs = dict(refs)
+        self._calls = calls
+        self._got: dict[int, tuple[np.ndarray, ...]] = {}
+
+    def __getitem__(self, device: int) -> tuple[np.ndarray, ...]:
+        if device not in self._got:
+            if device not in self._refs:
+                raise KeyError(device)
+            ray = _import_ray()
+            self._calls["get"] += 1
+            self._got[device] = tuple(np.array(a, copy=True) for a in ray.get(self._refs[device]))
+        return self._got[device]
+
+    def fetch(self) -> "_Outputs":
+        """Every device's shards in one call."""
+        missing = [d for d in self._refs if d not in self._got]
+        if missing:
+            ray = _import_ray()
+            self._calls["get"] += 1
+            flat = ray.get([r for d in missing for r in self._refs[d]])
+            i = 0
+            for d in missing:
+                n = len(self._refs[d])
+                self._got[d] = tuple(np.array(a, copy=True) for a in flat[i:i + n])
+                i += n
+        return self
+
+    def __iter__(self):
+        return iter(self._refs)
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+class RayMesh:
+    """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
+    the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count)."""
+
+    _keys = itertools.count()
+
+    def __init__(self, mesh=None, address: str | None = None, *, devices: Sequence[int] | None = None,
+                 actor_cpus: float | None = None):
+        if devices is None:
+            if mesh is None:
+                raise TypeError("RayMesh needs a mesh or devices=")
+            devices = mesh.device_ids
+        self.mesh = mesh
+        self.devices = tuple(int(d) for d in devices)
+        self.address = address
+        self.actor_cpus = actor_cpus
+        self.actors: dict[int, Any] = {}
+        self.calls: Counter = Counter()
+        self._run_ids = itertools.count()
+        self._loaded: dict[int, Any] = {}  # id(spmd) -> key
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def __enter__(self) -> "RayMesh":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "RayMesh":
+        if self.actors:
+            return self
+        ray = ensure_ray(self.address)
+        cpus = self.actor_cpus
+        if cpus is None:
+            total = float(ray.cluster_resources().get("CPU", 1.0))
+            cpus = max(0.001, min(ACTOR_CPUS_MAX, int(total / (2 * len(self.devices)) * 1e4) / 1e4))
+        # the actor class travels by value: a worker must not import another checkout's runtime
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        cls = ray.remote(DeviceActor)
+        self.actors = {
+            d: cls.options(num_cpus=cpus, max_concurrency=1000, name=None).remote(d, _RUNTIME_DIR)
+            for d in self.devices
+        }
+        self.calls["remote"] += len(self.devices)
+        ray.get([a.connect.remote(self.actors) for a in self.actors.values()])
+        self.calls["remote"] += len(self.devices)
+        self.calls["get"] += 1
+        return self
+
+    def close(self) -> None:
+        ray = _import_ray()
+        for a in self.actors.values():
+            try:
+                ray.kill(a)
+            except Exception:
+                pass
+        self.actors = {}
+
+    def pid(self, device: int) -> int:
+        ray = _import_ray()
+        return ray.get(self.actors[device].pid.remote())
+
+    # -- programs ------------------------------------------------------------------------------
+    def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct"):
+        """Ship each device its schedule (once); returns the key runs refer to."""
+        from simshard.report.memory import capacity_of
+
+        ray = _import_ray()
+        self.start()
+        missing = [d for d in spmd.devices if d not in self.actors]
+        if missing:
+            raise ValueError(f"the program has schedules for devices {missing}, which this RayMesh does not hold")
+        key = next(self._keys)
+        trace = tuple(sorted(spmd.checkpoint_buffers))
+        refs = []
+        for s in spmd.schedules:
+            a = self.actors[s.device]
+            refs.append(a.load.remote(key, s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout))
+        self.calls["remote"] += len(refs)
+        ray.get(refs)
+        self.calls["get"] += 1
+        return key
+
+    def compile(self, f, *args, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
+                strategy: str = "user_priority", device_memory=None, timeout: float = 10.0,
+                algorithm: str = "direct") -> "Compiled":
+        """Trace, propagate and partition ``f`` (the arguments of ``ss.run``) and ship the
+        schedules to the device actors once."""
+        from simshard.partition import partition
+
+        from .api import _parse_text, _program
+
+        in_shardings, out_shardings = _parse_text(in_shardings, self.mesh), _parse_text(out_shardings, self.mesh)
+        program, _ = _program(f, args, mesh=self.mesh, in_shardings=in_shardings, out_shardings=out_shardings,
+                              static_argnums=static_argnums, strategy=strategy)
+        spmd = partition(program)
+        key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+        static = set(getattr(f, "static_argnums", ()) or ()) if hasattr(f, "trace") else set(static_argnums)
+        return Compiled(self, key, spmd, program, static)
+
+    # -- running -----------------------------------------------------------------------------
+    def execute(self, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]], *, trace_values: bool = False,
+                abort_wait: float = 10.0, lost_grace: float = 2.0):
+        """Run loaded program ``key`` on each device's input shards; an ``Execution`` whose
+        outputs stay on the devices until asked for."""
+        from simshard.report.memory import MemoryReport
+
+        from .local import Execution, _check_inputs
+        from .transport import TransferLog
+
+        ray = _import_ray()
+        _check_inputs(spmd, inputs)
+        run_id = next(self._run_ids)
+        before = Counter(self.calls)
+        pending: dict[Any, int] = {}
+        for d in spmd.devices:
+            shards = [ray.put(np.asarray(a)) for a in inputs[d]]
+            self.calls["put"] += len(shards)
+            pending[self.actors[d].run.remote(key, run_id, bool(trace_values), *shards)] = d
+            self.calls["remote"] += 1
+        results: dict[int, dict] = {}
+        dead: dict[int, BaseException] = {}
+        told_dead: set[int] = set()
+        deadline: float | None = None  # once something failed: when to stop waiting
+        aborted = False
+
+        def abort():
+            nonlocal aborted, deadline
+            aborted, deadline = True, time.monotonic() + abort_wait
+            for d in pending.values():
+                self.actors[d].abort.remote(run_id)
+                self.calls["remote"] += 1
+
+        while pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+            self.calls["wait"] += 1
+            if not ready:
+                if aborted:
+                    break  # aborted devices that do not answer: reported as such
+                abort()  # survivors of a dead device that did not fail in the grace time
+                continue
+            for ref in ready:
+                d = pending.pop(ref)
+                self.calls["get"] += 1
+                try:
+                    results[d] = ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    dead[d] = e
+                except ray.exceptions.RayTaskError as e:
+                    results[d] = {"status": "error", "error": getattr(e, "cause", e), "where": "unknown"}
+            if aborted or not pending:
+                continue
+            if any(r["status"] != "ok" for r in results.values()):
+                abort()  # a device failed: stop the others now
+            elif set(dead) - told_dead:
+                # a device died: the others run on until they need it (and so name what they
+                # waited for), then fail; whatever still runs after the grace time is aborted
+                told_dead |= set(dead)
+                deadline = time.monotonic() + lost_grace
+                for d in pending.values():
+                    self.actors[d].peer_lost.remote(run_id, tuple(sorted(told_dead)))
+                    self.calls["remote"] += 1
+        for d in pending.values():
+            results[d] = {"status": "aborted", "where": "not answering", "waits": []}
+        if dead or any(r["status"] != "ok" for r in results.values()):
+            raise _failure(spmd, results, dead)
+        for d in spmd.devices:
+            if results[d]["undelivered"]:
+                from .errors import ScheduleMismatchError
+
+                src, k, note = results[d]["undelivered"][0]
+                raise ScheduleMismatchError(
+                    f"schedules do not match: device {src} sent message {k} (instruction id {k[0]}, sent {note}) to "
+                    f"device {d}, which finished without receiving it",
+                    devices=(src, d), positions={src: note, d: results[d]["where"]},
+                )
+        log = TransferLog()
+        for d in spmd.devices:
+            for e in results[d]["transfers"]:
+                log.record(e.device, e.peer, e.direction, e.key, e.nbytes)
+        records = tuple(r for d in spmd.devices for r in results[d]["records"])
+        memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
+        values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
+        outputs = _Outputs({d: results[d]["outputs"] for d in spmd.devices}, self.calls)
+        ex = Execution(spmd, outputs, records, memory, log, values)
+        object.__setattr__(ex, "controller_calls", dict(self.calls - before))
+        return ex
+
+    def run_spmd(self, spmd, inputs, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
+                 trace_values: bool = False):
+        """Load and run an ``SpmdProgram`` once (``run_local``'s arguments)."""
+        key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+        return self.execute(key, spmd, inputs, trace_values=trace_values)
+
+
+def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> BaseException:
+    from .errors import DeviceLostError, ExecutionError, ScheduleMismatchError
+    from .executor import describe
+
+    positions = {d: r.get("where", "unknown") for d, r in results.items()}
+    if dead:
+        d = min(dead)
+        waiting = []  # (peer, instruction id) of survivors waiting for d
+        for p, r in sorted(results.items()):
+            for src, k in r.get("waits", ()):
+                if src == d:
+                    waiting.append((p, k[0]))
+            err = r.get("error")
+            if isinstance(err, ScheduleMismatchError) and d in getattr(err, "devices", ()) and err.instr is not None:
+                waiting.append((p, err.instr))
+        instr = position = None
+        at = "its position is unknown (no surviving device was waiting for it)"
+        if waiting:
+            peer, instr = waiting[0]
+            sched = spmd.schedule(d)
+            position = next((i for i, ins in enumerate(sched.instrs) if ins.id == instr), None)
+            what = f"[{instr}]" if position is None else f"position {position} {describe(sched.instrs[position])}"
+            at = (f"it had not finished its part of instruction {what}: device {peer} was waiting for it "
+                  f"({positions[peer]})")
+        cause = str(dead[d]).strip().splitlines()[0] if str(dead[d]).strip() else type(dead[d]).__name__
+        others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
+        return DeviceLostError(
+            f"device {d}'s Ray actor died during the run{others}; {at}. Ray said: {cause}",
+            device=d, position=position, instr=instr, positions=positions,
+        )
+    errors = {d: r["error"] for d, r in results.items() if r["status"] == "error"}
+    own = {d: e for d, e in errors.items() if not isinstance(e, ScheduleMismatchError)}
+    pick = own or errors
+    if pick:
+        e = pick[min(pick)]
+        return e if isinstance(e, BaseException) else ExecutionError(str(e))
+    return ExecutionError(f"the run was aborted without an error (devices: {positions})")
+
+
+class Compiled:
+    """A program loaded on a ``RayMesh``: call it with the function's arguments to run it."""
+
+    def __init__(self, mesh: RayMesh, key, spmd, program, static: set):
+        self.devices = mesh
+        self.key = key
+        self.spmd = spmd
+        self.program = program
+        self.static = static
+
+    def __call__(self, *args, trace_values: bool = False) -> "RayResult":
+        import optree
+
+        from .placement import shard_inputs
+
+        dynamic = [a for i, a in enumerate(args) if i not in self.static]
+        leaves = [np.asarray(x) for x in optree.tree_leaves(tuple(dynamic), none_is_leaf=False)]
+        inputs = shard_inputs(self.spmd, *leaves)
+        return RayResult(self, self.devices.execute(self.key, self.spmd, inputs, trace_values=trace_values))
+
+
+class RayResult:
+    """One run of a ``Compiled``: outputs stay on the devices until ``outputs`` / ``shards``."""
+
+    def __init__(self, compiled: Compiled, execution):
+        self.compiled = compiled
+        self.execution = execution
+        self.controller_calls = execution.controller_calls
+
+    @property
+    def outputs(self):
+        from .placement import assemble_outputs
+
+        out = assemble_outputs(self.compiled.spmd, self.execution.outputs.fetch())
+        tree = self.compiled.program.out_tree
+        if tree is None:
+            return out
+        import optree
+
+        return optree.tree_unflatten(tree, list(out))
+
+    def shards(self, device: int) -> tuple[np.ndarray, ...]:
+        return tuple(self.execution.outputs[device])
+
+    @property
+    def comm(self):
+        return self.execution.comm
+
+    @property
+    def memory(self):
+        return self.execution.memory
+
+    @property
+    def records(self):
+        return self.execution.records
+
+
+def run_ray(spmd, inputs, *, address: str | None = None, device_memory=None, timeout: float | None = 10.0,
+            algorithm: str = "direct", trace_values: bool = False):
+    """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go)."""
+    with RayMesh(devices=spmd.devices, address=address) as m:
+        ex = m.run_spmd(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm,
+                        trace_values=trace_values)
+        ex.outputs.fetch()
+        return ex
+
+
+__all__ = ["Compiled", "DeviceActor", "RayMesh", "RayResult", "ensure_ray", "run_ray"]

@@ -1,0 +1,202 @@
+"""The Ray backend: one actor per device, the same bits and the same communication records as the
+local backend, O(devices) controller calls per run, and failures (a dead device, a mismatched
+schedule) reported by name in bounded time.
+
+One local Ray instance serves the whole session (2 cores: the actors take fractional CPUs), and
+one 8-device RayMesh serves every test that does not kill a device."""
+
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import simshard as ss  # noqa: E402
+from simshard import P  # noqa: E402
+from simshard.partition import (  # noqa: E402
+    AllGather, AllReduce, AllToAll, CollectivePermute, ReduceScatter, Schedule, SpmdProgram,
+)
+from simshard.runtime import DeviceLostError, PeerTimeoutError, run_local  # noqa: E402
+from simshard.runtime.ray_backend import RayMesh  # noqa: E402
+
+MESH = ss.Mesh({"x": 2, "y": 4})
+MEGATRON = (P("x", None), P(None, "y"), P("y", None))
+
+
+def mlp(x, w1, w2):
+    return np.maximum(x @ w1, 0) @ w2
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 logging_level="ERROR", _node_ip_address="127.0.0.1")
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def mesh8(ray_session):
+    with RayMesh(MESH) as devices:
+        yield devices
+
+
+@pytest.fixture(scope="module")
+def args():
+    return ss.exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)
+
+
+def spmd_of(per_device: dict, n_in: int = 1) -> SpmdProgram:
+    return SpmdProgram(None, tuple(Schedule(d, tuple(range(n_in)), tuple(i), (0,)) for d, i in per_device.items()),
+                       (), ())
+
+
+def every_collective(devices=tuple(range(8))) -> SpmdProgram:
+    """All-gather, reduce-scatter, all-reduce, all-to-all and a permute, on one [8, 6] float32
+    block per device, in groups of 4 and the whole mesh."""
+    rows = [(0, 1, 2, 3), (4, 5, 6, 7)]
+    scheds = []
+    for d in devices:
+        g = rows[d // 4]
+        instrs = (
+            AllGather(1, "%1 ag", src=0, dst=1, group=g, axis=0, axes=("y",)),
+            ReduceScatter(2, "%2 rs", src=1, dst=2, group=devices, axis=0, splits=(4,) * 8, axes=("x", "y")),
+            AllReduce(3, "%3 ar", src=2, dst=3, group=g, axes=("y",)),
+            AllToAll(4, "%4 a2a", src=0, dst=4, group=g, split_axis=0, splits=(2,) * 4, concat_axis=1, axes=("y",)),
+            CollectivePermute(5, "%5 perm", src=4, dst=5, pairs=tuple((i, (i + 1) % 8) for i in devices),
+                              shape=(2, 24), dtype="float32", axes=("x", "y")),
+        )
+        scheds.append(Schedule(d, (0,), instrs, (3, 5)))
+    return SpmdProgram(None, tuple(scheds), (), ())
+
+
+def bits(a):
+    a = np.ascontiguousarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def test_every_collective_bitwise_and_records_equal_to_local(mesh8):
+    spmd = every_collective()
+    rng = np.random.default_rng(0)
+    inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs)
+    remote = mesh8.run_spmd(spmd, inputs)
+    for d in spmd.devices:
+        assert [bits(a) for a in remote.outputs[d]] == [bits(a) for a in local.outputs[d]], d
+    assert remote.records == local.records  # kind, group, bytes and messages per peer, per device and instruction
+    assert remote.transfers.matrix() == local.transfers.matrix()
+    for d in spmd.devices:
+        assert remote.transfers.device_totals(d).peer_rows() == local.transfers.device_totals(d).peer_rows()
+    assert {r.kind for r in remote.records} == {"all_gather", "reduce_scatter", "all_reduce", "all_to_all",
+                                                "collective_permute"}
+    assert remote.memory == local.memory
+
+
+def test_compiled_runs_again_and_controller_calls_do_not_grow_with_ops(mesh8, args):
+    compiled = mesh8.compile(mlp, *args, in_shardings=MEGATRON)
+    first = compiled(*args)
+    assert np.array_equal(first.outputs, mlp(*args))
+    local = run_local(compiled.spmd, ss.runtime.shard_inputs(compiled.spmd, *args))
+    assert first.records == local.records
+    again = compiled(*args)  # two runs: the same bits, the same records
+    assert bits(again.outputs) == bits(first.outputs) and again.records == first.records
+    # one device's shards without gathering the rest
+    assert np.array_equal(again.shards(5)[0], again.outputs[8:])
+
+    # a longer program (more ops, more collectives) costs the controller the same calls per run
+    def deeper(x, w1, w2):
+        h = x @ w1
+        for _ in range(4):
+            h = np.maximum(h, 0) * 2
+        return (h @ w2).sum(axis=0)
+
+    long = mesh8.compile(deeper, *args, in_shardings=MEGATRON)
+    assert sum(len(s.instrs) for s in long.spmd.schedules) > sum(len(s.instrs) for s in compiled.spmd.schedules)
+    res = long(*args)
+    assert np.array_equal(res.outputs, deeper(*args))
+    n = len(MESH.device_ids)
+    for r in (first, again, res):
+        calls = r.controller_calls
+        assert calls["remote"] == n and calls["put"] == 3 * n  # one run call, one put per input shard
+        assert calls["wait"] <= n and calls["get"] <= n
+    assert res.controller_calls == again.controller_calls
+
+
+def test_ss_run_on_ray_matches_local(ray_session, args):
+    res = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="ray")
+    loc = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="local")
+    assert res.verify.bitwise, str(res.verify)
+    assert bits(res.outputs) == bits(loc.outputs)
+    assert res.comm.records == loc.comm.records
+    assert res.execution.values  # op by op checking ran on the devices' traced values too
+
+
+def test_mismatched_schedule_names_both_devices_positions(mesh8):
+    spmd = spmd_of({
+        0: [AllReduce(1, "%5 dot", src=0, dst=0, group=(0, 1), axes=("x",))],
+        1: [AllGather(2, "reshard", src=0, dst=0, group=(0, 1), axis=0, axes=("x",)),
+            AllReduce(1, "%5 dot", src=0, dst=0, group=(0, 1), axes=("x",))],
+    })
+    start = time.perf_counter()
+    with pytest.raises(PeerTimeoutError) as err:
+        mesh8.run_spmd(spmd, {d: [np.ones((2, 2), np.float32)] for d in (0, 1)}, timeout=1.0)
+    assert time.perf_counter() - start < 8.0
+    e = err.value
+    msg = str(e)
+    assert e.devices in ((0, 1), (1, 0)) and set(e.positions) == {0, 1}
+    assert "at position 0 [1] all_reduce over (0, 1) (axes x) from '%5 dot'" in msg
+    assert "at position 0 [2] all_gather over (0, 1) (axes x) from 'reshard'" in msg
+    # the mesh still works after a failed run
+    ok = mesh8.run_spmd(spmd_of({d: [AllReduce(9, "ok", src=0, dst=0, group=(0, 1))] for d in (0, 1)}),
+                        {d: [np.ones((2, 2), np.float32)] for d in (0, 1)})
+    assert np.array_equal(ok.outputs[1][0], np.full((2, 2), 2, np.float32))
+
+
+def test_a_dead_device_is_named_with_its_instruction_in_bounded_time(ray_session):
+    with RayMesh(devices=(0, 1, 2)) as devices:
+        # killed before the run: its peers wait for its part of the all-reduce
+        spmd = spmd_of({d: [AllReduce(4, "%4 sum", src=0, dst=0, group=(0, 1, 2), axes=("x",))] for d in (0, 1, 2)})
+        key = devices.load(spmd, timeout=60.0)
+        ray.kill(devices.actors[2])
+        start = time.perf_counter()
+        with pytest.raises(DeviceLostError) as err:
+            devices.execute(key, spmd, {d: [np.ones((2,), np.float32)] for d in (0, 1, 2)})
+        assert time.perf_counter() - start < 10.0  # not the 60 s receive timeout
+        e = err.value
+        assert e.device == 2 and e.instr == 4 and e.position == 0
+        assert "device 2's Ray actor died" in str(e)
+        assert "[4] all_reduce over (0, 1, 2)" in str(e)
+
+    with RayMesh(devices=(0, 1, 2)) as devices:
+        # killed during the run: device 1 is stuck waiting for device 2 (which never sends),
+        # device 0 waits for device 1's part of instruction 7
+        spmd = spmd_of({
+            0: [AllReduce(7, "%7 sum", src=0, dst=0, group=(0, 1))],
+            1: [AllReduce(6, "%6 sum", src=0, dst=0, group=(1, 2)), AllReduce(7, "%7 sum", src=0, dst=0, group=(0, 1))],
+            2: [AllGather(5, "other", src=0, dst=0, group=(1, 2), axis=0)],
+        })
+        key = devices.load(spmd, timeout=60.0)
+        box = {}
+
+        def kill_soon():
+            time.sleep(1.0)
+            ray.kill(devices.actors[1])
+
+        import threading
+
+        t = threading.Thread(target=kill_soon)
+        start = time.perf_counter()
+        t.start()
+        try:
+            devices.execute(key, spmd, {d: [np.ones((2,), np.float32)] for d in (0, 1, 2)})
+        except DeviceLostError as e:
+            box["e"] = e
+        t.join()
+        assert time.perf_counter() - start < 12.0
+        e = box["e"]
+        assert e.device == 1 and e.instr == 7 and e.position == 1
+        assert "device 0 was waiting for it" in str(e)
