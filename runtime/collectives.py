@@ -143,11 +143,14 @@ async def all_gather(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int
 
 
 async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int, splits: Sequence[int],
-                         reduce_op: str = "sum") -> np.ndarray:
-    """Reduce the members' buffers (group order) and keep chunk ``i`` (``splits[i]`` long along
-    ``axis``) on member ``i``."""
+                         reduce_op: str = "sum", reduce_order: Sequence[int] = ()) -> np.ndarray:
+    """Reduce the members' buffers (in ``reduce_order`` if given, else group order) and keep chunk
+    ``i`` (``splits[i]`` long along ``axis``) on member ``i``."""
     what = "reduce_scatter"
     i = _index(ch.me, group, what)
+    order = tuple(reduce_order) or tuple(group)
+    if sorted(order) != sorted(group):
+        raise CollectiveError(f"{what}: reduce order {order} is not a permutation of the group {tuple(group)}")
     x = np.asarray(x)
     axis = _axis(axis, x.ndim, what)
     pieces = _split(x, axis, splits, len(group), what)
@@ -157,15 +160,15 @@ async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis:
     mine = pieces[i]
     if not mine.shape[axis]:
         return reduce_in_order([mine], reduce_op)
-    parts = []
+    parts = {}
     for p in group:
         if p == ch.me:
-            parts.append(mine)
+            parts[p] = mine
             continue
         b = await ch.recv(p, 0)
         _check_block(what, ch.me, p, b, mine, None)
-        parts.append(b)
-    return reduce_in_order(parts, reduce_op)
+        parts[p] = b
+    return reduce_in_order([parts[p] for p in order], reduce_op)
 
 
 async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op: str = "sum") -> np.ndarray:
@@ -313,7 +316,8 @@ async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: st
     if kind == "all_gather":
         return await all_gather(ch, x, instr.group, instr.axis)
     if kind == "reduce_scatter":
-        return await reduce_scatter(ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op)
+        return await reduce_scatter(ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op,
+                                    getattr(instr, "reduce_order", ()))
     if kind == "all_reduce":
         return await all_reduce(ch, x, instr.group, instr.reduce_op)
     if kind == "all_to_all":

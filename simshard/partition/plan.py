@@ -226,9 +226,9 @@ def _emit_all_gather(step: Step, b, src, dtype, source):
 
 def _emit_reduce_scatter(step: Step, b, src, dtype, source):
     dst = b.buf()
-    gof, splits = step.data
+    gof, splits, order = step.data
     b.emit(lambda d: ReduceScatter(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, splits=splits[d],
-                                   reduce_op=step.reduce_op, axes=step.axes))
+                                   reduce_op=step.reduce_op, axes=step.axes, reduce_order=order[d]))
     return dst
 
 

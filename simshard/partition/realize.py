@@ -141,7 +141,7 @@ def _reduce_scatter(move, before, after, L, L2, shape, item, mesh):
     j = move.dim
     op = L.reduce_op
     groups = atom_groups(mesh, move.atoms)
-    gof, splits, sent, rec, mn = {}, {}, {}, {}, {}
+    gof, splits, order, sent, rec, mn = {}, {}, {}, {}, {}, {}
     for G in groups:
         B = L.index_map[G[0]][j]
         sp = [len(L2.index_map[m][j]) for m in G]
@@ -153,15 +153,17 @@ def _reduce_scatter(move, before, after, L, L2, shape, item, mesh):
         N = block_size(L, G[0])
         other = N // len(B) if len(B) else 0
         g = len(G)
+        canonical = tuple(sorted(G, key=mesh.device_ids.index))  # ascending mesh coordinate
         for idx, m in enumerate(G):
             c = other * sp[idx]
             gof[m] = G
+            order[m] = canonical
             splits[m] = tuple(sp)
             rec[m] = c * (g - 1) * item
             sent[m] = (N - c) * item
             mn[m] = (g - 1) / g * N * item
     return Step("reduce_scatter", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=j,
-                reduce_op=op, sent=sent, received=rec, minimum=mn, data=(gof, splits))
+                reduce_op=op, sent=sent, received=rec, minimum=mn, data=(gof, splits, order))
 
 
 def _all_reduce(move, before, after, L, L2, shape, item, mesh):

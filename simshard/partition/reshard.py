@@ -365,7 +365,8 @@ def _layout_reduce_scatter(S, L: Layout, L2: Layout, shape, item) -> Step | None
         if ok:
             after = Layout(L2.mesh, L2.shape, L2.index_map)
             return Step("reduce_scatter", S, after, shape, item, tuple(groups), tuple(r.short() for r in L.unreduced), dim=k,
-                        reduce_op=L.reduce_op, sent=sent, received=rec, minimum=mn, data=(gof, splits))
+                        reduce_op=L.reduce_op, sent=sent, received=rec, minimum=mn,
+                        data=(gof, splits, gof))  # reduce groups are already in canonical order
     return None
 
 

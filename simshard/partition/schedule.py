@@ -109,8 +109,10 @@ class AllGather(Instr):
 
 @dataclass(frozen=True)
 class ReduceScatter(Instr):
-    """Reduce the group's buffers (canonical order) and give member i chunk i along ``axis``;
-    ``splits`` are the chunk lengths (uneven chunks allowed)."""
+    """Reduce the group's buffers and give member i chunk i along ``axis``; ``splits`` are the
+    chunk lengths (uneven chunks allowed). Contributions combine in ``reduce_order`` (the group
+    sorted by mesh coordinate, the canonical order) when given, else in group order: the chunk
+    order follows the target dim, which need not be the canonical order."""
 
     src: int
     dst: int
@@ -119,6 +121,7 @@ class ReduceScatter(Instr):
     splits: tuple[int, ...]
     reduce_op: str = "sum"
     axes: tuple[str, ...] = ()
+    reduce_order: Group = ()
     kind: ClassVar[str] = "reduce_scatter"
     is_collective: ClassVar[bool] = True
 

@@ -142,7 +142,8 @@ def _collective(first, instrs, mem, res: RefRun, iid: int) -> None:
             op = REDUCE_OPS[ins.reduce_op]
             shapes = {x.shape for x in xs}
             assert len(shapes) == 1, f"instruction {iid}: reduce over differing shapes {shapes}"
-            total = op.reduce(xs)
+            order = getattr(ins, "reduce_order", ()) or g
+            total = op.reduce([mem[m_][instrs[m_].src] for m_ in order])
             item = total.dtype.itemsize
             if isinstance(ins, ReduceScatter):
                 for m_ in g:

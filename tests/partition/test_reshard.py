@@ -125,3 +125,28 @@ def test_meshes_with_different_axes_reuse_the_devices():
 
 def test_exported_from_simshard():
     assert ss.plan_reshard is plan_reshard
+
+
+def test_reduce_scatter_combines_in_canonical_order_even_when_the_target_dim_lists_axes_otherwise():
+    """Pending over (x, y) scattered onto a dim sharded {"y", "x"}: chunks follow y-major order,
+    but contributions still add in ascending mesh coordinate, the order Layout.assemble uses."""
+    import numpy as np
+
+    import simshard as ss
+    from tests.partition.helpers import execute_plan
+
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    src = ss.Sharding.parse('<@mesh, [{}], unreduced={"x", "y"}>', mesh)
+    dst = ss.Sharding.parse('<@mesh, [{"y", "x"}]>', mesh)
+    plan = ss.plan_reshard(src, dst, (4,))
+    (step,) = plan.steps
+    assert step.kind == "reduce_scatter" and step.groups == ((0, 2, 1, 3),)
+    # float32 values where the order of additions changes the bits
+    vals = {0: 1e8, 1: 1.0, 2: -1e8, 3: 1.0}
+    shards = {d: np.full(4, vals[d], dtype=np.float32) for d in mesh.device_ids}
+    out, _, _ = execute_plan(plan, shards)
+    canonical = ss.layout(src, (4,)).assemble(shards)  # ((1e8 + 1) - 1e8) + 1 = 1
+    other = np.float32(np.float32(np.float32(1e8) + np.float32(-1e8)) + np.float32(1.0)) + np.float32(1.0)  # group order: 2
+    assert canonical[0] != other
+    got = ss.layout(dst, (4,)).assemble(out)
+    assert np.array_equal(got.view(np.uint32), canonical.view(np.uint32))
