@@ -113,6 +113,7 @@ def _make_transport_class():
             self.run_id = run_id
             self.mailbox = mailbox
             self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
+            self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
 
         async def _deliver(self, msg: Message) -> None:
@@ -124,7 +125,21 @@ def _make_transport_class():
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
             payload = ray.put(msg.array) if msg.array.nbytes >= INLINE_BYTES else msg.array
-            peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)  # no ack awaited
+            # no ack awaited here; the answers are looked at once this device has finished (``late``)
+            ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
+            self.sent.append((ref, msg.dst, msg.key, msg.note))
+
+        async def late(self, timeout: float = 5.0) -> list[tuple]:
+            """(destination, key, note) of the messages whose receiver had already finished the
+            run when they arrived: a schedule mismatch that would otherwise pass unnoticed."""
+            if not self.sent:
+                return []
+            try:
+                answers = await asyncio.wait_for(
+                    asyncio.gather(*(r for r, *_ in self.sent), return_exceptions=True), timeout)
+            except asyncio.TimeoutError:
+                return []  # a receiver too busy to answer: nothing known
+            return [(dst, key, note) for (_, dst, key, note), a in zip(self.sent, answers) if a == "finished"]
 
         async def _collect(self, dst: int, src: int, key, timeout) -> Message:
             if src != self.device and src not in self.peers:
@@ -178,6 +193,7 @@ class DeviceActor:
         self.runs: dict[int, _RunState] = {}
         self.closed: dict[int, str] = {}  # finished run -> where it ended
         self._closed_order: deque = deque()
+        self.finished: set[int] = set()  # closed runs this device completed
         self._transport_cls = None
         self.floor = 0  # runs below this id are over (a restart): their messages are stale
 
@@ -212,18 +228,28 @@ class DeviceActor:
             st = self.runs[run_id] = _RunState(self.device)
         return st
 
-    def _close(self, run_id: int, where: str) -> None:
+    def _close(self, run_id: int, where: str, completed: bool = False) -> None:
+        if run_id in self.closed:
+            return
         self.runs.pop(run_id, None)
         self.closed[run_id] = where
+        if completed:
+            self.finished.add(run_id)
         self._closed_order.append(run_id)
         while len(self._closed_order) > 64:
-            self.closed.pop(self._closed_order.popleft(), None)
+            old = self._closed_order.popleft()
+            self.closed.pop(old, None)
+            self.finished.discard(old)
 
-    async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> None:
+    async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> str:
+        """Put a peer's message in run ``run_id``'s mailbox. The answer, which the sender looks at
+        when it has finished: "ok"; "finished" (this device had completed the run without
+        receiving it: a schedule mismatch); "over" (a run left, failed or aborted)."""
         from .transport import Message
 
         if self._over(run_id):
-            return  # a run this device has left (failed or aborted): nothing waits for it
+            # a run this device has left: nothing waits for the message
+            return "finished" if run_id in self.finished else "over"
         st = self._state(run_id)
         try:
             st.mailbox.put(Message(src, self.device, tuple(key), np.array(array, copy=True), tag, note))
@@ -231,6 +257,7 @@ class DeviceActor:
             st.error = e
             if st.task is not None and not st.task.done():
                 st.task.cancel()
+        return "ok"
 
     async def where(self, run_id: int) -> str:
         if run_id in self.closed:
@@ -297,6 +324,8 @@ class DeviceActor:
             ray = _import_ray()
             outs = st.task.result()
             undelivered = [(m.src, m.key, m.note) for m in st.mailbox.undelivered()]
+            self._close(run_id, ex.where(), completed=True)  # from here on a message is late
+            late = await transport.late(timeout if timeout is not None else 5.0)
             return {
                 "status": "ok",
                 "outputs": [ray.put(np.asarray(o)) for o in outs],  # stay here until asked for
@@ -305,6 +334,7 @@ class DeviceActor:
                 "transfers": list(transport.log.entries),
                 "values": dict(ex.traced),
                 "undelivered": undelivered,
+                "late": late,
                 "where": ex.where(),
             }
         finally:
@@ -581,16 +611,18 @@ class RayMesh:
             results[d] = {"status": "aborted", "where": "not answering", "waits": []}
         if dead or any(r["status"] != "ok" for r in results.values()):
             raise _failure(spmd, results, dead)
-        for d in spmd.devices:
-            if results[d]["undelivered"]:
-                from .errors import ScheduleMismatchError
+        unreceived = [(src, d, k, note) for d in spmd.devices for src, k, note in results[d]["undelivered"]]
+        # a message that reached its receiver after that had finished, as its sender heard
+        unreceived += [(s, d, k, note) for s in spmd.devices for d, k, note in results[s].get("late", ())]
+        if unreceived:
+            from .errors import ScheduleMismatchError
 
-                src, k, note = results[d]["undelivered"][0]
-                raise ScheduleMismatchError(
-                    f"schedules do not match: device {src} sent message {k} (instruction id {k[0]}, sent {note}) to "
-                    f"device {d}, which finished without receiving it",
-                    devices=(src, d), positions={src: note, d: results[d]["where"]},
-                )
+            src, d, k, note = unreceived[0]
+            raise ScheduleMismatchError(
+                f"schedules do not match: device {src} sent message {k} (instruction id {k[0]}, sent {note}) to "
+                f"device {d}, which finished without receiving it",
+                devices=(src, d), positions={src: note, d: results[d]["where"]},
+            )
         log = TransferLog()
         for d in spmd.devices:
             for e in results[d]["transfers"]:

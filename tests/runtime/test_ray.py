@@ -17,7 +17,7 @@ from simshard import P  # noqa: E402
 from simshard.partition import (  # noqa: E402
     AllGather, AllReduce, AllToAll, CollectivePermute, ReduceScatter, Schedule, SpmdProgram,
 )
-from simshard.runtime import DeviceLostError, PeerTimeoutError, run_local  # noqa: E402
+from simshard.runtime import DeviceLostError, PeerTimeoutError, ScheduleMismatchError, run_local  # noqa: E402
 from simshard.runtime.ray_backend import RayMesh  # noqa: E402
 
 MESH = ss.Mesh({"x": 2, "y": 4})
@@ -127,7 +127,7 @@ def test_compiled_runs_again_and_controller_calls_do_not_grow_with_ops(mesh8, ar
 
 
 def test_ss_run_on_ray_matches_local(ray_session, args):
-    res = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="ray")
+    res = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="ray", retries=1)
     loc = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="local")
     assert res.verify.bitwise, str(res.verify)
     assert bits(res.outputs) == bits(loc.outputs)
@@ -265,21 +265,21 @@ def test_kill_a_random_device_at_random_moments_never_a_wrong_result(mesh4):
     import random
     import threading
 
-    spmd = chain()
+    spmd = chain(n=4)
     rng = np.random.default_rng(2)
     inputs = {d: [rng.standard_normal((8, 16)).astype(np.float32)] for d in spmd.devices}
     expect = {d: [bits(a) for a in run_local(spmd, inputs).outputs[d]] for d in spmd.devices}
     key = mesh4.load(spmd, timeout=20.0)
+    mesh4.execute(key, spmd, inputs).outputs.fetch()  # warm
     t0 = time.perf_counter()
     mesh4.execute(key, spmd, inputs).outputs.fetch()
     took = time.perf_counter() - t0
-    print("took", took)
     pick = random.Random(5)
     outcomes = []
     start = time.perf_counter()
-    for i in range(12):
+    for i in range(10):
         victim, retries = pick.choice(spmd.devices), (2 if i % 2 == 0 else 0)
-        when = None if i % 4 == 1 else pick.uniform(0, 1.5 * took)  # None: before the run
+        when = None if i % 4 in (0, 1) else pick.uniform(0, 1.5 * took)  # None: before the run
         killed = {}
 
         def kill(d=victim, delay=when):
@@ -296,7 +296,6 @@ def test_kill_a_random_device_at_random_moments_never_a_wrong_result(mesh4):
         t = time.perf_counter()
         try:
             res = mesh4.execute(key, spmd, inputs, retries=retries)
-            done = time.perf_counter()
             if when is not None:
                 killer.join()
             try:
@@ -304,7 +303,7 @@ def test_kill_a_random_device_at_random_moments_never_a_wrong_result(mesh4):
                 assert got == expect, f"run {i}: a wrong result"  # never
                 outcomes.append(("ok", res.attempts))
             except DeviceLostError as e:  # the kill came after the run: the outputs went with it
-                assert e.device == victim and killed["at"] > done, (i, str(e))
+                assert e.device == victim and "died after the run" in str(e), (i, str(e))
                 outcomes.append(("outputs lost", 1))
         except DeviceLostError as e:
             assert retries == 0, f"run {i}: {e}"
@@ -313,7 +312,21 @@ def test_kill_a_random_device_at_random_moments_never_a_wrong_result(mesh4):
         killer.join() if killer.is_alive() else None
         assert time.perf_counter() - t < 12.0, f"run {i} took {time.perf_counter() - t:.1f} s"
         mesh4.repair()
-        print(i, victim, retries, when, outcomes[-1], round(time.perf_counter() - t, 2), flush=True)
     assert time.perf_counter() - start < 60.0
     assert any(o == "ok" and n > 1 for o, n in outcomes), outcomes  # a retried run succeeded
     assert any(o == "lost" for o, _ in outcomes), outcomes
+
+
+def test_a_message_arriving_after_its_receiver_finished_is_reported(mesh4):
+    # device 1 has nothing to do and is done long before device 0, busy with an all-reduce,
+    # sends it a message: the message arrives late, and the run must not pass for a good one
+    spmd = spmd_of({
+        0: [AllReduce(2, "%2 sum", src=0, dst=0, group=(0, 2, 3)),
+            CollectivePermute(3, "%3 perm", src=0, dst=1, pairs=((0, 1),), shape=(2,), dtype="float32")],
+        1: [],
+        2: [AllReduce(2, "%2 sum", src=0, dst=0, group=(0, 2, 3))],
+        3: [AllReduce(2, "%2 sum", src=0, dst=0, group=(0, 2, 3))],
+    })
+    with pytest.raises(ScheduleMismatchError, match=r"device 0 sent message \(3, 0\) .* to device 1, which finished "
+                                                    r"without receiving it"):
+        mesh4.run_spmd(spmd, {d: [np.ones((2,), np.float32)] for d in range(4)})
