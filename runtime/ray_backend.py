@@ -20,9 +20,15 @@ counts every call the controller made.
         res.outputs, res.shards(3), res.comm, res.controller_calls
 
 Failures: a device whose actor dies gives a ``DeviceLostError`` naming it and the instruction its
-peers were waiting for it to reach; the other devices are stopped at once. A mismatched schedule
-is found by the receive timeout (a device sees only itself) and reported with both devices'
-positions (the waiting device asks the silent one where it is).
+peers were waiting for it to reach; the other devices are stopped at once. With ``retries=N``
+(``execute``, ``Compiled(...)``, ``ss.run(..., backend="ray")``) the controller instead restarts
+the lost devices (``RayMesh.repair``: fresh actors, every peer reconnected, schedules shipped again
+from the bytes kept here) and runs the whole program again under a new run id, so messages of the
+failed attempt are dropped; after N failed retries the last ``DeviceLostError`` is raised. A
+mismatched schedule is found by the receive timeout (a device sees only itself) and reported with
+both devices' positions (the waiting device asks the silent one where it is); a message its
+receiver never took is reported whether it arrived before the receiver finished (left in its
+mailbox) or after (the sender, once done, looks at its deliveries' answers).
 """
 
 from __future__ import annotations
