@@ -126,7 +126,8 @@ def run(
     ``backend``: ``"local"`` (every device an asyncio task in this process) or ``"ray"`` (one
     Ray actor per device, started for this run; ``address=`` joins an existing Ray cluster, by
     default a local Ray is started on demand or the initialised one reused). To keep device
-    actors across runs use ``ss.runtime.RayMesh``.
+    actors across runs use ``ss.runtime.RayMesh``; ``retries=N`` restarts a device whose actor
+    died and runs again, up to N times (see ``RayMesh.execute``).
     """
     from simshard.partition import partition
 

@@ -30,11 +30,14 @@ def _rebuild(cls, args, state):
 class DeviceLostError(ExecutionError):
     """A device's process died (its Ray actor is gone) during a run. ``instr`` / ``position``:
     the instruction its peers were waiting for it to reach, when known; ``positions``: where
-    every surviving device was."""
+    every surviving device was; ``lost``: every device whose actor died; ``attempts``: how many
+    times the run was tried (``retries=N``: up to N + 1)."""
 
-    def __init__(self, message: str, *, positions: dict | None = None, **kw):
+    def __init__(self, message: str, *, positions: dict | None = None, lost: tuple = (), attempts: int = 1, **kw):
         super().__init__(message, **kw)
         self.positions = dict(positions or {})
+        self.lost = tuple(lost)
+        self.attempts = attempts
 
 
 class ScheduleMismatchError(ExecutionError):

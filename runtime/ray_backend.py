@@ -20,9 +20,15 @@ counts every call the controller made.
         res.outputs, res.shards(3), res.comm, res.controller_calls
 
 Failures: a device whose actor dies gives a ``DeviceLostError`` naming it and the instruction its
-peers were waiting for it to reach; the other devices are stopped at once. A mismatched schedule
-is found by the receive timeout (a device sees only itself) and reported with both devices'
-positions (the waiting device asks the silent one where it is).
+peers were waiting for it to reach; the other devices are stopped at once. With ``retries=N``
+(``execute``, ``Compiled(...)``, ``ss.run(..., backend="ray")``) the controller instead restarts
+the lost devices (``RayMesh.repair``: fresh actors, every peer reconnected, schedules shipped again
+from the bytes kept here) and runs the whole program again under a new run id, so messages of the
+failed attempt are dropped; after N failed retries the last ``DeviceLostError`` is raised. A
+mismatched schedule is found by the receive timeout (a device sees only itself) and reported with
+both devices' positions (the waiting device asks the silent one where it is); a message its
+receiver never took is reported whether it arrived before the receiver finished (left in its
+mailbox) or after (the sender, once done, looks at its deliveries' answers).
 """
 
 from __future__ import annotations
@@ -113,6 +119,7 @@ def _make_transport_class():
             self.run_id = run_id
             self.mailbox = mailbox
             self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
+            self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
 
         async def _deliver(self, msg: Message) -> None:
@@ -124,7 +131,21 @@ def _make_transport_class():
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
             payload = ray.put(msg.array) if msg.array.nbytes >= INLINE_BYTES else msg.array
-            peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)  # no ack awaited
+            # no ack awaited here; the answers are looked at once this device has finished (``late``)
+            ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
+            self.sent.append((ref, msg.dst, msg.key, msg.note))
+
+        async def late(self, timeout: float = 5.0) -> list[tuple]:
+            """(destination, key, note) of the messages whose receiver had already finished the
+            run when they arrived: a schedule mismatch that would otherwise pass unnoticed."""
+            if not self.sent:
+                return []
+            try:
+                answers = await asyncio.wait_for(
+                    asyncio.gather(*(r for r, *_ in self.sent), return_exceptions=True), timeout)
+            except asyncio.TimeoutError:
+                return []  # a receiver too busy to answer: nothing known
+            return [(dst, key, note) for (_, dst, key, note), a in zip(self.sent, answers) if a == "finished"]
 
         async def _collect(self, dst: int, src: int, key, timeout) -> Message:
             if src != self.device and src not in self.peers:
@@ -178,14 +199,22 @@ class DeviceActor:
         self.runs: dict[int, _RunState] = {}
         self.closed: dict[int, str] = {}  # finished run -> where it ended
         self._closed_order: deque = deque()
+        self.finished: set[int] = set()  # closed runs this device completed
         self._transport_cls = None
+        self.floor = 0  # runs below this id are over (a restart): their messages are stale
 
     def pid(self) -> int:
         return os.getpid()
 
-    async def connect(self, peers: dict) -> int:
+    async def connect(self, peers: dict, floor: int | None = None) -> int:
+        """Learn every peer's handle (again after a restart); runs below ``floor`` are over."""
         self.peers = {d: h for d, h in peers.items() if d != self.device}
+        if floor is not None:
+            self.floor = max(self.floor, floor)
         return len(self.peers)
+
+    def _over(self, run_id: int) -> bool:
+        return run_id < self.floor or run_id in self.closed
 
     async def load(self, key, data: bytes, capacity, algorithm: str, trace: tuple, timeout) -> int:
         from simshard.partition.schedule import Schedule
@@ -205,18 +234,28 @@ class DeviceActor:
             st = self.runs[run_id] = _RunState(self.device)
         return st
 
-    def _close(self, run_id: int, where: str) -> None:
+    def _close(self, run_id: int, where: str, completed: bool = False) -> None:
+        if run_id in self.closed:
+            return
         self.runs.pop(run_id, None)
         self.closed[run_id] = where
+        if completed:
+            self.finished.add(run_id)
         self._closed_order.append(run_id)
         while len(self._closed_order) > 64:
-            self.closed.pop(self._closed_order.popleft(), None)
+            old = self._closed_order.popleft()
+            self.closed.pop(old, None)
+            self.finished.discard(old)
 
-    async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> None:
+    async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> str:
+        """Put a peer's message in run ``run_id``'s mailbox. The answer, which the sender looks at
+        when it has finished: "ok"; "finished" (this device had completed the run without
+        receiving it: a schedule mismatch); "over" (a run left, failed or aborted)."""
         from .transport import Message
 
-        if run_id in self.closed:
-            return  # a run this device has left (failed or aborted): nothing waits for it
+        if self._over(run_id):
+            # a run this device has left: nothing waits for the message
+            return "finished" if run_id in self.finished else "over"
         st = self._state(run_id)
         try:
             st.mailbox.put(Message(src, self.device, tuple(key), np.array(array, copy=True), tag, note))
@@ -224,6 +263,7 @@ class DeviceActor:
             st.error = e
             if st.task is not None and not st.task.done():
                 st.task.cancel()
+        return "ok"
 
     async def where(self, run_id: int) -> str:
         if run_id in self.closed:
@@ -237,6 +277,8 @@ class DeviceActor:
         """Devices ``dead`` are gone: a receive from them (now or later in this run) fails."""
         from .transport import PeerLost
 
+        if self._over(run_id):
+            return
         st = self._state(run_id)
         st.dead.update(dead)
         if st.transport is not None:
@@ -245,6 +287,8 @@ class DeviceActor:
                     st.mailbox.fail(src, key, PeerLost(self.device, src, key))
 
     async def abort(self, run_id: int) -> None:
+        if self._over(run_id):
+            return
         st = self._state(run_id)
         st.aborted = True
         if st.task is not None and not st.task.done():
@@ -286,6 +330,8 @@ class DeviceActor:
             ray = _import_ray()
             outs = st.task.result()
             undelivered = [(m.src, m.key, m.note) for m in st.mailbox.undelivered()]
+            self._close(run_id, ex.where(), completed=True)  # from here on a message is late
+            late = await transport.late(timeout if timeout is not None else 5.0)
             return {
                 "status": "ok",
                 "outputs": [ray.put(np.asarray(o)) for o in outs],  # stay here until asked for
@@ -294,6 +340,7 @@ class DeviceActor:
                 "transfers": list(transport.log.entries),
                 "values": dict(ex.traced),
                 "undelivered": undelivered,
+                "late": late,
                 "where": ex.where(),
             }
         finally:
@@ -317,7 +364,11 @@ class _Outputs(Mapping):
                 raise KeyError(device)
             ray = _import_ray()
             self._calls["get"] += 1
-            self._got[device] = tuple(np.array(a, copy=True) for a in ray.get(self._refs[device]))
+            try:
+                got = ray.get(self._refs[device])
+            except ray.exceptions.ObjectLostError as e:  # OwnerDiedError too: the actor held them
+                raise _outputs_lost(device, e) from e
+            self._got[device] = tuple(np.array(a, copy=True) for a in got)
         return self._got[device]
 
     def fetch(self) -> "_Outputs":
@@ -326,7 +377,12 @@ class _Outputs(Mapping):
         if missing:
             ray = _import_ray()
             self._calls["get"] += 1
-            flat = ray.get([r for d in missing for r in self._refs[d]])
+            try:
+                flat = ray.get([r for d in missing for r in self._refs[d]])
+            except ray.exceptions.ObjectLostError:
+                for d in missing:  # which device's: fetch one by one
+                    self[d]
+                raise
             i = 0
             for d in missing:
                 n = len(self._refs[d])
@@ -341,11 +397,23 @@ class _Outputs(Mapping):
         return len(self._refs)
 
 
+def _outputs_lost(device: int, cause: BaseException) -> BaseException:
+    from .errors import DeviceLostError
+
+    return DeviceLostError(
+        f"device {device}'s Ray actor died after the run, and its output shards with it (they stay on "
+        f"the device until fetched): run the program again (RayMesh.repair() restarts the device; "
+        f"retries= does it for you). Ray said: {type(cause).__name__}",
+        device=device, lost=(device,),
+    )
+
+
 class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
     the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count)."""
 
     _keys = itertools.count()
+    _last_run = -1  # the latest run id (set per mesh by each run)
 
     def __init__(self, mesh=None, address: str | None = None, *, devices: Sequence[int] | None = None,
                  actor_cpus: float | None = None):
@@ -417,9 +485,11 @@ class RayMesh:
         key = next(self._keys)
         trace = tuple(sorted(spmd.checkpoint_buffers))
         refs = []
+        shipped = self._shipped()[key] = {}  # device -> load arguments, to load a restarted device again
         for s in spmd.schedules:
             a = self.actors[s.device]
-            refs.append(a.load.remote(key, s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout))
+            shipped[s.device] = (s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout)
+            refs.append(a.load.remote(key, *shipped[s.device]))
         self.calls["remote"] += len(refs)
         ray.get(refs)
         self.calls["get"] += 1
@@ -444,23 +514,59 @@ class RayMesh:
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]], *, trace_values: bool = False,
-                abort_wait: float = 10.0, lost_grace: float = 2.0):
+                abort_wait: float = 10.0, lost_grace: float = 2.0, retries: int = 0):
         """Run loaded program ``key`` on each device's input shards; an ``Execution`` whose
-        outputs stay on the devices until asked for."""
-        from simshard.report.memory import MemoryReport
+        outputs stay on the devices until asked for.
 
-        from .local import Execution, _check_inputs
-        from .transport import TransferLog
+        ``retries``: when a device's actor dies, restart it (``repair``: a fresh actor, every peer
+        given its new handle, the schedules loaded again) and run the whole program again, under a
+        new run id (messages of the failed attempt are ignored), up to ``retries`` more times; the
+        shards are put once and sent again. The ``Execution`` is the successful attempt's
+        (``attempts``: how many were made; ``controller_calls``: all of them). Once the retries
+        are spent the last attempt's ``DeviceLostError`` is raised."""
+        from .errors import DeviceLostError
+        from .local import _check_inputs
 
         ray = _import_ray()
         _check_inputs(spmd, inputs)
-        run_id = next(self._run_ids)
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, not {retries}")
         before = Counter(self.calls)
+        shards = {}
+        for d in spmd.devices:
+            shards[d] = [ray.put(np.asarray(a)) for a in inputs[d]]
+            self.calls["put"] += len(shards[d])
+        restarted: list[int] = []
+        for attempt in range(retries + 1):
+            last = attempt == retries
+            if attempt:
+                restarted += self.repair(floor=self._last_run + 1)
+            try:
+                ex = self._attempt(key, spmd, shards, trace_values, abort_wait, lost_grace if last else 0.0)
+            except DeviceLostError as e:
+                if last:
+                    e.attempts = attempt + 1
+                    raise
+                continue
+            object.__setattr__(ex, "controller_calls", dict(self.calls - before))
+            object.__setattr__(ex, "attempts", attempt + 1)
+            object.__setattr__(ex, "restarted", tuple(restarted))
+            return ex
+        raise AssertionError("unreachable")
+
+    def _attempt(self, key, spmd, shards: Mapping[int, list], trace_values: bool, abort_wait: float,
+                 lost_grace: float):
+        """One run of the program on every device (see ``execute``)."""
+        from simshard.report.memory import MemoryReport
+
+        from .local import Execution
+        from .transport import TransferLog
+
+        ray = _import_ray()
+        run_id = self._last_run = next(self._run_ids)
         pending: dict[Any, int] = {}
         for d in spmd.devices:
-            shards = [ray.put(np.asarray(a)) for a in inputs[d]]
-            self.calls["put"] += len(shards)
-            pending[self.actors[d].run.remote(key, run_id, bool(trace_values), *shards)] = d
+            pending[self.actors[d].run.remote(key, run_id, bool(trace_values), *shards[d])] = d
             self.calls["remote"] += 1
         results: dict[int, dict] = {}
         dead: dict[int, BaseException] = {}
@@ -497,6 +603,8 @@ class RayMesh:
                 continue
             if any(r["status"] != "ok" for r in results.values()):
                 abort()  # a device failed: stop the others now
+            elif set(dead) - told_dead and lost_grace <= 0:
+                abort()  # a device died and the run will be tried again: stop the others now
             elif set(dead) - told_dead:
                 # a device died: the others run on until they need it (and so name what they
                 # waited for), then fail; whatever still runs after the grace time is aborted
@@ -509,16 +617,18 @@ class RayMesh:
             results[d] = {"status": "aborted", "where": "not answering", "waits": []}
         if dead or any(r["status"] != "ok" for r in results.values()):
             raise _failure(spmd, results, dead)
-        for d in spmd.devices:
-            if results[d]["undelivered"]:
-                from .errors import ScheduleMismatchError
+        unreceived = [(src, d, k, note) for d in spmd.devices for src, k, note in results[d]["undelivered"]]
+        # a message that reached its receiver after that had finished, as its sender heard
+        unreceived += [(s, d, k, note) for s in spmd.devices for d, k, note in results[s].get("late", ())]
+        if unreceived:
+            from .errors import ScheduleMismatchError
 
-                src, k, note = results[d]["undelivered"][0]
-                raise ScheduleMismatchError(
-                    f"schedules do not match: device {src} sent message {k} (instruction id {k[0]}, sent {note}) to "
-                    f"device {d}, which finished without receiving it",
-                    devices=(src, d), positions={src: note, d: results[d]["where"]},
-                )
+            src, d, k, note = unreceived[0]
+            raise ScheduleMismatchError(
+                f"schedules do not match: device {src} sent message {k} (instruction id {k[0]}, sent {note}) to "
+                f"device {d}, which finished without receiving it",
+                devices=(src, d), positions={src: note, d: results[d]["where"]},
+            )
         log = TransferLog()
         for d in spmd.devices:
             for e in results[d]["transfers"]:
@@ -527,15 +637,79 @@ class RayMesh:
         memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
         values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
         outputs = _Outputs({d: results[d]["outputs"] for d in spmd.devices}, self.calls)
-        ex = Execution(spmd, outputs, records, memory, log, values)
-        object.__setattr__(ex, "controller_calls", dict(self.calls - before))
-        return ex
+        return Execution(spmd, outputs, records, memory, log, values)
 
     def run_spmd(self, spmd, inputs, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
-                 trace_values: bool = False):
+                 trace_values: bool = False, retries: int = 0):
         """Load and run an ``SpmdProgram`` once (``run_local``'s arguments)."""
         key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
-        return self.execute(key, spmd, inputs, trace_values=trace_values)
+        return self.execute(key, spmd, inputs, trace_values=trace_values, retries=retries)
+
+    # -- restarting lost devices -------------------------------------------------------------
+    def _shipped(self) -> dict:
+        if not hasattr(self, "_shipped_args"):
+            self._shipped_args: dict[Any, dict[int, tuple]] = {}  # key -> device -> load arguments
+        return self._shipped_args
+
+    def lost(self, timeout: float = 5.0) -> list[int]:
+        """The devices whose actor is dead or does not answer within ``timeout`` seconds."""
+        ray = _import_ray()
+        refs = {self.actors[d].pid.remote(): d for d in self.devices}
+        self.calls["remote"] += len(refs)
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        self.calls["wait"] += 1
+        gone = {d for r, d in refs.items() if r not in ready}
+        for r in ready:
+            try:
+                ray.get(r)
+            except Exception:  # RayActorError: the actor is gone
+                gone.add(refs[r])
+        self.calls["get"] += 1
+        return sorted(gone)
+
+    def _actor_options(self, device: int) -> dict:
+        """The options of a restarted device's actor (those ``start`` gives: fractional CPUs)."""
+        ray = _import_ray()
+        cpus = self.actor_cpus
+        if cpus is None:
+            total = float(ray.cluster_resources().get("CPU", 1.0))
+            cpus = max(0.001, min(ACTOR_CPUS_MAX, int(total / (2 * len(self.devices)) * 1e4) / 1e4))
+        return dict(num_cpus=cpus, max_concurrency=1000, name=None)
+
+    def repair(self, floor: int | None = None, tries: int = 3) -> list[int]:
+        """Restart every lost device (``lost``): a fresh ``DeviceActor`` for the same device id,
+        every actor given the new handles (and ``floor``: runs below it are over, their late
+        messages dropped), and every program loaded so far shipped to it again (the schedules'
+        msgpack bytes are kept here). Returns the devices restarted."""
+        ray = _import_ray()
+        floor = self._last_run + 1 if floor is None else floor
+        restarted: list[int] = []
+        for _ in range(tries):
+            gone = self.lost()
+            if not gone:
+                return restarted
+            cls = ray.remote(DeviceActor)
+            for d in gone:
+                try:
+                    ray.kill(self.actors[d])  # one that did not answer
+                except Exception:
+                    pass
+                self.actors[d] = cls.options(**self._actor_options(d)).remote(d, _RUNTIME_DIR)
+                self.calls["remote"] += 1
+            refs = [a.connect.remote(self.actors, floor) for a in self.actors.values()]
+            refs += [self.actors[d].load.remote(k, *per[d]) for k, per in self._shipped().items()
+                     for d in gone if d in per]
+            self.calls["remote"] += len(refs)
+            try:
+                ray.get(refs)
+            except ray.exceptions.RayActorError:
+                pass  # another actor died meanwhile: look again
+            finally:
+                self.calls["get"] += 1
+            restarted += gone
+        if self.lost():
+            raise RuntimeError(f"RayMesh.repair: devices {self.lost()} still do not answer after {tries} restarts")
+        return restarted
 
 
 def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> BaseException:
@@ -566,7 +740,7 @@ def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> 
         others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
         return DeviceLostError(
             f"device {d}'s Ray actor died during the run{others}; {at}. Ray said: {cause}",
-            device=d, position=position, instr=instr, positions=positions,
+            device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
         )
     errors = {d: r["error"] for d, r in results.items() if r["status"] == "error"}
     own = {d: e for d, e in errors.items() if not isinstance(e, ScheduleMismatchError)}
@@ -587,7 +761,7 @@ class Compiled:
         self.program = program
         self.static = static
 
-    def __call__(self, *args, trace_values: bool = False) -> "RayResult":
+    def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "RayResult":
         import optree
 
         from .placement import shard_inputs
@@ -595,7 +769,8 @@ class Compiled:
         dynamic = [a for i, a in enumerate(args) if i not in self.static]
         leaves = [np.asarray(x) for x in optree.tree_leaves(tuple(dynamic), none_is_leaf=False)]
         inputs = shard_inputs(self.spmd, *leaves)
-        return RayResult(self, self.devices.execute(self.key, self.spmd, inputs, trace_values=trace_values))
+        return RayResult(self, self.devices.execute(self.key, self.spmd, inputs, trace_values=trace_values,
+                                                    retries=retries))
 
 
 class RayResult:
@@ -635,11 +810,12 @@ class RayResult:
 
 
 def run_ray(spmd, inputs, *, address: str | None = None, device_memory=None, timeout: float | None = 10.0,
-            algorithm: str = "direct", trace_values: bool = False):
-    """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go)."""
+            algorithm: str = "direct", trace_values: bool = False, retries: int = 0):
+    """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go);
+    ``retries``: see ``RayMesh.execute``."""
     with RayMesh(devices=spmd.devices, address=address) as m:
         ex = m.run_spmd(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm,
-                        trace_values=trace_values)
+                        trace_values=trace_values, retries=retries)
         ex.outputs.fetch()
         return ex
 
