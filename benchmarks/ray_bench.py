@@ -111,6 +111,9 @@ class _Sender:
         self.arrays[nbytes] = np.random.default_rng(0).standard_normal(nbytes // 4).astype(np.float32)
         return nbytes
 
+    def drop(self, nbytes: int) -> None:
+        self.arrays.pop(nbytes, None)
+
     def send(self, receiver, nbytes: int) -> int:
         import ray
 
@@ -123,19 +126,36 @@ class _Receiver:
         return int(array.nbytes) + int(array[-1] != array[-1])  # touch it
 
 
-def raw_transfer_seconds(nbytes: int, trials: int = 3) -> float:
-    """Best time to move one ``nbytes`` float32 array between two plain Ray actors."""
-    ray = ensure_ray()
-    opts = dict(num_cpus=0.01)
-    sender = ray.remote(_Sender).options(**opts).remote()
-    receiver = ray.remote(_Receiver).options(**opts).remote()
-    try:
+class RawPair:
+    """Two plain Ray actors; ``seconds(nbytes)``: best time to move one ``nbytes`` float32 array
+    from one to the other (``ray.put`` in the sender, the ``ObjectRef`` handed to the receiver)."""
+
+    def __init__(self):
+        ray = ensure_ray()
+        self.ray = ray
+        self.sender = ray.remote(_Sender).options(num_cpus=0.01).remote()
+        self.receiver = ray.remote(_Receiver).options(num_cpus=0.01).remote()
+
+    def seconds(self, nbytes: int, trials: int = 3) -> float:
+        ray, sender, receiver = self.ray, self.sender, self.receiver
         ray.get(sender.make.remote(nbytes))
-        ray.get(sender.send.remote(receiver, 1024 if nbytes < 1024 else nbytes))  # warm both actors
-        return _timed(lambda: ray.get(sender.send.remote(receiver, nbytes)), trials)
+        ray.get(sender.send.remote(receiver, nbytes))  # warm-up
+        t = _timed(lambda: ray.get(sender.send.remote(receiver, nbytes)), trials)
+        ray.get(sender.drop.remote(nbytes))
+        return t
+
+    def close(self) -> None:
+        for a in (self.sender, self.receiver):
+            self.ray.kill(a)
+
+
+def raw_transfer_seconds(nbytes: int, trials: int = 3) -> float:
+    """``RawPair().seconds(nbytes)`` with a pair of its own."""
+    pair = RawPair()
+    try:
+        return pair.seconds(nbytes, trials)
     finally:
-        ray.kill(sender)
-        ray.kill(receiver)
+        pair.close()
 
 
 def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 2, trials: int = 2, mesh=None,
@@ -149,6 +169,7 @@ def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 2, trials
     rm = RayMesh(devices=ids).start() if own else mesh
     nbytes = int(mib * (1 << 20))
     out = {}
+    pair = RawPair()
     try:
         for kind in kinds:
             rows, cols = collective_shape(kind, devices, nbytes)
@@ -161,11 +182,12 @@ def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 2, trials
             t_base = _timed(lambda: rm.execute(kb, base, inputs), trials)
             t_full = _timed(lambda: rm.execute(kf, full, inputs), trials)
             seconds = max(t_full - t_base, 1e-9) / reps
-            raw = raw_transfer_seconds(moved, trials)
+            raw = pair.seconds(moved, max(trials, 3))
             out[kind] = {"bytes": moved, "seconds": seconds, "gbps": moved / seconds / 1e9,
                          "raw_seconds": raw, "raw_gbps": moved / raw / 1e9, "ratio": raw / seconds,
                          "local_shape": (rows, cols)}
     finally:
+        pair.close()
         if own:
             rm.close()
     return out
