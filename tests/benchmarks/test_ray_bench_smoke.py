@@ -1,0 +1,76 @@
+"""benchmarks/ray_bench.py cannot rot: each benchmark function runs at a toy size on Ray and
+returns numbers. Not a speed test (no figure is compared with a goal). Reuses an initialised Ray."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("ray_bench", ROOT / "benchmarks" / "ray_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+def number(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+
+
+@pytest.fixture(scope="module")
+def ray_up():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 logging_level="ERROR", _node_ip_address="127.0.0.1")
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def mesh2(ray_up):
+    import simshard as ss
+
+    with bench.ray_mesh_cls()(ss.Mesh({"x": 1, "y": 2})) as devices:  # few actors: each is a process to start
+        yield devices
+
+
+def test_collectives_return_numbers(mesh2):
+    res = bench.bench_collectives(mib=1 / 16, devices=2, reps=1, trials=1, mesh=mesh2)
+    assert set(res) == set(bench.KINDS)
+    for kind, r in res.items():
+        assert r["bytes"] > 0, kind
+        for k in ("seconds", "gbps", "raw_seconds", "raw_gbps", "ratio"):
+            assert number(r[k]), (kind, k, r[k])
+
+
+def test_mlp_returns_numbers(mesh2):
+    r = bench.bench_mlp(batch=16, d=16, d_ff=32, x=1, y=2, trials=1, mesh=mesh2)
+    for k in ("ray_seconds", "numpy_seconds", "ratio", "compile_seconds", "max_abs_err"):
+        assert number(r[k]), (k, r[k])
+    assert r["max_abs_err"] < 1e-4
+    assert r["calls_per_run"]["remote"] == 2  # one run call per device
+    assert r["calls_per_run_total"] > 0
+
+
+def test_startup_returns_numbers(ray_up):
+    r = bench.bench_startup(devices=2, batch=8, d=8, d_ff=16)
+    for k in ("start_seconds", "compile_seconds", "first_run_seconds", "run_seconds"):
+        assert number(r[k]), (k, r[k])
+    assert r["calls_per_run"]["remote"] == 2
+
+
+def test_the_script_parses_its_flags():
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--help"])
+    assert e.value.code == 0
