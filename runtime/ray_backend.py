@@ -33,6 +33,7 @@ positions (the waiting device asks the silent one where it is).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -60,7 +61,7 @@ def _import_ray():
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None):
     """Connect to Ray: reuse an initialised Ray; with ``address`` join that cluster; otherwise
-    start a local one, dashboard off, logs quiet, on loopback only."""
+    start a local one, dashboard off, logs quiet, on loopback only (``_loopback_only``)."""
     ray = _import_ray()
     if ray.is_initialized():
         return ray
@@ -68,10 +69,41 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None):
     if address is None:
         # "local": a new instance of our own, even when another one runs on this machine
         kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1")
+        with _loopback_only():
+            ray.init(**kw)
     else:
         kw.update(address=address)
-    ray.init(**kw)
+        ray.init(**kw)
     return ray
+
+
+@contextlib.contextmanager
+def _loopback_only():
+    """While starting a private local Ray: keep ``_node_ip_address="127.0.0.1"``.
+
+    On Linux, Ray (2.x) turns a loopback node address into the machine's routable one
+    (``services.resolve_ip_for_localhost``) unless its cluster mode is off, which is what
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` does. That variable is read once, when ``ray`` is
+    imported (``ray._private.ray_constants.ENABLE_RAY_CLUSTER``), so it is set on the module for
+    the ``ray.init`` call only. With the node address 127.0.0.1 the GCS, the raylet, the
+    runtime-env agent and every worker (device actor) listen on 127.0.0.1 only, and the Ray
+    state records 127.0.0.1. The address of a node started here is written down by Ray at start,
+    so nothing else reads the flag later; joining a cluster (``address=``) never goes through
+    here. A Ray without that module attribute just starts as before."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - another Ray layout
+        yield
+        return
+    if not hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):  # pragma: no cover
+        yield
+        return
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 # -- the device side ---------------------------------------------------------------------------
