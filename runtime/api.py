@@ -125,7 +125,9 @@ def run(
 
     ``backend``: ``"local"`` (every device an asyncio task in this process) or ``"ray"`` (one
     Ray actor per device, started for this run; ``address=`` joins an existing Ray cluster, by
-    default a local Ray is started on demand or the initialised one reused). To keep device
+    default a local Ray is started on demand or the initialised one reused; ``node_axes=("host",)``
+    puts the devices that share every coordinate of those mesh axes on one node, through a Ray
+    placement group, so only those axes cross nodes — see ``cluster/README.md``). To keep device
     actors across runs use ``ss.runtime.RayMesh``; ``retries=N`` restarts a device whose actor
     died and runs again, up to N times (see ``RayMesh.execute``).
     """
@@ -148,7 +150,7 @@ def run(
     elif backend == "ray":
         from .ray_backend import run_ray
 
-        execution = run_ray(spmd, inputs, device_memory=device_memory, timeout=timeout,
+        execution = run_ray(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
                             trace_values=bool(check_ops), **backend_options)
     else:
         raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local', 'ray')")

@@ -19,6 +19,11 @@ counts every call the controller made.
         res = compiled(x, w)                           # run again and again
         res.outputs, res.shards(3), res.comm, res.controller_calls
 
+On a cluster: ``RayMesh(mesh, address="<head>:6379", node_axes=("host",))`` plans the devices
+onto nodes (``runtime/nodes.py``: devices sharing every coordinate of ``node_axes`` share a node),
+reserves one placement-group bundle per node and pins each device actor to its node's bundle;
+``close`` removes the group. ``device_nodes()`` says which Ray node each device is on.
+
 Failures: a device whose actor dies gives a ``DeviceLostError`` naming it and the instruction its
 peers were waiting for it to reach; the other devices are stopped at once. With ``retries=N``
 (``execute``, ``Compiled(...)``, ``ss.run(..., backend="ray")``) the controller instead restarts
@@ -34,6 +39,7 @@ mailbox) or after (the sender, once done, looks at its deliveries' answers).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -61,7 +67,7 @@ def _import_ray():
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None):
     """Connect to Ray: reuse an initialised Ray; with ``address`` join that cluster; otherwise
-    start a local one, dashboard off, logs quiet, on loopback only."""
+    start a local one, dashboard off, logs quiet, on loopback only (``_loopback_only``)."""
     ray = _import_ray()
     if ray.is_initialized():
         return ray
@@ -69,10 +75,41 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None):
     if address is None:
         # "local": a new instance of our own, even when another one runs on this machine
         kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1")
+        with _loopback_only():
+            ray.init(**kw)
     else:
         kw.update(address=address)
-    ray.init(**kw)
+        ray.init(**kw)
     return ray
+
+
+@contextlib.contextmanager
+def _loopback_only():
+    """While starting a private local Ray: keep ``_node_ip_address="127.0.0.1"``.
+
+    On Linux, Ray (2.x) turns a loopback node address into the machine's routable one
+    (``services.resolve_ip_for_localhost``) unless its cluster mode is off, which is what
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` does. That variable is read once, when ``ray`` is
+    imported (``ray._private.ray_constants.ENABLE_RAY_CLUSTER``), so it is set on the module for
+    the ``ray.init`` call only. With the node address 127.0.0.1 the GCS, the raylet, the
+    runtime-env agent and every worker (device actor) listen on 127.0.0.1 only, and the Ray
+    state records 127.0.0.1. The address of a node started here is written down by Ray at start,
+    so nothing else reads the flag later; joining a cluster (``address=``) never goes through
+    here. A Ray without that module attribute just starts as before."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - another Ray layout
+        yield
+        return
+    if not hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):  # pragma: no cover
+        yield
+        return
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 # -- the device side ---------------------------------------------------------------------------
@@ -205,6 +242,9 @@ class DeviceActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def node_id(self) -> str:
+        return _import_ray().get_runtime_context().get_node_id()
 
     async def connect(self, peers: dict, floor: int | None = None) -> int:
         """Learn every peer's handle (again after a restart); runs below ``floor`` are over."""
@@ -415,16 +455,31 @@ class RayMesh:
     _keys = itertools.count()
     _last_run = -1  # the latest run id (set per mesh by each run)
 
-    def __init__(self, mesh=None, address: str | None = None, *, devices: Sequence[int] | None = None,
-                 actor_cpus: float | None = None):
+    def __init__(self, mesh=None, address: str | None = None, node_axes: Sequence[str] | str | None = None, *,
+                 devices: Sequence[int] | None = None, actor_cpus: float | None = None,
+                 node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
             devices = mesh.device_ids
+        if node_axes is not None:
+            if mesh is None:
+                raise TypeError("RayMesh: node_axes= needs the mesh (it names mesh axes)")
+            if isinstance(node_axes, str):
+                node_axes = (node_axes,)
+            node_axes = tuple(node_axes)
+            if sorted(int(d) for d in devices) != sorted(mesh.device_ids):
+                raise ValueError("RayMesh: with node_axes= the devices must be the mesh's devices")
         self.mesh = mesh
         self.devices = tuple(int(d) for d in devices)
         self.address = address
+        self.node_axes = node_axes
+        self.node_strategy = node_strategy
+        self.placement_timeout = placement_timeout
         self.actor_cpus = actor_cpus
+        self.plan = None  # the NodePlan when node_axes is given (runtime/nodes.py)
+        self.placement_group = None
+        self._options: dict[int, dict] = {}  # each device's actor options, set by start()
         self.actors: dict[int, Any] = {}
         self.calls: Counter = Counter()
         self._run_ids = itertools.count()
@@ -442,22 +497,64 @@ class RayMesh:
         if self.actors:
             return self
         ray = ensure_ray(self.address)
-        cpus = self.actor_cpus
-        if cpus is None:
-            total = float(ray.cluster_resources().get("CPU", 1.0))
-            cpus = max(0.001, min(ACTOR_CPUS_MAX, int(total / (2 * len(self.devices)) * 1e4) / 1e4))
+        cpus = self.actor_cpus if self.actor_cpus is not None else self._default_actor_cpus(ray)
+        options = {d: dict(num_cpus=cpus, max_concurrency=1000, name=None) for d in self.devices}
+        if self.node_axes is not None:
+            from .nodes import actor_options, node_plan, placement_group_for
+
+            self.plan = node_plan(self.mesh, self.node_axes, cpus_per_device=cpus, strategy=self.node_strategy)
+            self.placement_group = placement_group_for(self.plan, timeout=self.placement_timeout)
+            self.calls["remote"] += 1
+            for d in self.devices:
+                options[d].update(actor_options(self.plan, self.placement_group, d))
+        self._options = options  # a restarted device gets the same options (and bundle)
         # the actor class travels by value: a worker must not import another checkout's runtime
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
         cls = ray.remote(DeviceActor)
-        self.actors = {
-            d: cls.options(num_cpus=cpus, max_concurrency=1000, name=None).remote(d, _RUNTIME_DIR)
-            for d in self.devices
-        }
-        self.calls["remote"] += len(self.devices)
-        ray.get([a.connect.remote(self.actors) for a in self.actors.values()])
+        try:
+            self.actors = {d: cls.options(**options[d]).remote(d, _RUNTIME_DIR) for d in self.devices}
+            self.calls["remote"] += len(self.devices)
+            ray.get([a.connect.remote(self.actors) for a in self.actors.values()])
+        except BaseException:
+            self.close()
+            raise
         self.calls["remote"] += len(self.devices)
         self.calls["get"] += 1
         return self
+
+    def _default_actor_cpus(self, ray) -> float:
+        """Half the CPUs the devices will run on, shared out, at most ``ACTOR_CPUS_MAX`` each
+        (rounded down to Ray's 1e-4 grid). Without ``node_axes`` the whole cluster's CPUs count;
+        with it, those of the ``k``-th largest node for ``k`` nodes, over its devices."""
+        if self.node_axes is None:
+            total, per = float(ray.cluster_resources().get("CPU", 1.0)), len(self.devices)
+        else:
+            from .nodes import node_plan
+
+            shape = node_plan(self.mesh, self.node_axes, cpus_per_device=1.0, strategy=self.node_strategy)
+            per = shape.devices_per_node
+            node_cpus = sorted((float(n["Resources"].get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")),
+                               reverse=True)
+            if self.node_strategy in ("SPREAD", "PACK", "STRICT_PACK"):
+                total = sum(node_cpus) / shape.num_nodes  # bundles may share a node
+            else:
+                # too few nodes: keep the fraction small, placement_group_for refuses the plan clearly
+                total = node_cpus[shape.num_nodes - 1] if len(node_cpus) >= shape.num_nodes else 1.0
+        return max(0.001, min(ACTOR_CPUS_MAX, int(max(total, 0.0) / (2 * per) * 1e4) / 1e4))
+
+    def device_nodes(self) -> dict[int, str]:
+        """Each device to the Ray node id its actor was placed on (with ``node_axes``; ``start``
+        first). Without ``node_axes``, asks each actor where it runs."""
+        ray = _import_ray()
+        self.start()
+        if self.plan is not None:
+            from .nodes import device_nodes
+
+            return device_nodes(self.plan, self.placement_group)
+        ids = ray.get([self.actors[d].node_id.remote() for d in self.devices])
+        self.calls["remote"] += len(self.devices)
+        self.calls["get"] += 1
+        return dict(zip(self.devices, ids))
 
     def close(self) -> None:
         ray = _import_ray()
@@ -467,6 +564,14 @@ class RayMesh:
             except Exception:
                 pass
         self.actors = {}
+        if self.placement_group is not None:
+            from .nodes import remove
+
+            try:
+                remove(self.placement_group)
+            except Exception:
+                pass
+            self.placement_group = None
 
     def pid(self, device: int) -> int:
         ray = _import_ray()
@@ -668,13 +773,9 @@ class RayMesh:
         return sorted(gone)
 
     def _actor_options(self, device: int) -> dict:
-        """The options of a restarted device's actor (those ``start`` gives: fractional CPUs)."""
-        ray = _import_ray()
-        cpus = self.actor_cpus
-        if cpus is None:
-            total = float(ray.cluster_resources().get("CPU", 1.0))
-            cpus = max(0.001, min(ACTOR_CPUS_MAX, int(total / (2 * len(self.devices)) * 1e4) / 1e4))
-        return dict(num_cpus=cpus, max_concurrency=1000, name=None)
+        """The options of a restarted device's actor: those ``start`` gave it (fractional CPUs, and
+        its placement-group bundle when ``node_axes`` is set)."""
+        return dict(self._options[device])
 
     def repair(self, floor: int | None = None, tries: int = 3) -> list[int]:
         """Restart every lost device (``lost``): a fresh ``DeviceActor`` for the same device id,
@@ -809,11 +910,29 @@ class RayResult:
         return self.execution.records
 
 
-def run_ray(spmd, inputs, *, address: str | None = None, device_memory=None, timeout: float | None = 10.0,
-            algorithm: str = "direct", trace_values: bool = False, retries: int = 0):
-    """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go);
-    ``retries``: see ``RayMesh.execute``."""
-    with RayMesh(devices=spmd.devices, address=address) as m:
+def _mesh_of(spmd):
+    for s in (*spmd.in_shardings, *spmd.out_shardings):
+        mesh = getattr(s, "mesh", None)
+        if mesh is not None:
+            return mesh
+    return None
+
+
+def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str] | str | None = None, mesh=None,
+            device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct", trace_values: bool = False,
+            retries: int = 0, **mesh_options):
+    """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go).
+    ``node_axes`` (with the program's mesh, or ``mesh=``) places them on nodes (``RayMesh``);
+    ``retries``: see ``RayMesh.execute``; ``mesh_options`` are ``RayMesh``'s keyword options
+    (``actor_cpus``, ``node_strategy``, ...)."""
+    if node_axes is not None:
+        mesh = mesh or _mesh_of(spmd)
+        if mesh is None:
+            raise ValueError("run_ray: node_axes= needs the mesh; pass mesh=")
+        m = RayMesh(mesh, address, node_axes, devices=spmd.devices, **mesh_options)
+    else:
+        m = RayMesh(devices=spmd.devices, address=address, **mesh_options)
+    with m:
         ex = m.run_spmd(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm,
                         trace_values=trace_values, retries=retries)
         ex.outputs.fetch()

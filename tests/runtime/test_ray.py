@@ -32,8 +32,9 @@ def mlp(x, w1, w2):
 def ray_session():
     started = not ray.is_initialized()
     if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR", _node_ip_address="127.0.0.1")
+        from simshard.runtime.ray_backend import ensure_ray
+
+        ensure_ray(num_cpus=2)  # the backend's default local Ray: private, quiet, loopback only
     yield ray
     if started:
         ray.shutdown()
@@ -330,3 +331,74 @@ def test_a_message_arriving_after_its_receiver_finished_is_reported(mesh4):
     with pytest.raises(ScheduleMismatchError, match=r"device 0 sent message \(3, 0\) .* to device 1, which finished "
                                                     r"without receiving it"):
         mesh4.run_spmd(spmd, {d: [np.ones((2,), np.float32)] for d in range(4)})
+
+def _listening(pids: set[int]) -> list[tuple[int, str]]:
+    """(pid, local address) of every listening TCP socket of ``pids`` (Linux /proc)."""
+    import ipaddress
+    import os
+
+    inodes = {}
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes[link[8:-1]] = pid
+        except OSError:
+            continue
+    found = []
+    for name in ("tcp", "tcp6"):
+        with open(f"/proc/net/{name}") as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
+                    continue
+                raw = bytes.fromhex(cols[1].split(":")[0])
+                # /proc stores the address as 32-bit words in host (little-endian) order
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                addr = ipaddress.ip_address(raw)
+                if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
+                    addr = addr.ipv4_mapped
+                found.append((inodes[cols[9]], str(addr)))
+    return found
+
+
+def _tree(root: int) -> set[int]:
+    import os
+
+    children: dict[int, list[int]] = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(p))
+    out, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += children.get(p, [])
+    return out
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc")
+def test_default_local_ray_is_loopback_only(mesh8):
+    import os
+
+    node = ray._private.worker._global_node
+    if node is None or not node.head:
+        pytest.skip("this session joined a Ray it did not start")
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    assert [n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")] == ["127.0.0.1"]
+    # the GCS, the raylet, the agents and the device actors listen on loopback only
+    sockets = _listening(_tree(os.getpid()))
+    assert len({pid for pid, _ in sockets}) >= 3 + 8, sockets  # driver, GCS, raylet, 8 device actors at least
+    assert all(ipaddress_is_loopback(a) for _, a in sockets), sockets
+
+
+def ipaddress_is_loopback(a: str) -> bool:
+    import ipaddress
+
+    return ipaddress.ip_address(a).is_loopback
