@@ -1,6 +1,6 @@
 """``ss.run``: trace, shard, partition, execute, verify, report — one call.
 
-    res = ss.run(f, x, w, mesh=mesh, in_shardings=(P("x", None), None), backend="local")
+    res = ss.run(f, x, w, mesh=mesh, in_shardings=(P("x", None), None))   # backend="ray" by default
     res.outputs, res.verify.bitwise, res.comm, res.memory
 
 The compiler stages are pure functions (trace -> propagate -> partition); this module is the
@@ -95,11 +95,18 @@ def _verify(f, args, program: Program, leaves, outputs) -> VerifyReport:
     return VerifyReport.compare(outputs, [np.asarray(e) for e in expected])
 
 
+def default_backend() -> str:
+    """``ray`` unless ``SIMSHARD_BACKEND`` names another backend."""
+    import os
+
+    return os.environ.get("SIMSHARD_BACKEND", "ray")
+
+
 def run(
     f,
     *args,
     mesh=None,
-    backend: str = "local",
+    backend: str | None = None,
     in_shardings=None,
     out_shardings=None,
     static_argnums: Sequence[int] = (),
@@ -123,16 +130,18 @@ def run(
     a copy of every op's result per device during the run, so the default (None) turns it on only
     when all the program's values together take at most ``OPCHECK_MAX_BYTES`` (64 MiB).
 
-    ``backend``: ``"local"`` (every device an asyncio task in this process) or ``"ray"`` (one
-    Ray actor per device, started for this run; ``address=`` joins an existing Ray cluster, by
+    ``backend``: ``"ray"`` (the default: one Ray actor per device, started for this run; ``address=`` joins an existing Ray cluster, by
     default a local Ray is started on demand or the initialised one reused; ``node_axes=("host",)``
     puts the devices that share every coordinate of those mesh axes on one node, through a Ray
     placement group, so only those axes cross nodes — see ``cluster/README.md``). To keep device
     actors across runs use ``ss.runtime.RayMesh``; ``retries=N`` restarts a device whose actor
-    died and runs again, up to N times (see ``RayMesh.execute``).
+    died and runs again, up to N times (see ``RayMesh.execute``); or ``"local"`` (every device an
+    asyncio task in this process: the same schedules and collectives, much faster to start). The
+    environment variable ``SIMSHARD_BACKEND`` changes the default (the test suite sets ``local``).
     """
     from simshard.partition import partition
 
+    backend = backend or default_backend()
     in_shardings, out_shardings = _parse_text(in_shardings, mesh), _parse_text(out_shardings, mesh)
     program, leaves = _program(f, args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                                static_argnums=static_argnums, strategy=strategy)

@@ -457,7 +457,8 @@ class RayMesh:
 
     def __init__(self, mesh=None, address: str | None = None, node_axes: Sequence[str] | str | None = None, *,
                  devices: Sequence[int] | None = None, actor_cpus: float | None = None,
-                 node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0):
+                 node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
+                 start_timeout: float = 60.0):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
@@ -480,6 +481,7 @@ class RayMesh:
         self.plan = None  # the NodePlan when node_axes is given (runtime/nodes.py)
         self.placement_group = None
         self._options: dict[int, dict] = {}  # each device's actor options, set by start()
+        self.start_timeout = float(start_timeout)
         self.actors: dict[int, Any] = {}
         self.calls: Counter = Counter()
         self._run_ids = itertools.count()
@@ -514,7 +516,15 @@ class RayMesh:
         try:
             self.actors = {d: cls.options(**options[d]).remote(d, _RUNTIME_DIR) for d in self.devices}
             self.calls["remote"] += len(self.devices)
-            ray.get([a.connect.remote(self.actors) for a in self.actors.values()])
+            try:
+                ray.get([a.connect.remote(self.actors) for a in self.actors.values()], timeout=self.start_timeout)
+            except ray.exceptions.GetTimeoutError:
+                free = ray.available_resources().get("CPU", 0.0)
+                raise RuntimeError(
+                    f"could not start {len(self.devices)} device actors within {self.start_timeout:g} s "
+                    f"({options[self.devices[0]].get('num_cpus')} CPU each; the cluster has {free:g} CPU free): "
+                    "close other RayMeshes, or pass actor_cpus= smaller"
+                ) from None
         except BaseException:
             self.close()
             raise

@@ -54,7 +54,7 @@ def demo(console: Console) -> None:
     show(NamedSharding(mesh, P(("x", "y"), None)), (16, 4), console)
 
 
-def mlp_job(console: Console, backend: str = "local") -> int:
+def mlp_job(console: Console, backend: str | None = None) -> int:
     """The main job: a two-layer MLP, column- then row-parallel (Megatron) with data parallelism."""
     import numpy as np
 
@@ -66,7 +66,10 @@ def mlp_job(console: Console, backend: str = "local") -> int:
         return np.maximum(x @ w1, 0) @ w2  # ReLU keeps integer inputs exact, so sums check bitwise
 
     x, w1, w2 = exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)
-    console.rule("[bold]simshard: a Megatron MLP on mesh x=2, y=4")
+    from .runtime.api import default_backend
+
+    backend = backend or default_backend()
+    console.rule(f"[bold]simshard: a Megatron MLP on mesh x=2, y=4, backend {backend}")
     res = run(mlp, x, w1, w2, mesh=mesh, backend=backend, in_shardings=(P("x", None), P(None, "y"), P("y", None)))
     console.print(res.program.pretty())
     verdict = "[green]bitwise identical to plain numpy[/]" if res.verify.bitwise else f"[red]DIFFERS[/]\n{res.verify}"
@@ -80,7 +83,9 @@ def mlp_job(console: Console, backend: str = "local") -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="simshard", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd")
-    sub.add_parser("mlp", help="the main job: run a sharded MLP, verify it, report its cost (default)")
+    p_mlp = sub.add_parser("mlp", help="the main job: run a sharded MLP, verify it, report its cost (default)")
+    p_mlp.add_argument("--backend", choices=("ray", "local"), default=None,
+                       help="ray (one actor per device; the default) or local (one process)")
     sub.add_parser("demo", help="parse a few shardings and draw their layouts")
     p_show = sub.add_parser("show", help="draw the layout of one Shardy sharding")
     p_show.add_argument("sharding", help='Shardy text, e.g. \'<@mesh, [{"x"}, {}]>\'')
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     try:
         if args.cmd in (None, "mlp"):
-            return mlp_job(console)
+            return mlp_job(console, getattr(args, "backend", None))
         if args.cmd == "demo":
             demo(console)
         elif args.cmd == "show":

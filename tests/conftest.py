@@ -1,4 +1,5 @@
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -32,6 +33,10 @@ def _runtime_from_this_checkout() -> None:
 
 
 _runtime_from_this_checkout()
+
+# ss.run defaults to the Ray backend; the suite runs the local one unless a test asks for Ray
+# (tests/runtime/test_ray.py checks the default itself).
+os.environ.setdefault("SIMSHARD_BACKEND", "local")
 
 # Test modules in subfolders import helpers that live here (casedata); make this folder importable.
 sys.path.insert(0, str(Path(__file__).parent))

@@ -402,3 +402,27 @@ def ipaddress_is_loopback(a: str) -> bool:
     import ipaddress
 
     return ipaddress.ip_address(a).is_loopback
+
+
+def test_ray_is_the_default_backend_of_ss_run(ray_session, monkeypatch):
+    monkeypatch.delenv("SIMSHARD_BACKEND", raising=False)
+    import simshard as ss
+    from simshard.runtime.api import default_backend
+
+    assert default_backend() == "ray"
+    mesh = ss.Mesh({"x": 2})
+    x = np.arange(8.0).reshape(4, 2)
+    # the module's other meshes hold most of the session's 2 CPUs: ask for little
+    res = ss.run(lambda a: a * 2, x, mesh=mesh, in_shardings=ss.P("x"), actor_cpus=0)
+    assert res.verify.bitwise and getattr(res.execution, "controller_calls", None)  # set only by the Ray backend
+
+
+def test_actors_that_cannot_start_give_a_clear_error_not_a_hang(ray_session):
+    import ray
+
+    free = ray.available_resources().get("CPU", 0.0)
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="could not start 2 device actors"):
+        with RayMesh(devices=(0, 1), actor_cpus=free + 1, start_timeout=2.0):
+            pass
+    assert time.perf_counter() - start < 15.0
