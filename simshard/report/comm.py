@@ -23,14 +23,13 @@ minimum bound both.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from .units import fmt_bytes, fmt_ratio, fmt_seconds
+from .units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
 
 # -- records ----------------------------------------------------------------------------------------
 
@@ -315,13 +314,7 @@ class CommReport:
 
     def render(self, by: str | Sequence[str] = ("op", "kind", "axis", "device"), width: int = 100) -> str:
         """Plain-text tables (no colour), one per grouping."""
-        from rich.console import Console
-
-        out = io.StringIO()
-        console = Console(file=out, width=width, color_system=None, force_terminal=False)
-        for b in [by] if isinstance(by, str) else by:
-            console.print(self.table(b))
-        return out.getvalue()
+        return plain_text(*(self.table(b) for b in ([by] if isinstance(by, str) else by)), width=width)
 
     def __str__(self) -> str:
         return self.render()

@@ -10,11 +10,10 @@ pieces before they land in the output) are not counted.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import asdict, dataclass
 
-from .units import fmt_bytes
+from .units import fmt_bytes, plain_text
 
 
 @dataclass(frozen=True)
@@ -71,11 +70,7 @@ class MemoryReport:
         return t
 
     def render(self, width: int = 100) -> str:
-        from rich.console import Console
-
-        out = io.StringIO()
-        Console(file=out, width=width, color_system=None, force_terminal=False).print(self.table())
-        return out.getvalue()
+        return plain_text(self.table(), width=width)
 
     def __str__(self) -> str:
         return self.render()

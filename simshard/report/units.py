@@ -31,3 +31,16 @@ def fmt_ratio(num: float, den: float) -> str:
     if den == 0:
         return "-" if num == 0 else "inf"
     return f"{num / den:.2f}"
+
+
+def plain_text(*renderables, width: int = 100) -> str:
+    """Rich renderables (tables, text) as plain text without colour: ``str()`` of every report."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, force_terminal=False)
+    for r in renderables:
+        console.print(r)
+    return out.getvalue()

@@ -11,12 +11,13 @@ pass.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+from .units import plain_text
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -258,14 +259,7 @@ class VerifyReport:
         return t
 
     def render(self, width: int = 100) -> str:
-        from rich.console import Console
-
-        out = io.StringIO()
-        console = Console(file=out, width=width, color_system=None, force_terminal=False)
-        console.print(self.table())
-        for c in self.failures + self.reassociations:
-            console.print(c.describe())
-        return out.getvalue()
+        return plain_text(self.table(), *(c.describe() for c in self.failures + self.reassociations), width=width)
 
     def __str__(self) -> str:
         return self.render()
