@@ -7,7 +7,6 @@ table with each device's mesh coordinate, local shape and the global indices it 
 
 from __future__ import annotations
 
-import io
 from typing import Sequence
 
 import numpy as np
@@ -95,9 +94,9 @@ def render(spec, shape: Sequence[int]):
 
 def show(spec, shape: Sequence[int], console: Console | None = None) -> str:
     """Print the layout drawing and return it as plain text."""
+    from .report.units import plain_text
+
     console = console or Console()
-    recorder = Console(record=True, width=console.width, file=io.StringIO(), color_system=None)
     drawing = render(spec, shape)
-    recorder.print(drawing)
     console.print(drawing)
-    return recorder.export_text()
+    return plain_text(drawing, width=console.width)

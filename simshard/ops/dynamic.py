@@ -17,7 +17,7 @@ from ..program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import PASS_THROUGH, PERMUTATION
-from .registry import OPS, register_op
+from .registry import local_result_shape, register_op
 
 
 def _check_starts(op: str, x: Aval, starts) -> None:
@@ -87,7 +87,7 @@ register_op(
     _ds_eval,
     _ds_kernel,
     _ds_rule,
-    local_params=lambda params, in_shapes, out_shapes: {**params, "slice_sizes": tuple(out_shapes[0])},
+    local_params=local_result_shape("slice_sizes"),
     doc="x[start:start+size] per dim with run-time starts (clamped); cut dims are permutation factors",
 )
 register_op(

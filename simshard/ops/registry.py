@@ -27,6 +27,16 @@ def _same_params(params: dict, in_shapes, out_shapes) -> dict:
     return params
 
 
+def local_result_shape(param: str) -> Callable[[dict, Any, Any], dict]:
+    """``local_params`` for an op whose ``param`` names its (global) result shape: on a device
+    it becomes the local result shape (reshape's new_shape, broadcast_in_dim's shape, ...)."""
+
+    def localise(params: dict, in_shapes, out_shapes) -> dict:
+        return {**params, param: tuple(out_shapes[0])}
+
+    return localise
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str

@@ -28,7 +28,7 @@ from ..program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH
-from .registry import register_op
+from .registry import local_result_shape, register_op
 
 
 # -- reshape -----------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ register_op(
     _reshape_eval,
     lambda x, *, new_shape, **_: (np.reshape(x, tuple(new_shape)),),
     reshape_rule,
-    local_params=lambda params, in_shapes, out_shapes: {**params, "new_shape": tuple(out_shapes[0])},
+    local_params=local_result_shape("new_shape"),
     doc="row-major reshape to `new_shape` (Shardy's gcd factors; `new_shape` is local on a device)",
 )
 
@@ -181,7 +181,7 @@ register_op(
     _broadcast_eval,
     _broadcast_kernel,
     broadcast_rule,
-    local_params=lambda params, in_shapes, out_shapes: {**params, "shape": tuple(out_shapes[0])},
+    local_params=local_result_shape("shape"),
     doc="operand dim k becomes result dim `broadcast_dimensions[k]`; `shape` is local on a device",
 )
 
