@@ -6,33 +6,34 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent
 
 
-def _runtime_from_this_checkout() -> None:
-    """Make ``simshard.runtime`` this checkout's top-level ``runtime/`` folder.
+def _mapped_from_this_checkout(package: str, folder: str) -> None:
+    """Make ``simshard.<package>`` this checkout's top-level ``<folder>/``.
 
-    pyproject.toml maps ``runtime/`` to ``simshard.runtime`` (package-dir), which only an install
-    sees. Running from a checkout with ``PYTHONPATH=<checkout>`` finds ``simshard`` here but, with
-    an editable install of another checkout in the venv, would take ``simshard.runtime`` from
-    that other checkout. Loading it from here first keeps every test on this checkout's code; when
-    the installed mapping already points here, nothing changes.
+    pyproject.toml maps ``runtime/`` to ``simshard.runtime`` and ``programs/`` to
+    ``simshard.programs`` (package-dir), which only an install sees. Running from a checkout with
+    ``PYTHONPATH=<checkout>`` finds ``simshard`` here but, with an editable install of another
+    checkout in the venv, would take the mapped packages from that other checkout. Loading them
+    from here first keeps every test on this checkout's code; when the installed mapping already
+    points here, nothing changes.
     """
     import simshard
 
-    init = ROOT / "runtime" / "__init__.py"
-    if Path(simshard.__file__).resolve().parent != (ROOT / "simshard").resolve() or "simshard.runtime" in sys.modules:
+    name = f"simshard.{package}"
+    init = ROOT / folder / "__init__.py"
+    if Path(simshard.__file__).resolve().parent != (ROOT / "simshard").resolve() or name in sys.modules:
         return
-    found = importlib.util.find_spec("simshard.runtime")
+    found = importlib.util.find_spec(name)
     if found is not None and found.origin and Path(found.origin).resolve() == init.resolve():
         return
-    spec = importlib.util.spec_from_file_location(
-        "simshard.runtime", init, submodule_search_locations=[str(init.parent)]
-    )
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
     module = importlib.util.module_from_spec(spec)
-    sys.modules["simshard.runtime"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
-    simshard.runtime = module
+    setattr(simshard, package, module)
 
 
-_runtime_from_this_checkout()
+_mapped_from_this_checkout("runtime", "runtime")
+_mapped_from_this_checkout("programs", "programs")
 
 # ss.run defaults to the Ray backend; the suite runs the local one unless a test asks for Ray
 # (tests/runtime/test_ray.py checks the default itself).

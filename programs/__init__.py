@@ -1,0 +1,132 @@
+"""simshard's programs library (imported as ``simshard.programs``): real sharded programs.
+
+Each module defines one ``PROGRAM``: a plain numpy function, how to make its (exact-arithmetic)
+inputs, a default mesh and a set of named strategies, so that any (program, strategy, mesh)
+triple can be run by name:
+
+    from simshard import programs
+    prog = programs.load("mlp")                 # a module name here, or a path to a .py file
+    res = prog.run("megatron", mesh={"x": 2, "y": 4}, backend="local")
+    res.verify.bitwise, res.comm.total_bytes
+
+A strategy is data (input / output shardings, a propagation strategy) or, where it needs more
+than shardings (scalax rules, constraints inside the function, explicit mode), a ``build``
+function that returns the function to run on a given mesh.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from simshard.errors import ShardingError
+from simshard.mesh import Mesh
+
+__all__ = ["ProgramDef", "Strategy", "load", "names"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to shard a program.
+
+    ``in_shardings`` / ``out_shardings`` are given to ``ss.run`` as they are (PartitionSpecs,
+    NamedShardings, Shardy text, ...). ``build(mesh)``, when given, returns the function to run
+    instead of the program's own (an ``ss.jit`` / ``sjit`` function carrying its shardings, a
+    variant with sharding constraints or ``out_sharding``); ``mesh`` overrides the program's
+    default mesh for this strategy; ``propagation`` names the Shardy propagation strategy.
+    """
+
+    name: str
+    about: str
+    in_shardings: Any = None
+    out_shardings: Any = None
+    build: Callable[[Mesh], Callable] | None = None
+    mesh: Mapping[str, int] | None = None
+    propagation: str = "user_priority"
+
+
+@dataclass(frozen=True)
+class ProgramDef:
+    """A program of the library: its function, its inputs, its default mesh and its strategies."""
+
+    name: str
+    about: str
+    fn: Callable
+    inputs: Callable[[], tuple]  # () -> the positional arguments (exact-arithmetic arrays / pytrees)
+    mesh: Mapping[str, int]
+    strategies: tuple[Strategy, ...]
+    extras: Mapping[str, Any] = field(default_factory=dict)  # program-specific facts (formulas, notes)
+
+    def __post_init__(self):
+        seen = [s.name for s in self.strategies]
+        if len(set(seen)) != len(seen):
+            raise ValueError(f"program {self.name!r}: strategy names repeat: {seen}")
+
+    @property
+    def strategy_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.strategies)
+
+    def strategy(self, name: str | None = None) -> Strategy:
+        """The strategy called ``name`` (the first one when None)."""
+        if name is None:
+            return self.strategies[0]
+        for s in self.strategies:
+            if s.name == name:
+                return s
+        raise ShardingError("unknown-strategy",
+                            f"program {self.name!r} has no strategy {name!r} (it has: {', '.join(self.strategy_names)})")
+
+    def mesh_for(self, strategy: Strategy | str | None = None, mesh: Mesh | Mapping[str, int] | None = None) -> Mesh:
+        """The mesh a run uses: ``mesh`` if given, else the strategy's, else the program's."""
+        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        chosen = mesh if mesh is not None else (s.mesh if s.mesh is not None else self.mesh)
+        return chosen if isinstance(chosen, Mesh) else Mesh(dict(chosen))
+
+    def run(self, strategy: Strategy | str | None = None, *, mesh=None, **run_options):
+        """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through)."""
+        from simshard.runtime.api import run
+
+        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        m = self.mesh_for(s, mesh)
+        args = self.inputs()
+        if s.build is not None:
+            return run(s.build(m), *args, mesh=m, strategy=s.propagation, **run_options)
+        return run(self.fn, *args, mesh=m, in_shardings=s.in_shardings, out_shardings=s.out_shardings,
+                   strategy=s.propagation, **run_options)
+
+
+def names() -> tuple[str, ...]:
+    """The programs of this library, by module name."""
+    here = Path(__file__).parent
+    return tuple(sorted(m.name for m in pkgutil.iter_modules([str(here)])
+                        if not m.name.startswith("_") and _defines_program(here / f"{m.name}.py")))
+
+
+def _defines_program(path: Path) -> bool:
+    return path.exists() and "\nPROGRAM" in path.read_text()
+
+
+def load(name: str) -> ProgramDef:
+    """The ``PROGRAM`` of a library module (``"mlp"``) or of a Python file (``"path/to/mine.py"``)."""
+    if name.endswith(".py") or "/" in name:
+        path = Path(name)
+        if not path.exists():
+            raise ShardingError("unknown-program", f"no program file {name!r}")
+        spec = importlib.util.spec_from_file_location(f"simshard_user_program_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        import sys
+
+        sys.modules[spec.name] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    else:
+        if name not in names():
+            raise ShardingError("unknown-program", f"no program {name!r} (available: {', '.join(names())})")
+        module = importlib.import_module(f"{__name__}.{name}")
+    program = getattr(module, "PROGRAM", None)
+    if not isinstance(program, ProgramDef):
+        raise ShardingError("unknown-program", f"{name!r} defines no PROGRAM (a simshard.programs.ProgramDef)")
+    return program
