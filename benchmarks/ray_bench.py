@@ -9,9 +9,9 @@ numbers, so ``tests/benchmarks/test_ray_bench_smoke.py`` can run each at a toy s
 
 * ``bench_collectives``: all-gather, reduce-scatter, all-to-all and all-reduce over ``devices``
   device actors, hand-made ``SpmdProgram``s run with ``RayMesh.execute``. The time of one
-  collective is the *marginal* time: a program with ``reps`` copies of the collective minus the
-  same program with none (both scatter the same inputs and return the same outputs), divided by
-  ``reps``; so the driver's scatter and gather are not counted. Its throughput is the bytes the
+  collective comes from the devices' timelines (``Execution.timeline``): a program runs ``reps``
+  copies back to back, and the steady-state time of one (``collective_seconds``) is the
+  collective's; the driver's scatter and gather are not in it. Its throughput is the bytes the
   Ray transport moved between devices (its transfer log, self-sends excluded) per second; the
   baseline moves the same bytes as one array between two plain Ray actors (``ray.put`` in one,
   the ``ObjectRef`` handed to the other, which reads it). ratio = collective / raw (goal >= 0.7).
@@ -26,6 +26,7 @@ numbers, so ``tests/benchmarks/test_ray_bench_smoke.py`` can run each at a toy s
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import os
 import platform
@@ -149,6 +150,82 @@ class RawPair:
             self.ray.kill(a)
 
 
+class _Peer:
+    """A plain async Ray actor: puts arrays, hands their ObjectRefs to peers, reads what it gets."""
+
+    def __init__(self):
+        self.peers = {}
+        self.block = np.zeros(0, np.float32)
+
+    async def connect(self, peers: dict, max_bytes: int) -> int:
+        self.peers = peers
+        self.block = np.random.default_rng(0).standard_normal(max(max_bytes // 4, 1)).astype(np.float32)
+        return len(peers)
+
+    async def take(self, array) -> int:  # Ray hands the array itself (read from the object store)
+        return int(array.nbytes) + int(array[-1] != array[-1] if array.size else 0)  # touch it
+
+    async def send(self, payloads: list, reps: int) -> list:
+        """``reps`` rounds of ``payloads`` ((nbytes, destinations): one ``ray.put``, its ref to every
+        destination); when each round had been taken by every destination."""
+        import ray
+
+        done = []
+        for _ in range(reps):
+            acks = []
+            for nbytes, dsts in payloads:
+                ref = ray.put(self.block[: nbytes // 4])
+                acks += [self.peers[d].take.remote(ref) for d in dsts]
+            await asyncio.gather(*acks)
+            done.append(time.time())
+        return done
+
+
+def raw_payloads(kind: str, transfers, instr: int = 1) -> dict[int, list]:
+    """The messages one collective (instruction ``instr``) sent, from the transport's transfer
+    log, as raw payloads per sender;
+    what our transport puts once for several peers (an all-gather's block, an all-reduce's
+    finished chunk in step 1) is one payload with several destinations here too."""
+    shared: dict[tuple, list] = {}
+    out: dict[int, list] = {}
+    for e in transfers.entries:
+        if e.direction != "sent" or e.device == e.peer or e.key[0] != instr:
+            continue
+        step = e.key[1] if len(e.key) > 1 else 0
+        if kind == "all_gather" or (kind == "all_reduce" and step == 1):
+            shared.setdefault((e.device, e.key, e.nbytes), []).append(e.peer)
+        else:
+            out.setdefault(e.device, []).append((e.nbytes, (e.peer,)))
+    for (src, _, nbytes), dsts in shared.items():
+        out.setdefault(src, []).append((nbytes, tuple(dsts)))
+    return out
+
+
+class RawMesh:
+    """``n`` plain Ray actors; ``seconds(payloads)``: the steady-state time of one round of the
+    given messages, every sender at once (timed like ``collective_seconds``)."""
+
+    def __init__(self, n: int, max_bytes: int):
+        ray = ensure_ray()
+        self.ray = ray
+        self.actors = [ray.remote(_Peer).options(num_cpus=0.01, max_concurrency=1000).remote() for _ in range(n)]
+        handles = dict(enumerate(self.actors))
+        ray.get([a.connect.remote(handles, max_bytes) for a in self.actors])
+
+    def seconds(self, payloads: dict[int, list], reps: int = 3, trials: int = 2) -> float:
+        ray, rounds = self.ray, max(reps, 2)
+        best = float("inf")
+        for _ in range(trials):
+            done = ray.get([self.actors[d].send.remote(p, rounds) for d, p in payloads.items()])
+            ends = [max(r[k] for r in done) for k in range(rounds)]
+            best = min(best, (ends[-1] - ends[0]) / (rounds - 1))
+        return best
+
+    def close(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a)
+
+
 def raw_transfer_seconds(nbytes: int, trials: int = 3) -> float:
     """``RawPair().seconds(nbytes)`` with a pair of its own."""
     pair = RawPair()
@@ -158,7 +235,21 @@ def raw_transfer_seconds(nbytes: int, trials: int = 3) -> float:
         pair.close()
 
 
-def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 2, trials: int = 2, mesh=None,
+def collective_seconds(execution, reps: int) -> float:
+    """Steady-state time of one collective, on the devices' own clocks (one machine): the copies
+    run back to back, copy ``r`` is done when its last device finishes it; the time from copy 1
+    done to copy ``reps`` done, over ``reps - 1``. (Copy 1 absorbs the devices' staggered starts;
+    with one copy, its whole span counts.)"""
+    spans = [sp for tl in execution.timeline.values() for sp in tl if sp.kind in KINDS]
+    done: dict[int, float] = {}
+    for sp in spans:
+        done[sp.instr] = max(done.get(sp.instr, 0.0), sp.end)
+    if reps < 2:
+        return max(sp.end for sp in spans) - min(sp.start for sp in spans)
+    return (done[reps] - done[1]) / (reps - 1)
+
+
+def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 3, trials: int = 2, mesh=None,
                       kinds=KINDS) -> dict:
     """``{kind: {bytes, seconds, gbps, raw_seconds, raw_gbps, ratio}}`` (see the module docstring).
     ``mesh``: a started ``RayMesh`` holding devices 0..devices-1 to reuse (else one is started)."""
@@ -170,24 +261,31 @@ def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 2, trials
     nbytes = int(mib * (1 << 20))
     out = {}
     pair = RawPair()
+    raw_mesh = None
     try:
         for kind in kinds:
             rows, cols = collective_shape(kind, devices, nbytes)
             rng = np.random.default_rng(1)
             inputs = {d: [rng.standard_normal((rows, cols)).astype(np.float32)] for d in ids}
-            base, full = collective_program(kind, ids, rows, cols, 0), collective_program(kind, ids, rows, cols, reps)
-            kb, kf = rm.load(base, timeout=120.0), rm.load(full, timeout=120.0)
+            full = collective_program(kind, ids, rows, cols, reps)
+            kf = rm.load(full, timeout=120.0)
             ex = rm.execute(kf, full, inputs)  # warm-up, and the bytes moved
             moved = sum(b for (s, d), b in ex.transfers.matrix().items() if s != d) // reps
-            t_base = _timed(lambda: rm.execute(kb, base, inputs), trials)
-            t_full = _timed(lambda: rm.execute(kf, full, inputs), trials)
-            seconds = max(t_full - t_base, 1e-9) / reps
+            seconds = min(collective_seconds(rm.execute(kf, full, inputs), reps) for _ in range(trials))
             raw = pair.seconds(moved, max(trials, 3))
+            payloads = raw_payloads(kind, ex.transfers)
+            if raw_mesh is None:
+                raw_mesh = RawMesh(devices, max(n for p in payloads.values() for n, _ in p))
+            same = raw_mesh.seconds(payloads, reps, trials)
             out[kind] = {"bytes": moved, "seconds": seconds, "gbps": moved / seconds / 1e9,
                          "raw_seconds": raw, "raw_gbps": moved / raw / 1e9, "ratio": raw / seconds,
+                         "same_messages_seconds": same, "same_messages_ratio": same / seconds,
+                         "messages": sum(len(d) for p in payloads.values() for _, d in p),
                          "local_shape": (rows, cols)}
     finally:
         pair.close()
+        if raw_mesh is not None:
+            raw_mesh.close()
         if own:
             rm.close()
     return out
@@ -277,7 +375,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=float, default=64.0, help="global array per collective, MiB (default 64)")
     ap.add_argument("--devices", type=int, default=8, help="devices for the collectives (default 8)")
-    ap.add_argument("--reps", type=int, default=2, help="collectives per timed program (default 2)")
+    ap.add_argument("--reps", type=int, default=3, help="collectives per timed program (default 3)")
     ap.add_argument("--trials", type=int, default=2, help="best of this many timed runs (default 2)")
     ap.add_argument("--mlp-scale", type=float, default=1.0,
                     help="scale batch, d and d_ff of the MLP (default 1: 512, 1024, 4096)")
@@ -290,13 +388,16 @@ def main(argv=None) -> None:
           f"ray {ray.__version__}  numpy {np.__version__}  python {platform.python_version()}")
     if "collectives" not in args.skip:
         print(f"\n## collectives: {args.devices} devices, {args.mib:g} MiB global array, float32 "
-              f"(marginal time of {args.reps} in one program, best of {args.trials})")
-        print(f"{'collective':15s} {'moved':>10s} {'time':>9s} {'GB/s':>7s} {'raw time':>9s} {'raw GB/s':>8s} {'ratio':>6s}")
+              f"(steady state of {args.reps} in one program, best of {args.trials})")
+        print(f"{'collective':15s} {'moved':>9s} {'msgs':>5s} {'time':>8s} {'GB/s':>6s} | {'same msgs':>9s} {'ratio':>6s} | "
+              f"{'one array':>9s} {'ratio':>6s}")
         res = bench_collectives(args.mib, args.devices, args.reps, args.trials)
         for k, r in res.items():
-            print(f"{k:15s} {r['bytes'] / (1 << 20):8.1f}Mi {r['seconds']:8.3f}s {r['gbps']:7.2f} "
-                  f"{r['raw_seconds']:8.3f}s {r['raw_gbps']:8.2f} {r['ratio']:6.2f}")
-        print("ratio = collective throughput / raw actor-to-actor throughput of the same bytes (goal >= 0.7)")
+            print(f"{k:15s} {r['bytes'] / (1 << 20):7.1f}Mi {r['messages']:5d} {r['seconds']:7.3f}s {r['gbps']:6.2f} | "
+                  f"{r['same_messages_seconds']:8.3f}s {r['same_messages_ratio']:6.2f} | "
+                  f"{r['raw_seconds']:8.3f}s {r['ratio']:6.2f}")
+        print("ratio = collective throughput / plain Ray throughput of the same bytes (goal >= 0.7): 'same msgs' sends\n"
+              "them as the same messages between plain actors, 'one array' as one array between two actors")
     if "mlp" not in args.skip:
         s = args.mlp_scale
         b, d, f = (max(8, int(v * s)) for v in (512, 1024, 4096))

@@ -4,23 +4,31 @@
 Every backend runs these same functions; only the transport differs (in-memory queues for the
 local backend, Ray object transfers between actors for the Ray backend).
 
-Algorithms here are *direct*: each member sends each piece straight to the member that needs it,
-in one step (two for all-reduce). Per device the bytes moved equal the analytic minimum
-(``simshard.report.analytic_min_bytes``): all-gather, reduce-scatter and all-to-all move
-``(g-1)/g`` of the group's data, all-reduce ``2(g-1)/g`` (a reduce-scatter then an all-gather).
-
 Canonical reduction order. Every reduction combines the contributions left to right in group
 order (``reduce_in_order``); the group is listed in ascending mesh coordinate, so results are the
 same bits whichever algorithm, backend or run produced them. Another algorithm must compute the
 same association ``((x[g0] op x[g1]) op x[g2]) ...`` for every element (float addition commutes,
-so ``acc op x`` and ``x op acc`` agree, but it does not associate). A textbook ring reduce-scatter
-starts chunk ``c``'s sum at member ``c+1`` and so breaks this; an order-keeping "ring" is a
-pipelined chain: every chunk's running partial travels ``g0 -> g1 -> ... -> g[-1]``, each member
-combining its contribution on the right. It moves the ring's total, ``(g-1)N`` over the group,
-but unevenly (``g0`` sends ``N``, ``g[-1]`` nothing) and the finished chunks end on ``g[-1]``,
-one more hop from their owners. Such a variant goes next to the direct functions below and is
-chosen by name (``ALGORITHMS``, ``run_collective(..., algorithm=...)``); the all-gather phase
-has no arithmetic and may use a plain ring.
+so ``acc op x`` and ``x op acc`` agree, but it does not associate).
+
+Two algorithms (``ALGORITHMS``, chosen by ``run_collective(..., algorithm=...)``):
+
+* ``direct``: each member sends each piece straight to the member that needs it, in one step
+  (two for all-reduce); per device the bytes equal the analytic minimum
+  (``simshard.report.analytic_min_bytes``): all-gather, reduce-scatter and all-to-all move
+  ``(g-1)/g`` of the group's data, all-reduce ``2(g-1)/g`` (a reduce-scatter then an all-gather).
+* ``ring``: every message goes to the next member of the ring. A textbook ring reduce-scatter
+  starts chunk ``c``'s sum at member ``c+1`` and so breaks the canonical order; the ring here
+  is order-keeping instead: every chunk's running partial travels ``g0 -> g1 -> ... -> g[-1]``
+  (a pipelined chain, each member combining its contribution on the right), then
+  - all-reduce: ``g[-1]`` holds the whole result and pipelines it on round the ring
+    (``g[-1] -> g0 -> ... -> g[-2]``), chunk by chunk: ``2(g-1)N`` bytes over the group, the
+    same total as direct, but uneven per device;
+  - reduce-scatter: ``g[-1]`` sends each finished chunk to its owner, the one non-neighbour
+    message: ``(g-1)N (1 + 1/g)`` bytes over the group (direct: ``(g-1)N``);
+  - all-gather has no arithmetic: a plain ring, ``g-1`` steps, each forwarding the block it got
+    last, the same bytes as direct.
+  All-to-all and collective-permute send personalised pieces, which a ring could only forward at
+  a cost in bytes: they run direct under either algorithm.
 
 Protocol rules every algorithm follows (the local transport's deadlock detection relies on them):
 a device finishes the sends of a step before it receives; it receives one message at a time; a
@@ -44,7 +52,7 @@ from simshard.report.comm import balanced_chunks
 from .errors import CollectiveError
 from .transport import Transport
 
-ALGORITHMS = ("direct",)
+ALGORITHMS = ("direct", "ring")
 
 
 @dataclass
@@ -274,6 +282,136 @@ async def broadcast(ch: Channel, x: np.ndarray | None, group: Sequence[int], roo
     return await ch.recv(root, 0)
 
 
+# -- ring variants (see the module docstring) -----------------------------------------------------
+
+
+def _ring_neighbours(me: int, group: Sequence[int]) -> tuple[int, int, int]:
+    """(my position, the member before me, the member after me) round the ring."""
+    i = list(group).index(me)
+    g = len(group)
+    return i, group[(i - 1) % g], group[(i + 1) % g]
+
+
+async def ring_all_gather(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int) -> np.ndarray:
+    """``all_gather`` round the ring: at step ``s`` send the block of member ``i - s`` to the next
+    member and get the block of member ``i - s - 1`` from the previous one."""
+    what = "all_gather"
+    _index(ch.me, group, what)
+    x = np.asarray(x)
+    axis = _axis(axis, x.ndim, what)
+    g = len(group)
+    i, prev, nxt = _ring_neighbours(ch.me, group)
+    blocks: list[np.ndarray | None] = [None] * g
+    blocks[i] = x
+    for s in range(g - 1):
+        await ch.send(nxt, s, blocks[(i - s) % g])
+        b = await ch.recv(prev, s)
+        _check_block(what, ch.me, prev, b, x, axis)
+        blocks[(i - s - 1) % g] = b
+    return np.concatenate(blocks, axis=axis)
+
+
+async def _chain_reduce(ch: Channel, pieces: Sequence[np.ndarray], order: Sequence[int], reduce_op: str,
+                        what: str) -> list[np.ndarray | None]:
+    """Every piece's running partial travels ``order[0] -> order[1] -> ...``, each member combining
+    its own piece on the right (the canonical association); message ``(instr, c)`` carries piece
+    ``c``. The last member of ``order`` gets every finished piece, the others ``None``s. Empty
+    pieces are not sent."""
+    k = list(order).index(ch.me)
+    prev = order[k - 1] if k else None
+    nxt = order[k + 1] if k + 1 < len(order) else None
+    op = REDUCE_OPS[reduce_op]
+    out: list[np.ndarray | None] = []
+    for c, mine in enumerate(pieces):
+        if not mine.size:
+            out.append(reduce_in_order([mine], reduce_op) if nxt is None else None)
+            continue
+        if prev is None:
+            acc = mine
+        else:
+            got = await ch.recv(prev, c)
+            _check_block(what, ch.me, prev, got, mine, None)
+            acc = op.combine(got, mine)
+        if nxt is not None:
+            await ch.send(nxt, c, acc)
+            out.append(None)
+        else:
+            out.append(reduce_in_order([acc], reduce_op) if prev is None else _finish(acc, reduce_op, len(order), mine))
+    return out
+
+
+def _finish(acc: np.ndarray, reduce_op: str, n: int, like: np.ndarray) -> np.ndarray:
+    """The chain's combined value as ``reduce_in_order`` would return it (``avg`` divides once)."""
+    if reduce_op == "avg":
+        acc = acc / n
+    return np.asarray(acc, dtype=np.result_type(like))
+
+
+async def ring_reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int, splits: Sequence[int],
+                              reduce_op: str = "sum", reduce_order: Sequence[int] = ()) -> np.ndarray:
+    """``reduce_scatter`` as an order-keeping chain along ``reduce_order`` (group order if empty);
+    its last member then sends each finished chunk to the member that keeps it (key step ``g + j``)."""
+    what = "reduce_scatter"
+    i = _index(ch.me, group, what)
+    order = tuple(reduce_order) or tuple(group)
+    if sorted(order) != sorted(group):
+        raise CollectiveError(f"{what}: reduce order {order} is not a permutation of the group {tuple(group)}")
+    if reduce_op not in REDUCE_OPS:
+        reduce_in_order([x], reduce_op)  # raises the unknown-op error
+    x = np.asarray(x)
+    axis = _axis(axis, x.ndim, what)
+    g = len(group)
+    pieces = _split(x, axis, splits, g, what)
+    done = await _chain_reduce(ch, pieces, order, reduce_op, what)
+    last = order[-1]
+    if ch.me == last:
+        for j, p in enumerate(group):
+            if p != last and pieces[j].shape[axis]:
+                await ch.send(p, g + j, done[j])
+        return done[i]
+    if not pieces[i].shape[axis]:
+        return reduce_in_order([pieces[i]], reduce_op)
+    got = await ch.recv(last, g + i)
+    _check_block(what, ch.me, last, got, pieces[i], None)
+    return got
+
+
+async def ring_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op: str = "sum") -> np.ndarray:
+    """``all_reduce`` as an order-keeping chain (``g`` balanced chunks of the flattened buffer,
+    steps ``0..g-1``) ending on the last member, which then pipelines the result on round the ring
+    (steps ``g..2g-1``): ``g[-1] -> g0 -> g1 -> ... -> g[-2]``."""
+    what = "all_reduce"
+    _index(ch.me, group, what)
+    if reduce_op not in REDUCE_OPS:
+        reduce_in_order([x], reduce_op)
+    x = np.asarray(x)
+    g = len(group)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    sizes = balanced_chunks(flat.size, g)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    pieces = [flat[offsets[j]: offsets[j + 1]] for j in range(g)]
+    done = await _chain_reduce(ch, pieces, group, reduce_op, what)
+    # the broadcast ring starts at the last member: position k of ``ring`` receives from k - 1
+    ring = (group[-1],) + tuple(group[:-1])
+    k = ring.index(ch.me)
+    prev = ring[k - 1] if k else None
+    nxt = ring[k + 1] if k + 1 < g else None
+    chunks = []
+    for c in range(g):
+        if not sizes[c]:
+            chunks.append(reduce_in_order([pieces[c]], reduce_op))
+            continue
+        if prev is None:
+            chunk = done[c]
+        else:
+            chunk = await ch.recv(prev, g + c)
+            _check_block(what, ch.me, prev, chunk, pieces[c], None)
+        if nxt is not None:
+            await ch.send(nxt, g + c, chunk)
+        chunks.append(chunk)
+    return np.concatenate(chunks).reshape(x.shape)
+
+
 # -- running a schedule instruction --------------------------------------------------------------
 
 
@@ -313,13 +451,14 @@ async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: st
     if algorithm not in ALGORITHMS:
         raise CollectiveError(f"unknown collective algorithm {algorithm!r} (available: {', '.join(ALGORITHMS)})")
     kind = instr.kind
+    ring = algorithm == "ring"
     if kind == "all_gather":
-        return await all_gather(ch, x, instr.group, instr.axis)
+        return await (ring_all_gather if ring else all_gather)(ch, x, instr.group, instr.axis)
     if kind == "reduce_scatter":
-        return await reduce_scatter(ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op,
-                                    getattr(instr, "reduce_order", ()))
+        return await (ring_reduce_scatter if ring else reduce_scatter)(
+            ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op, getattr(instr, "reduce_order", ()))
     if kind == "all_reduce":
-        return await all_reduce(ch, x, instr.group, instr.reduce_op)
+        return await (ring_all_reduce if ring else all_reduce)(ch, x, instr.group, instr.reduce_op)
     if kind == "all_to_all":
         return await all_to_all(ch, x, instr.group, instr.split_axis, instr.splits, instr.concat_axis)
     if kind == "collective_permute":

@@ -41,6 +41,8 @@ What a schedule must satisfy (the partitioner's side of the contract):
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -76,6 +78,20 @@ def _aval(a: np.ndarray) -> str:
     return f"{a.dtype}{list(a.shape)}"
 
 
+@dataclass(frozen=True)
+class Span:
+    """When one device ran one instruction: wall-clock seconds (``time.time``), so the spans of
+    devices in different processes of one machine line up (a timeline, a measured trace)."""
+
+    device: int
+    position: int
+    instr: int
+    kind: str
+    source: str
+    start: float
+    end: float
+
+
 class Executor:
     """One device running its Schedule (see the module docstring)."""
 
@@ -96,6 +112,7 @@ class Executor:
         self.position = -1
         self.state = "not started"
         self.records: list[CommRecord] = []
+        self.timeline: list[Span] = []  # one per instruction run
         self._peak = (0, -1, None, "inputs")
 
     # -- where am I ------------------------------------------------------------------------------
@@ -191,6 +208,7 @@ class Executor:
         self.input_bytes = self.live_bytes
         for pos, ins in enumerate(s.instrs):
             self.position = pos
+            start = time.time()
             try:
                 await self._step(ins)
             except ExecutionError:
@@ -202,6 +220,7 @@ class Executor:
             except Exception as e:  # a kernel or numpy error: name where it happened
                 self.state = "failed"
                 raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {type(e).__name__}: {e}") from e
+            self.timeline.append(Span(self.device, pos, ins.id, ins.kind, ins.source, start, time.time()))
         self.position = len(s.instrs)
         outputs = tuple(self._read(b) for b in s.outputs)
         self.state = "finished"

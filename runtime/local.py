@@ -38,6 +38,8 @@ class Execution:
     # device -> buffer -> its contents right after it was written, for the SpmdProgram's
     # checkpoint buffers; empty unless the run traced values (``trace_values=True``)
     values: Mapping[int, Mapping[int, np.ndarray]] = field(default_factory=dict)
+    # device -> when it ran each instruction (``executor.Span``s, in schedule order)
+    timeline: Mapping[int, tuple] = field(default_factory=dict)
 
     @property
     def comm(self) -> CommReport:
@@ -112,7 +114,8 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
     records = tuple(r for d in spmd.devices for r in executors[d].records)
     memory = MemoryReport(tuple(executors[d].memory() for d in spmd.devices))
     values = {d: dict(executors[d].traced) for d in spmd.devices} if trace_values else {}
-    return Execution(spmd, outputs, records, memory, transport.log, values)
+    timeline = {d: tuple(executors[d].timeline) for d in spmd.devices}
+    return Execution(spmd, outputs, records, memory, transport.log, values, timeline)
 
 
 def _root_cause(failed: dict[int, BaseException]) -> BaseException:

@@ -158,6 +158,7 @@ def _make_transport_class():
             self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
             self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
+            self._puts_for, self._puts = None, {}  # instruction id, id(array) -> (array, its ObjectRef)
 
         async def _deliver(self, msg: Message) -> None:
             ray = _import_ray()
@@ -167,10 +168,21 @@ def _make_transport_class():
             peer = self.peers.get(msg.dst)
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
-            payload = ray.put(msg.array) if msg.array.nbytes >= INLINE_BYTES else msg.array
+            payload = self._payload(ray, msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
             # no ack awaited here; the answers are looked at once this device has finished (``late``)
             ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
             self.sent.append((ref, msg.dst, msg.key, msg.note))
+
+        def _payload(self, ray, msg: Message):
+            """The array as a Ray object, put once per instruction however many peers it goes to
+            (an all-gather's block, an all-reduce's finished chunk): every receiver on a node
+            reads the same object, as Ray moves one object to many actors."""
+            if self._puts_for != msg.key[0]:
+                self._puts_for, self._puts = msg.key[0], {}
+            hit = self._puts.get(id(msg.array))
+            if hit is None or hit[0] is not msg.array:
+                hit = self._puts[id(msg.array)] = (msg.array, ray.put(msg.array))
+            return hit[1]
 
         async def late(self, timeout: float = 5.0) -> list[tuple]:
             """(destination, key, note) of the messages whose receiver had already finished the
@@ -298,7 +310,9 @@ class DeviceActor:
             return "finished" if run_id in self.finished else "over"
         st = self._state(run_id)
         try:
-            st.mailbox.put(Message(src, self.device, tuple(key), np.array(array, copy=True), tag, note))
+            # no copy: a large array is a read-only view of the object store (the kernels and
+            # collectives never write into their inputs), a small one was unpickled for us alone
+            st.mailbox.put(Message(src, self.device, tuple(key), np.asarray(array), tag, note))
         except Exception as e:  # a duplicate: fail this device's run with it
             st.error = e
             if st.task is not None and not st.task.done():
@@ -353,7 +367,8 @@ class DeviceActor:
             describe_peer=lambda d: transport.peer_where.get(d, "(its position is not known here)"),
             trace=trace if trace_values else frozenset(),
         )
-        inputs = [a if a.flags.writeable else np.array(a, copy=True) for a in map(np.asarray, inputs)]
+        # the shards arrive as read-only views of the object store: no copy, nothing writes into them
+        inputs = [np.asarray(a) for a in inputs]
         st.task = asyncio.ensure_future(ex.run(inputs))
         try:
             await asyncio.wait({st.task})
@@ -378,6 +393,7 @@ class DeviceActor:
                 "records": tuple(ex.records),
                 "memory": ex.memory(),
                 "transfers": list(transport.log.entries),
+                "timeline": tuple(ex.timeline),
                 "values": dict(ex.traced),
                 "undelivered": undelivered,
                 "late": late,
@@ -752,7 +768,8 @@ class RayMesh:
         memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
         values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
         outputs = _Outputs({d: results[d]["outputs"] for d in spmd.devices}, self.calls)
-        return Execution(spmd, outputs, records, memory, log, values)
+        timeline = {d: results[d]["timeline"] for d in spmd.devices}
+        return Execution(spmd, outputs, records, memory, log, values, timeline)
 
     def run_spmd(self, spmd, inputs, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
                  trace_values: bool = False, retries: int = 0):

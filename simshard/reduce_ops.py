@@ -37,7 +37,7 @@ class ReduceOp:
         """Combine contributions left to right, in the order given (the canonical order)."""
         acc = np.array(parts[0], copy=True)
         for p in parts[1:]:
-            acc = self.combine(acc, p)
+            self.combine(acc, p, out=acc)  # in place: the same bits, one buffer
         if self.name == "avg":
             acc = (acc / len(parts)).astype(np.result_type(parts[0]), copy=False)
         return np.asarray(acc, dtype=np.result_type(parts[0]))

@@ -56,8 +56,8 @@ def spmd_of(per_device: dict, n_in: int = 1) -> SpmdProgram:
                        (), ())
 
 
-def every_collective(devices=tuple(range(8))) -> SpmdProgram:
-    """All-gather, reduce-scatter, all-reduce, all-to-all and a permute, on one [8, 6] float32
+def every_collective(devices=tuple(range(8)), cols: int = 6) -> SpmdProgram:
+    """All-gather, reduce-scatter, all-reduce, all-to-all and a permute, on one [8, cols] float32
     block per device, in groups of 4 and the whole mesh."""
     rows = [(0, 1, 2, 3), (4, 5, 6, 7)]
     scheds = []
@@ -69,7 +69,7 @@ def every_collective(devices=tuple(range(8))) -> SpmdProgram:
             AllReduce(3, "%3 ar", src=2, dst=3, group=g, axes=("y",)),
             AllToAll(4, "%4 a2a", src=0, dst=4, group=g, split_axis=0, splits=(2,) * 4, concat_axis=1, axes=("y",)),
             CollectivePermute(5, "%5 perm", src=4, dst=5, pairs=tuple((i, (i + 1) % 8) for i in devices),
-                              shape=(2, 24), dtype="float32", axes=("x", "y")),
+                              shape=(2, 4 * cols), dtype="float32", axes=("x", "y")),
         )
         scheds.append(Schedule(d, (0,), instrs, (3, 5)))
     return SpmdProgram(None, tuple(scheds), (), ())
@@ -80,14 +80,21 @@ def bits(a):
     return a.dtype.str, a.shape, a.tobytes()
 
 
-def test_every_collective_bitwise_and_records_equal_to_local(mesh8):
-    spmd = every_collective()
+@pytest.mark.parametrize("algorithm, cols", [("direct", 6), ("direct", 4096), ("ring", 4096)])
+def test_every_collective_bitwise_and_records_equal_to_local(mesh8, algorithm, cols):
+    # 6 columns: every message inline in its call; 4096 (128 KiB blocks): through the object
+    # store, an all-gather's block put once for all its receivers
+    spmd = every_collective(cols=cols)
     rng = np.random.default_rng(0)
-    inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
-    local = run_local(spmd, inputs)
-    remote = mesh8.run_spmd(spmd, inputs)
+    inputs = {d: [rng.standard_normal((8, cols)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs, algorithm=algorithm)
+    remote = mesh8.run_spmd(spmd, inputs, algorithm=algorithm)
+    direct = run_local(spmd, inputs) if algorithm != "direct" else local
     for d in spmd.devices:
         assert [bits(a) for a in remote.outputs[d]] == [bits(a) for a in local.outputs[d]], d
+        assert [bits(a) for a in remote.outputs[d]] == [bits(a) for a in direct.outputs[d]], d
+        # each device timed each instruction, in schedule order
+        assert [(sp.position, sp.instr) for sp in remote.timeline[d]] == [(sp.position, sp.instr) for sp in local.timeline[d]]
     assert remote.records == local.records  # kind, group, bytes and messages per peer, per device and instruction
     assert remote.transfers.matrix() == local.transfers.matrix()
     for d in spmd.devices:

@@ -340,3 +340,20 @@ def test_placement_round_trip_and_its_checks():
     padded = {d: [np.zeros((2, 3)), np.float32(7)] for d in range(4)}  # device 3 left its padding on
     with pytest.raises(ShardingError, match="device 3 holds a shard of shape \\(2, 3\\), its layout says \\(0, 3\\)"):
         assemble_outputs(spmd, padded, [(6, 3), ()])
+
+
+def test_timeline_has_one_span_per_instruction_in_schedule_order():
+    import simshard as ss
+
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    x, w = ss.exact_inputs([(4, 8), (8, 4)], seed=0)
+    res = ss.run(lambda x, w: x @ w, x, w, mesh=mesh, in_shardings=(ss.P("x", "y"), ss.P("y", None)), backend="local")
+    tl = res.execution.timeline
+    assert set(tl) == set(mesh.device_ids)
+    for d, spans in tl.items():
+        sched = res.spmd.schedule(d)
+        assert [(sp.position, sp.instr, sp.kind) for sp in spans] == [
+            (i, ins.id, ins.kind) for i, ins in enumerate(sched.instrs)]
+        assert all(sp.device == d and sp.start <= sp.end for sp in spans)
+        assert all(a.end <= b.start for a, b in zip(spans, spans[1:]))  # one device runs one instruction at a time
+    assert any(sp.kind == "all_reduce" for spans in tl.values() for sp in spans)
