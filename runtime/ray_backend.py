@@ -663,10 +663,13 @@ class RayMesh:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, not {retries}")
         before = Counter(self.calls)
-        shards = {}
+        shards, put = {}, {}  # put: id(array) -> (array, ref): a block several devices hold goes once
         for d in spmd.devices:
-            shards[d] = [ray.put(np.asarray(a)) for a in inputs[d]]
-            self.calls["put"] += len(shards[d])
+            for a in inputs[d]:
+                if id(a) not in put:
+                    put[id(a)] = (a, ray.put(np.asarray(a)))
+                    self.calls["put"] += 1
+            shards[d] = [put[id(a)][1] for a in inputs[d]]
         restarted: list[int] = []
         for attempt in range(retries + 1):
             last = attempt == retries
