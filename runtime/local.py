@@ -30,6 +30,9 @@ from .transport import InMemoryTransport, TransferLog
 class Execution:
     """What a run produced: each device's output shards, and what it cost."""
 
+    def __repr__(self) -> str:  # short: asyncio may repr a finished task's result (its arrays)
+        return f"<Execution of {len(self.outputs)} devices, {len(self.records)} collective records>"
+
     spmd: SpmdProgram
     outputs: Mapping[int, tuple[np.ndarray, ...]]  # device -> its local output shards
     records: tuple[CommRecord, ...]  # one per collective instruction per participating device

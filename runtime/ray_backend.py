@@ -125,6 +125,8 @@ def _bootstrap(runtime_dir: str) -> None:
         if Path(mod.__file__).resolve().parent == Path(runtime_dir):
             return
         raise ImportError(f"this Ray worker imported simshard.runtime from {mod.__file__}, the driver's is {runtime_dir}")
+    for package in LEAN_PACKAGES:
+        _lean_package(package)
     import simshard
 
     found = importlib.util.find_spec("simshard.runtime")
@@ -137,6 +139,39 @@ def _bootstrap(runtime_dir: str) -> None:
     sys.modules["simshard.runtime"] = module
     spec.loader.exec_module(module)
     simshard.runtime = module
+
+
+# Packages whose __init__ a device worker skips until something asks for a name it defines: a
+# device needs the executor's modules, not the tracing / propagation API the package roots gather
+# (half a worker's start-up CPU, which 64 workers on 2 cores pay in turn).
+LEAN_PACKAGES = ("simshard", "simshard.partition", "simshard.report")
+
+
+def _lean_package(name: str) -> None:
+    """Register package ``name`` without running its ``__init__``: its submodules import as usual,
+    and the first attribute it does not have yet runs the ``__init__`` into the same module (so
+    user code in a manual region that uses ``simshard.…`` finds everything)."""
+    import importlib.util
+
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return
+    module = importlib.util.module_from_spec(spec)
+
+    def __getattr__(attr: str):
+        if module.__dict__.pop("__getattr__", None) is not None:
+            spec.loader.exec_module(module)
+            if attr in module.__dict__:
+                return module.__dict__[attr]
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+    module.__getattr__ = __getattr__
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent and parent in sys.modules:
+        setattr(sys.modules[parent], child, module)
 
 
 def _make_transport_class():
