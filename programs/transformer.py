@@ -6,11 +6,13 @@
 Exact on purpose. Layernorm and softmax divide, take roots and exponentials, so their outputs are
 not integers; a sharded matmul that then adds them in another order would round differently.
 So the block rounds activations to a fixed-point grid where integer inference would quantize
-them (``fixed_point``: layernorm outputs to 1/4, attention probabilities to 1/16). With
-integer-valued inputs every matmul then adds exactly representable numbers (bounds in
-``inputs``), so any order the partition adds them in gives numpy's bits. The statistics of
-layernorm (over the feature dim) and softmax (over the key dim) are not exact, but no strategy
-shards those dims: every device reduces whole rows, the same rows numpy reduces.
+them (``fixed_point``: layernorm outputs to 1/4, softmax's exponentials to 1/256 and its
+probabilities to 1/16). With integer-valued inputs every matmul and every softmax sum then adds
+exactly representable numbers (bounds in ``inputs``), so any order gives numpy's bits. The one
+inexact reduction left is layernorm's statistics over the feature dim, which no strategy shards:
+every device reduces whole rows, as numpy does. (Order matters even unsharded: numpy's
+reductions add in an order that depends on memory layout, which a partitioned program does not
+reproduce; without the grid not even ``dp`` is bitwise.)
 
 Strategies on the default mesh ``{x: 2, y: 4}`` (8 devices; ``about`` of each says what moves):
 
@@ -53,8 +55,9 @@ def layernorm(x, eps=1e-5):
 
 
 def softmax(s):
-    """Softmax over the last (key) dim, rounded to 1/16."""
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    """Softmax over the last (key) dim, rounded to 1/16. The exponentials are rounded to 1/256
+    first (each row holds a 1: no zero sums), so their row sums are exact in any order."""
+    e = fixed_point(np.exp(s - s.max(axis=-1, keepdims=True)), 8)
     return fixed_point(e / e.sum(axis=-1, keepdims=True), 4)
 
 
@@ -89,12 +92,13 @@ def block(params, x):
 def inputs():
     """``params`` with weights in {-1, 0, 1} and ``x`` integers in [-8, 8].
 
-    Why every matmul is exact in float32 (24 significand bits): layernorm outputs are multiples
-    of 1/4 with |h| <= sqrt(d) < 6, so q, k, v are multiples of 1/4 below 32 * 6 = 192; scores
-    (times 1/2) multiples of 1/32 below 4 * 192**2 / 2 = 73728, i.e. < 2**22 units of 1/32;
-    probabilities multiples of 1/16 summing to at most ~1.5, so p @ v is a multiple of 1/64
-    below 288 and @ wo below 32 * 288 = 9216 (< 2**20 units of 1/64); the MLP's hidden values
-    are multiples of 1/4 below 192, its output below 64 * 192 = 12288.
+    Why every matmul is exact in float32 (24 significand bits, every bound in units far below
+    2**24): layernorm outputs are multiples of 1/4 with |h| <= sqrt(d) < 6, so q, k, v are
+    multiples of 1/4 below 32 * 6 = 192; scores (times 1/2) multiples of 1/32 below
+    4 * 192**2 / 2 = 73728, under 2**22 units; the 8 probabilities of a row are multiples of 1/16
+    summing to at most 1 + 8/32, so p @ v is a multiple of 1/64 below 1.25 * 192 = 240 and
+    @ wo below 32 * 240 = 7680; the MLP's hidden values are multiples of 1/4 below 192, its output
+    below 64 * 192 = 12288; the residual stream stays a multiple of 1/64 below 2**15.
     """
     names = list(PARAMS)
     ws = ss.exact_inputs([PARAMS[n] for n in names], seed=1, max_abs=1)

@@ -3,7 +3,10 @@ fixed-point grid is there."""
 
 import numpy as np
 
+import simshard as ss
 from simshard import programs
+from simshard.ops import get_op
+from simshard.program import Literal
 from simshard.programs import transformer as tf
 
 F32 = 4
@@ -64,3 +67,24 @@ def test_only_the_causal_past_is_attended():
     changed[:, -1] += 1  # the last token cannot change any earlier token's output
     again = tf.block(params, changed)
     assert np.array_equal(out[:, :-1], again[:, :-1]) and not np.array_equal(out[:, -1], again[:, -1])
+
+
+def test_every_matmul_and_softmax_sum_adds_exactly():
+    # the bounds in tf.inputs' docstring, checked: each dot_general and each sum but layernorm's
+    # variances gives the same value in float64 as in float32: no float32 sum ever rounded
+    params, x = tf.inputs()
+    program = ss.jit(tf.block).trace(params, x)
+    env = dict(zip(program.inputs, [np.asarray(a) for a in (*[params[k] for k in sorted(params)], x)]))
+    checked = inexacts = 0
+    for e in program.eqns:
+        ins = [i.value if isinstance(i, Literal) else env[i] for i in e.inputs]
+        (out,) = get_op(e.op).kernel(*ins, **e.kw)
+        if e.op in ("dot_general", "reduce_sum"):
+            wide = get_op(e.op).kernel(*[np.asarray(i, np.float64) for i in ins], **e.kw)[0]
+            inexact = not np.array_equal(out.astype(np.float64), wide)
+            inexacts += inexact
+            if inexact:  # only the variances of the two layernorms, sums of squares of non-dyadic deviations
+                assert e.op == "reduce_sum" and program.producer(e.inputs[0]).op == "mul"
+            checked += 1
+        env[e.outputs[0]] = out
+    assert checked == 13 and inexacts <= 2  # 6 projections, 2 einsums, the softmax sum, 2 x (mean, variance)
