@@ -120,18 +120,15 @@ def _sequence(mesh):
                        annotation_shardings={"keys": P(), "values": P()})
 
 
-def block_explicit(params, x, axes):
+def block_explicit(params, x):
     """``block`` in explicit sharding mode, Megatron-style: the column-parallel projections keep
     their sharded columns (the rule infers it); the row-parallel ones contract a sharded dim,
     which explicit mode refuses to guess, so ``out_sharding=P()`` says: all-reduce here."""
     h = layernorm(x)
-    col = P(None, None, axes)
-    q = heads(snp.matmul(h, params["wq"], out_sharding=col))
-    k = heads(snp.matmul(h, params["wk"], out_sharding=col))
-    v = heads(snp.matmul(h, params["wv"], out_sharding=col))
+    q, k, v = heads(h @ params["wq"]), heads(h @ params["wk"]), heads(h @ params["wv"])
     a = merge_heads(attention_core(q, k, v))
     x1 = x + snp.matmul(a, params["wo"], out_sharding=P())
-    f = np.maximum(snp.matmul(layernorm(x1), params["w1"], out_sharding=col), 0)
+    f = np.maximum(layernorm(x1) @ params["w1"], 0)
     return x1 + snp.matmul(f, params["w2"], out_sharding=P())
 
 
@@ -143,8 +140,7 @@ def _megatron_specs(axes):
 def _explicit(mesh):
     axes = _axes(mesh)
     emesh = ss.make_mesh(mesh.axis_sizes, mesh.axis_names, axis_types=ss.AxisType.Explicit, name=mesh.name)
-    fn = lambda params, x: block_explicit(params, x, axes)  # noqa: E731
-    return ss.jit(fn, in_shardings=(_megatron_specs(axes), P()), mesh=emesh)
+    return ss.jit(block_explicit, in_shardings=(_megatron_specs(axes), P()), mesh=emesh)
 
 
 PROGRAM = ProgramDef(
