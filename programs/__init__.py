@@ -37,7 +37,9 @@ class Strategy:
     NamedShardings, Shardy text, ...). ``build(mesh)``, when given, returns the function to run
     instead of the program's own (an ``ss.jit`` / ``sjit`` function carrying its shardings, a
     variant with sharding constraints or ``out_sharding``); ``mesh`` overrides the program's
-    default mesh for this strategy; ``propagation`` names the Shardy propagation strategy.
+    default mesh for this strategy; ``propagation`` names the Shardy propagation strategy;
+    ``inputs``, when given, makes this strategy's arguments instead of the program's (a program
+    whose strategies run several sizes, like conv's seed layer and its ResNet-50 layer).
     """
 
     name: str
@@ -47,6 +49,7 @@ class Strategy:
     build: Callable[[Mesh], Callable] | None = None
     mesh: Mapping[str, int] | None = None
     propagation: str = "user_priority"
+    inputs: Callable[[], tuple] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,13 +89,18 @@ class ProgramDef:
         chosen = mesh if mesh is not None else (s.mesh if s.mesh is not None else self.mesh)
         return chosen if isinstance(chosen, Mesh) else Mesh(dict(chosen))
 
+    def inputs_for(self, strategy: Strategy | str | None = None) -> tuple:
+        """The arguments a run of ``strategy`` uses: its own ``inputs`` if it has some, else the program's."""
+        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        return tuple((s.inputs or self.inputs)())
+
     def run(self, strategy: Strategy | str | None = None, *, mesh=None, **run_options):
         """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through)."""
         from simshard.runtime.api import run
 
         s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
         m = self.mesh_for(s, mesh)
-        args = self.inputs()
+        args = self.inputs_for(s)
         if s.build is not None:
             return run(s.build(m), *args, mesh=m, strategy=s.propagation, **run_options)
         return run(self.fn, *args, mesh=m, in_shardings=s.in_shardings, out_shardings=s.out_shardings,

@@ -11,6 +11,7 @@ coordinate order.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from typing import Callable, Sequence
 
@@ -275,6 +276,14 @@ def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs, check_rep: bool =
         res = res if isinstance(res, tuple) else (res,)
         return optree.tree_unflatten(body.out_tree, list(res))
 
+    # ``wraps`` names the region after ``f`` and keeps its parameter names (input names), but ``f``
+    # is the per-device body, not this function of global arrays: don't advertise it as wrapped
+    # (``ss.run`` would verify against the body run on global arrays).
+    try:
+        wrapped.__signature__ = inspect.signature(f)
+    except (TypeError, ValueError):  # a callable without one: names become arg0, arg1, ...
+        pass
+    del wrapped.__wrapped__
     return wrapped
 
 

@@ -98,3 +98,15 @@ def test_errors():
         run(lambda a: ppermute(a, "y", [(0, 1), (2, 1)]), ss.P(), ss.P(), A)
     with pytest.raises(TraceError, match="all_to_all"):
         run(lambda a: all_to_all(a, "y", 1, 0), ss.P(), ss.P(), A)
+
+
+def test_ss_run_takes_a_shard_map_function_without_input_shardings():
+    # regression: propagation found no mesh (only the shard_map op names one), and verification
+    # ran the per-device body (functools.wraps' __wrapped__) on the global arrays, where psum fails
+    b = np.arange(16.0).reshape(8, 2)
+    f = shard_map(lambda a, b: psum(a @ b, "y"), mesh=MESH, in_specs=(ss.P("x", "y"), ss.P("y", None)),
+                  out_specs=ss.P("x", None))
+    for g in (f, jit(f)):
+        res = ss.run(g, A, b, mesh=MESH, backend="local")
+        assert res.verify.bitwise and np.array_equal(res.outputs, A @ b)
+    assert jit(f).trace(A, b).input_names == ("a", "b")  # names still come from the body's parameters

@@ -153,6 +153,16 @@ def _default_mesh(state: State, annotations) -> Mesh | None:
     return get_mesh()
 
 
+def _region_mesh(program: Program) -> Mesh | None:
+    """The mesh a manual region (``shard_map``) names: the only mesh of a program whose inputs
+    carry no sharding."""
+    for e in program.eqns:
+        mesh = e.kw.get("mesh") if e.op == "shard_map" else None
+        if isinstance(mesh, Mesh):
+            return mesh
+    return None
+
+
 def _neighbour_mesh(graph: Graph, state: State, key) -> Mesh | None:
     """The mesh for a value nothing reached: the common mesh of an op next to it (its producer
     first, then its users), else the mesh of the first sharded tensor next to it."""
@@ -186,7 +196,7 @@ def propagate(program: Program, strategy: str = "user_priority", conservative: b
         prov.annotate(key, s, label)
     run_strategy(graph, state, strategy, conservative, prov, program.inputs)
 
-    default = _default_mesh(state, annotations)
+    default = _default_mesh(state, annotations) or _region_mesh(program)
     final: dict[Value, Sharding] = {}
     for v in program.values():
         s = state.get(v)

@@ -1,0 +1,215 @@
+"""Seed 003's 1x1 convolutions sharded over a 3-D ciphertext mesh ``{x, y, z}``, run bitwise.
+
+A device is a ciphertext with a fixed number of slots. Sharding the input channels (the
+convolution's contraction) is a *reduce shard*: each ciphertext computes a partial sum of the
+output, combined by a reduction over that axis. Sharding the output channels is an *element-wise
+shard*: each ciphertext computes its own output block, no reduction. The seed's cases, one
+strategy each (every strategy carries its own mesh and, where the layer differs, its own inputs):
+
+* ``y4``: input[64,7,7] * kernel[16,64,1,1] on mesh {x=1, y=4, z=1}, 1024 slots: block
+  ``input[i*16:(i+1)*16]``, ``kernel[16, i*16:(i+1)*16]``, ``output[16,7,7] @ mesh[y=i]``: input
+  channels a reduce shard over y, the output all-reduced over y.
+* ``x2y8``: the same layer on {x=2, y=8, z=1}, 512 slots: ``input[j*8:(j+1)*8]``,
+  ``kernel[i*8:(i+1)*8, j*8:(j+1)*8]``, ``output[i*8:(i+1)*8] @ mesh[x=i, y=j]``: output channels
+  element-wise over x, input channels reduced over y.
+* ``x4``: the seed's "non-shard input" case, input[16,7,7] * kernel[64,16,1,1] on {x=4, y=1, z=1}:
+  the input replicated, output channels element-wise over x: no communication.
+* ``resnet50_y4`` / ``resnet50_x2y8``: ResNet-50's 1x1 layer input[2048,7,7] * kernel[512,2048,1,1]
+  (N = 64k) on {1,4,1} with 32k slots and on {2,8,1} with 16k slots, sharded like ``y4`` / ``x2y8``.
+
+Specs are written in the seed's ArraySharding form (per dim the mesh axis that splits it, -1 for
+none). ``ss.nn.conv2d`` is NCHW by OIHW, so the arrays carry a batch dim of 1. ``report()``
+prints, per strategy, the verification, which factors are element-wise and which reduce shards
+(read from the propagated program's factor rules), the collectives the schedules ran, and the
+slot utilization of the ciphertext arrays (input and output; the kernel is plaintext).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import simshard as ss
+from simshard import P
+from simshard.ops.factors import REDUCTION
+from simshard.ops.registry import get_op
+from simshard.programs import ProgramDef, Strategy
+
+REDUCING = ("all_reduce", "reduce_scatter")
+
+
+def conv(x, w):
+    return ss.nn.conv2d(x, w)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One seed layer on one ciphertext mesh: shapes (NCHW, OIHW), ArraySharding specs, slots."""
+
+    name: str
+    about: str
+    mesh: dict
+    x_shape: tuple
+    w_shape: tuple
+    x_spec: tuple  # per dim: a mesh axis or -1
+    w_spec: tuple
+    out_spec: tuple
+    slots: int  # slots per ciphertext
+
+
+SEED = ((1, 64, 7, 7), (16, 64, 1, 1))  # N = 2k: 1024 slots
+RESNET50 = ((1, 2048, 7, 7), (512, 2048, 1, 1))  # N = 64k: 32k slots
+Y, XY = ((-1, "y", -1, -1), (-1, "y", -1, -1), (-1, -1, -1, -1)), ((-1, "y", -1, -1), ("x", "y", -1, -1), (-1, "x", -1, -1))
+
+CASES = (
+    Case("y4", "input channels a reduce shard over y: partial outputs all-reduced over y",
+         {"x": 1, "y": 4, "z": 1}, *SEED, *Y, slots=1024),
+    Case("x2y8", "output channels element-wise over x, input channels a reduce shard over y",
+         {"x": 2, "y": 8, "z": 1}, *SEED, *XY, slots=512),
+    Case("x4", "input replicated (not sharded), output channels element-wise over x: no reduction",
+         {"x": 4, "y": 1, "z": 1}, (1, 16, 7, 7), (64, 16, 1, 1),
+         (-1, -1, -1, -1), ("x", -1, -1, -1), (-1, "x", -1, -1), slots=1024),
+    Case("resnet50_y4", "ResNet-50 1x1 layer, input channels a reduce shard over y",
+         {"x": 1, "y": 4, "z": 1}, *RESNET50, *Y, slots=32768),
+    Case("resnet50_x2y8", "ResNet-50 1x1 layer, output channels element-wise over x, input channels reduced over y",
+         {"x": 2, "y": 8, "z": 1}, *RESNET50, *XY, slots=16384),
+)
+
+
+def case(name: str) -> Case:
+    return next(c for c in CASES if c.name == name)
+
+
+def spec_to_p(spec) -> P:
+    """The seed's ArraySharding ``{y, -1}`` as a mesh-free PartitionSpec ``P('y', None)``."""
+    return P(*(None if a == -1 else a for a in spec))
+
+
+def case_inputs(c: Case) -> tuple:
+    return tuple(ss.exact_inputs([c.x_shape, c.w_shape], seed=0))
+
+
+def _strategy(c: Case) -> Strategy:
+    return Strategy(c.name, c.about, in_shardings=(spec_to_p(c.x_spec), spec_to_p(c.w_spec)),
+                    out_shardings=spec_to_p(c.out_spec), mesh=c.mesh, inputs=partial(case_inputs, c))
+
+
+# -- what a run shows --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShardKind:
+    """One sharded factor of one op: element-wise (pass-through) or reduce, and its mesh axes."""
+
+    op: str
+    factor: str
+    size: int
+    kind: str  # "element-wise" or "reduce"
+    axes: tuple[str, ...]
+    dims: str  # where the factor lives, e.g. "x[1], w[1]"
+
+
+def shard_kinds(program) -> list[ShardKind]:
+    """Per op of a propagated program, its sharded factors: a pass-through factor split over mesh
+    axes is an element-wise shard (each device computes its own block), a reduction factor split
+    over axes is a reduce shard (devices hold partial sums to combine over those axes)."""
+    out = []
+    for e in program.eqns:
+        ins = [v.aval for v in e.inputs]
+        outs = [v.aval for v in e.outputs]
+        rule = get_op(e.op).factor_rule(ins, outs, **e.kw)
+        names = [(program.label(v) if hasattr(v, "id") else None) or repr(v) for v in e.inputs + e.outputs]
+        found: dict[str, list] = {}
+        for t, (v, dims) in enumerate(zip(e.inputs + e.outputs, rule.tensors)):
+            s = program.shardings.get(v) if hasattr(v, "id") else None
+            if s is None:
+                continue
+            for d, fs in enumerate(dims):
+                axes = tuple(a.short() for a in s.dims[d].axes) if d < len(s.dims) else ()
+                if len(fs) == 1 and axes:
+                    entry = found.setdefault(fs[0], [axes, []])
+                    entry[1].append(f"{names[t]}[{d}]")
+        for f, (axes, where) in found.items():
+            kind = "reduce" if rule.kind(f) == REDUCTION else "element-wise"
+            out.append(ShardKind(e.op, f, rule.sizes[f], kind, axes, ", ".join(where)))
+    return out
+
+
+def reductions(res) -> list[tuple[str, tuple[str, ...]]]:
+    """The reducing collectives of the partitioned schedules: (kind, mesh axes), once per instruction."""
+    seen = {}
+    for r in res.comm.records:
+        if r.kind in REDUCING:
+            seen[r.instr] = (r.kind, r.axes)
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class SlotUse:
+    """How full one ciphertext array's ciphertexts are."""
+
+    array: str
+    shape: tuple
+    slots: int
+    filled: int  # the most slots any one ciphertext fills
+    ratio: float  # filled slots over the slots of every ciphertext
+    fits: bool
+
+
+def utilization(c: Case) -> list[SlotUse]:
+    """Slot utilization of the input and output ciphertexts of case ``c`` on its own mesh."""
+    mesh = ss.Mesh(c.mesh)
+    out_shape = (c.x_shape[0], c.w_shape[0], *c.x_shape[2:])  # a 1x1 convolution keeps H, W
+    rows = []
+    for name, shape, spec in (("input", c.x_shape, c.x_spec), ("output", out_shape, c.out_spec)):
+        u = ss.utilization(ss.fhe_spec(mesh, spec), shape, slots=c.slots)
+        rows.append(SlotUse(name, shape, c.slots, max(u.filled.values()), u.ratio, u.fits))
+    return rows
+
+
+def report(strategies=None, console=None, backend=None) -> dict:
+    """Run each strategy (all by default) and print its verification, element-wise vs reduce
+    shards, communication and slot utilization; returns strategy -> RunResult."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    results = {}
+    for name in strategies or PROGRAM.strategy_names:
+        c = case(name)
+        res = PROGRAM.run(name, backend=backend)
+        results[name] = res
+        console.rule(f"[bold]{name}: conv2d x{list(c.x_shape)} * w{list(c.w_shape)} on mesh {c.mesh}")
+        verdict = "bitwise identical to plain numpy" if res.verify.bitwise else f"DIFFERS\n{res.verify}"
+        console.print(f"verification: {verdict}")
+        t = Table(title="element-wise vs reduce shards (factor rule of each op)", title_justify="left")
+        for col in ("op", "factor", "size", "shard", "mesh axes", "in"):
+            t.add_column(col)
+        for k in shard_kinds(res.program):
+            t.add_row(k.op, k.factor, str(k.size), k.kind, ",".join(k.axes), k.dims)
+        console.print(t)
+        red = reductions(res)
+        console.print("reductions in the schedules: " + (", ".join(f"{k} over {','.join(a)}" for k, a in red) or "none"))
+        console.print(res.comm.table("kind"))
+        u = Table(title=f"ciphertext slot utilization ({c.slots} slots per ciphertext)", title_justify="left")
+        for col in ("array", "shape", "filled", "utilization", "fits"):
+            u.add_column(col, justify="right")
+        for r in utilization(c):
+            u.add_row(r.array, str(list(r.shape)), str(r.filled), f"{r.ratio:.1%}", "yes" if r.fits else "NO")
+        console.print(u)
+    return results
+
+
+PROGRAM = ProgramDef(
+    name="conv",
+    about="seed 003's 1x1 convolutions on ciphertext meshes: element-wise vs reduce shards, slot utilization",
+    fn=conv,
+    inputs=partial(case_inputs, CASES[0]),
+    mesh=CASES[0].mesh,
+    strategies=tuple(_strategy(c) for c in CASES),
+    extras={"cases": CASES, "report": report, "utilization": utilization, "shard_kinds": shard_kinds,
+            "reductions": reductions},
+)
+
+
+if __name__ == "__main__":
+    report()

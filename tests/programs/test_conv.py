@@ -1,0 +1,84 @@
+"""programs/conv.py: seed 003's 1x1 convolutions on ciphertext meshes: element-wise vs reduce
+shards, the communication of each mesh derived from the shapes, and slot utilization."""
+
+import io
+
+import pytest
+from rich.console import Console
+
+from simshard.programs import conv
+
+F32 = 4
+HW = 7 * 7
+
+
+def allreduce_bytes(devices, g, n):
+    """Bytes all ``devices`` receive all-reducing an ``n``-byte array in groups of ``g``."""
+    return devices * 2 * (g - 1) * n // g
+
+
+def test_y4_input_channels_are_a_reduce_shard_over_y(run_strategy):
+    res = run_strategy("conv", "y4")
+    kinds = {(k.kind, k.axes, k.size) for k in conv.shard_kinds(res.program)}
+    assert kinds == {("reduce", ("y",), 64)}
+    assert conv.reductions(res) == [("all_reduce", ("y",))]
+    # every ciphertext ends with the whole output[16,7,7]: 4 devices all-reduce it
+    assert res.comm.total_bytes == allreduce_bytes(4, 4, 16 * HW * F32) == 18816
+    assert res.outputs.shape == (1, 16, 7, 7)
+
+
+def test_x2y8_output_channels_element_wise_over_x_input_channels_reduce_over_y(run_strategy):
+    res = run_strategy("conv", "x2y8")
+    kinds = {(k.kind, k.axes, k.size) for k in conv.shard_kinds(res.program)}
+    assert kinds == {("reduce", ("y",), 64), ("element-wise", ("x",), 16)}
+    assert conv.reductions(res) == [("all_reduce", ("y",))]
+    assert {r.axes for r in res.comm.records} == {("y",)}
+    # two groups of 8 ciphertexts each all-reduce their output[8,7,7]
+    assert res.comm.total_bytes == allreduce_bytes(16, 8, 8 * HW * F32) == 43904
+    assert {tuple(res.shards(d)[0].shape) for d in range(16)} == {(1, 8, 7, 7)}
+
+
+def test_x4_unsharded_input_needs_no_reduction(run_strategy):
+    res = run_strategy("conv", "x4")
+    assert {(k.kind, k.axes) for k in conv.shard_kinds(res.program)} == {("element-wise", ("x",))}
+    assert conv.reductions(res) == [] and res.comm.total_bytes == 0
+
+
+def test_resnet50_layer_on_both_meshes(run_strategy):
+    y4, x2y8 = run_strategy("conv", "resnet50_y4"), run_strategy("conv", "resnet50_x2y8")
+    assert {(k.kind, k.axes, k.size) for k in conv.shard_kinds(y4.program)} == {("reduce", ("y",), 2048)}
+    assert {(k.kind, k.axes, k.size) for k in conv.shard_kinds(x2y8.program)} == {
+        ("reduce", ("y",), 2048), ("element-wise", ("x",), 512)}
+    # output[512,7,7] all-reduced over 4 ciphertexts; on {2,8,1}, output[256,7,7] per x over 8
+    assert y4.comm.total_bytes == allreduce_bytes(4, 4, 512 * HW * F32) == 602112
+    assert x2y8.comm.total_bytes == allreduce_bytes(16, 8, 256 * HW * F32) == 1404928
+    assert y4.outputs.shape == (1, 512, 7, 7)
+
+
+@pytest.mark.parametrize("name, slots, per_ciphertext", [
+    ("y4", 1024, 16 * HW),  # input[16,7,7] per ciphertext; the output[16,7,7] replicated: 784 of 1024
+    ("x2y8", 512, 8 * HW),  # input[8,7,7] and output[8,7,7]: 392 of 512
+    ("resnet50_y4", 32768, 512 * HW),  # input[512,7,7] and the whole output[512,7,7]: 25088 of 32k
+    ("resnet50_x2y8", 16384, 256 * HW),  # input[256,7,7] and output[256,7,7]: 12544 of 16k
+])
+def test_slot_utilization_with_the_seeds_slot_counts(name, slots, per_ciphertext):
+    rows = {r.array: r for r in conv.utilization(conv.case(name))}
+    for array in ("input", "output"):
+        r = rows[array]
+        assert (r.slots, r.filled, r.fits) == (slots, per_ciphertext, True)
+        assert r.ratio == pytest.approx(per_ciphertext / slots)
+
+
+def test_x4_output_fills_a_quarter_of_the_channels_per_ciphertext():
+    rows = {r.array: r for r in conv.utilization(conv.case("x4"))}
+    assert rows["input"].filled == 16 * HW and rows["output"].filled == 16 * HW  # output[64] over x=4
+
+
+def test_report_prints_the_tables():
+    out = io.StringIO()
+    results = conv.report(["y4", "x4"], Console(file=out, width=120, color_system=None), backend="local")
+    assert all(r.verify.bitwise for r in results.values())
+    text = out.getvalue()
+    assert text.count("bitwise identical") == 2
+    assert "element-wise" in text and "reduce" in text and "slot utilization" in text
+    assert "all_reduce over y" in text and "reductions in the schedules: none" in text

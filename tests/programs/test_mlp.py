@@ -1,0 +1,45 @@
+"""programs/mlp.py: the communication of each strategy, derived from the shapes.
+
+float32 throughout (4 bytes); an all-reduce of N bytes over g devices makes each device receive
+2(g-1)/g * N, an all-gather (g-1)/g of the gathered array; totals are over all devices."""
+
+from simshard.programs.mlp import BATCH, D, D_FF
+
+F32 = 4
+
+
+def collectives(res):
+    """{(kind, mesh axes): (instructions, bytes sent over all devices)}."""
+    out = {}
+    for r in res.comm.records:
+        n, b = out.get((r.kind, r.axes), (set(), 0))
+        out[(r.kind, r.axes)] = (n | {r.instr}, b + r.bytes_sent)
+    return {k: (len(n), b) for k, (n, b) in out.items()}
+
+
+def test_dp_moves_nothing(run_strategy):
+    res = run_strategy("mlp", "dp")
+    assert res.comm.records == () and res.comm.total_bytes == 0
+
+
+def test_megatron_is_one_all_reduce_of_batch_by_d_over_every_device(run_strategy):
+    res = run_strategy("mlp", "megatron")
+    g, n = 8, BATCH * D * F32  # the [16, 32] output, partial over all 8 devices
+    assert collectives(res) == {("all_reduce", ("x", "y")): (1, g * 2 * (g - 1) * n // g)}  # 28672 B
+
+
+def test_2d_all_reduces_the_local_batch_over_y_only(run_strategy):
+    res = run_strategy("mlp", "2d")
+    g, n = 4, (BATCH // 2) * D * F32  # each x half of the batch, partial over the 4 devices of y
+    assert collectives(res) == {("all_reduce", ("y",)): (1, 8 * 2 * (g - 1) * n // g)}  # 12288 B
+
+
+def test_fsdp_stores_weights_split_and_all_gathers_each_once(run_strategy):
+    res = run_strategy("mlp", "fsdp")
+    p = res.program
+    # FSDPShardingRule splits each weight along its larger dim (64) over all 8 devices
+    assert [p.type_string(v) for v in p.inputs] == ["f32[32,64@(x,y)]", "f32[64@(x,y),32]", "f32[16@(x,y),32]"]
+    g, w = 8, D * D_FF * F32  # both weights have d * d_ff elements
+    assert collectives(res) == {("all_gather", ("x", "y")): (2, 2 * g * (g - 1) * w // g)}  # 114688 B
+    # each device starts with 1/8 of the weights and of the batch: (2 * 8192 + 2048) / 8 bytes
+    assert {m.input_bytes for m in res.memory.devices} == {(2 * w + BATCH * D * F32) // g}
