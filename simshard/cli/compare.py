@@ -40,18 +40,18 @@ def execute(args, out: Output) -> int:
             outcomes.append(run_strategy(program, s, mesh, backend, args.address))
     summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
 
-    out.print(f"[bold]{program.name}[/]: {program.about}", highlight=False)
-    out.print(f"{len(chosen)} strategies, backend {backend}", highlight=False)
-    out.print(f"topology {options.describe_topology(topology)}", highlight=False)
+    out.heading(program.name, program.about)
+    out.line(f"{len(chosen)} strategies, backend {backend}")
+    out.line(f"topology {options.describe_topology(topology)}")
     out.print(compare_table(summaries))
     for s in summaries:
         if not s.verified:
-            out.print(f"[bold red]{s.name}:[/] {s.first_divergence}", highlight=False)
+            out.line(f"{s.name}: {s.first_divergence}")
     if args.json:
         write_json(args.json, document("compare", program, mesh, backend, topology, args.exact, summaries))
     if args.plot:
         from .plot import plot_strategies
 
         plot_strategies(args.plot, program.name, summaries)
-        out.print(f"plot written to {args.plot}", highlight=False)
+        out.line(f"plot written to {args.plot}")
     return EXIT_OK if all(s.verified for s in summaries) else EXIT_FAILED

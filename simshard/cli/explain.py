@@ -32,16 +32,18 @@ def execute(args, out: Output) -> int:
     prog, used = propagated(program, strategy, mesh)
     values = prog.values() if not args.value else [_lookup(prog, v) for v in args.value]
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
-    out.print(f"[bold]{program.name} / {strategy.name}[/]: {strategy.about}", highlight=False)
-    out.print(f"mesh {mesh_text}, mode {prog.mode}, propagation {strategy.propagation}\n", highlight=False)
-    out.print(prog.pretty(), highlight=False, markup=False)
-    if propagation_info(prog) is None:
-        out.print("\nexplicit mode (sharding in types): each op's rule computed its result's sharding at trace "
-                  "time from its operands'; nothing was propagated.", highlight=False)
+    out.heading(f"{program.name} / {strategy.name}", strategy.about)
+    propagated_here = propagation_info(prog) is not None
+    out.line(f"mesh {mesh_text}, mode {prog.mode}" + (f", propagation {strategy.propagation}" if propagated_here else "")
+             + "\n")
+    out.line(prog.pretty())
+    if not propagated_here:
+        out.line("\nexplicit mode (sharding in types): each op's rule computed its result's sharding at trace "
+                 "time from its operands'; nothing was propagated.")
         return EXIT_OK
     out.print("\n[bold]why each value has its sharding[/]")
     for v in values:
-        out.print(explain(prog, v), highlight=False, markup=False)
+        out.line(explain(prog, v))
     return EXIT_OK
 
 

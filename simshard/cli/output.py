@@ -24,7 +24,7 @@ class Output:
     def create(quiet: bool = False) -> "Output":
         # piped output is not squeezed into 80 columns (COLUMNS still decides when set)
         wide = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 110
-        return Output(Console(file=sys.stdout, width=wide), Console(file=sys.stderr), quiet)
+        return Output(Console(file=sys.stdout, width=wide, soft_wrap=True), Console(file=sys.stderr, soft_wrap=True), quiet)
 
     @property
     def live(self) -> bool:
@@ -35,7 +35,19 @@ class Output:
         self.console.print(*things, **kw)
 
     def error(self, message: str) -> None:
-        self.err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        self.err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+    def heading(self, bold: str, rest: str = "") -> None:
+        """``bold: rest`` on one line, neither read as rich markup (names may hold brackets)."""
+        from rich.text import Text
+
+        self.console.print(Text.assemble((bold, "bold"), (f": {rest}" if rest else "")))
+
+    def line(self, text: str) -> None:
+        """Plain text, printed as it is (no markup, no highlighting)."""
+        self.console.print(text, markup=False, highlight=False)
 
     @contextlib.contextmanager
     def spinner(self, text: str):

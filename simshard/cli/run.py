@@ -36,15 +36,15 @@ def execute(args, out: Output) -> int:
     res = outcome.result
 
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
-    out.print(f"[bold]{program.name} / {strategy.name}[/]: {strategy.about}", highlight=False)
-    out.print(f"mesh {mesh_text} ({used.size} devices), backend {backend}", highlight=False)
-    out.print(f"topology {options.describe_topology(topology)}", highlight=False)
+    out.heading(f"{program.name} / {strategy.name}", strategy.about)
+    out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}")
+    out.line(f"topology {options.describe_topology(topology)}")
     out.print(verdict(summary, res, args.exact))
     if res is not None:
         if res.comm.records:
             out.print(comm_table(res.comm, topology))
         else:
-            out.print("communication: none (no collectives)")
+            out.line("communication: none (no collectives)")
         out.print(memory_table(res.memory))
     if args.json:
         write_json(args.json, document("run", program, mesh, backend, topology, args.exact, [summary]))

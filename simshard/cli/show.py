@@ -84,5 +84,5 @@ def execute(args, out: Output) -> int:
     drawing = render(spec, shape)  # a shape that does not fit raises here, before anything prints
     out.print(drawing)
     for line in equivalents(spec, shape):
-        out.print(line, highlight=False, markup=False)
+        out.line(line)
     return EXIT_OK

@@ -52,7 +52,8 @@ def summarize(outcome, topology, exact: bool) -> StrategySummary:
                                estimated_time_s=None, peak_memory_bytes=None, max_peak_memory_bytes=None)
     v, comm, memory = res.verify, res.comm, res.memory
     verified = v.bitwise if exact else v.ok
-    first = v.first_divergence or (v.reassociations[0] if v.reassociations else None)
+    # what to name: the first wrong op or output; when nothing is wrong, the first reassociated op
+    first = v.first_divergence if not v.ok or not v.reassociations else v.reassociations[0]
     per_axis: dict[str, int] = {}
     for row in comm.summary("axis"):
         per_axis[row["axis"]] = row["sent"]

@@ -40,7 +40,7 @@ def comm_table(comm, topology) -> Table:
     for col in ("count", "messages", "bytes", "minimum", "ratio", "est. time"):
         t.add_column(col, justify="right", no_wrap=True)
     for row in comm.summary(("op", "kind", "axis")):
-        t.add_row(row["op"], row["kind"], row["axis"], str(row["collectives"]), str(row["messages"]),
+        t.add_row(Text(row["op"]), row["kind"], Text(row["axis"]), str(row["collectives"]), str(row["messages"]),
                   fmt_bytes(row["sent"]), fmt_bytes(row["minimum"]), fmt_ratio(row["received"], row["minimum"]),
                   fmt_seconds(times[(row["op"], row["kind"], row["axis"])]))
     t.add_section()
@@ -57,7 +57,7 @@ def memory_table(memory) -> Table:
         t.add_column(col, justify=just)
     for d in memory.devices:
         at = "inputs" if d.peak_position < 0 else d.peak_source
-        t.add_row(str(d.device), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), at)
+        t.add_row(str(d.device), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), Text(at))
     return t
 
 
@@ -78,7 +78,7 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     t.add_column("verified")
     t.add_column("bytes", justify="right")
     for a in axes:
-        t.add_column(f"over {a}" if a != "-" else "no axis", justify="right")
+        t.add_column(Text(f"over {a}" if a != "-" else "no axis"), justify="right")
     for col in ("est. time", "peak memory", "collectives"):
         t.add_column(col, justify="right")
     for s in summaries:
