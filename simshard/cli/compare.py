@@ -32,7 +32,7 @@ def execute(args, out: Output) -> int:
     program = load_program(args.program)
     chosen = strategies(program, args.strategies)
     meshes = [program.mesh_for(s, mesh) for s in chosen]
-    topology = options.topology(args.topology, args.bandwidth, args.latency, {a for m in meshes for a in m.axis_names})
+    topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
     outcomes = []
     with out.steps(f"{program.name} on {backend}", len(chosen)) as advance:
         for s in chosen:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from typing import Iterable, Sequence
 
 from simshard.mesh import Mesh
@@ -19,9 +20,9 @@ from .errors import UsageError
 # (25 GB/s, 5 us per message), a cluster interconnect; docs/cli.md says how to describe others.
 DEFAULT_LINK = Link(25e9, 5e-6)
 
-_RATE_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+_RATE_UNITS = {"": "1", "b": "1", "kb": "1e3", "mb": "1e6", "gb": "1e9", "tb": "1e12",
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-_TIME_UNITS = {"": 1, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_TIME_UNITS = {"": "1", "s": "1", "ms": "1e-3", "us": "1e-6", "µs": "1e-6", "ns": "1e-9"}
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
 
@@ -58,7 +59,7 @@ def parse_bandwidth(text: str) -> float:
     unit = (m[2] or "").lower() if m else None
     if not m or unit not in _RATE_UNITS or float(m[1]) <= 0:
         raise UsageError(f"a bandwidth is a positive number of bytes per second like 25e9, 25GB/s or 32GiB/s; got {text!r}")
-    return float(m[1]) * _RATE_UNITS[unit]
+    return float(Decimal(m[1]) * Decimal(_RATE_UNITS[unit]))  # decimal: 10us is exactly 1e-05
 
 
 def parse_latency(text: str) -> float:
@@ -66,7 +67,7 @@ def parse_latency(text: str) -> float:
     m = re.fullmatch(_NUMBER + r"\s*(s|ms|us|µs|ns)?", text.strip())
     if not m:
         raise UsageError(f"a latency is a number of seconds like 5e-6, or with a unit: 5us, 0.5ms; got {text!r}")
-    return float(m[1]) * _TIME_UNITS[m[2] or ""]
+    return float(Decimal(m[1]) * Decimal(_TIME_UNITS[m[2] or ""]))
 
 
 def _per_axis(values: Iterable[str], read, flag: str) -> tuple[float | None, dict[str, float]]:
@@ -90,7 +91,7 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
     ``--bandwidth`` / ``--latency`` (``[AXIS=]VALUE``, repeatable or comma-separated; without an
     axis: every axis not named), or ``DEFAULT_LINK`` for every axis. Axes a file or flag leaves
     out take its default, else ``DEFAULT_LINK``'s. ``axes``: the mesh axes, to catch typos."""
-    axes = set(axes)
+    axes = list(dict.fromkeys(axes))
     if file is not None and (bandwidth or latency):
         raise UsageError("give the links either in --topology FILE or with --bandwidth / --latency, not both")
     if file is not None:
@@ -111,12 +112,12 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
         lat_default, lat = _per_axis(latency, parse_latency, "--latency")
         default = Link(bw_default if bw_default is not None else DEFAULT_LINK.bandwidth,
                        lat_default if lat_default is not None else DEFAULT_LINK.latency)
-        links = {a: Link(bw.get(a, default.bandwidth), lat.get(a, default.latency)) for a in {*bw, *lat}}
-    unknown = sorted(set(links) - axes)
+        links = {a: Link(bw.get(a, default.bandwidth), lat.get(a, default.latency)) for a in dict.fromkeys([*bw, *lat])}
+    unknown = sorted(set(links) - set(axes))
     if unknown and axes:
         raise UsageError(f"the topology names mesh axes {', '.join(unknown)} that the mesh does not have "
-                         f"(axes: {', '.join(sorted(axes))})")
-    return Topology(links, default)
+                         f"(axes: {', '.join(axes)})")
+    return Topology({a: links[a] for a in axes if a in links}, default)  # in mesh order
 
 
 def _link_dict(link) -> dict:
