@@ -14,7 +14,7 @@ from .tables import compare_table
 
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="run several strategies of a program and compare their cost side by side",
-                       description=__doc__.split("\n\n")[0])
+                       description=options.description(__doc__))
     p.add_argument("program", help="a library program (e.g. mlp) or a .py file defining PROGRAM")
     p.add_argument("--strategies", metavar="a,b,c", help="strategies to run, in this order (default: all)")
     options.add_run_flags(p)

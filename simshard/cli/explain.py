@@ -5,6 +5,7 @@ runs: the program is only traced and propagated."""
 
 from __future__ import annotations
 
+from . import options
 from .errors import EXIT_OK, UsageError
 from .output import Output
 from .programs import load_program, propagated
@@ -12,7 +13,7 @@ from .programs import load_program, propagated
 
 def add_parser(sub) -> None:
     p = sub.add_parser("explain", help="show a strategy's propagated shardings and why each value got its own",
-                       description=__doc__.split("\n\n")[0])
+                       description=options.description(__doc__))
     p.add_argument("program", help="a library program (e.g. mlp) or a .py file defining PROGRAM")
     p.add_argument("--strategy", "-s", help="the strategy (default: the program's first)")
     p.add_argument("--mesh", metavar="x=2,y=4", help="mesh axes and sizes (default: the strategy's or program's mesh)")
@@ -23,8 +24,6 @@ def add_parser(sub) -> None:
 
 def execute(args, out: Output) -> int:
     from simshard.propagate import explain, propagation_info
-
-    from . import options
 
     mesh = options.parse_mesh(args.mesh) if args.mesh else None
     program = load_program(args.program)

@@ -157,6 +157,11 @@ def add_topology_flags(parser) -> None:
                        help="per-message latency, e.g. 5us or y=1us (repeatable)")
 
 
+def description(doc: str) -> str:
+    """A command's ``--help`` text: its module docstring's first paragraph, without rst quotes."""
+    return " ".join(doc.split("\n\n")[0].replace("``", "").split())
+
+
 def add_run_flags(parser) -> None:
     """The flags of commands that run strategies: mesh, backend, verdict, JSON, topology, quiet."""
     parser.add_argument("--mesh", metavar="x=2,y=4", help="mesh axes and sizes (default: the strategy's or program's mesh)")

@@ -14,7 +14,7 @@ from .tables import comm_table, memory_table, verdict
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run one strategy of a program: verify it, report communication and memory",
-                       description=__doc__.split("\n\n")[0])
+                       description=options.description(__doc__))
     p.add_argument("program", help="a library program (e.g. mlp) or a .py file defining PROGRAM")
     p.add_argument("--strategy", "-s", help="the strategy to run (default: the program's first)")
     options.add_run_flags(p)

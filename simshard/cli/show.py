@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 
+from . import options
 from .errors import EXIT_OK, UsageError
 from .output import Output
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("show", help="draw the layout of a sharding (Shardy text, P(...) or a placement list)",
-                       description=__doc__.split("\n\n")[0])
+                       description=options.description(__doc__))
     p.add_argument("sharding", help='<@mesh, [{"x"}, {}]>, P("x", None) or [Shard(0), Replicate()]')
     p.add_argument("shape", help="global shape, e.g. 8,16")
     p.add_argument("--mesh", default="x=2,y=4", metavar="x=2,y=4", help="mesh axes and sizes (default x=2,y=4)")
@@ -75,8 +76,6 @@ def equivalents(spec, shape) -> list[str]:
 
 def execute(args, out: Output) -> int:
     from simshard.show import render
-
-    from . import options
 
     mesh = options.parse_mesh(args.mesh)
     shape = options.parse_shape(args.shape)
