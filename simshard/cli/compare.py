@@ -5,10 +5,9 @@ the cheapest marked; ``--json`` writes the records, ``--plot`` draws bytes and t
 from __future__ import annotations
 
 from . import options
-from .errors import EXIT_FAILED, EXIT_OK
 from .output import Output
 from .programs import load_program, run_strategy, strategies
-from .summary import document, mark_cheapest, summarize, write_json
+from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import compare_table
 
 
@@ -37,7 +36,7 @@ def execute(args, out: Output) -> int:
     with out.steps(f"{program.name} on {backend}", len(chosen)) as advance:
         for s in chosen:
             advance(s.name)
-            outcomes.append(run_strategy(program, s, mesh, backend, args.address))
+            outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory))
     summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
 
     out.heading(program.name, program.about)
@@ -45,8 +44,8 @@ def execute(args, out: Output) -> int:
     out.line(f"topology {options.describe_topology(topology)}")
     out.print(compare_table(summaries))
     for s in summaries:
-        if not s.verified:
-            out.line(f"{s.name}: {s.first_divergence}")
+        if s.error is not None or not s.verified:
+            out.line(f"{s.name}: {s.error or s.first_divergence}")
     if args.json:
         write_json(args.json, document("compare", program, mesh, backend, topology, args.exact, summaries))
     if args.plot:
@@ -54,4 +53,4 @@ def execute(args, out: Output) -> int:
 
         plot_strategies(args.plot, program.name, summaries)
         out.line(f"plot written to {args.plot}")
-    return EXIT_OK if all(s.verified for s in summaries) else EXIT_FAILED
+    return exit_code(summaries)

@@ -53,6 +53,15 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def parse_size(text: str) -> int:
+    """Bytes: ``5632``, ``5.5KiB``, ``16MiB``, ``1GB`` (kB/MB/GB powers of 1000, KiB/MiB/GiB of 1024)."""
+    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]?i?B)?", text.strip())
+    unit = (m[2] or "").lower() if m else None
+    if not m or unit not in _RATE_UNITS:
+        raise UsageError(f"a size is a number of bytes like 8192, 8KiB or 1.5MB; got {text!r}")
+    return int(Decimal(m[1]) * Decimal(_RATE_UNITS[unit]))
+
+
 def parse_bandwidth(text: str) -> float:
     """Bytes per second: ``25e9``, ``25GB/s``, ``300 GiB/s`` (decimal kB/MB/GB/TB or binary KiB...)."""
     m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]?i?B)?(?:/s)?", text.strip())
@@ -171,9 +180,22 @@ def add_run_flags(parser) -> None:
     parser.add_argument("--exact", action="store_true",
                         help="require identical bits: a float sum reassociated by the sharding fails (exit 1) "
                              "instead of passing with its ULP distance")
+    parser.add_argument("--device-memory", metavar="SIZE", type=_size_arg,
+                        help="each device's capacity, e.g. 8KiB: a device whose live buffers exceed it fails "
+                             "the run as out of memory (exit 3)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON (docs/json-schema.md)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_topology_flags(parser)
+
+
+def _size_arg(text: str) -> int:
+    """argparse type for --device-memory: its error is argparse's usage error (exit 2)."""
+    import argparse
+
+    try:
+        return parse_size(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def backend(args) -> str:

@@ -59,22 +59,32 @@ class Outcome:
     mesh: Any  # the Mesh it ran on
     result: Any = None  # simshard.runtime.api.RunResult
     failure: str | None = None  # set when replicas disagreed and no result exists
+    error: str | None = None  # set when the run could not finish (a device ran out of memory)
     seconds: float = 0.0
 
 
-def run_strategy(program, strategy, mesh, backend: str, address: str | None) -> Outcome:
-    """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own)."""
+def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
+                 device_memory: int | None = None) -> Outcome:
+    """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
+
+    A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
+    ``compare`` goes on with the others; any other failure of the run propagates."""
     from simshard.errors import ReplicaMismatchError
+    from simshard.runtime.errors import DeviceOutOfMemoryError
 
     m = program.mesh_for(strategy, mesh)
     options = {"backend": backend}
     if address is not None:
         options["address"] = address
+    if device_memory is not None:
+        options["device_memory"] = device_memory
     start = time.perf_counter()
     try:
         res = program.run(strategy, mesh=m, **options)
     except ReplicaMismatchError as e:
         return Outcome(strategy, m, failure=f"replicas of an output disagree: {e}", seconds=time.perf_counter() - start)
+    except DeviceOutOfMemoryError as e:
+        return Outcome(strategy, m, error=str(e), seconds=time.perf_counter() - start)
     return Outcome(strategy, m, res, seconds=time.perf_counter() - start)
 
 

@@ -5,10 +5,10 @@ per device; ``--json`` / ``--trace`` write the same as JSON and as a Chrome trac
 from __future__ import annotations
 
 from . import options
-from .errors import EXIT_FAILED, EXIT_OK, UsageError
+from .errors import UsageError
 from .output import Output
 from .programs import load_program, run_strategy
-from .summary import document, mark_cheapest, summarize, write_json
+from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import comm_table, memory_table, verdict
 
 
@@ -31,7 +31,7 @@ def execute(args, out: Output) -> int:
     topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
     where = f"{used.size} Ray device actors" if backend == "ray" else f"{used.size} devices in this process"
     with out.spinner(f"{program.name}/{strategy.name}: tracing, running on {where}, verifying"):
-        outcome = run_strategy(program, strategy, mesh, backend, args.address)
+        outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory)
     summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
     res = outcome.result
 
@@ -50,7 +50,8 @@ def execute(args, out: Output) -> int:
         write_json(args.json, document("run", program, mesh, backend, topology, args.exact, [summary]))
     if args.trace:
         if res is None:
-            raise UsageError("--trace: the run produced no communication report (its outputs did not assemble)")
+            raise UsageError("--trace: the run produced no communication report (it did not finish, or its outputs "
+                             "did not assemble)")
         from simshard.report.trace_export import write_chrome_trace
 
         try:
@@ -58,4 +59,4 @@ def execute(args, out: Output) -> int:
                                metadata={"program": program.name, "strategy": strategy.name, "mesh": dict(used.shape)})
         except OSError as e:
             raise UsageError(f"--trace: cannot write {args.trace!r}: {e.strerror}") from None
-    return EXIT_OK if summary.verified else EXIT_FAILED
+    return exit_code([summary])

@@ -35,6 +35,7 @@ class StrategySummary:
     peak_memory_bytes: list | None  # index: device id
     max_peak_memory_bytes: int | None
     wall_time_s: float  # how long the run took here (tracing to verification)
+    error: str | None = None  # why the run could not finish (a device out of memory), else None
     cheapest: bool = False
 
     def to_dict(self) -> dict:
@@ -44,7 +45,8 @@ class StrategySummary:
 def summarize(outcome, topology, exact: bool) -> StrategySummary:
     """The record of one ``programs.Outcome`` under ``topology``."""
     s, mesh = outcome.strategy, outcome.mesh
-    base = dict(name=s.name, about=s.about, mesh=dict(mesh.shape), devices=mesh.size, wall_time_s=outcome.seconds)
+    base = dict(name=s.name, about=s.about, mesh=dict(mesh.shape), devices=mesh.size, wall_time_s=outcome.seconds,
+                error=outcome.error)
     res = outcome.result
     if res is None:
         return StrategySummary(**base, verified=False, bitwise=False, max_ulp=None, first_divergence=outcome.failure,
@@ -77,6 +79,15 @@ def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]
                   for i, s in enumerate(summaries) if s.verified and s.estimated_time_s is not None]
     best = min(candidates)[-1] if candidates else None
     return [replace(s, cheapest=(i == best)) for i, s in enumerate(summaries)]
+
+
+def exit_code(summaries: Sequence[StrategySummary]) -> int:
+    """3 when a run could not finish, else 1 when one did not verify, else 0 (errors.py)."""
+    from .errors import EXIT_FAILED, EXIT_OK, EXIT_RUN
+
+    if any(s.error for s in summaries):
+        return EXIT_RUN
+    return EXIT_OK if all(s.verified for s in summaries) else EXIT_FAILED
 
 
 def document(command: str, program, mesh, backend: str, topology, exact: bool,

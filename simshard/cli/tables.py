@@ -16,6 +16,8 @@ from .summary import StrategySummary
 
 def verdict(s: StrategySummary, result, exact: bool) -> Text:
     """One line (two when something differs): verified how, or the first divergence."""
+    if s.error is not None:
+        return Text.assemble(("the run could not finish: ", "bold red"), s.error)
     if result is not None and s.bitwise:
         v = result.verify
         ops = f"; {len(v.op_checks)} ops checked one by one" if v.op_checks else ""
@@ -82,7 +84,9 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     for col in ("est. time", "peak memory", "collectives"):
         t.add_column(col, justify="right")
     for s in summaries:
-        if s.bitwise:
+        if s.error is not None:
+            ok = Text("OUT OF MEMORY", style="bold red")
+        elif s.bitwise:
             ok = Text("bitwise", style="green")
         elif s.verified:
             ok = Text(f"{s.max_ulp} ULP", style="yellow")

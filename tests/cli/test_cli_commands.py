@@ -112,6 +112,20 @@ def test_compare_reports_a_failed_strategy_and_exits_1(capsys):
     assert "*" not in _row(r.out, "rows")[0]
 
 
+def test_device_memory_fails_a_strategy_that_does_not_fit_and_compare_goes_on(capsys, tmp_path):
+    r = main_in_process(capsys, "compare", "mlp", "--device-memory", "8KiB", "--json", str(tmp_path / "m.json"))
+    assert r.code == 3
+    assert _row(r.out, "dp")[1:] == ["OUT OF MEMORY", "-", "-", "-", "-", "-"]
+    assert _row(r.out, "megatron *")[1] == "bitwise"
+    assert "dp: device 0 out of memory placing its inputs: needs 16.25 KiB" in r.out
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert doc["strategies"][0]["error"].startswith("device 0 out of memory") and doc["cheapest"] == "megatron"
+    r = main_in_process(capsys, "run", "mlp", "-s", "megatron", "--device-memory", "5500")
+    assert r.code == 3
+    assert "the run could not finish: device 0 out of memory at position 0" in r.out
+    assert main_in_process(capsys, "run", "mlp", "--device-memory", "lots").code == 2
+
+
 def test_compare_plot(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "cmp.png"

@@ -94,7 +94,7 @@ def test_run_json_is_valid_and_holds_the_numbers(capsys, tmp_path):
     assert s["peak_memory_bytes"] == [5632] * 8 and s["max_peak_memory_bytes"] == 5632
 
 
-def test_compare_json_with_a_failure_and_a_reassociation_is_valid(capsys, tmp_path):
+def test_compare_json_with_a_failure_an_error_and_a_reassociation_is_valid(capsys, tmp_path):
     path = tmp_path / "cmp.json"
     r = main_in_process(capsys, "compare", str(DATA / "drift.py"), "--json", str(path))
     assert r.code == 1
@@ -102,6 +102,12 @@ def test_compare_json_with_a_failure_and_a_reassociation_is_valid(capsys, tmp_pa
     validate(doc)
     assert doc["verified"] is False and doc["cheapest"] is None
     assert doc["strategies"][0]["first_divergence"].startswith("output 0: 14 of 16 elements differ")
+
+    r = main_in_process(capsys, "compare", "mlp", "--device-memory", "8KiB", "--json", str(path))
+    assert r.code == 3
+    doc = json.loads(path.read_text())
+    validate(doc)
+    assert doc["strategies"][0]["error"] is not None and doc["strategies"][0]["total_bytes"] is None
 
     r = main_in_process(capsys, "compare", str(DATA / "floats.py"), "--json", str(path))
     doc = json.loads(path.read_text())
