@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from . import compare, explain, mainjob, run, show
-from .errors import EXIT_RUN, EXIT_USAGE, run_errors, user_errors
+from .errors import EXIT_INTERNAL, EXIT_RUN, EXIT_USAGE, run_errors, user_errors
 from .output import Output
 
 __all__ = ["build_parser", "main"]
@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="simshard",
         description="Run sharded numpy programs on a device mesh, verify them bit for bit, report their cost. "
                     "With no command: the main job (simshard mlp).",
-        epilog="exit codes: 0 verified, 1 verification failed, 2 bad input, 3 the run could not finish",
+        epilog="exit codes: 0 verified, 1 verification failed, 2 bad input, 3 the run could not finish, "
+               "4 an unexpected exception (traceback shown)",
     )
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     mainjob.add_parsers(sub)
@@ -53,3 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     except run_errors() as e:
         out.error(f"the run could not finish: {type(e).__name__}: {e}")
         return EXIT_RUN
+    except Exception:  # not a verdict: keep exit 1 for failed verifications, show where it broke
+        import traceback
+
+        traceback.print_exc()
+        out.error("simshard stopped on the exception above (from the program's own code, or a bug in simshard)")
+        return EXIT_INTERNAL

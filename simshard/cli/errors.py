@@ -3,7 +3,9 @@
 0 every run verified; 1 a verification failed; 2 bad input (an unknown program, strategy or mesh
 axis, a malformed mesh, sharding or shape, a flag that does not apply), reported in one line on
 stderr, never with a traceback; 3 a run could not finish (a device failed, Ray could not start
-its actors or reach the cluster).
+its actors or reach the cluster); 4 anything else went wrong (an exception from the user's
+program while it was traced, or a bug in simshard), reported with its traceback so that exit 1
+always means a verification failed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_RUN = 3
+EXIT_INTERNAL = 4
 
 
 class UsageError(Exception):

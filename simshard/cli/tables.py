@@ -56,7 +56,7 @@ def memory_table(memory) -> Table:
     """Peak live bytes per device, with where it peaks."""
     t = Table(title="peak memory per device", title_justify="left")
     for col, just in (("device", "right"), ("inputs", "right"), ("peak", "right"), ("at", "left")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=just == "right")
     for d in memory.devices:
         at = "inputs" if d.peak_position < 0 else d.peak_source
         t.add_row(str(d.device), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), Text(at))
@@ -77,12 +77,12 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     t.add_column("strategy")
     if len(meshes) > 1:
         t.add_column("mesh")
-    t.add_column("verified")
-    t.add_column("bytes", justify="right")
+    t.add_column("verified", no_wrap=True)
+    t.add_column("bytes", justify="right", no_wrap=True)
     for a in axes:
-        t.add_column(Text(f"over {a}" if a != "-" else "no axis"), justify="right")
+        t.add_column(Text(f"over {a}" if a != "-" else "no axis"), justify="right", no_wrap=True)
     for col in ("est. time", "peak memory", "collectives"):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", no_wrap=True)
     for s in summaries:
         if s.error is not None:
             ok = Text("OUT OF MEMORY", style="bold red")

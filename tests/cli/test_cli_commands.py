@@ -57,6 +57,13 @@ def test_reassociated_floats_verify_unless_exact(capsys):
     assert "verification not bitwise identical (--exact): op %2 dot_general" in r.out
 
 
+def test_an_exception_from_the_program_exits_4_with_its_traceback(capsys):
+    r = main_in_process(capsys, "run", str(DATA / "raises.py"))
+    assert r.code == 4 and r.out == ""
+    assert "Traceback" in r.err and "ValueError: the program's own mistake" in r.err
+    assert r.err.rstrip().endswith("(from the program's own code, or a bug in simshard)")
+
+
 def test_topology_file_with_units(capsys, tmp_path):
     topo = tmp_path / "topo.json"
     topo.write_text(json.dumps({"links": {"y": {"bandwidth": "300GB/s", "latency": "1us"}},
