@@ -49,7 +49,7 @@ def execute(args, out: Output) -> int:
 def _lookup(prog, key: str):
     try:
         return prog.lookup(int(key) if key.lstrip("-").isdigit() else key)
-    except (KeyError, IndexError) as e:
+    except (KeyError, IndexError):
         named = [n for n, _ in prog.labels] + list(prog.input_names)
         raise UsageError(f"--value {key!r}: no such value (named values: {', '.join(named) or 'none'}; "
                          f"outputs 0..{len(prog.outputs) - 1})") from None
