@@ -95,7 +95,9 @@ def propagated(program, strategy, mesh):
     from simshard.runtime.api import _parse_text, _program
 
     m = program.mesh_for(strategy, mesh)
-    args = program.inputs()
+    # a strategy may bring its own arguments (ProgramDef.inputs_for), else the program's
+    inputs_for = getattr(program, "inputs_for", None)
+    args = tuple(inputs_for(strategy)) if inputs_for is not None else tuple(program.inputs())
     if strategy.build is not None:
         f, ins, outs = strategy.build(m), None, None
     else:

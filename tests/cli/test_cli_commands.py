@@ -66,11 +66,12 @@ def test_an_exception_from_the_program_exits_4_with_its_traceback(capsys):
 
 def test_topology_file_with_units(capsys, tmp_path):
     topo = tmp_path / "topo.json"
-    topo.write_text(json.dumps({"links": {"y": {"bandwidth": "300GB/s", "latency": "1us"}},
+    topo.write_text(json.dumps({"links": {"x": {"bandwidth": "300GB/s", "latency": "1us"}},
                                 "default": {"bandwidth": 25e9, "latency": 5e-6}}))
-    r = main_in_process(capsys, "run", "mlp", "-s", "megatron", "--topology", str(topo))
+    r = main_in_process(capsys, "run", TINY, "-s", "contract", "--topology", str(topo))
     assert r.code == 0, r.err
-    assert _row(r.out, "total")[-1] == "6.01 us"
+    assert "topology x: 300.00 GB/s + 1.00 us/message; other axes: 25.00 GB/s + 5.00 us/message" in r.out
+    assert _row(r.out, "total")[-1] == "2.00 us"  # 2 messages of 1 us + 128 B at 300 GB/s per device
 
 
 @pytest.mark.parametrize("args, message", [
@@ -120,17 +121,18 @@ def test_compare_reports_a_failed_strategy_and_exits_1(capsys):
 
 
 def test_device_memory_fails_a_strategy_that_does_not_fit_and_compare_goes_on(capsys, tmp_path):
-    r = main_in_process(capsys, "compare", "mlp", "--device-memory", "8KiB", "--json", str(tmp_path / "m.json"))
+    r = main_in_process(capsys, "compare", TINY, "--device-memory", "300B", "--json", str(tmp_path / "m.json"))
     assert r.code == 3
-    assert _row(r.out, "dp")[1:] == ["OUT OF MEMORY", "-", "-", "-", "-", "-"]
-    assert _row(r.out, "megatron *")[1] == "bitwise"
-    assert "dp: device 0 out of memory placing its inputs: needs 16.25 KiB" in r.out
+    assert _row(r.out, "contract")[1:] == ["OUT OF MEMORY", "-", "-", "-", "-", "-", "-"]
+    assert _row(r.out, "rows *")[1:3] == ["bitwise", "384 B"]  # 224 B at its peak
+    assert "contract: device 0 out of memory at position 0 [0] compute dot_general from '%2 dot_general': " \
+           "needs 320 B (320 bytes: 128 B new on top of 192 B live), capacity 300 B (300 bytes)" in r.out
     doc = json.loads((tmp_path / "m.json").read_text())
-    assert doc["strategies"][0]["error"].startswith("device 0 out of memory") and doc["cheapest"] == "megatron"
-    r = main_in_process(capsys, "run", "mlp", "-s", "megatron", "--device-memory", "5500")
+    assert [s["error"] is not None for s in doc["strategies"]] == [False, True, True] and doc["cheapest"] == "rows"
+    r = main_in_process(capsys, "run", TINY, "-s", "jit", "--device-memory", "300")
     assert r.code == 3
     assert "the run could not finish: device 0 out of memory at position 0" in r.out
-    assert main_in_process(capsys, "run", "mlp", "--device-memory", "lots").code == 2
+    assert main_in_process(capsys, "run", TINY, "--device-memory", "lots").code == 2
 
 
 def test_compare_plot(capsys, tmp_path):

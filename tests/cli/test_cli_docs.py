@@ -1,5 +1,6 @@
 """docs/cli.md shows real output: each ```console example ($ simshard ...) is run and compared
-(a line ``...`` ends the comparison early), and every flag of every command is documented."""
+(a line ``...`` ends the comparison early; tests/tools/update_cli_docs.py rewrites them), and
+every flag of every command is documented."""
 
 import re
 import shlex
@@ -26,7 +27,8 @@ def test_example_output_is_real(command, shown, capsys, monkeypatch):
     if "..." in expected:
         expected = expected[: expected.index("...")]
         actual = actual[: len(expected)]
-    assert [line.rstrip() for line in actual] == [line.rstrip() for line in expected]
+    assert [line.rstrip() for line in actual] == [line.rstrip() for line in expected], (
+        "docs/cli.md is out of date: PYTHONPATH=. python tests/tools/update_cli_docs.py rewrites its examples")
     expected_code = 2 if r.err else 3 if "OUT OF MEMORY" in r.out else 1 if "--exact" in command else 0
     assert r.code == expected_code
 

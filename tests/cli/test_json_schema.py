@@ -79,19 +79,31 @@ def _wide(monkeypatch):
 
 def test_run_json_is_valid_and_holds_the_numbers(capsys, tmp_path):
     path = tmp_path / "run.json"
-    r = main_in_process(capsys, "run", "mlp", "-s", "megatron", "--bandwidth", "y=300GB/s", "--latency", "y=1us",
-                        "--json", str(path))
+    r = main_in_process(capsys, "run", str(DATA / "tiny.py"), "-s", "contract", "--bandwidth", "x=300GB/s",
+                        "--latency", "x=1us", "--json", str(path))
     assert r.code == 0, r.err
     doc = json.loads(path.read_text())
     validate(doc)
     assert (doc["command"], doc["program"], doc["mesh"], doc["backend"], doc["verified"], doc["cheapest"]) == (
-        "run", "mlp", {"x": 2, "y": 4}, "local", True, "megatron")
-    assert doc["topology"]["links"] == {"y": {"bandwidth": 300e9, "latency": 1e-6}}
+        "run", "tiny", {"x": 2, "y": 2}, "local", True, "contract")
+    assert doc["topology"] == {"links": {"x": {"bandwidth": 300e9, "latency": 1e-6}},
+                               "default": {"bandwidth": 25e9, "latency": 5e-6}}
     (s,) = doc["strategies"]
+    # one all-reduce of the [8, 4] float32 partial sums over x: 64 B each way per device, 2 messages
     assert (s["total_bytes"], s["min_bytes"], s["bytes_per_axis"], s["messages"], s["collectives"]) == (
-        12288, 12288, {"y": 12288}, 48, 1)
-    assert s["estimated_time_s"] == pytest.approx(6 * 1e-6 + 1536 / 300e9)
-    assert s["peak_memory_bytes"] == [5632] * 8 and s["max_peak_memory_bytes"] == 5632
+        512, 512, {"x": 512}, 8, 1)
+    assert s["estimated_time_s"] == pytest.approx(2 * 1e-6 + 128 / 300e9)
+    assert s["peak_memory_bytes"] == [320] * 4 and s["max_peak_memory_bytes"] == 320
+    assert (s["bitwise"], s["max_ulp"], s["first_divergence"], s["error"]) == (True, None, None, None)
+
+
+def test_compare_json_of_every_library_strategy_is_valid(capsys, tmp_path):
+    path = tmp_path / "mlp.json"
+    r = main_in_process(capsys, "compare", "mlp", "--json", str(path))
+    assert r.code == 0, r.err
+    doc = json.loads(path.read_text())
+    validate(doc)
+    assert [s["name"] for s in doc["strategies"]][:2] == ["dp", "megatron"] and doc["verified"] is True
 
 
 def test_compare_json_with_a_failure_an_error_and_a_reassociation_is_valid(capsys, tmp_path):
@@ -103,11 +115,11 @@ def test_compare_json_with_a_failure_an_error_and_a_reassociation_is_valid(capsy
     assert doc["verified"] is False and doc["cheapest"] is None
     assert doc["strategies"][0]["first_divergence"].startswith("output 0: 14 of 16 elements differ")
 
-    r = main_in_process(capsys, "compare", "mlp", "--device-memory", "8KiB", "--json", str(path))
+    r = main_in_process(capsys, "compare", str(DATA / "tiny.py"), "--device-memory", "300", "--json", str(path))
     assert r.code == 3
     doc = json.loads(path.read_text())
     validate(doc)
-    assert doc["strategies"][0]["error"] is not None and doc["strategies"][0]["total_bytes"] is None
+    assert doc["strategies"][1]["error"] is not None and doc["strategies"][1]["total_bytes"] is None
 
     r = main_in_process(capsys, "compare", str(DATA / "floats.py"), "--json", str(path))
     doc = json.loads(path.read_text())
