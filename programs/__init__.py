@@ -94,17 +94,29 @@ class ProgramDef:
         s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
         return tuple((s.inputs or self.inputs)())
 
+    def _call(self, s: Strategy, m: Mesh) -> tuple[Callable, dict]:
+        """The function and the sharding keywords one strategy gives ``ss.run`` / ``prepare``."""
+        if s.build is not None:
+            return s.build(m), dict(mesh=m, strategy=s.propagation)
+        return self.fn, dict(mesh=m, in_shardings=s.in_shardings, out_shardings=s.out_shardings,
+                             strategy=s.propagation)
+
+    def program(self, strategy: Strategy | str | None = None, *, mesh=None):
+        """The propagated Program one strategy runs (traced and propagated, not executed): what
+        ``run`` partitions, for ``explain``."""
+        from simshard.prepare import prepare
+
+        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        f, kw = self._call(s, self.mesh_for(s, mesh))
+        return prepare(f, *self.inputs_for(s), **kw)[0]
+
     def run(self, strategy: Strategy | str | None = None, *, mesh=None, **run_options):
         """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through)."""
         from simshard.runtime.api import run
 
         s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
-        m = self.mesh_for(s, mesh)
-        args = self.inputs_for(s)
-        if s.build is not None:
-            return run(s.build(m), *args, mesh=m, strategy=s.propagation, **run_options)
-        return run(self.fn, *args, mesh=m, in_shardings=s.in_shardings, out_shardings=s.out_shardings,
-                   strategy=s.propagation, **run_options)
+        f, kw = self._call(s, self.mesh_for(s, mesh))
+        return run(f, *self.inputs_for(s), **kw, **run_options)
 
 
 def names() -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import numpy as np
 import optree
 
 from simshard.partition.schedule import SpmdProgram
+from simshard.prepare import prepare
 from simshard.program import Program
 from simshard.report import CommReport, MemoryReport, VerifyReport
 
@@ -40,46 +41,6 @@ class RunResult:
     def shards(self, device: int) -> tuple[np.ndarray, ...]:
         """The output shards ``device`` holds."""
         return tuple(self.execution.outputs[device])
-
-
-def _program(f, args, *, mesh, in_shardings, out_shardings, static_argnums, strategy) -> tuple[Program, list]:
-    from simshard.propagate import propagate
-    from simshard.trace import Jitted, trace
-
-    if hasattr(f, "trace") and (isinstance(f, Jitted) or callable(getattr(f, "trace"))):
-        if in_shardings is not None or out_shardings is not None:
-            raise TypeError("ss.run: give shardings either to ss.jit / sjit or to ss.run, not both")
-        program = f.trace(*args)
-        static = set(getattr(f, "static_argnums", ()) or ())
-    else:
-        program = trace(f, *args, in_shardings=in_shardings, out_shardings=out_shardings,
-                        static_argnums=static_argnums, mesh=mesh)
-        static = set(static_argnums)
-    if program.mode != "explicit" or not program.shardings:
-        program = propagate(program, strategy=strategy)
-    dynamic = [a for i, a in enumerate(args) if i not in static]
-    leaves = optree.tree_leaves(tuple(dynamic), none_is_leaf=False)
-    return program, [np.asarray(x) for x in leaves]
-
-
-def _parse_text(spec, mesh):
-    """Shardy text (``'<@mesh, [{"x"}, {}]>'``) anywhere in an in/out_shardings tree, parsed
-    against ``mesh``; every other entry as given."""
-    from simshard.errors import ShardingError
-    from simshard.partition_spec import P
-    from simshard.sharding import Sharding
-
-    if isinstance(spec, str):
-        if mesh is None:
-            raise ShardingError("no-mesh", f"ss.run: the sharding {spec!r} is Shardy text; pass mesh= to resolve its mesh")
-        return Sharding.parse(spec, {mesh.name: mesh})
-    if isinstance(spec, P):
-        return spec
-    if type(spec) in (tuple, list):
-        return type(spec)(_parse_text(s, mesh) for s in spec)
-    if isinstance(spec, dict):
-        return {k: _parse_text(v, mesh) for k, v in spec.items()}
-    return spec
 
 
 def _verify(f, args, program: Program, leaves, outputs) -> VerifyReport:
@@ -142,9 +103,8 @@ def run(
     from simshard.partition import partition
 
     backend = backend or default_backend()
-    in_shardings, out_shardings = _parse_text(in_shardings, mesh), _parse_text(out_shardings, mesh)
-    program, leaves = _program(f, args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
-                               static_argnums=static_argnums, strategy=strategy)
+    program, leaves = prepare(f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
+                              static_argnums=static_argnums, strategy=strategy)
     from simshard.report.opcheck import check_ops as _check_ops, program_bytes
 
     spmd = partition(program)

@@ -673,11 +673,9 @@ class RayMesh:
         """Trace, propagate and partition ``f`` (the arguments of ``ss.run``) and ship the
         schedules to the device actors once."""
         from simshard.partition import partition
+        from simshard.prepare import prepare
 
-        from .api import _parse_text, _program
-
-        in_shardings, out_shardings = _parse_text(in_shardings, self.mesh), _parse_text(out_shardings, self.mesh)
-        program, _ = _program(f, args, mesh=self.mesh, in_shardings=in_shardings, out_shardings=out_shardings,
+        program, _ = prepare(f, *args, mesh=self.mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
         spmd = partition(program)
         key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)

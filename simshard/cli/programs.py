@@ -89,19 +89,7 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
 
 
 def propagated(program, strategy, mesh):
-    """The program of ``strategy`` traced and propagated on ``mesh`` (no execution): what
-    ``program.run`` would partition. Uses ``ss.run``'s own tracing step, so ``explain`` shows
-    exactly the shardings a run gets."""
-    from simshard.runtime.api import _parse_text, _program
-
+    """The program of ``strategy`` traced and propagated on ``mesh`` (no execution): exactly
+    what ``program.run`` would partition (``ProgramDef.program``)."""
     m = program.mesh_for(strategy, mesh)
-    # a strategy may bring its own arguments (ProgramDef.inputs_for), else the program's
-    inputs_for = getattr(program, "inputs_for", None)
-    args = tuple(inputs_for(strategy)) if inputs_for is not None else tuple(program.inputs())
-    if strategy.build is not None:
-        f, ins, outs = strategy.build(m), None, None
-    else:
-        f, ins, outs = program.fn, _parse_text(strategy.in_shardings, m), _parse_text(strategy.out_shardings, m)
-    prog, _ = _program(f, args, mesh=m, in_shardings=ins, out_shardings=outs, static_argnums=(),
-                       strategy=strategy.propagation)
-    return prog, m
+    return program.program(strategy, mesh=m), m
