@@ -10,7 +10,8 @@ DOCS = Path(__file__).parent.parent / "docs"
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
-@pytest.mark.parametrize("page", ["sharding-model.md", "programs.md", "planner.md", "verification.md", "cost-model.md"])
+@pytest.mark.parametrize("page", ["sharding-model.md", "programs.md", "planner.md", "verification.md", "cost-model.md",
+                                  "user-guide.md", "tutorial-megatron-fsdp.md"])
 def test_doc_examples_run(page, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     text = (DOCS / page).read_text()
