@@ -9,8 +9,8 @@ from .errors import ReplicaMismatchError, ShardingError
 from .fhe import Utilization, fhe_spec, utilization
 from .layout import Layout, equivalent, layout
 from .mesh import AxisType, Mesh, make_mesh
-from .partition_spec import NamedSharding, P
-from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, parse_placement
+from .partition_spec import NamedSharding, P, parse_partition_spec
+from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, parse_placement, parse_placements
 from .ragged import RaggedShard
 from .reduce_ops import REDUCE_OPS
 from .sharding import DimSharding, Sharding
@@ -38,7 +38,7 @@ __all__ = [
     "AxisRef", "DimSharding", "DTensorSpec", "Layout", "Mesh", "NamedSharding", "P", "Partial",
     "Placement", "RaggedShard", "REDUCE_OPS", "ReplicaMismatchError", "Replicate", "Shard",
     "Sharding", "ShardingError", "StridedShard", "Utilization", "equivalent", "fhe_spec", "layout",
-    "make_mesh", "parse_placement", "render", "show", "utilization",
+    "make_mesh", "parse_partition_spec", "parse_placement", "parse_placements", "render", "show", "utilization",
     "Aval", "Program", "ShapeDtype", "TraceError", "evaluate", "get_mesh", "jit", "name", "ops",
     "set_mesh", "shard_map", "trace", "use_mesh",
     "FSDPShardingRule", "MeshShardingHelper", "PolicyShardingRule", "ShardingRule", "TreePathShardingRule",

@@ -128,3 +128,55 @@ def sharding_to_named(s: Sharding) -> NamedSharding:
             "not-expressible", f"P's unreduced axes are full-axis sums; this has {s.reduce_op} over {s.unreduced}"
         )
     return NamedSharding(s.mesh, P(*entries, unreduced=tuple(a.name for a in s.unreduced)))
+
+
+def parse_partition_spec(text: str) -> P:
+    """A ``P`` from its Python spelling: ``P("x", None)``, ``PartitionSpec(("x", "y"))``,
+    ``P("x", P.UNCONSTRAINED, unreduced={"y"})`` (``jax.sharding.`` prefixes allowed).
+
+    Read with ``ast`` (names and literals only, nothing is evaluated), so command-line text can
+    be given the way it is written in a program."""
+    import ast
+
+    def fail(why: str):
+        raise ShardingError("parse", f"cannot read a PartitionSpec from {text!r}: {why}")
+
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as e:
+        fail(f"{e.msg} at column {e.offset}")
+    if not isinstance(node, ast.Call) or _dotted(node.func).split(".")[-1] not in ("P", "PartitionSpec"):
+        fail("expected P(...) or PartitionSpec(...)")
+
+    def entry(e):
+        if isinstance(e, ast.Constant) and (e.value is None or isinstance(e.value, str)):
+            return e.value
+        if isinstance(e, (ast.Tuple, ast.List)):
+            names = [entry(x) for x in e.elts]
+            if not all(isinstance(n, str) for n in names):
+                fail("a tuple entry holds axis names only")
+            return tuple(names)
+        if _dotted(e).split(".")[-1] == "UNCONSTRAINED":
+            return UNCONSTRAINED
+        fail(f"an entry must be None, an axis name, a tuple of names or P.UNCONSTRAINED, got {ast.unparse(e)!r}")
+
+    unreduced: list[str] = []
+    for kw in node.keywords:
+        if kw.arg != "unreduced" or not isinstance(kw.value, (ast.Set, ast.Tuple, ast.List)):
+            fail("the only keyword is unreduced={...}")
+        unreduced = [entry(x) for x in kw.value.elts]
+        if not all(isinstance(n, str) for n in unreduced):
+            fail("unreduced={...} holds axis names only")
+    return P(*(entry(a) for a in node.args), unreduced=unreduced)
+
+
+def _dotted(node) -> str:
+    """``jax.sharding.P`` -> ``"jax.sharding.P"``; anything but names and attributes -> ``""``."""
+    import ast
+
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return ""

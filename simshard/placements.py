@@ -205,3 +205,26 @@ def parse_placement(text: str) -> Placement:
         if m:
             return make(m)
     raise ShardingError("invalid-placement", f"cannot read a placement from {text!r}")
+
+
+def parse_placements(text: str) -> tuple[Placement, ...]:
+    """A placement list as DTensor code writes it, ``[Shard(0), Replicate()]`` (brackets or
+    parentheses optional), each item read by ``parse_placement``; commas inside an item's own
+    parentheses (``_StridedShard(0, split_factor=4)``) do not split."""
+    t = text.strip()
+    if t[:1] + t[-1:] in ("[]", "()"):
+        t = t[1:-1]
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(t):
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            raise ShardingError("invalid-placement", f"unbalanced parentheses in {text!r}")
+        if ch == "," and depth == 0:
+            items.append(t[start:i])
+            start = i + 1
+    items.append(t[start:])
+    if depth != 0:
+        raise ShardingError("invalid-placement", f"unbalanced parentheses in {text!r}")
+    if not any(item.strip() for item in items):
+        raise ShardingError("invalid-placement", f"no placements in {text!r}; give one per mesh axis")
+    return tuple(parse_placement(item) for item in items)

@@ -91,3 +91,28 @@ def test_type_string_matches_jax_recording(case):
 def test_p_unreduced_is_a_set():
     assert ss.P(None, unreduced=("y", "x")) == ss.P(None, unreduced=("x", "y"))
     assert repr(ss.P(None, unreduced=("y", "x"))) == "P(None, unreduced={'x', 'y'})"
+
+
+@pytest.mark.parametrize("text, spec", [
+    ('P("x", None)', ss.P("x", None)),
+    ("PartitionSpec(('x', 'y'), None)", ss.P(("x", "y"), None)),
+    ('jax.sharding.P("x", P.UNCONSTRAINED, unreduced={"y"})', ss.P("x", ss.P.UNCONSTRAINED, unreduced=("y",))),
+    ("P()", ss.P()),
+])
+def test_partition_spec_text_reads_back_its_repr(text, spec):
+    assert ss.parse_partition_spec(text) == spec
+    assert ss.parse_partition_spec(repr(spec)) == spec
+
+
+@pytest.mark.parametrize("text, why", [
+    ("P(x)", "an entry must be None, an axis name"),
+    ('P("x"', "was never closed"),
+    ("Q('x')", "expected P(...) or PartitionSpec(...)"),
+    ("P(('x', None))", "a tuple entry holds axis names only"),
+    ("P('x', reduced={'y'})", "the only keyword is unreduced"),
+    ("P(__import__('os').getcwd())", "an entry must be None"),
+])
+def test_partition_spec_text_errors_say_why(text, why):
+    with pytest.raises(ss.ShardingError, match="cannot read a PartitionSpec") as e:
+        ss.parse_partition_spec(text)
+    assert why in str(e.value)

@@ -217,3 +217,23 @@ def test_parse_placement_reads_both_spellings(text, want):
 def test_parse_placement_refuses_nonsense():
     with pytest.raises(ss.ShardingError, match="cannot read a placement"):
         ss.parse_placement("Shard(x)")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[Shard(0), Replicate()]", (ss.Shard(0), ss.Replicate())),
+    ("(_StridedShard(0, split_factor=4), S(0))", (ss.StridedShard(0, 4), ss.Shard(0))),
+    ("Partial(max), R", (ss.Partial("max"), ss.Replicate())),
+    ("R", (ss.Replicate(),)),
+])
+def test_placement_lists_as_dtensor_code_writes_them(text, expected):
+    assert ss.parse_placements(text) == expected
+
+
+@pytest.mark.parametrize("text, why", [
+    ("[]", "no placements"), ("[Shard(0)", "cannot read a placement"), ("[Shard(0)), R]", "unbalanced"),
+    ("[Shard(0), Sharded(1)]", "cannot read a placement from ' Sharded(1)'"),
+])
+def test_placement_list_errors(text, why):
+    with pytest.raises(ss.ShardingError, match="invalid-placement") as e:
+        ss.parse_placements(text)
+    assert why in str(e.value)

@@ -10,12 +10,12 @@
 from .comm import CommRecord, CommReport, Link, TimeEstimate, Topology, analytic_min_bytes, balanced_chunks
 from .inputs import exact_inputs, exact_magnitude
 from .memory import DeviceMemory, MemoryReport
-from .units import fmt_bytes, fmt_seconds
+from .units import fmt_bytes, fmt_rate, fmt_seconds
 from .opcheck import check_ops
 from .verify import Check, VerifyReport, bit_equal, compare, ulp_distance
 
 __all__ = [
     "Check", "CommRecord", "CommReport", "DeviceMemory", "Link", "MemoryReport", "TimeEstimate", "Topology",
     "VerifyReport", "analytic_min_bytes", "balanced_chunks", "bit_equal", "check_ops", "compare", "exact_inputs",
-    "exact_magnitude", "fmt_bytes", "fmt_seconds", "ulp_distance",
+    "exact_magnitude", "fmt_bytes", "fmt_rate", "fmt_seconds", "ulp_distance",
 ]

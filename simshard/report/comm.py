@@ -177,6 +177,17 @@ class Topology:
             "default": asdict(self.default) if self.default else None,
         }
 
+    @staticmethod
+    def from_dict(d: Mapping) -> "Topology":
+        """The inverse of ``to_dict``: ``{"links": {axis: {"bandwidth": B/s, "latency": s}},
+        "default": {...} or null}`` (``latency`` may be left out: 0)."""
+        unknown = set(d) - {"links", "default"}
+        if unknown:
+            raise ValueError(f"topology: unknown keys {sorted(unknown)} (expected 'links' and 'default')")
+        default = d.get("default")
+        return Topology({a: Link(**l) for a, l in (d.get("links") or {}).items()},
+                        Link(**default) if default is not None else None)
+
 
 def record_seconds(r: CommRecord, link: Link) -> float:
     """``alpha * m + b / beta`` for one device in one collective (see ``Topology``)."""
@@ -193,10 +204,13 @@ class TimeEstimate:
     instructions: tuple[tuple[int, float, str, str, tuple[str, ...], int], ...]
     topology: Topology
 
-    def by(self, what: str) -> dict[str, float]:
-        out: dict[str, float] = defaultdict(float)
+    def by(self, what: str | Sequence[str]) -> dict:
+        """Seconds grouped by ``kind``, ``op`` or ``axis``; a tuple of them groups by each
+        combination, keyed by tuples (``("op", "kind", "axis")``)."""
+        out: dict = defaultdict(float)
         for _, t, kind, source, axes, _ in self.instructions:
-            key = {"kind": kind, "op": source, "axis": ",".join(axes) or "-"}[what]
+            fields = {"kind": kind, "op": source, "axis": ",".join(axes) or "-"}
+            key = fields[what] if isinstance(what, str) else tuple(fields[w] for w in what)
             out[key] += t
         return dict(out)
 
@@ -264,17 +278,19 @@ class CommReport:
         return dict(out)
 
     # -- summaries -----------------------------------------------------------------------------
-    def summary(self, by: str = "kind") -> list[dict]:
-        """Rows grouped by ``op`` (source), ``kind``, ``axis``, ``device`` or ``instr``, each with
-        collectives (distinct instructions), records, messages, sent, received, minimum, ratio."""
-        if by not in _GROUPINGS:
-            raise ValueError(f"summary by {by!r}: choose one of {', '.join(_GROUPINGS)}")
+    def summary(self, by: str | Sequence[str] = "kind") -> list[dict]:
+        """Rows grouped by ``op`` (source), ``kind``, ``axis``, ``device`` or ``instr`` (or a tuple
+        of them, one row per combination), each with collectives (distinct instructions),
+        records, messages, sent, received, minimum, ratio."""
+        keys = (by,) if isinstance(by, str) else tuple(by)
+        if not keys or any(k not in _GROUPINGS for k in keys):
+            raise ValueError(f"summary by {by!r}: choose one of {', '.join(_GROUPINGS)} (or a tuple of them)")
         rows: dict[Any, dict] = {}
         for r in self.records:
-            key = {"op": r.source, "kind": r.kind, "axis": r.axis_key, "device": r.device, "instr": r.instr}[by]
-            row = rows.setdefault(
-                key, {by: key, "collectives": set(), "records": 0, "messages": 0, "sent": 0, "received": 0, "minimum": 0}
-            )
+            fields = {"op": r.source, "kind": r.kind, "axis": r.axis_key, "device": r.device, "instr": r.instr}
+            key = tuple(fields[k] for k in keys)
+            row = rows.setdefault(key, {**{k: fields[k] for k in keys}, "collectives": set(), "records": 0,
+                                        "messages": 0, "sent": 0, "received": 0, "minimum": 0})
             row["collectives"].add(r.instr)
             row["records"] += 1
             row["messages"] += r.messages_sent
@@ -282,7 +298,7 @@ class CommReport:
             row["received"] += r.bytes_received
             row["minimum"] += r.min_bytes
         out = []
-        for key in sorted(rows, key=lambda k: (str(type(k)), k)):
+        for key in sorted(rows, key=lambda k: tuple((str(type(x)), x) for x in k)):
             row = rows[key]
             row["collectives"] = len(row["collectives"])
             row["ratio"] = row["received"] / row["minimum"] if row["minimum"] else (1.0 if not row["received"] else math.inf)
@@ -351,6 +367,12 @@ class CommReport:
         t.add_section()
         t.add_row("total", fmt_seconds(est.total))
         return t
+
+    def to_chrome_trace(self, topology: Topology, **kwargs) -> dict:
+        """The records as Chrome trace events on the alpha-beta timeline (``trace_export``)."""
+        from .trace_export import chrome_trace
+
+        return chrome_trace(self, topology, **kwargs)
 
     # -- JSON ----------------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -1,4 +1,5 @@
-"""Byte and time units for report tables: binary prefixes (KiB = 1024 B), like XLA's dumps."""
+"""Byte and time units for report tables: binary prefixes for sizes (KiB = 1024 B), like XLA's
+dumps; decimal ones for link rates (GB/s = 1e9 B/s), as links are quoted."""
 
 from __future__ import annotations
 
@@ -18,12 +19,23 @@ def fmt_bytes(n: float) -> str:
 
 
 def fmt_seconds(t: float) -> str:
-    """``2.5e-6 -> '2.50 us'``."""
+    """``2.5e-6 -> '2.50 us'``; ``0 -> '0 s'``."""
     t = float(t)
+    if t == 0:
+        return "0 s"
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
         if abs(t) >= scale or unit == "ns":
             return f"{t / scale:.2f} {unit}"
     raise AssertionError("unreachable")
+
+
+def fmt_rate(bytes_per_second: float) -> str:
+    """Link bandwidth in decimal units, as vendors quote links: ``25e9 -> '25.00 GB/s'``."""
+    r = float(bytes_per_second)
+    for scale, unit in ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+        if abs(r) >= scale:
+            return f"{r / scale:.2f} {unit}"
+    return f"{r:.0f} B/s"
 
 
 def fmt_ratio(num: float, den: float) -> str:

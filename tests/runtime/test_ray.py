@@ -80,10 +80,10 @@ def bits(a):
     return a.dtype.str, a.shape, a.tobytes()
 
 
-@pytest.mark.parametrize("algorithm, cols", [("direct", 6), ("direct", 4096), ("ring", 4096)])
+@pytest.mark.parametrize("algorithm, cols", [("direct", 6), ("direct", 32768), ("ring", 32768)])
 def test_every_collective_bitwise_and_records_equal_to_local(mesh8, algorithm, cols):
-    # 6 columns: every message inline in its call; 4096 (128 KiB blocks): through the object
-    # store, an all-gather's block put once for all its receivers
+    # 6 columns: every message inline in its call; 32768 (1 MiB blocks, INLINE_BYTES): through
+    # the object store, an all-gather's block put once for all its receivers
     spmd = every_collective(cols=cols)
     rng = np.random.default_rng(0)
     inputs = {d: [rng.standard_normal((8, cols)).astype(np.float32)] for d in spmd.devices}

@@ -1,0 +1,56 @@
+"""``simshard compare PROGRAM``: run several strategies of one program and print them side by
+side (verified?, bytes in total and per mesh axis, estimated time, peak memory, collectives),
+the cheapest marked; ``--json`` writes the records, ``--plot`` draws bytes and time per strategy."""
+
+from __future__ import annotations
+
+from . import options
+from .output import Output
+from .programs import load_program, run_strategy, strategies
+from .summary import document, exit_code, mark_cheapest, summarize, write_json
+from .tables import compare_table
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("compare", help="run several strategies of a program and compare their cost side by side",
+                       description=options.description(__doc__))
+    p.add_argument("program", help="a library program (e.g. mlp) or a .py file defining PROGRAM")
+    p.add_argument("--strategies", metavar="a,b,c", help="strategies to run, in this order (default: all)")
+    options.add_run_flags(p)
+    p.add_argument("--plot", metavar="FILE.png", help="draw bytes and estimated time per strategy (needs simshard[plot])")
+    p.set_defaults(execute=execute)
+
+
+def execute(args, out: Output) -> int:
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib()  # before anything runs
+    mesh = options.parse_mesh(args.mesh) if args.mesh else None
+    backend = options.backend(args)
+    program = load_program(args.program)
+    chosen = strategies(program, args.strategies)
+    meshes = [program.mesh_for(s, mesh) for s in chosen]
+    topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
+    outcomes = []
+    with out.steps(f"{program.name} on {backend}", len(chosen)) as advance:
+        for s in chosen:
+            advance(s.name)
+            outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory))
+    summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
+
+    out.heading(program.name, program.about)
+    out.line(f"{len(chosen)} strategies, backend {backend}")
+    out.line(f"topology {options.describe_topology(topology)}")
+    out.print(compare_table(summaries))
+    for s in summaries:
+        if s.error is not None or not s.verified:
+            out.line(f"{s.name}: {s.error or s.first_divergence}")
+    if args.json:
+        write_json(args.json, document("compare", program, mesh, backend, topology, args.exact, summaries))
+    if args.plot:
+        from .plot import plot_strategies
+
+        plot_strategies(args.plot, program.name, summaries)
+        out.line(f"plot written to {args.plot}")
+    return exit_code(summaries)

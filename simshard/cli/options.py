@@ -1,0 +1,215 @@
+"""Reading the command line's values: meshes, shapes, and the topology of the time estimate.
+
+Each reader raises ``UsageError`` with a message that says what was expected, so a mistake ends
+the command with exit 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from typing import Iterable, Sequence
+
+from simshard.mesh import Mesh
+from simshard.report.comm import Link, Topology
+
+from .errors import UsageError
+
+# Without --topology / --bandwidth / --latency: every mesh axis is one 200 Gb/s network link
+# (25 GB/s, 5 us per message), a cluster interconnect; docs/cli.md says how to describe others.
+DEFAULT_LINK = Link(25e9, 5e-6)
+
+_RATE_UNITS = {"": "1", "b": "1", "kb": "1e3", "mb": "1e6", "gb": "1e9", "tb": "1e12",
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_TIME_UNITS = {"": "1", "s": "1", "ms": "1e-3", "us": "1e-6", "µs": "1e-6", "ns": "1e-9"}
+_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+
+def parse_mesh(text: str) -> Mesh:
+    """``x=2,y=4`` -> ``Mesh({"x": 2, "y": 4})`` (axes major to minor)."""
+    axes = []
+    for item in text.split(","):
+        name, eq, size = (s.strip() for s in item.partition("="))
+        if not eq or not name or not size.isdigit():
+            raise UsageError(f"--mesh expects name=size pairs like x=2,y=4, got {text!r}")
+        axes.append((name, int(size)))
+    from simshard.errors import ShardingError
+
+    try:
+        return Mesh(axes)
+    except ShardingError as e:
+        raise UsageError(f"--mesh {text!r}: {e.detail}") from None
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``8,16``, ``8x16``, ``(8, 16)`` or ``[8, 16]`` -> ``(8, 16)``; ``()`` is a scalar."""
+    body = text.strip().strip("()[]")
+    parts = [p.strip() for p in re.split(r"[,x×]", body)] if body.strip() else []
+    if parts and parts[-1] == "" and body.rstrip().endswith(","):
+        parts.pop()  # "(8,)"
+    if not all(p.isdigit() for p in parts):
+        raise UsageError(f"a shape is sizes separated by commas, like 8,16; got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
+def parse_size(text: str) -> int:
+    """Bytes: ``5632``, ``5.5KiB``, ``16MiB``, ``1GB`` (kB/MB/GB powers of 1000, KiB/MiB/GiB of 1024)."""
+    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]?i?B)?", text.strip())
+    unit = (m[2] or "").lower() if m else None
+    if not m or unit not in _RATE_UNITS:
+        raise UsageError(f"a size is a number of bytes like 8192, 8KiB or 1.5MB; got {text!r}")
+    return int(Decimal(m[1]) * Decimal(_RATE_UNITS[unit]))
+
+
+def parse_bandwidth(text: str) -> float:
+    """Bytes per second: ``25e9``, ``25GB/s``, ``300 GiB/s`` (decimal kB/MB/GB/TB or binary KiB...)."""
+    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]?i?B)?(?:/s)?", text.strip())
+    unit = (m[2] or "").lower() if m else None
+    if not m or unit not in _RATE_UNITS or float(m[1]) <= 0:
+        raise UsageError(f"a bandwidth is a positive number of bytes per second like 25e9, 25GB/s or 32GiB/s; got {text!r}")
+    return float(Decimal(m[1]) * Decimal(_RATE_UNITS[unit]))  # decimal: 10us is exactly 1e-05
+
+
+def parse_latency(text: str) -> float:
+    """Seconds per message: ``5e-6``, ``5us``, ``0.5 ms``."""
+    m = re.fullmatch(_NUMBER + r"\s*(s|ms|us|µs|ns)?", text.strip())
+    if not m:
+        raise UsageError(f"a latency is a number of seconds like 5e-6, or with a unit: 5us, 0.5ms; got {text!r}")
+    return float(Decimal(m[1]) * Decimal(_TIME_UNITS[m[2] or ""]))
+
+
+def _per_axis(values: Iterable[str], read, flag: str) -> tuple[float | None, dict[str, float]]:
+    """``["y=300GB/s", "25GB/s"]`` (or comma-joined) -> (default, {axis: value})."""
+    default, per = None, {}
+    for value in values:
+        for item in value.split(","):
+            axis, eq, amount = item.rpartition("=")
+            try:
+                if eq:
+                    per[axis.strip()] = read(amount)
+                else:
+                    default = read(amount)
+            except UsageError as e:
+                raise UsageError(f"{flag}: {e}") from None
+    return default, per
+
+
+def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str], axes: Iterable[str]) -> Topology:
+    """The topology the estimate uses: ``--topology FILE`` (``Topology.to_dict``'s JSON), or
+    ``--bandwidth`` / ``--latency`` (``[AXIS=]VALUE``, repeatable or comma-separated; without an
+    axis: every axis not named), or ``DEFAULT_LINK`` for every axis. Axes a file or flag leaves
+    out take its default, else ``DEFAULT_LINK``'s. ``axes``: the mesh axes, to catch typos."""
+    axes = list(dict.fromkeys(axes))
+    if file is not None and (bandwidth or latency):
+        raise UsageError("give the links either in --topology FILE or with --bandwidth / --latency, not both")
+    if file is not None:
+        try:
+            with open(file) as f:
+                data = json.load(f)
+            data = {"links": {a: _link_dict(l) for a, l in (data.get("links") or {}).items()},
+                    "default": _link_dict(data["default"]) if data.get("default") is not None else None}
+            topo = Topology.from_dict(data)
+        except OSError as e:
+            raise UsageError(f"--topology: cannot read {file!r}: {e.strerror}") from None
+        except (ValueError, TypeError, AttributeError, KeyError) as e:
+            raise UsageError(f"--topology {file}: expected {{\"links\": {{axis: {{\"bandwidth\": B/s, \"latency\": s}}}}, "
+                             f"\"default\": {{...}}}}: {e}") from None
+        links, default = dict(topo.links), topo.default or DEFAULT_LINK
+    else:
+        bw_default, bw = _per_axis(bandwidth, parse_bandwidth, "--bandwidth")
+        lat_default, lat = _per_axis(latency, parse_latency, "--latency")
+        default = Link(bw_default if bw_default is not None else DEFAULT_LINK.bandwidth,
+                       lat_default if lat_default is not None else DEFAULT_LINK.latency)
+        links = {a: Link(bw.get(a, default.bandwidth), lat.get(a, default.latency)) for a in dict.fromkeys([*bw, *lat])}
+    unknown = sorted(set(links) - set(axes))
+    if unknown and axes:
+        raise UsageError(f"the topology names mesh axes {', '.join(unknown)} that the mesh does not have "
+                         f"(axes: {', '.join(axes)})")
+    return Topology({a: links[a] for a in axes if a in links}, default)  # in mesh order
+
+
+def _link_dict(link) -> dict:
+    """A link of a topology file: numbers, or strings with units ("25GB/s", "5us")."""
+    if not isinstance(link, dict):
+        raise ValueError(f"a link is an object with bandwidth and latency, got {link!r}")
+    out = dict(link)
+    if isinstance(out.get("bandwidth"), str):
+        out["bandwidth"] = parse_bandwidth(out["bandwidth"])
+    if isinstance(out.get("latency"), str):
+        out["latency"] = parse_latency(out["latency"])
+    return out
+
+
+def describe_topology(topo: Topology) -> str:
+    """``y: 300.00 GB/s + 1.00 us/message; other axes: 25.00 GB/s + 5.00 us/message``."""
+    from simshard.report.units import fmt_rate, fmt_seconds
+
+    def link(l: Link) -> str:
+        return f"{fmt_rate(l.bandwidth)} + {fmt_seconds(l.latency)}/message"
+
+    parts = [f"{a}: {link(l)}" for a, l in topo.links.items()]
+    if topo.default is not None:
+        parts.append(f"{'other axes' if parts else 'every axis'}: {link(topo.default)}")
+    return "; ".join(parts)
+
+
+def add_topology_flags(parser) -> None:
+    """--topology FILE, or --bandwidth / --latency."""
+    group = parser.add_argument_group("topology of the time estimate (default: every axis 25GB/s + 5us/message)")
+    ex = group.add_mutually_exclusive_group()
+    ex.add_argument("--topology", metavar="FILE",
+                    help='JSON: {"links": {"x": {"bandwidth": "25GB/s", "latency": "5us"}}, "default": {...}}')
+    ex.add_argument("--bandwidth", action="append", default=[], metavar="[AXIS=]RATE",
+                    help="link bandwidth, e.g. 25GB/s or y=300GB/s (repeatable; without AXIS: every other axis)")
+    group.add_argument("--latency", action="append", default=[], metavar="[AXIS=]TIME",
+                       help="per-message latency, e.g. 5us or y=1us (repeatable)")
+
+
+def description(doc: str) -> str:
+    """A command's ``--help`` text: its module docstring's first paragraph, without rst quotes."""
+    return " ".join(doc.split("\n\n")[0].replace("``", "").split())
+
+
+def add_run_flags(parser) -> None:
+    """The flags of commands that run strategies: mesh, backend, verdict, JSON, topology, quiet."""
+    parser.add_argument("--mesh", metavar="x=2,y=4", help="mesh axes and sizes (default: the strategy's or program's mesh)")
+    parser.add_argument("--backend", choices=("ray", "local"), default=None,
+                        help="ray: one actor per device (default; SIMSHARD_BACKEND changes it); local: one process")
+    parser.add_argument("--address", metavar="ADDR", help="join this Ray cluster (implies --backend ray)")
+    parser.add_argument("--exact", action="store_true",
+                        help="require identical bits: a float sum reassociated by the sharding fails (exit 1) "
+                             "instead of passing with its ULP distance")
+    parser.add_argument("--device-memory", metavar="SIZE", type=_size_arg,
+                        help="each device's capacity, e.g. 8KiB: a device whose live buffers exceed it fails "
+                             "the run as out of memory (exit 3)")
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON (docs/json-schema.md)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    add_topology_flags(parser)
+
+
+def _size_arg(text: str) -> int:
+    """argparse type for --device-memory: its error is argparse's usage error (exit 2)."""
+    import argparse
+
+    try:
+        return parse_size(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def backend(args) -> str:
+    """``--backend``, else ``ray`` with ``--address``, else the runtime's default (ray, or
+    ``SIMSHARD_BACKEND``)."""
+    if args.address is not None:
+        if args.backend == "local":
+            raise UsageError("--address names a Ray cluster; it does not go with --backend local")
+        return "ray"
+    if args.backend is not None:
+        return args.backend
+    from simshard.runtime.api import default_backend
+
+    chosen = default_backend()
+    if chosen not in ("ray", "local"):
+        raise UsageError(f"SIMSHARD_BACKEND={chosen!r}: choose ray or local")
+    return chosen

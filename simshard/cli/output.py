@@ -1,0 +1,85 @@
+"""Where the command writes: results on stdout, errors and progress on stderr.
+
+Progress (rich.progress) shows only on an interactive stderr and never with ``--quiet``, so
+piped or captured output holds the results alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+
+from rich.console import Console
+
+
+@dataclass
+class Output:
+    console: Console  # results (stdout)
+    err: Console  # errors and progress (stderr)
+    quiet: bool = False
+
+    @staticmethod
+    def create(quiet: bool = False) -> "Output":
+        # piped output is not squeezed into 80 columns (COLUMNS still decides when set)
+        wide = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 110
+        return Output(Console(file=sys.stdout, width=wide, soft_wrap=True), Console(file=sys.stderr, soft_wrap=True), quiet)
+
+    @property
+    def live(self) -> bool:
+        """Whether progress displays are shown."""
+        return not self.quiet and self.err.is_terminal
+
+    def print(self, *things, **kw) -> None:
+        self.console.print(*things, **kw)
+
+    def error(self, message: str) -> None:
+        from rich.markup import escape
+
+        self.err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+    def heading(self, bold: str, rest: str = "") -> None:
+        """``bold: rest`` on one line, neither read as rich markup (names may hold brackets)."""
+        from rich.text import Text
+
+        self.console.print(Text.assemble((bold, "bold"), (f": {rest}" if rest else "")))
+
+    def line(self, text: str) -> None:
+        """Plain text, printed as it is (no markup, no highlighting)."""
+        self.console.print(text, markup=False, highlight=False)
+
+    @contextlib.contextmanager
+    def spinner(self, text: str):
+        """A transient spinner with elapsed time around one slow step (a run, starting actors)."""
+        if not self.live:
+            yield
+            return
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=self.err, transient=True) as progress:
+            progress.add_task(text, total=None)
+            yield
+
+    @contextlib.contextmanager
+    def steps(self, text: str, total: int):
+        """A transient bar over ``total`` steps; yields ``advance(description)`` to call before
+        each step (it names the step and counts the previous one done)."""
+        if not self.live:
+            yield lambda description: None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=self.err, transient=True) as progress:
+            task = progress.add_task(text, total=total)
+            started = [False]
+
+            def advance(description: str) -> None:
+                if started[0]:
+                    progress.advance(task)
+                started[0] = True
+                progress.update(task, description=f"{text}: {description}")
+
+            yield advance

@@ -1,0 +1,107 @@
+"""Programs by name for the commands: loading one, picking its strategies, running or
+propagating one strategy.
+
+``simshard.programs.load`` reads a library name (``mlp``) or a ``.py`` file defining
+``PROGRAM``; here its failures become ``UsageError``s (a program file that does not even import
+is reported with its own file and line, not a traceback into simshard).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+
+def load_program(name: str):
+    """The ``ProgramDef`` called ``name`` (a library module or a path to a .py file)."""
+    from simshard import programs
+    from simshard.errors import ShardingError
+
+    try:
+        return programs.load(name)
+    except ShardingError:
+        raise
+    except Exception as e:  # the user's file raised while it was imported
+        raise UsageError(f"cannot load program {name!r}: {type(e).__name__}: {e}{_where(e, name)}") from None
+
+
+def _where(e: BaseException, name: str) -> str:
+    """`` (at file.py:12)``: the innermost frame of the program file in the traceback."""
+    if isinstance(e, SyntaxError) and e.lineno:
+        return f" (at {e.filename}:{e.lineno})"
+    target = Path(name).resolve() if name.endswith(".py") else None
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        if target is not None and Path(frame.filename).resolve() == target:
+            return f" (at {name}:{frame.lineno})"
+    return ""
+
+
+def strategies(program, names: str | None) -> list:
+    """The strategies a comma-separated ``--strategies`` list names (all when None), in its order."""
+    if names is None:
+        return list(program.strategies)
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    if not chosen:
+        raise UsageError("--strategies is empty; name one or more, e.g. dp,megatron")
+    return [program.strategy(n) for n in chosen]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One strategy run: its RunResult, or why the outputs could not even be assembled."""
+
+    strategy: Any  # simshard.programs.Strategy
+    mesh: Any  # the Mesh it ran on
+    result: Any = None  # simshard.runtime.api.RunResult
+    failure: str | None = None  # set when replicas disagreed and no result exists
+    error: str | None = None  # set when the run could not finish (a device ran out of memory)
+    seconds: float = 0.0
+
+
+def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
+                 device_memory: int | None = None) -> Outcome:
+    """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
+
+    A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
+    ``compare`` goes on with the others; any other failure of the run propagates."""
+    from simshard.errors import ReplicaMismatchError
+    from simshard.runtime.errors import DeviceOutOfMemoryError
+
+    m = program.mesh_for(strategy, mesh)
+    options = {"backend": backend}
+    if address is not None:
+        options["address"] = address
+    if device_memory is not None:
+        options["device_memory"] = device_memory
+    start = time.perf_counter()
+    try:
+        res = program.run(strategy, mesh=m, **options)
+    except ReplicaMismatchError as e:
+        return Outcome(strategy, m, failure=f"replicas of an output disagree: {e}", seconds=time.perf_counter() - start)
+    except DeviceOutOfMemoryError as e:
+        return Outcome(strategy, m, error=str(e), seconds=time.perf_counter() - start)
+    return Outcome(strategy, m, res, seconds=time.perf_counter() - start)
+
+
+def propagated(program, strategy, mesh):
+    """The program of ``strategy`` traced and propagated on ``mesh`` (no execution): what
+    ``program.run`` would partition. Uses ``ss.run``'s own tracing step, so ``explain`` shows
+    exactly the shardings a run gets."""
+    from simshard.runtime.api import _parse_text, _program
+
+    m = program.mesh_for(strategy, mesh)
+    # a strategy may bring its own arguments (ProgramDef.inputs_for), else the program's
+    inputs_for = getattr(program, "inputs_for", None)
+    args = tuple(inputs_for(strategy)) if inputs_for is not None else tuple(program.inputs())
+    if strategy.build is not None:
+        f, ins, outs = strategy.build(m), None, None
+    else:
+        f, ins, outs = program.fn, _parse_text(strategy.in_shardings, m), _parse_text(strategy.out_shardings, m)
+    prog, _ = _program(f, args, mesh=m, in_shardings=ins, out_shardings=outs, static_argnums=(),
+                       strategy=strategy.propagation)
+    return prog, m

@@ -1,0 +1,62 @@
+"""``simshard run PROGRAM``: run one strategy, verify it, and report its communication (per op,
+collective and mesh axes, bytes beside the analytic minimum, estimated time) and its peak memory
+per device; ``--json`` / ``--trace`` write the same as JSON and as a Chrome trace."""
+
+from __future__ import annotations
+
+from . import options
+from .errors import UsageError
+from .output import Output
+from .programs import load_program, run_strategy
+from .summary import document, exit_code, mark_cheapest, summarize, write_json
+from .tables import comm_table, memory_table, verdict
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="run one strategy of a program: verify it, report communication and memory",
+                       description=options.description(__doc__))
+    p.add_argument("program", help="a library program (e.g. mlp) or a .py file defining PROGRAM")
+    p.add_argument("--strategy", "-s", help="the strategy to run (default: the program's first)")
+    options.add_run_flags(p)
+    p.add_argument("--trace", metavar="FILE", help="write the collectives as a Chrome trace (chrome://tracing, Perfetto)")
+    p.set_defaults(execute=execute)
+
+
+def execute(args, out: Output) -> int:
+    mesh = options.parse_mesh(args.mesh) if args.mesh else None
+    backend = options.backend(args)
+    program = load_program(args.program)
+    strategy = program.strategy(args.strategy)
+    used = program.mesh_for(strategy, mesh)
+    topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
+    where = f"{used.size} Ray device actors" if backend == "ray" else f"{used.size} devices in this process"
+    with out.spinner(f"{program.name}/{strategy.name}: tracing, running on {where}, verifying"):
+        outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory)
+    summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
+    res = outcome.result
+
+    mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
+    out.heading(f"{program.name} / {strategy.name}", strategy.about)
+    out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}")
+    out.line(f"topology {options.describe_topology(topology)}")
+    out.print(verdict(summary, res, args.exact))
+    if res is not None:
+        if res.comm.records:
+            out.print(comm_table(res.comm, topology))
+        else:
+            out.line("communication: none (no collectives)")
+        out.print(memory_table(res.memory))
+    if args.json:
+        write_json(args.json, document("run", program, mesh, backend, topology, args.exact, [summary]))
+    if args.trace:
+        if res is None:
+            raise UsageError("--trace: the run produced no communication report (it did not finish, or its outputs "
+                             "did not assemble)")
+        from simshard.report.trace_export import write_chrome_trace
+
+        try:
+            write_chrome_trace(args.trace, res.comm, topology, name=f"{program.name}/{strategy.name}",
+                               metadata={"program": program.name, "strategy": strategy.name, "mesh": dict(used.shape)})
+        except OSError as e:
+            raise UsageError(f"--trace: cannot write {args.trace!r}: {e.strerror}") from None
+    return exit_code([summary])

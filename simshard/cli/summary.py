@@ -1,0 +1,123 @@
+"""What ``run`` and ``compare`` report per strategy, as one flat record: the rows of their
+tables and the ``strategies`` of their ``--json`` output (docs/json-schema.md).
+
+The verdict follows ``--exact``: by default a strategy is *verified* when no op is wrong and the
+outputs are bitwise equal to plain numpy, or differ only where an op's float sum was
+legitimately reassociated by the sharding (reported with its ULP distance); with ``--exact``
+only identical bits verify.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StrategySummary:
+    name: str
+    about: str
+    mesh: dict  # axis -> size, major to minor
+    devices: int
+    verified: bool
+    bitwise: bool
+    max_ulp: int | None  # largest ULP distance of a differing float (None when none differ)
+    first_divergence: str | None  # what went wrong first, or what was reassociated
+    total_bytes: int | None  # sent by all devices (None: no report, the outputs did not assemble)
+    min_bytes: int | None  # the analytic minimum of those collectives
+    bytes_per_axis: dict | None  # mesh axes of the group ("x", "x,y", "-") -> bytes sent
+    messages: int | None
+    collectives: int | None  # distinct collective instructions
+    estimated_time_s: float | None  # alpha-beta estimate under the topology
+    peak_memory_bytes: list | None  # index: device id
+    max_peak_memory_bytes: int | None
+    wall_time_s: float  # how long the run took here (tracing to verification)
+    error: str | None = None  # why the run could not finish (a device out of memory), else None
+    cheapest: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(outcome, topology, exact: bool) -> StrategySummary:
+    """The record of one ``programs.Outcome`` under ``topology``."""
+    s, mesh = outcome.strategy, outcome.mesh
+    base = dict(name=s.name, about=s.about, mesh=dict(mesh.shape), devices=mesh.size, wall_time_s=outcome.seconds,
+                error=outcome.error)
+    res = outcome.result
+    if res is None:
+        return StrategySummary(**base, verified=False, bitwise=False, max_ulp=None, first_divergence=outcome.failure,
+                               total_bytes=None, min_bytes=None, bytes_per_axis=None, messages=None, collectives=None,
+                               estimated_time_s=None, peak_memory_bytes=None, max_peak_memory_bytes=None)
+    v, comm, memory = res.verify, res.comm, res.memory
+    verified = v.bitwise if exact else v.ok
+    # what to name: the first wrong op or output; when nothing is wrong, the first reassociated op
+    first = v.first_divergence if not v.ok or not v.reassociations else v.reassociations[0]
+    per_axis: dict[str, int] = {}
+    for row in comm.summary("axis"):
+        per_axis[row["axis"]] = row["sent"]
+    peaks = memory.peaks
+    return StrategySummary(
+        **base, verified=verified, bitwise=v.bitwise, max_ulp=v.max_ulp,
+        first_divergence=first.describe() if first is not None else None,
+        total_bytes=comm.total_bytes, min_bytes=comm.total_min_bytes, bytes_per_axis=per_axis,
+        messages=comm.total_messages, collectives=len({r.instr for r in comm.records}),
+        estimated_time_s=float(comm.estimate(topology).total),
+        peak_memory_bytes=[peaks.get(d, 0) for d in range(mesh.size)], max_peak_memory_bytes=memory.max_peak,
+    )
+
+
+def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]:
+    """The same records with ``cheapest`` set on one: the verified strategy with the lowest
+    estimated time, ties broken by fewer bytes, then lower peak memory, then list order."""
+    from dataclasses import replace
+
+    candidates = [(s.estimated_time_s, s.total_bytes, s.max_peak_memory_bytes, i)
+                  for i, s in enumerate(summaries) if s.verified and s.estimated_time_s is not None]
+    best = min(candidates)[-1] if candidates else None
+    return [replace(s, cheapest=(i == best)) for i, s in enumerate(summaries)]
+
+
+def exit_code(summaries: Sequence[StrategySummary]) -> int:
+    """3 when a run could not finish, else 1 when one did not verify, else 0 (errors.py)."""
+    from .errors import EXIT_FAILED, EXIT_OK, EXIT_RUN
+
+    if any(s.error for s in summaries):
+        return EXIT_RUN
+    return EXIT_OK if all(s.verified for s in summaries) else EXIT_FAILED
+
+
+def document(command: str, program, mesh, backend: str, topology, exact: bool,
+             summaries: Sequence[StrategySummary]) -> dict:
+    """The ``--json`` document (docs/json-schema.md)."""
+    import simshard
+
+    cheapest = next((s.name for s in summaries if s.cheapest), None)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "simshard_version": simshard.__version__,
+        "command": command,
+        "program": program.name,
+        "program_about": program.about,
+        "mesh": dict(mesh.shape) if mesh is not None else dict(program.mesh),
+        "backend": backend,
+        "exact": exact,
+        "topology": topology.to_dict(),
+        "verified": all(s.verified for s in summaries),
+        "cheapest": cheapest,
+        "strategies": [s.to_dict() for s in summaries],
+    }
+
+
+def write_json(path: str, doc: dict) -> None:
+    from .errors import UsageError
+
+    try:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=2, allow_nan=False)
+            f.write("\n")
+    except OSError as e:
+        raise UsageError(f"cannot write {path!r}: {e.strerror}") from None

@@ -1,0 +1,105 @@
+"""The tables and lines ``run`` and ``compare`` print: the verdict, communication per (op,
+collective, mesh axes) with the alpha-beta time, and strategies side by side. Every number
+carries its unit (``report.units``: KiB/MiB, us/ms)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.table import Table
+from rich.text import Text
+
+from simshard.report.units import fmt_bytes, fmt_ratio, fmt_seconds
+
+from .summary import StrategySummary
+
+
+def verdict(s: StrategySummary, result, exact: bool) -> Text:
+    """One line (two when something differs): verified how, or the first divergence."""
+    if s.error is not None:
+        return Text.assemble(("the run could not finish: ", "bold red"), s.error)
+    if result is not None and s.bitwise:
+        v = result.verify
+        ops = f"; {len(v.op_checks)} ops checked one by one" if v.op_checks else ""
+        return Text.assemble(("verified: ", "bold green"), f"bitwise identical to plain numpy "
+                             f"({len(v.checks)} output{'s' * (len(v.checks) != 1)}{ops})")
+    if s.verified:  # differs only by reassociated float sums, and --exact was not given
+        return Text.assemble(("verified up to reassociation: ", "bold yellow"),
+                             f"outputs differ by at most {s.max_ulp} ULP because a sharded float sum added in "
+                             f"another order (run with --exact to require identical bits)\n  {s.first_divergence}")
+    why = "not bitwise identical (--exact)" if exact and result is not None and result.verify.ok else "FAILED"
+    return Text.assemble(("verification " + why + ": ", "bold red"), s.first_divergence or "outputs differ")
+
+
+def comm_table(comm, topology) -> Table:
+    """Collectives grouped by source op, kind and mesh axes: bytes moved beside the analytic
+    minimum, and the estimated time under ``topology``."""
+    times = comm.estimate(topology).by(("op", "kind", "axis"))
+    t = Table(title="communication (bytes sent by all devices; time: alpha-beta estimate)", title_justify="left")
+    t.add_column("op")
+    t.add_column("collective", no_wrap=True)
+    t.add_column("axes", no_wrap=True)
+    for col in ("count", "messages", "bytes", "minimum", "ratio", "est. time"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for row in comm.summary(("op", "kind", "axis")):
+        t.add_row(Text(row["op"]), row["kind"], Text(row["axis"]), str(row["collectives"]), str(row["messages"]),
+                  fmt_bytes(row["sent"]), fmt_bytes(row["minimum"]), fmt_ratio(row["received"], row["minimum"]),
+                  fmt_seconds(times[(row["op"], row["kind"], row["axis"])]))
+    t.add_section()
+    t.add_row("total", "", "", str(len({r.instr for r in comm.records})), str(comm.total_messages),
+              fmt_bytes(comm.total_bytes), fmt_bytes(comm.total_min_bytes),
+              fmt_ratio(comm.total_received, comm.total_min_bytes), fmt_seconds(comm.estimate(topology).total))
+    return t
+
+
+def memory_table(memory) -> Table:
+    """Peak live bytes per device, with where it peaks."""
+    t = Table(title="peak memory per device", title_justify="left")
+    for col, just in (("device", "right"), ("inputs", "right"), ("peak", "right"), ("at", "left")):
+        t.add_column(col, justify=just, no_wrap=just == "right")
+    for d in memory.devices:
+        at = "inputs" if d.peak_position < 0 else d.peak_source
+        t.add_row(str(d.device), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), Text(at))
+    return t
+
+
+def _opt(value, fmt) -> str:
+    return "-" if value is None else fmt(value)
+
+
+def compare_table(summaries: Sequence[StrategySummary]) -> Table:
+    """Strategies side by side; the cheapest marked with ``*``."""
+    axes = sorted({a for s in summaries for a in (s.bytes_per_axis or {})})
+    meshes = {tuple(s.mesh.items()) for s in summaries}
+    t = Table(title="strategies side by side", title_justify="left",
+              caption="* cheapest: least estimated time of the verified (then fewest bytes, least memory)",
+              caption_justify="left")
+    t.add_column("strategy")
+    if len(meshes) > 1:
+        t.add_column("mesh")
+    t.add_column("verified", no_wrap=True)
+    t.add_column("bytes", justify="right", no_wrap=True)
+    for a in axes:
+        t.add_column(Text(f"over {a}" if a != "-" else "no axis"), justify="right", no_wrap=True)
+    for col in ("est. time", "peak memory", "collectives"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for s in summaries:
+        if s.error is not None:
+            ok = Text("OUT OF MEMORY", style="bold red")
+        elif s.bitwise:
+            ok = Text("bitwise", style="green")
+        elif s.verified:
+            ok = Text(f"{s.max_ulp} ULP", style="yellow")
+        else:
+            ok = Text("FAILED", style="bold red")
+        name = Text(s.name + (" *" if s.cheapest else ""), style="bold green" if s.cheapest else "")
+        cells = [name]
+        if len(meshes) > 1:
+            cells.append(",".join(f"{a}={n}" for a, n in s.mesh.items()))
+        cells += [ok, _opt(s.total_bytes, fmt_bytes)]
+        cells += [_opt((s.bytes_per_axis or {}).get(a, 0) if s.bytes_per_axis is not None else None, fmt_bytes)
+                  for a in axes]
+        cells += [_opt(s.estimated_time_s, fmt_seconds), _opt(s.max_peak_memory_bytes, fmt_bytes),
+                  _opt(s.collectives, str)]
+        t.add_row(*cells)
+    return t

@@ -1,0 +1,236 @@
+"""The commands' logic, in this process through ``main(argv)`` (the suite's local backend):
+verdicts and ``--exact``, the topology flags, compare's marking and plot, explain, show's three
+spellings, the progress display and ``--quiet``."""
+
+import io
+import json
+import sys
+
+import pytest
+
+from cli_helpers import DATA, main_in_process
+
+TINY = str(DATA / "tiny.py")
+
+
+@pytest.fixture(autouse=True)
+def _wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+
+
+def _row(out: str, first: str) -> list[str]:
+    """The cells of the table row whose first cell is ``first``."""
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and cells[0] == first:
+            return cells
+    raise AssertionError(f"no row {first!r} in\n{out}")
+
+
+# -- run ----------------------------------------------------------------------------------------
+
+def test_run_a_program_file_with_collectives_over_two_axes(capsys):
+    r = main_in_process(capsys, "run", TINY, "--strategy", "rows", "--bandwidth", "x=1GB/s,y=2GB/s", "--latency", "0")
+    assert r.code == 0, r.err
+    assert "tiny / rows: rows over x, columns over y, gathered whole" in r.out
+    assert "topology x: 1.00 GB/s + 0 s/message; y: 2.00 GB/s + 0 s/message; other axes: 25.00 GB/s + 0 s/message" in r.out
+    # device (i, j) gets the other x-block of its [4, 2] column: 32 B at 1 GB/s = 32 ns ...
+    assert _row(r.out, "reshard %3 for output 0")[1:] == ["all_gather", "x", "1", "4", "128 B", "128 B", "1.00", "32.00 ns"]
+    total = _row(r.out, "total")
+    assert total[3:] == ["2", "8", "384 B", "384 B", "1.00", "64.00 ns"]  # ... then 64 B over y at 2 GB/s
+
+
+def test_run_a_strategy_built_as_jit(capsys):
+    r = main_in_process(capsys, "run", TINY, "-s", "jit")
+    assert r.code == 0, r.err
+    assert _row(r.out, "total")[5] == "512 B"
+
+
+def test_reassociated_floats_verify_unless_exact(capsys):
+    floats = str(DATA / "floats.py")
+    r = main_in_process(capsys, "run", floats)
+    assert r.code == 0
+    assert "verified up to reassociation: outputs differ by at most 11 ULP" in r.out
+    assert "op %2 dot_general: reassociated sum over mesh axes x" in r.out
+    r = main_in_process(capsys, "run", floats, "--exact")
+    assert r.code == 1
+    assert "verification not bitwise identical (--exact): op %2 dot_general" in r.out
+
+
+def test_an_exception_from_the_program_exits_4_with_its_traceback(capsys):
+    r = main_in_process(capsys, "run", str(DATA / "raises.py"))
+    assert r.code == 4 and r.out == ""
+    assert "Traceback" in r.err and "ValueError: the program's own mistake" in r.err
+    assert r.err.rstrip().endswith("(from the program's own code, or a bug in simshard)")
+
+
+def test_topology_file_with_units(capsys, tmp_path):
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"links": {"x": {"bandwidth": "300GB/s", "latency": "1us"}},
+                                "default": {"bandwidth": 25e9, "latency": 5e-6}}))
+    r = main_in_process(capsys, "run", TINY, "-s", "contract", "--topology", str(topo))
+    assert r.code == 0, r.err
+    assert "topology x: 300.00 GB/s + 1.00 us/message; other axes: 25.00 GB/s + 5.00 us/message" in r.out
+    assert _row(r.out, "total")[-1] == "2.00 us"  # 2 messages of 1 us + 128 B at 300 GB/s per device
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--topology", "t.json", "--latency", "1us"), "not both"),
+    (("--bandwidth", "z=1GB/s"), "names mesh axes z that the mesh does not have (axes: x, y)"),
+    (("--latency", "soon"), "--latency: a latency is a number of seconds"),
+    (("--bandwidth", "0"), "--bandwidth: a bandwidth is a positive number"),
+    (("--address", "ray://x:1", "--backend", "local"), "--address names a Ray cluster"),
+    (("--mesh", "x=2,x=2"), 'axis "x" appears twice in the mesh'),
+])
+def test_bad_flags_exit_2(capsys, args, message):
+    r = main_in_process(capsys, "run", "mlp", *args)
+    assert r.code == 2 and message in r.err and r.out == ""
+
+
+def test_a_bad_topology_file_exits_2(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"links": {"x": {"bandwith": 1e9}}}')
+    r = main_in_process(capsys, "run", "mlp", "--topology", str(bad))
+    assert r.code == 2 and "--topology" in r.err and "bandwith" in r.err
+
+
+# -- compare ------------------------------------------------------------------------------------
+
+def test_compare_columns_per_axis_and_the_cheapest(capsys):
+    r = main_in_process(capsys, "compare", TINY)
+    assert r.code == 0, r.err
+    rows = {name: _row(r.out, name) for name in ("rows *", "contract", "jit")}
+    header = next(line for line in r.out.splitlines() if "strategy" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "strategy", "verified", "bytes", "over x", "over y", "est. time", "peak memory", "collectives"]
+    # two all-gathers of 4 messages (2 x 5 us) beat one all-reduce of 8 (2 x 5 us + 512 B / 25 GB/s)
+    assert rows["rows *"][1:] == ["bitwise", "384 B", "128 B", "256 B", "10.00 us", "224 B", "2"]
+    assert rows["contract"][1:] == ["bitwise", "512 B", "512 B", "0 B", "10.01 us", "320 B", "1"]
+    assert rows["jit"][1:] == rows["contract"][1:]
+    # with free messages only bytes count: 32 B + 64 B per device at 25 GB/s, against 128 B
+    r = main_in_process(capsys, "compare", TINY, "--strategies", "jit,contract,rows", "--latency", "0", "-q")
+    assert [_row(r.out, name)[5] for name in ("jit", "contract", "rows *")] == ["5.12 ns", "5.12 ns", "3.84 ns"]
+
+
+def test_compare_reports_a_failed_strategy_and_exits_1(capsys):
+    r = main_in_process(capsys, "compare", str(DATA / "drift.py"))
+    assert r.code == 1
+    assert _row(r.out, "rows")[1] == "FAILED"
+    assert "rows: output 0: 14 of 16 elements differ" in r.out
+    assert "*" not in _row(r.out, "rows")[0]
+
+
+def test_device_memory_fails_a_strategy_that_does_not_fit_and_compare_goes_on(capsys, tmp_path):
+    r = main_in_process(capsys, "compare", TINY, "--device-memory", "300B", "--json", str(tmp_path / "m.json"))
+    assert r.code == 3
+    assert _row(r.out, "contract")[1:] == ["OUT OF MEMORY", "-", "-", "-", "-", "-", "-"]
+    assert _row(r.out, "rows *")[1:3] == ["bitwise", "384 B"]  # 224 B at its peak
+    assert "contract: device 0 out of memory at position 0 [0] compute dot_general from '%2 dot_general': " \
+           "needs 320 B (320 bytes: 128 B new on top of 192 B live), capacity 300 B (300 bytes)" in r.out
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert [s["error"] is not None for s in doc["strategies"]] == [False, True, True] and doc["cheapest"] == "rows"
+    r = main_in_process(capsys, "run", TINY, "-s", "jit", "--device-memory", "300")
+    assert r.code == 3
+    assert "the run could not finish: device 0 out of memory at position 0" in r.out
+    assert main_in_process(capsys, "run", TINY, "--device-memory", "lots").code == 2
+
+
+def test_compare_plot(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "cmp.png"
+    r = main_in_process(capsys, "compare", "mlp", "--plot", str(png))
+    assert r.code == 0, r.err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_compare_plot_without_matplotlib_says_how_to_install(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    r = main_in_process(capsys, "compare", "mlp", "--plot", str(tmp_path / "x.png"))
+    assert r.code == 2
+    assert "pip install simshard[plot]" in r.err and r.out == ""
+
+
+# -- explain ------------------------------------------------------------------------------------
+
+def test_explain_one_value_of_a_program_file(capsys):
+    r = main_in_process(capsys, "explain", TINY, "-s", "contract", "--value", "0")
+    assert r.code == 0, r.err
+    assert "program(%0(a): f32[8,8@x], %1(b): f32[8@x,4]) {" in r.out
+    why = r.out.split("why each value has its sharding")[1].strip().splitlines()
+    assert why[0].startswith("%3 f32[8,4]: ") and len([w for w in why if not w.startswith("  ")]) == 1
+    r = main_in_process(capsys, "explain", TINY, "--value", "nope")
+    assert r.code == 2 and "no such value (named values: a, b; outputs 0..0)" in r.err
+
+
+def test_explain_explicit_mode_says_nothing_was_propagated(capsys, tmp_path):
+    prog = tmp_path / "explicit_prog.py"
+    prog.write_text(
+        "import simshard as ss\n"
+        "from simshard import P\n"
+        "from simshard.programs import ProgramDef, Strategy\n"
+        "def f(a):\n"
+        "    return a * 2.0\n"
+        "def build(mesh):\n"
+        "    em = ss.make_mesh(tuple(mesh.shape.values()), tuple(mesh.shape), axis_types=ss.AxisType.Explicit)\n"
+        "    return ss.jit(f, in_shardings=(P('x'),), mesh=em)\n"
+        "PROGRAM = ProgramDef(name='e', about='a * 2 [explicit]', fn=f, inputs=lambda: (ss.exact_inputs([(4,)])[0],),\n"
+        "                     mesh={'x': 2}, strategies=(Strategy('types', 'types carry shardings', build=build),))\n")
+    r = main_in_process(capsys, "explain", str(prog))
+    assert r.code == 0, r.err
+    assert "mesh x=2, mode explicit\n" in r.out and "%1: f32[4@x] = mul(%0(a), 2.0)" in r.out
+    assert "nothing was propagated" in r.out and "why each value" not in r.out
+    r = main_in_process(capsys, "compare", str(prog))
+    assert r.code == 0 and "e: a * 2 [explicit]" in r.out  # brackets are text, not markup
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ['<@m, [{"y"}, {"x"}]>', 'P("y", "x")', "PartitionSpec('y', 'x')",
+                                  "[Shard(1), Shard(0)]", "S(1), S(0)"])
+def test_show_three_spellings_of_one_layout(capsys, text):
+    r = main_in_process(capsys, "show", text, "4x8", "--mesh", "x=2,y=2")
+    assert r.code == 0, r.err
+    assert "type:       f32[4@y,8@x]" in r.out
+    assert "P:          P('y', 'x')" in r.out
+
+
+def test_show_says_what_a_spelling_cannot_express(capsys):
+    r = main_in_process(capsys, "show", "[Shard(0), Shard(0)]", "10", "--mesh", "x=2,y=4")
+    assert r.code == 0, r.err
+    assert "Shardy:     not expressible" in r.out
+    r = main_in_process(capsys, "show", '<@mesh, [{"x"}], replicated={"y"}>', "8", "--mesh", "x=2,y=4")
+    assert "P:          not expressible (P has no explicitly replicated axes)" in r.out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("hello", "8"), "cannot tell which spelling 'hello' is"),
+    (("P(x)", "8"), "cannot read a PartitionSpec from 'P(x)'"),
+    (("[Shard(0), Foo()]", "8"), "cannot read a placement from ' Foo()'"),
+    (("[Shard(0)]", "8"), "1 placements for mesh"),
+    (('P("x")', "8,a"), "a shape is sizes separated by commas"),
+])
+def test_show_bad_input(capsys, args, message):
+    r = main_in_process(capsys, "show", *args)
+    assert r.code == 2 and message in r.err
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+def test_progress_shows_on_a_terminal_and_not_with_quiet():
+    from rich.console import Console
+
+    from simshard.cli.output import Output
+
+    def steps(quiet):
+        err = io.StringIO()
+        out = Output(Console(file=io.StringIO()), Console(file=err, force_terminal=True, width=100), quiet)
+        with out.steps("mlp on local", 2) as advance:
+            advance("dp")
+            advance("megatron")
+        with out.spinner("starting 8 Ray device actors"):
+            pass
+        return out.live, err.getvalue()
+
+    live, shown = steps(quiet=False)
+    assert live and "mlp on local: megatron" in shown and "starting 8 Ray device actors" in shown
+    assert steps(quiet=True) == (False, "")
