@@ -111,6 +111,14 @@ def _split(x: np.ndarray, axis: int, splits: Sequence[int], g: int, what: str) -
     return np.split(x, cuts, axis=axis)
 
 
+def _flat_chunks(x: np.ndarray, g: int) -> tuple[list[int], list[np.ndarray]]:
+    """An all-reduce's pieces: the flattened buffer in ``g`` balanced chunks (sizes, views)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    sizes = balanced_chunks(flat.size, g)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    return sizes, [flat[offsets[j]: offsets[j + 1]] for j in range(g)]
+
+
 def _same_except(shape_a, shape_b, axis: int | None) -> bool:
     if len(shape_a) != len(shape_b):
         return False
@@ -186,10 +194,7 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
     i = _index(ch.me, group, what)
     x = np.asarray(x)
     g = len(group)
-    flat = np.ascontiguousarray(x).reshape(-1)
-    sizes = balanced_chunks(flat.size, g)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    pieces = [flat[offsets[j] : offsets[j + 1]] for j in range(g)]
+    sizes, pieces = _flat_chunks(x, g)
     for j, p in enumerate(group):
         if p != ch.me and sizes[j]:
             await ch.send(p, 0, pieces[j])
@@ -386,10 +391,7 @@ async def ring_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], redu
         reduce_in_order([x], reduce_op)
     x = np.asarray(x)
     g = len(group)
-    flat = np.ascontiguousarray(x).reshape(-1)
-    sizes = balanced_chunks(flat.size, g)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    pieces = [flat[offsets[j]: offsets[j + 1]] for j in range(g)]
+    sizes, pieces = _flat_chunks(x, g)
     done = await _chain_reduce(ch, pieces, group, reduce_op, what)
     # the broadcast ring starts at the last member: position k of ``ring`` receives from k - 1
     ring = (group[-1],) + tuple(group[:-1])

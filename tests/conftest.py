@@ -41,3 +41,21 @@ os.environ.setdefault("SIMSHARD_BACKEND", "local")
 
 # Test modules in subfolders import helpers that live here (casedata); make this folder importable.
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """The backend's default local Ray (private, quiet, loopback only, 2 CPUs), started once per
+    test process for the tests that ask for it, or the one already initialised."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        from simshard.runtime.ray_backend import ensure_ray
+
+        ensure_ray(num_cpus=2)
+    yield ray
+    if started:
+        ray.shutdown()

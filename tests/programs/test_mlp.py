@@ -9,12 +9,9 @@ F32 = 4
 
 
 def collectives(res):
-    """{(kind, mesh axes): (instructions, bytes sent over all devices)}."""
-    out = {}
-    for r in res.comm.records:
-        n, b = out.get((r.kind, r.axes), (set(), 0))
-        out[(r.kind, r.axes)] = (n | {r.instr}, b + r.bytes_sent)
-    return {k: (len(n), b) for k, (n, b) in out.items()}
+    """{(kind, mesh axes): (collectives, bytes sent over all devices)}, from the report's summary."""
+    return {(row["kind"], tuple(row["axis"].split(","))): (row["collectives"], row["sent"])
+            for row in res.comm.summary(("kind", "axis"))}
 
 
 def test_dp_moves_nothing(run_strategy):

@@ -11,16 +11,6 @@ ray = pytest.importorskip("ray")
 from simshard import programs  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    started = not ray.is_initialized()
-    if started:
-        from simshard.runtime.ray_backend import ensure_ray
-
-        ensure_ray(num_cpus=2)  # the backend's default local Ray: private, quiet, loopback only
-    yield ray
-    if started:
-        ray.shutdown()
 
 
 def test_the_ring_on_ray_as_on_the_local_backend(ray_session, run_strategy):

@@ -27,6 +27,11 @@ def run_devices(devices, body, timeout=5.0):
     return asyncio.run(main())
 
 
+def floats(rng, shape, dtype=np.float32):
+    """Non-exact values over a wide range: a different summation order would change the bits."""
+    return (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)).astype(dtype)
+
+
 def fold(parts, op):
     """The reference reduction: a plain left fold in the order given (then avg's divide)."""
     combine = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]

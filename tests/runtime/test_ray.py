@@ -28,16 +28,6 @@ def mlp(x, w1, w2):
     return np.maximum(x @ w1, 0) @ w2
 
 
-@pytest.fixture(scope="session")
-def ray_session():
-    started = not ray.is_initialized()
-    if started:
-        from simshard.runtime.ray_backend import ensure_ray
-
-        ensure_ray(num_cpus=2)  # the backend's default local Ray: private, quiet, loopback only
-    yield ray
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from runtime_helpers import fold, run_devices, same_bits
+from runtime_helpers import floats, fold, run_devices, same_bits
 from simshard.reduce_ops import REDUCE_OPS
 from simshard.runtime import (
     CollectiveError, all_gather, all_reduce, all_to_all, broadcast, collective_permute, reduce_scatter,
@@ -24,10 +24,6 @@ def random_group(rng, max_g=5):
 def random_splits(rng, g, allow_zero=True):
     return tuple(int(s) for s in rng.integers(0 if allow_zero else 1, 4, size=g))
 
-
-def floats(rng, shape, dtype=np.float32):
-    # Non-exact values over a wide range: a different summation order would change the bits.
-    return (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)).astype(dtype)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

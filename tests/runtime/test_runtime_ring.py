@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simshard as ss
-from runtime_helpers import fold, run_devices, same_bits
+from runtime_helpers import floats, fold, run_devices, same_bits
 from simshard.reduce_ops import REDUCE_OPS
 from simshard.runtime.collectives import (
     all_gather, all_reduce, reduce_scatter, ring_all_gather, ring_all_reduce, ring_reduce_scatter,
@@ -16,10 +16,6 @@ from simshard.runtime.collectives import (
 
 OPS = sorted(REDUCE_OPS)
 
-
-def floats(rng, shape, dtype=np.float32):
-    # Non-exact values over a wide range: another summation order would change the bits.
-    return (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)).astype(dtype)
 
 
 @st.composite
