@@ -10,7 +10,7 @@ only place that also executes, so it lives in the runtime.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import optree
@@ -75,6 +75,7 @@ def run(
     device_memory=None,
     timeout: float = 10.0,
     check_ops: bool | None = None,
+    progress: Callable[[str], None] | None = None,
     **backend_options,
 ) -> RunResult:
     """Run ``f(*args)`` sharded: every device runs its own schedule on its own shards.
@@ -99,14 +100,20 @@ def run(
     died and runs again, up to N times (see ``RayMesh.execute``); or ``"local"`` (every device an
     asyncio task in this process: the same schedules and collectives, much faster to start). The
     environment variable ``SIMSHARD_BACKEND`` changes the default (the test suite sets ``local``).
+
+    ``progress``: called with a short description as each stage starts (tracing, partitioning,
+    starting device actors, running, verifying), for a progress display.
     """
     from simshard.partition import partition
 
+    say = progress or (lambda stage: None)
     backend = backend or default_backend()
+    say("tracing and propagating")
     program, leaves = prepare(f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
     from simshard.report.opcheck import check_ops as _check_ops, program_bytes
 
+    say("partitioning")
     spmd = partition(program)
     inputs = shard_inputs(spmd, *leaves)
     if check_ops is None:
@@ -114,13 +121,14 @@ def run(
     if backend == "local":
         from .local import run_local
 
+        say(f"running on {len(spmd.devices)} devices in this process")
         execution = run_local(spmd, inputs, device_memory=device_memory, timeout=timeout,
                               trace_values=bool(check_ops), **backend_options)
     elif backend == "ray":
         from .ray_backend import run_ray
 
         execution = run_ray(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
-                            trace_values=bool(check_ops), **backend_options)
+                            trace_values=bool(check_ops), progress=say, **backend_options)
     else:
         raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local', 'ray')")
     from simshard.errors import ReplicaMismatchError
@@ -136,6 +144,7 @@ def run(
         err = ReplicaMismatchError(f"{e}; op by op, the first wrong op: {first.describe()}" if first else str(e))
         err.verify = report
         raise err from e
+    say("verifying against numpy")
     verify = _verify(f, args, program, leaves, outputs)
     if check_ops:
         verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))

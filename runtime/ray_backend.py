@@ -989,11 +989,13 @@ def _mesh_of(spmd):
 
 def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str] | str | None = None, mesh=None,
             device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct", trace_values: bool = False,
-            retries: int = 0, **mesh_options):
+            retries: int = 0, progress=None, **mesh_options):
     """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go).
     ``node_axes`` (with the program's mesh, or ``mesh=``) places them on nodes (``RayMesh``);
     ``retries``: see ``RayMesh.execute``; ``mesh_options`` are ``RayMesh``'s keyword options
-    (``actor_cpus``, ``node_strategy``, ...)."""
+    (``actor_cpus``, ``node_strategy``, ...); ``progress(stage)`` is told when the actors start and
+    when the run starts."""
+    say = progress or (lambda stage: None)
     if node_axes is not None:
         mesh = mesh or _mesh_of(spmd)
         if mesh is None:
@@ -1001,7 +1003,9 @@ def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str
         m = RayMesh(mesh, address, node_axes, devices=spmd.devices, **mesh_options)
     else:
         m = RayMesh(devices=spmd.devices, address=address, **mesh_options)
+    say(f"starting {len(spmd.devices)} Ray device actors")
     with m:
+        say(f"running on {len(spmd.devices)} Ray device actors")
         ex = m.run_spmd(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm,
                         trace_values=trace_values, retries=retries)
         ex.outputs.fetch()

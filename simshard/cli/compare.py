@@ -36,7 +36,8 @@ def execute(args, out: Output) -> int:
     with out.steps(f"{program.name} on {backend}", len(chosen)) as advance:
         for s in chosen:
             advance(s.name)
-            outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory))
+            outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,
+                                         progress=lambda stage, name=s.name: advance(f"{name}: {stage}", count=False)))
     summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
 
     out.heading(program.name, program.about)

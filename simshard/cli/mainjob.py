@@ -37,8 +37,8 @@ def mlp_job(args, out: Output) -> int:
     backend = getattr(args, "backend", None) or default_backend()
     console = out.console
     console.rule(f"[bold]simshard: a Megatron MLP on mesh x=2, y=4, backend {backend}")
-    with out.spinner(f"running on {'8 Ray device actors' if backend == 'ray' else '8 devices in this process'}"):
-        res = run(mlp, x, w1, w2, mesh=mesh, backend=backend,
+    with out.spinner("the Megatron MLP") as stage:
+        res = run(mlp, x, w1, w2, mesh=mesh, backend=backend, progress=stage,
                   in_shardings=(P("x", None), P(None, "y"), P("y", None)))
     console.print(res.program.pretty())
     verdict = "[green]bitwise identical to plain numpy[/]" if res.verify.bitwise else f"[red]DIFFERS[/]\n{res.verify}"

@@ -51,23 +51,25 @@ class Output:
 
     @contextlib.contextmanager
     def spinner(self, text: str):
-        """A transient spinner with elapsed time around one slow step (a run, starting actors)."""
+        """A transient spinner with elapsed time around one slow step (a run); yields
+        ``stage(description)``, which shows ``text: description`` (``ss.run``'s ``progress=``)."""
         if not self.live:
-            yield
+            yield lambda description: None
             return
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=self.err, transient=True) as progress:
-            progress.add_task(text, total=None)
-            yield
+            task = progress.add_task(text, total=None)
+            yield lambda description: progress.update(task, description=f"{text}: {description}")
 
     @contextlib.contextmanager
     def steps(self, text: str, total: int):
         """A transient bar over ``total`` steps; yields ``advance(description)`` to call before
-        each step (it names the step and counts the previous one done)."""
+        each step (it names the step and counts the previous one done; ``count=False`` only
+        renames the current step, for a stage within it)."""
         if not self.live:
-            yield lambda description: None
+            yield lambda description, count=True: None
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -76,10 +78,11 @@ class Output:
             task = progress.add_task(text, total=total)
             started = [False]
 
-            def advance(description: str) -> None:
-                if started[0]:
-                    progress.advance(task)
-                started[0] = True
+            def advance(description: str, count: bool = True) -> None:
+                if count:
+                    if started[0]:
+                        progress.advance(task)
+                    started[0] = True
                 progress.update(task, description=f"{text}: {description}")
 
             yield advance

@@ -64,7 +64,7 @@ class Outcome:
 
 
 def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
-                 device_memory: int | None = None) -> Outcome:
+                 device_memory: int | None = None, progress=None) -> Outcome:
     """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
@@ -73,7 +73,7 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
     from simshard.runtime.errors import DeviceOutOfMemoryError
 
     m = program.mesh_for(strategy, mesh)
-    options = {"backend": backend}
+    options = {"backend": backend, "progress": progress}
     if address is not None:
         options["address"] = address
     if device_memory is not None:

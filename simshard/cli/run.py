@@ -29,9 +29,8 @@ def execute(args, out: Output) -> int:
     strategy = program.strategy(args.strategy)
     used = program.mesh_for(strategy, mesh)
     topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
-    where = f"{used.size} Ray device actors" if backend == "ray" else f"{used.size} devices in this process"
-    with out.spinner(f"{program.name}/{strategy.name}: tracing, running on {where}, verifying"):
-        outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory)
+    with out.spinner(f"{program.name}/{strategy.name}") as stage:
+        outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory, progress=stage)
     summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
     res = outcome.result
 

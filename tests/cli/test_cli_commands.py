@@ -227,10 +227,10 @@ def test_progress_shows_on_a_terminal_and_not_with_quiet():
         with out.steps("mlp on local", 2) as advance:
             advance("dp")
             advance("megatron")
-        with out.spinner("starting 8 Ray device actors"):
-            pass
+        with out.spinner("mlp/dp") as stage:
+            stage("starting 8 Ray device actors")  # ss.run's progress= names the stage
         return out.live, err.getvalue()
 
     live, shown = steps(quiet=False)
-    assert live and "mlp on local: megatron" in shown and "starting 8 Ray device actors" in shown
+    assert live and "mlp on local: megatron" in shown and "mlp/dp: starting 8 Ray device actors" in shown
     assert steps(quiet=True) == (False, "")

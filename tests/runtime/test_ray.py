@@ -127,8 +127,11 @@ def test_compiled_runs_again_and_controller_calls_do_not_grow_with_ops(mesh8, ar
 
 
 def test_ss_run_on_ray_matches_local(ray_session, args):
-    res = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="ray", retries=1)
+    stages = []
+    res = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="ray", retries=1, progress=stages.append)
     loc = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="local")
+    assert stages == ["tracing and propagating", "partitioning", "starting 8 Ray device actors",
+                      "running on 8 Ray device actors", "verifying against numpy"]
     assert res.verify.bitwise, str(res.verify)
     assert bits(res.outputs) == bits(loc.outputs)
     assert res.comm.records == loc.comm.records

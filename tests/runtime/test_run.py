@@ -226,3 +226,11 @@ def test_one_device_failing_stops_its_peers_at_once():
                in_shardings=(ss.P("x", None), ss.P(None, "y"), ss.P("y", None)), device_memory={6: 1000}, timeout=10.0)
     assert type(e.value).__name__ == "DeviceOutOfMemoryError" and "device 6" in str(e.value)
     assert time.perf_counter() - start < 5.0  # the receive timeout is 10 s
+
+
+def test_progress_names_each_stage(args):
+    stages = []
+    ss.run(mlp, *args, mesh=ss.Mesh({"x": 2, "y": 4}), in_shardings=(P("x", None), P(None, "y"), P("y", None)),
+           backend="local", progress=stages.append)
+    assert stages == ["tracing and propagating", "partitioning", "running on 8 devices in this process",
+                      "verifying against numpy"]
