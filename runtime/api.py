@@ -96,7 +96,7 @@ def run(
     default a local Ray is started on demand or the initialised one reused; ``node_axes=("host",)``
     puts the devices that share every coordinate of those mesh axes on one node, through a Ray
     placement group, so only those axes cross nodes — see ``cluster/README.md``). To keep device
-    actors across runs use ``ss.runtime.RayMesh``; ``retries=N`` restarts a device whose actor
+    actors across runs use ``ss.runtime.RayMesh`` (``ray_mesh=`` runs on one); ``retries=N`` restarts a device whose actor
     died and runs again, up to N times (see ``RayMesh.execute``); or ``"local"`` (every device an
     asyncio task in this process: the same schedules and collectives, much faster to start). The
     environment variable ``SIMSHARD_BACKEND`` changes the default (the test suite sets ``local``).

@@ -667,6 +667,19 @@ class RayMesh:
         self.calls["get"] += 1
         return key
 
+    def unload(self, key) -> None:
+        """Drop a loaded program from every device (and from what a restart would ship again)."""
+        ray = _import_ray()
+        per = self._shipped().pop(key, {})
+        refs = [self.actors[d].unload.remote(key) for d in per if d in self.actors]
+        self.calls["remote"] += len(refs)
+        if refs:
+            try:
+                ray.get(refs)
+            except ray.exceptions.RayActorError:
+                pass  # a dead device holds nothing any more
+            self.calls["get"] += 1
+
     def compile(self, f, *args, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
                 strategy: str = "user_priority", device_memory=None, timeout: float = 10.0,
                 algorithm: str = "direct") -> "Compiled":
@@ -989,13 +1002,31 @@ def _mesh_of(spmd):
 
 def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str] | str | None = None, mesh=None,
             device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct", trace_values: bool = False,
-            retries: int = 0, progress=None, **mesh_options):
+            retries: int = 0, progress=None, ray_mesh: "RayMesh | None" = None, **mesh_options):
     """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go).
     ``node_axes`` (with the program's mesh, or ``mesh=``) places them on nodes (``RayMesh``);
     ``retries``: see ``RayMesh.execute``; ``mesh_options`` are ``RayMesh``'s keyword options
     (``actor_cpus``, ``node_strategy``, ...); ``progress(stage)`` is told when the actors start and
-    when the run starts."""
+    when the run starts. ``ray_mesh``: run on these device actors instead (kept alive; the program
+    is loaded for this run and unloaded after it)."""
     say = progress or (lambda stage: None)
+    if ray_mesh is not None:
+        if address is not None or node_axes is not None or mesh_options:
+            raise ValueError("run_ray: with ray_mesh= the actors exist already; address=, node_axes= and actor "
+                             "options belong to the RayMesh")
+        missing = sorted(set(spmd.devices) - set(ray_mesh.devices))
+        if missing:
+            raise ValueError(f"run_ray: the program runs on devices {missing}, which the given RayMesh does not hold")
+        if not ray_mesh.actors:
+            say(f"starting {len(ray_mesh.devices)} Ray device actors")
+        key = ray_mesh.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+        try:
+            say(f"running on {len(spmd.devices)} Ray device actors")
+            ex = ray_mesh.execute(key, spmd, inputs, trace_values=trace_values, retries=retries)
+            ex.outputs.fetch()
+            return ex
+        finally:
+            ray_mesh.unload(key)
     if node_axes is not None:
         mesh = mesh or _mesh_of(spmd)
         if mesh is None:

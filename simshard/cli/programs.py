@@ -64,7 +64,7 @@ class Outcome:
 
 
 def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
-                 device_memory: int | None = None, progress=None) -> Outcome:
+                 device_memory: int | None = None, progress=None, ray_mesh=None) -> Outcome:
     """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
@@ -74,7 +74,9 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
 
     m = program.mesh_for(strategy, mesh)
     options = {"backend": backend, "progress": progress}
-    if address is not None:
+    if ray_mesh is not None:
+        options["ray_mesh"] = ray_mesh  # its actors: address= went to the RayMesh
+    elif address is not None:
         options["address"] = address
     if device_memory is not None:
         options["device_memory"] = device_memory

@@ -234,3 +234,23 @@ def test_progress_shows_on_a_terminal_and_not_with_quiet():
     live, shown = steps(quiet=False)
     assert live and "mlp on local: megatron" in shown and "mlp/dp: starting 8 Ray device actors" in shown
     assert steps(quiet=True) == (False, "")
+
+
+def test_compare_on_ray_starts_one_set_of_actors_for_all_strategies(ray_session, monkeypatch, capsys):
+    from simshard.__main__ import main
+    from simshard.runtime.ray_backend import RayMesh
+
+    started = []
+    real_start = RayMesh.start
+
+    def counting_start(self):
+        if not self.actors:
+            started.append(self.devices)
+        return real_start(self)
+
+    monkeypatch.setattr(RayMesh, "start", counting_start)
+    code = main(["compare", "mlp", "--strategies", "dp,2d", "--backend", "ray", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("bitwise") == 2
+    assert started == [tuple(range(8))]  # one RayMesh of 8 device actors served both strategies

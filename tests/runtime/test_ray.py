@@ -428,3 +428,17 @@ def test_actors_that_cannot_start_give_a_clear_error_not_a_hang(ray_session):
         with RayMesh(devices=(0, 1), actor_cpus=free + 1, start_timeout=2.0):
             pass
     assert time.perf_counter() - start < 15.0
+
+
+def test_ss_run_on_a_kept_ray_mesh_reuses_its_actors(mesh8, args):
+    actors = dict(mesh8.actors)
+    loaded = set(mesh8._shipped())
+    a = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="ray", ray_mesh=mesh8)
+    b = ss.run(mlp, *args, mesh=MESH, in_shardings=(P(("x", "y"), None), P(), P()), backend="ray", ray_mesh=mesh8)
+    assert a.verify.bitwise and b.verify.bitwise
+    assert bits(a.outputs) == bits(b.outputs)
+    assert mesh8.actors == actors  # the same actors ran both
+    assert set(mesh8._shipped()) == loaded  # each run's schedules were unloaded after it
+    with pytest.raises(ValueError, match="does not hold"):
+        ss.run(mlp, *args, mesh=ss.Mesh({"x": 16}), in_shardings=(P("x", None), P(), P()), backend="ray",
+               ray_mesh=mesh8)
