@@ -54,8 +54,9 @@ def execute(args, out: Output) -> int:
         from simshard.report.trace_export import write_chrome_trace
 
         try:
-            write_chrome_trace(args.trace, res.comm, topology, name=f"{program.name}/{strategy.name}",
-                               metadata={"program": program.name, "strategy": strategy.name, "mesh": dict(used.shape)})
+            write_chrome_trace(args.trace, res.comm, topology, name=f"{program.name}/{strategy.name} (estimated)",
+                               metadata={"program": program.name, "strategy": strategy.name, "mesh": dict(used.shape)},
+                               timeline=getattr(res.execution, "timeline", None))
         except OSError as e:
             raise UsageError(f"--trace: cannot write {args.trace!r}: {e.strerror}") from None
     return exit_code([summary])

@@ -9,7 +9,8 @@ last event therefore ends at ``CommReport.estimate(topology).total``.
 
 Instructions are ordered so that every device meets its collectives in its schedule order
 (``position``): the next instruction is one that is next in line on every device taking part.
-Times are in microseconds, as the format requires.
+Times are in microseconds, as the format requires. Given a run's measured timeline, a second
+process row shows every instruction as the devices really ran it (compute included).
 """
 
 from __future__ import annotations
@@ -44,11 +45,34 @@ def schedule_order(records) -> list[int]:
     return order
 
 
+def measured_events(timeline: Mapping[int, tuple], *, name: str, pid: int) -> list[dict]:
+    """A run's measured timeline (``Execution.timeline``: per device, the ``Span`` of every
+    instruction it ran, wall-clock seconds) as complete events on one process row, ``ts`` from
+    the earliest start. ``free`` instructions are left out (they only drop buffers)."""
+    spans = [sp for d in sorted(timeline) for sp in timeline[d] if sp.kind != "free"]
+    events: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}]
+    if not spans:
+        return events
+    t0 = min(sp.start for sp in spans)
+    for d in sorted(timeline):
+        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": d, "args": {"name": f"device {d}"}})
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": d, "args": {"sort_index": d}})
+    for sp in spans:
+        events.append({
+            "name": f"{sp.kind} {sp.source}".strip(), "cat": sp.kind, "ph": "X",
+            "ts": (sp.start - t0) * 1e6, "dur": max(sp.end - sp.start, 0.0) * 1e6, "pid": pid, "tid": sp.device,
+            "args": {"instr": sp.instr, "position": sp.position, "op": sp.source},
+        })
+    return events
+
+
 def chrome_trace(report: "CommReport", topology: "Topology", *, name: str = "simshard", pid: int = 0,
-                 metadata: Mapping | None = None) -> dict:
+                 metadata: Mapping | None = None, timeline: Mapping[int, tuple] | None = None) -> dict:
     """The trace as a JSON-ready dict: ``{"traceEvents": [...], "displayTimeUnit": "ns",
     "otherData": {...}}``. ``pid`` / ``name`` label the process row (several runs can share one
-    file with distinct pids); ``metadata`` goes into ``otherData``."""
+    file with distinct pids); ``metadata`` goes into ``otherData``. With ``timeline`` (a run's
+    ``Execution.timeline``), a second row (``pid + 1``) shows what the devices measured: every
+    compute and collective instruction as it really ran, beside the model's estimate."""
     from .comm import record_seconds
 
     by_instr: dict[int, list[CommRecord]] = defaultdict(list)
@@ -85,6 +109,8 @@ def chrome_trace(report: "CommReport", topology: "Topology", *, name: str = "sim
                 },
             })
         start += span
+    if timeline is not None:
+        events += measured_events(timeline, name=f"{name} (measured)", pid=pid + 1)
     other = {"model": "alpha-beta, collectives in sequence (simshard.report.comm.Topology)",
              "topology": topology.to_dict(), "estimated_total_us": start * 1e6}
     other.update(metadata or {})

@@ -24,6 +24,7 @@ def test_run_prints_verdict_communication_and_memory_and_writes_json_and_trace(t
     assert doc["strategies"][0]["bytes_per_axis"] == {"x": 128, "y": 256} and doc["verified"] is True
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"} == set(range(4))
+    assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 1}  # estimated, and measured
     assert trace["otherData"]["estimated_total_us"] == pytest.approx(0.064)
 
 

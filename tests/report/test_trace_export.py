@@ -92,3 +92,20 @@ def test_schedules_that_would_deadlock_are_refused():
     recs = [_rec(0, 1, 0), _rec(0, 2, 1), _rec(1, 2, 0), _rec(1, 1, 1)]
     with pytest.raises(ValueError, match="would deadlock"):
         schedule_order(recs)
+
+
+def test_a_measured_timeline_is_a_second_row_of_real_spans():
+    a, b = ss.exact_inputs([(8, 8), (8, 4)], seed=1)
+    res = ss.run(gathered, a, b, mesh=MESH, in_shardings=(P("x", None), P(None, "y")), out_shardings=P(),
+                 backend="local")
+    trace = chrome_trace(res.comm, TOPO, name="run", pid=0, timeline=res.execution.timeline)
+    measured = [e for e in complete_events(trace) if e["pid"] == 1]
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"run", "run (measured)"}
+    spans = [sp for d in sorted(res.execution.timeline) for sp in res.execution.timeline[d] if sp.kind != "free"]
+    assert len(measured) == len(spans) and {e["cat"] for e in measured} >= {"compute", "all_gather"}
+    assert min(e["ts"] for e in measured) == 0.0
+    for d in MESH.device_ids:  # one device runs one instruction at a time, in schedule order
+        row = sorted((e for e in measured if e["tid"] == d), key=lambda e: e["ts"])
+        assert [e["args"]["position"] for e in row] == sorted(e["args"]["position"] for e in row)
+        assert all(x["ts"] + x["dur"] <= y["ts"] + 1e-3 for x, y in zip(row, row[1:]))
