@@ -126,8 +126,8 @@ def test_ss_run_with_the_ring_algorithm_matches_direct():
     assert first.bytes_sent > first.bytes_received
 
 
-def test_unknown_algorithm_is_named():
+@pytest.mark.parametrize("f", [lambda x: x.sum(), lambda x: x * 2], ids=["collective", "no collective"])
+def test_unknown_algorithm_is_named_before_anything_runs(f):
     mesh = ss.Mesh({"x": 2})
     with pytest.raises(Exception, match="unknown collective algorithm 'tree'.*direct, ring"):
-        ss.run(lambda x: x.sum(), np.ones(4, np.float32), mesh=mesh, in_shardings=(ss.P("x"),),
-               backend="local", algorithm="tree")
+        ss.run(f, np.ones(4, np.float32), mesh=mesh, in_shardings=(ss.P("x"),), backend="local", algorithm="tree")
