@@ -200,6 +200,7 @@ def _make_transport_class():
             self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
             self._puts_for, self._puts = None, {}  # instruction id, id(array) -> (array, its ObjectRef)
+            self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
 
         async def _deliver(self, msg: Message) -> None:
             ray = _import_ray()
@@ -250,6 +251,9 @@ def _make_transport_class():
                 raise
             except RecvTimeout:
                 self.peer_where[src] = await self._ask_where(src)
+                raise
+            except asyncio.CancelledError:
+                self.cancelled_in = (src, key)  # an aborted device still says whom it waited for
                 raise
             finally:
                 self.waiting.pop((src, key), None)
@@ -414,7 +418,7 @@ class DeviceActor:
         try:
             await asyncio.wait({st.task})
             if st.task.cancelled():
-                waits = [(s, k) for (s, k) in transport.waiting]
+                waits = [(s, k) for (s, k) in transport.waiting] or [w for w in (transport.cancelled_in,) if w]
                 if st.error is not None:
                     err = ex._transport_error(st.error) if isinstance(st.error, DuplicateMessage) else st.error
                     return {"status": "error", "error": err, "where": ex.where()}
