@@ -1,39 +1,13 @@
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
 
+# simshard.runtime and simshard.programs are this checkout's runtime/ and programs/ folders even
+# when the venv holds an editable install of another checkout (simshard/_checkout.py says how).
+from simshard._checkout import use_checkout_packages  # noqa: E402
 
-def _mapped_from_this_checkout(package: str, folder: str) -> None:
-    """Make ``simshard.<package>`` this checkout's top-level ``<folder>/``.
-
-    pyproject.toml maps ``runtime/`` to ``simshard.runtime`` and ``programs/`` to
-    ``simshard.programs`` (package-dir), which only an install sees. Running from a checkout with
-    ``PYTHONPATH=<checkout>`` finds ``simshard`` here but, with an editable install of another
-    checkout in the venv, would take the mapped packages from that other checkout. Loading them
-    from here first keeps every test on this checkout's code; when the installed mapping already
-    points here, nothing changes.
-    """
-    import simshard
-
-    name = f"simshard.{package}"
-    init = ROOT / folder / "__init__.py"
-    if Path(simshard.__file__).resolve().parent != (ROOT / "simshard").resolve() or name in sys.modules:
-        return
-    found = importlib.util.find_spec(name)
-    if found is not None and found.origin and Path(found.origin).resolve() == init.resolve():
-        return
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    setattr(simshard, package, module)
-
-
-_mapped_from_this_checkout("runtime", "runtime")
-_mapped_from_this_checkout("programs", "programs")
+use_checkout_packages()
 
 # ss.run defaults to the Ray backend; the suite runs the local one unless a test asks for Ray
 # (tests/runtime/test_ray.py checks the default itself).
