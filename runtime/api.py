@@ -76,6 +76,7 @@ def run(
     timeout: float = 10.0,
     check_ops: bool | None = None,
     progress: Callable[[str], None] | None = None,
+    reference: Callable | None = None,
     **backend_options,
 ) -> RunResult:
     """Run ``f(*args)`` sharded: every device runs its own schedule on its own shards.
@@ -100,6 +101,11 @@ def run(
     died and runs again, up to N times (see ``RayMesh.execute``); or ``"local"`` (every device an
     asyncio task in this process: the same schedules and collectives, much faster to start). The
     environment variable ``SIMSHARD_BACKEND`` changes the default (the test suite sets ``local``).
+
+    ``reference``: a plain numpy function of the same arguments to verify the outputs against,
+    instead of ``f`` itself. A manual region (``shard_map``) cannot run outside a trace, so by
+    default its reference is the region run whole, which shares any mistake of its body (a
+    ``psum`` over the wrong axes); give the plain model here to catch that.
 
     ``progress``: called with a short description as each stage starts (tracing, partitioning,
     starting device actors, running, verifying), for a progress display.
@@ -145,7 +151,7 @@ def run(
         err.verify = report
         raise err from e
     say("verifying against numpy")
-    verify = _verify(f, args, program, leaves, outputs)
+    verify = _verify(f if reference is None else reference, args, program, leaves, outputs)
     if check_ops:
         verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))
     structured = optree.tree_unflatten(program.out_tree, list(outputs)) if program.out_tree is not None else outputs

@@ -234,3 +234,19 @@ def test_progress_names_each_stage(args):
            backend="local", progress=stages.append)
     assert stages == ["tracing and propagating", "partitioning", "running on 8 devices in this process",
                       "verifying against numpy"]
+
+
+def test_reference_catches_a_manual_region_that_agrees_with_itself():
+    from simshard.manual import psum
+
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    x, w = ss.exact_inputs([(4, 8), (8, 4)], seed=0)
+
+    def wrong(x, w):  # sums over both axes: the two x slices get added together
+        return psum(x @ w, ("x", "y"))
+
+    f = shard_map(wrong, mesh=mesh, in_specs=(P("x", "y"), P("y", None)), out_specs=P("x", None))
+    alone = ss.run(f, x, w, mesh=mesh, backend="local")
+    assert alone.verify.bitwise  # the region run whole shares the body's mistake
+    checked = ss.run(f, x, w, mesh=mesh, backend="local", reference=lambda x, w: x @ w)
+    assert not checked.verify.bitwise and not checked.verify.ok
