@@ -40,6 +40,9 @@ class Strategy:
     default mesh for this strategy; ``propagation`` names the Shardy propagation strategy;
     ``inputs``, when given, makes this strategy's arguments instead of the program's (a program
     whose strategies run several sizes, like conv's seed layer and its ResNet-50 layer).
+    ``reference`` is the plain function the outputs are verified against: by default the
+    program's ``fn`` (so a built variant, a ``shard_map`` region say, is checked against the
+    model and not against itself); give another for a strategy that computes something else.
     """
 
     name: str
@@ -50,6 +53,7 @@ class Strategy:
     mesh: Mapping[str, int] | None = None
     propagation: str = "user_priority"
     inputs: Callable[[], tuple] | None = None
+    reference: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class ProgramDef:
     mesh: Mapping[str, int]
     strategies: tuple[Strategy, ...]
     extras: Mapping[str, Any] = field(default_factory=dict)  # program-specific facts (formulas, notes)
+    # the plain model on a given mesh, for a program whose result depends on the device count (a
+    # manual region's per-device code); None: ``fn`` on every mesh
+    reference_for: Callable[[Mesh], Callable] | None = None
 
     def __post_init__(self):
         seen = [s.name for s in self.strategies]
@@ -97,7 +104,7 @@ class ProgramDef:
     def _call(self, s: Strategy, m: Mesh) -> tuple[Callable, dict]:
         """The function and the sharding keywords one strategy gives ``ss.run`` / ``prepare``."""
         if s.build is not None:
-            return s.build(m), dict(mesh=m, strategy=s.propagation)
+            return s.build(m), dict(mesh=m, strategy=s.propagation)  # run() verifies it against fn
         return self.fn, dict(mesh=m, in_shardings=s.in_shardings, out_shardings=s.out_shardings,
                              strategy=s.propagation)
 
@@ -115,8 +122,21 @@ class ProgramDef:
         from simshard.runtime.api import run
 
         s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
-        f, kw = self._call(s, self.mesh_for(s, mesh))
+        m = self.mesh_for(s, mesh)
+        f, kw = self._call(s, m)
+        run_options.setdefault("reference", self.reference(s, m))
         return run(f, *self.inputs_for(s), **kw, **run_options)
+
+    def reference(self, strategy: Strategy | str | None = None, mesh=None) -> Callable:
+        """The plain model a run of ``strategy`` on ``mesh`` is verified against: the strategy's
+        own ``reference``, else ``reference_for(mesh)``, else ``fn``. A built variant (sjit,
+        explicit mode, a shard_map region) is so checked against the model, not against itself."""
+        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        if s.reference is not None:
+            return s.reference
+        if self.reference_for is not None:
+            return self.reference_for(self.mesh_for(s, mesh))
+        return self.fn
 
 
 def names() -> tuple[str, ...]:

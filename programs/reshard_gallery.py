@@ -83,7 +83,7 @@ def _partial(r: Reshard, mesh):
 
 def _strategy(r: Reshard) -> Strategy:
     if r.src is None:
-        return Strategy(r.name, r.about, build=partial(_partial, r), inputs=partial(_inputs, r))
+        return Strategy(r.name, r.about, build=partial(_partial, r), inputs=partial(_inputs, r), reference=contract)
     return Strategy(r.name, r.about, in_shardings=(r.src,), out_shardings=r.dst, inputs=partial(_inputs, r))
 
 
