@@ -10,7 +10,7 @@ same bits whichever algorithm, backend or run produced them. Another algorithm m
 same association ``((x[g0] op x[g1]) op x[g2]) ...`` for every element (float addition commutes,
 so ``acc op x`` and ``x op acc`` agree, but it does not associate).
 
-Two algorithms (``ALGORITHMS``, chosen by ``run_collective(..., algorithm=...)``):
+Three algorithms (``ALGORITHMS``, chosen by ``run_collective(..., algorithm=...)``):
 
 * ``direct``: each member sends each piece straight to the member that needs it, in one step
   (two for all-reduce); per device the bytes equal the analytic minimum
@@ -29,6 +29,11 @@ Two algorithms (``ALGORITHMS``, chosen by ``run_collective(..., algorithm=...)``
     last, the same bytes as direct.
   All-to-all and collective-permute send personalised pieces, which a ring could only forward at
   a cost in bytes: they run direct under either algorithm.
+* ``oneshot`` (all-reduce only; every other collective runs direct): each member sends its whole
+  buffer to every other member in one step and reduces all of them itself, in group order. Half
+  the messages and one step instead of two, for ``(g-1)N`` bytes per device instead of
+  ``2(g-1)N/g``: the usual choice for small, latency-bound all-reduces (the report shows the
+  extra bytes against the analytic minimum).
 
 Protocol rules every algorithm follows (the local transport's deadlock detection relies on them):
 a device finishes the sends of a step before it receives; it receives one message at a time; a
@@ -52,7 +57,7 @@ from simshard.report.comm import balanced_chunks
 from .errors import CollectiveError
 from .transport import Transport
 
-ALGORITHMS = ("direct", "ring")
+ALGORITHMS = ("direct", "ring", "oneshot")
 
 
 @dataclass
@@ -414,6 +419,28 @@ async def ring_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], redu
     return np.concatenate(chunks).reshape(x.shape)
 
 
+async def oneshot_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op: str = "sum") -> np.ndarray:
+    """``all_reduce`` in one step: every member's whole buffer to every other member (one message
+    each, step 0), then each reduces all ``g`` buffers in group order itself."""
+    what = "all_reduce"
+    _index(ch.me, group, what)
+    x = np.asarray(x)
+    flat = np.ascontiguousarray(x).reshape(-1)  # as direct does: a 0-d buffer travels as [1]
+    if flat.size:
+        for p in group:
+            if p != ch.me:
+                await ch.send(p, 0, flat)
+    parts = []
+    for p in group:
+        if p == ch.me or not flat.size:
+            parts.append(flat)
+            continue
+        b = await ch.recv(p, 0)
+        _check_block(what, ch.me, p, b, flat, None)
+        parts.append(b)
+    return reduce_in_order(parts, reduce_op).reshape(x.shape)
+
+
 # -- running a schedule instruction --------------------------------------------------------------
 
 
@@ -460,7 +487,8 @@ async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: st
         return await (ring_reduce_scatter if ring else reduce_scatter)(
             ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op, getattr(instr, "reduce_order", ()))
     if kind == "all_reduce":
-        return await (ring_all_reduce if ring else all_reduce)(ch, x, instr.group, instr.reduce_op)
+        chosen = ring_all_reduce if ring else oneshot_all_reduce if algorithm == "oneshot" else all_reduce
+        return await chosen(ch, x, instr.group, instr.reduce_op)
     if kind == "all_to_all":
         return await all_to_all(ch, x, instr.group, instr.split_axis, instr.splits, instr.concat_axis)
     if kind == "collective_permute":

@@ -70,7 +70,7 @@ def bits(a):
     return a.dtype.str, a.shape, a.tobytes()
 
 
-@pytest.mark.parametrize("algorithm, cols", [("direct", 6), ("direct", 32768), ("ring", 32768)])
+@pytest.mark.parametrize("algorithm, cols", [("direct", 6), ("direct", 32768), ("ring", 32768), ("oneshot", 32768)])
 def test_every_collective_bitwise_and_records_equal_to_local(mesh8, algorithm, cols):
     # 6 columns: every message inline in its call; 32768 (1 MiB blocks, INLINE_BYTES): through
     # the object store, an all-gather's block put once for all its receivers
