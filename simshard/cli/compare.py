@@ -64,7 +64,7 @@ def execute(args, out: Output) -> int:
             advance(s.name)
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,
                                          progress=lambda stage, name=s.name: advance(f"{name}: {stage}", count=False),
-                                         ray_mesh=pool.get(m)))
+                                         ray_mesh=pool.get(m), algorithm=args.algorithm))
     summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
 
     out.heading(program.name, program.about)

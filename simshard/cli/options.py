@@ -183,6 +183,10 @@ def add_run_flags(parser) -> None:
     parser.add_argument("--device-memory", metavar="SIZE", type=_size_arg,
                         help="each device's capacity, e.g. 8KiB: a device whose live buffers exceed it fails "
                              "the run as out of memory (exit 3)")
+    parser.add_argument("--algorithm", choices=("direct", "ring", "oneshot"), default="direct",
+                        help="how collectives move their data (docs/runtime.md): direct (default, every device "
+                             "at the analytic minimum), ring (messages to ring neighbours only), oneshot "
+                             "(all-reduce in one step: half the messages, more bytes)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON (docs/json-schema.md)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_topology_flags(parser)

@@ -64,7 +64,8 @@ class Outcome:
 
 
 def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
-                 device_memory: int | None = None, progress=None, ray_mesh=None) -> Outcome:
+                 device_memory: int | None = None, progress=None, ray_mesh=None,
+                 algorithm: str = "direct") -> Outcome:
     """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
@@ -73,7 +74,7 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
     from simshard.runtime.errors import DeviceOutOfMemoryError
 
     m = program.mesh_for(strategy, mesh)
-    options = {"backend": backend, "progress": progress}
+    options = {"backend": backend, "progress": progress, "algorithm": algorithm}
     if ray_mesh is not None:
         options["ray_mesh"] = ray_mesh  # its actors: address= went to the RayMesh
     elif address is not None:

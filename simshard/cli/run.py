@@ -30,7 +30,8 @@ def execute(args, out: Output) -> int:
     used = program.mesh_for(strategy, mesh)
     topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
     with out.spinner(f"{program.name}/{strategy.name}") as stage:
-        outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory, progress=stage)
+        outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory, progress=stage,
+                               algorithm=args.algorithm)
     summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
     res = outcome.result
 

@@ -254,3 +254,22 @@ def test_compare_on_ray_starts_one_set_of_actors_for_all_strategies(ray_session,
     assert code == 0, out
     assert out.count("bitwise") == 2
     assert started == [tuple(range(8))]  # one RayMesh of 8 device actors served both strategies
+
+
+def test_algorithm_changes_bytes_and_messages_never_bits(capsys, tmp_path):
+    import json
+
+    from simshard.__main__ import main
+
+    docs = {}
+    for algorithm in ("direct", "oneshot"):
+        path = tmp_path / f"{algorithm}.json"
+        assert main(["run", "mlp", "--strategy", "megatron", "--backend", "local", "--quiet",
+                     "--algorithm", algorithm, "--json", str(path)]) == 0
+        docs[algorithm] = json.loads(path.read_text())["strategies"][0]
+    capsys.readouterr()
+    # megatron: one all-reduce of a [16, 32] float32 (2 KiB) per device over all 8 devices:
+    # direct sends 2(g-1)/g of it per device, oneshot the whole of it to each of 7 peers
+    assert docs["direct"]["total_bytes"] == 8 * 2 * 7 * 2048 // 8
+    assert docs["oneshot"]["total_bytes"] == 8 * 7 * 2048
+    assert docs["direct"]["verified"] and docs["oneshot"]["verified"]
