@@ -337,7 +337,6 @@ class Executor:
     # -- transport failures as schedule errors -------------------------------------------------------
     def _transport_error(self, e: TransportError) -> ExecutionError:
         me = self.device
-        ins = self.instr
         here = f"device {me} {self.where()}"
         if isinstance(e, TagMismatch):
             return self._fail(

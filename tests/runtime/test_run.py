@@ -1,7 +1,5 @@
 """``ss.run`` end to end on the local backend: trace, propagate, partition, execute, verify, report."""
 
-import io
-
 import numpy as np
 import pytest
 
