@@ -139,6 +139,27 @@ def _check_block(what: str, me: int, peer: int, got: np.ndarray, mine: np.ndarra
         )
 
 
+async def _receive_all(ch: Channel, group: Sequence[int], step: int, mine: np.ndarray, what: str,
+                       axis: int | None = None) -> list[np.ndarray]:
+    """Every member's block of ``step`` in group order, this device's own being ``mine``; each one
+    received checked against it (free along ``axis``)."""
+    blocks = []
+    for p in group:
+        if p == ch.me:
+            blocks.append(mine)
+            continue
+        b = await ch.recv(p, step)
+        _check_block(what, ch.me, p, b, mine, axis)
+        blocks.append(b)
+    return blocks
+
+
+def check_algorithm(algorithm: str) -> None:
+    """Refuse an algorithm name this library does not have."""
+    if algorithm not in ALGORITHMS:
+        raise CollectiveError(f"unknown collective algorithm {algorithm!r} (available: {', '.join(ALGORITHMS)})")
+
+
 # -- the collectives -----------------------------------------------------------------------------
 
 
@@ -152,15 +173,7 @@ async def all_gather(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int
     for p in group:
         if p != ch.me:
             await ch.send(p, 0, x)
-    blocks = []
-    for p in group:
-        if p == ch.me:
-            blocks.append(x)
-            continue
-        b = await ch.recv(p, 0)
-        _check_block(what, ch.me, p, b, x, axis)
-        blocks.append(b)
-    return np.concatenate(blocks, axis=axis)
+    return np.concatenate(await _receive_all(ch, group, 0, x, what, axis), axis=axis)
 
 
 async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int, splits: Sequence[int],
@@ -181,14 +194,7 @@ async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis:
     mine = pieces[i]
     if not mine.shape[axis]:
         return reduce_in_order([mine], reduce_op)
-    parts = {}
-    for p in group:
-        if p == ch.me:
-            parts[p] = mine
-            continue
-        b = await ch.recv(p, 0)
-        _check_block(what, ch.me, p, b, mine, None)
-        parts[p] = b
+    parts = dict(zip(group, await _receive_all(ch, group, 0, mine, what)))
     return reduce_in_order([parts[p] for p in order], reduce_op)
 
 
@@ -204,15 +210,7 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
         if p != ch.me and sizes[j]:
             await ch.send(p, 0, pieces[j])
     if sizes[i]:
-        parts = []
-        for p in group:
-            if p == ch.me:
-                parts.append(pieces[i])
-                continue
-            b = await ch.recv(p, 0)
-            _check_block(what, ch.me, p, b, pieces[i], None)
-            parts.append(b)
-        mine = reduce_in_order(parts, reduce_op)
+        mine = reduce_in_order(await _receive_all(ch, group, 0, pieces[i], what), reduce_op)
         for p in group:
             if p != ch.me:
                 await ch.send(p, 1, mine)
@@ -242,15 +240,7 @@ async def all_to_all(ch: Channel, x: np.ndarray, group: Sequence[int], split_axi
     for j, p in enumerate(group):
         if p != ch.me:
             await ch.send(p, 0, pieces[j])
-    blocks = []
-    for p in group:
-        if p == ch.me:
-            blocks.append(pieces[i])
-            continue
-        b = await ch.recv(p, 0)
-        _check_block(what, ch.me, p, b, pieces[i], concat_axis)
-        blocks.append(b)
-    return np.concatenate(blocks, axis=concat_axis)
+    return np.concatenate(await _receive_all(ch, group, 0, pieces[i], what, concat_axis), axis=concat_axis)
 
 
 async def collective_permute(ch: Channel, x: np.ndarray | None, pairs: Sequence[tuple[int, int]],
@@ -426,19 +416,12 @@ async def oneshot_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], r
     _index(ch.me, group, what)
     x = np.asarray(x)
     flat = np.ascontiguousarray(x).reshape(-1)  # as direct does: a 0-d buffer travels as [1]
-    if flat.size:
-        for p in group:
-            if p != ch.me:
-                await ch.send(p, 0, flat)
-    parts = []
+    if not flat.size:  # nothing to send: every member knows the shape from the tag
+        return reduce_in_order([flat] * len(group), reduce_op).reshape(x.shape)
     for p in group:
-        if p == ch.me or not flat.size:
-            parts.append(flat)
-            continue
-        b = await ch.recv(p, 0)
-        _check_block(what, ch.me, p, b, flat, None)
-        parts.append(b)
-    return reduce_in_order(parts, reduce_op).reshape(x.shape)
+        if p != ch.me:
+            await ch.send(p, 0, flat)
+    return reduce_in_order(await _receive_all(ch, group, 0, flat, what), reduce_op).reshape(x.shape)
 
 
 # -- running a schedule instruction --------------------------------------------------------------
@@ -477,8 +460,7 @@ def participants(instr) -> tuple[int, ...]:
 
 async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: str = "direct") -> np.ndarray:
     """Run a schedule's collective instruction on this device's buffer ``x``."""
-    if algorithm not in ALGORITHMS:
-        raise CollectiveError(f"unknown collective algorithm {algorithm!r} (available: {', '.join(ALGORITHMS)})")
+    check_algorithm(algorithm)
     kind = instr.kind
     ring = algorithm == "ring"
     if kind == "all_gather":

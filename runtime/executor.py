@@ -53,7 +53,7 @@ from simshard.report.comm import CommRecord, analytic_min_bytes
 from simshard.report.memory import DeviceMemory
 from simshard.report.units import fmt_bytes
 
-from .collectives import ALGORITHMS, Channel, participants, run_collective, signature
+from .collectives import Channel, check_algorithm, participants, run_collective, signature
 from .errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError
 from .transport import Deadlock, DuplicateMessage, PeerFinished, PeerLost, RecvTimeout, TagMismatch, Transport, TransportError
 
@@ -102,8 +102,7 @@ class Executor:
         self.device = schedule.device
         self.transport = transport
         self.capacity = capacity
-        if algorithm not in ALGORITHMS:  # before anything runs, collectives or not
-            raise CollectiveError(f"unknown collective algorithm {algorithm!r} (available: {', '.join(ALGORITHMS)})")
+        check_algorithm(algorithm)  # before anything runs, collectives or not
         self.algorithm = algorithm
         self.describe_peer = describe_peer
         self.buffers: dict[int, np.ndarray] = {}

@@ -653,11 +653,9 @@ class RayMesh:
         """Ship each device its schedule (once); returns the key runs refer to."""
         from simshard.report.memory import capacity_of
 
-        from .collectives import ALGORITHMS
-        from .errors import CollectiveError
+        from .collectives import check_algorithm
 
-        if algorithm not in ALGORITHMS:  # here, not on every device at its first collective
-            raise CollectiveError(f"unknown collective algorithm {algorithm!r} (available: {', '.join(ALGORITHMS)})")
+        check_algorithm(algorithm)  # here, not on every device at its first collective
         ray = _import_ray()
         self.start()
         missing = [d for d in spmd.devices if d not in self.actors]
