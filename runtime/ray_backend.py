@@ -180,6 +180,23 @@ def _lean_package(name: str) -> None:
         setattr(sys.modules[parent], child, module)
 
 
+class _PutOnce:
+    """``ray.put`` each distinct array once, by identity: a block several devices hold, an array
+    sent to several peers. Each array is kept with its ref, so its id cannot be reused meanwhile."""
+
+    def __init__(self):
+        self._refs: dict[int, tuple[np.ndarray, Any]] = {}
+
+    def __call__(self, array: np.ndarray):
+        hit = self._refs.get(id(array))
+        if hit is None:
+            hit = self._refs[id(array)] = (array, _import_ray().put(array))
+        return hit[1]
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
 def _make_transport_class():
     from .transport import Message, PeerLost, RecvTimeout, Transport, TransportError
 
@@ -199,32 +216,28 @@ def _make_transport_class():
             self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
             self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
-            self._puts_for, self._puts = None, {}  # instruction id, id(array) -> (array, its ObjectRef)
+            self._puts_for, self._puts = None, _PutOnce()  # the instruction whose arrays _puts holds
             self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
 
         async def _deliver(self, msg: Message) -> None:
-            ray = _import_ray()
             if msg.dst == self.device:
                 self.mailbox.put(Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note))
                 return
             peer = self.peers.get(msg.dst)
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
-            payload = self._payload(ray, msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
+            payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
             # no ack awaited here; the answers are looked at once this device has finished (``late``)
             ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
             self.sent.append((ref, msg.dst, msg.key, msg.note))
 
-        def _payload(self, ray, msg: Message):
+        def _payload(self, msg: Message):
             """The array as a Ray object, put once per instruction however many peers it goes to
             (an all-gather's block, an all-reduce's finished chunk): every receiver on a node
             reads the same object, as Ray moves one object to many actors."""
             if self._puts_for != msg.key[0]:
-                self._puts_for, self._puts = msg.key[0], {}
-            hit = self._puts.get(id(msg.array))
-            if hit is None or hit[0] is not msg.array:
-                hit = self._puts[id(msg.array)] = (msg.array, ray.put(msg.array))
-            return hit[1]
+                self._puts_for, self._puts = msg.key[0], _PutOnce()
+            return self._puts(msg.array)
 
         async def late(self, timeout: float = 5.0) -> list[tuple]:
             """(destination, key, note) of the messages whose receiver had already finished the
@@ -418,7 +431,7 @@ class DeviceActor:
         try:
             await asyncio.wait({st.task})
             if st.task.cancelled():
-                waits = [(s, k) for (s, k) in transport.waiting] or [w for w in (transport.cancelled_in,) if w]
+                waits = list(transport.waiting) or ([transport.cancelled_in] if transport.cancelled_in else [])
                 if st.error is not None:
                     err = ex._transport_error(st.error) if isinstance(st.error, DuplicateMessage) else st.error
                     return {"status": "error", "error": err, "where": ex.where()}
@@ -717,18 +730,13 @@ class RayMesh:
         from .errors import DeviceLostError
         from .local import _check_inputs
 
-        ray = _import_ray()
         _check_inputs(spmd, inputs)
         if retries < 0:
             raise ValueError(f"retries must be >= 0, not {retries}")
         before = Counter(self.calls)
-        shards, put = {}, {}  # put: id(array) -> (array, ref): a block several devices hold goes once
-        for d in spmd.devices:
-            for a in inputs[d]:
-                if id(a) not in put:
-                    put[id(a)] = (a, ray.put(np.asarray(a)))
-                    self.calls["put"] += 1
-            shards[d] = [put[id(a)][1] for a in inputs[d]]
+        put = _PutOnce()  # a block several devices hold goes once
+        shards = {d: [put(a) for a in inputs[d]] for d in spmd.devices}
+        self.calls["put"] += len(put)
         restarted: list[int] = []
         for attempt in range(retries + 1):
             last = attempt == retries
@@ -1017,6 +1025,8 @@ def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str
     when the run starts. ``ray_mesh``: run on these device actors instead (kept alive; the program
     is loaded for this run and unloaded after it)."""
     say = progress or (lambda stage: None)
+    run = dict(device_memory=device_memory, timeout=timeout, algorithm=algorithm, trace_values=trace_values,
+               retries=retries)
     if ray_mesh is not None:
         if address is not None or node_axes is not None or mesh_options:
             raise ValueError("run_ray: with ray_mesh= the actors exist already; address=, node_axes= and actor "
@@ -1024,16 +1034,7 @@ def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str
         missing = sorted(set(spmd.devices) - set(ray_mesh.devices))
         if missing:
             raise ValueError(f"run_ray: the program runs on devices {missing}, which the given RayMesh does not hold")
-        if not ray_mesh.actors:
-            say(f"starting {len(ray_mesh.devices)} Ray device actors")
-        key = ray_mesh.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
-        try:
-            say(f"running on {len(spmd.devices)} Ray device actors")
-            ex = ray_mesh.execute(key, spmd, inputs, trace_values=trace_values, retries=retries)
-            ex.outputs.fetch()
-            return ex
-        finally:
-            ray_mesh.unload(key)
+        return _run_once(ray_mesh, spmd, inputs, say, keep=True, **run)
     if node_axes is not None:
         mesh = mesh or _mesh_of(spmd)
         if mesh is None:
@@ -1041,13 +1042,28 @@ def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str
         m = RayMesh(mesh, address, node_axes, devices=spmd.devices, **mesh_options)
     else:
         m = RayMesh(devices=spmd.devices, address=address, **mesh_options)
-    say(f"starting {len(spmd.devices)} Ray device actors")
-    with m:
+    try:
+        return _run_once(m, spmd, inputs, say, keep=False, **run)
+    finally:
+        m.close()
+
+
+def _run_once(m: RayMesh, spmd, inputs, say, *, keep: bool, device_memory, timeout, algorithm, trace_values,
+              retries):
+    """Load ``spmd`` on ``m`` (started first if need be), run it, fetch its outputs; a mesh that
+    is ``keep``-t drops the program again after the run."""
+    if not m.actors:
+        say(f"starting {len(m.devices)} Ray device actors")
+        m.start()
+    key = m.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+    try:
         say(f"running on {len(spmd.devices)} Ray device actors")
-        ex = m.run_spmd(spmd, inputs, device_memory=device_memory, timeout=timeout, algorithm=algorithm,
-                        trace_values=trace_values, retries=retries)
+        ex = m.execute(key, spmd, inputs, trace_values=trace_values, retries=retries)
         ex.outputs.fetch()
         return ex
+    finally:
+        if keep:
+            m.unload(key)
 
 
 __all__ = ["Compiled", "DeviceActor", "RayMesh", "RayResult", "ensure_ray", "run_ray"]
