@@ -66,11 +66,7 @@ class Layout:
 
     def is_contiguous(self) -> bool:
         """True when every device holds one ascending contiguous range per dim."""
-        return all(
-            len(ix) == 0 or np.array_equal(ix, np.arange(ix[0], ix[0] + len(ix)))
-            for d in self.devices
-            for ix in self.index_map[d]
-        )
+        return all(_is_range(ix) for d in self.devices for ix in self.index_map[d])
 
     def holder_count(self) -> np.ndarray:
         """For each element, how many devices hold it (contributions to a pending reduction count too)."""
@@ -118,18 +114,18 @@ class Layout:
         if tuple(array.shape) != self.shape:
             raise ShardingError("shape-mismatch", f"array of shape {array.shape} given to a layout of shape {self.shape}")
         out = {}
-        blocks: dict[tuple, np.ndarray] = {}  # devices holding the same block share one array
-        for d in self.devices:
-            if not self._contributes_value(d):
-                shape = self.local_shape(d)
-                out[d] = np.full(shape, REDUCE_OPS[self.reduce_op].identity(array.dtype), dtype=array.dtype)
-                continue
-            key = tuple(tuple(ix.tolist()) for ix in self.index_map[d])
-            if key not in blocks:
-                blocks[key] = _take_block(array, self.index_map[d])
-                blocks[key].flags.writeable = False  # shared by its holders: nobody writes into it
-            out[d] = blocks[key]
-        return out
+        for _, holders in self.distinct_blocks():
+            block = None
+            for d in holders:
+                if not self._contributes_value(d):
+                    out[d] = np.full(self.local_shape(d), REDUCE_OPS[self.reduce_op].identity(array.dtype),
+                                     dtype=array.dtype)
+                    continue
+                if block is None:
+                    block = _take_block(array, self.index_map[d])
+                    block.flags.writeable = False  # shared by its holders: nobody writes into it
+                out[d] = block
+        return {d: out[d] for d in self.devices}
 
     def assemble(self, shards: Mapping[int, np.ndarray]) -> np.ndarray:
         """Rebuild the global array; replicas must agree bit for bit, pending reductions are
@@ -176,12 +172,12 @@ class Layout:
         distinct blocks do not overlap (every Shardy / DTensor layout): each replica compared
         with its block's first holder, each block written once by slicing. None otherwise."""
         blocks = self.distinct_blocks()
-        if not all(_is_range(np.asarray(ix)) for key, _ in blocks for ix in key):
+        cuts = [_as_slices(key) for key, _ in blocks]
+        if any(cut is None for cut in cuts):
             return None
         out = np.empty(self.shape, dtype=dtype)
         written = np.zeros(self.shape, dtype=bool)
-        for key, holders in blocks:
-            cut = tuple(slice(ix[0], ix[0] + len(ix)) if ix else slice(0, 0) for ix in key)
+        for (key, holders), cut in zip(blocks, cuts):
             if written[cut].any():
                 return None  # overlapping blocks: the general path says who disagrees
             first = np.asarray(shards[holders[0]], dtype=dtype)
@@ -345,12 +341,19 @@ def _is_range(ix: np.ndarray) -> bool:
     return len(ix) == 0 or (int(ix[-1]) - int(ix[0]) == len(ix) - 1 and bool(np.all(np.diff(ix) == 1)))
 
 
+def _as_slices(index: Sequence) -> tuple[slice, ...] | None:
+    """A block's per-dim global positions as slices, or None when some dim is not a range."""
+    if not all(_is_range(np.asarray(ix)) for ix in index):
+        return None
+    return tuple(slice(int(ix[0]), int(ix[0]) + len(ix)) if len(ix) else slice(0, 0) for ix in index)
+
+
 def _take_block(array: np.ndarray, index: Sequence[np.ndarray]) -> np.ndarray:
     """``array[np.ix_(*index)]`` as a new array; by slicing where every dim is a range (a block
     copy, much faster than a gather)."""
     if not array.shape:
         return array.copy()
-    if all(_is_range(ix) for ix in index):
-        cut = tuple(slice(int(ix[0]), int(ix[0]) + len(ix)) if len(ix) else slice(0, 0) for ix in index)
+    cut = _as_slices(index)
+    if cut is not None:
         return np.array(array[cut], copy=True, order="C")
     return array[np.ix_(*index)]
