@@ -80,8 +80,10 @@ class ProgramDef:
     def strategy_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.strategies)
 
-    def strategy(self, name: str | None = None) -> Strategy:
-        """The strategy called ``name`` (the first one when None)."""
+    def strategy(self, name: "Strategy | str | None" = None) -> Strategy:
+        """The strategy called ``name`` (the first one when None; a Strategy as it is)."""
+        if isinstance(name, Strategy):
+            return name
         if name is None:
             return self.strategies[0]
         for s in self.strategies:
@@ -92,13 +94,13 @@ class ProgramDef:
 
     def mesh_for(self, strategy: Strategy | str | None = None, mesh: Mesh | Mapping[str, int] | None = None) -> Mesh:
         """The mesh a run uses: ``mesh`` if given, else the strategy's, else the program's."""
-        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        s = self.strategy(strategy)
         chosen = mesh if mesh is not None else (s.mesh if s.mesh is not None else self.mesh)
         return chosen if isinstance(chosen, Mesh) else Mesh(dict(chosen))
 
     def inputs_for(self, strategy: Strategy | str | None = None) -> tuple:
         """The arguments a run of ``strategy`` uses: its own ``inputs`` if it has some, else the program's."""
-        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        s = self.strategy(strategy)
         return tuple((s.inputs or self.inputs)())
 
     def _call(self, s: Strategy, m: Mesh) -> tuple[Callable, dict]:
@@ -113,7 +115,7 @@ class ProgramDef:
         ``run`` partitions, for ``explain``."""
         from simshard.prepare import prepare
 
-        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        s = self.strategy(strategy)
         f, kw = self._call(s, self.mesh_for(s, mesh))
         return prepare(f, *self.inputs_for(s), **kw)[0]
 
@@ -121,7 +123,7 @@ class ProgramDef:
         """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through)."""
         from simshard.runtime.api import run
 
-        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        s = self.strategy(strategy)
         m = self.mesh_for(s, mesh)
         f, kw = self._call(s, m)
         run_options.setdefault("reference", self.reference(s, m))
@@ -131,7 +133,7 @@ class ProgramDef:
         """The plain model a run of ``strategy`` on ``mesh`` is verified against: the strategy's
         own ``reference``, else ``reference_for(mesh)``, else ``fn``. A built variant (sjit,
         explicit mode, a shard_map region) is so checked against the model, not against itself."""
-        s = strategy if isinstance(strategy, Strategy) else self.strategy(strategy)
+        s = self.strategy(strategy)
         if s.reference is not None:
             return s.reference
         if self.reference_for is not None:
