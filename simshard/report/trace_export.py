@@ -45,18 +45,24 @@ def schedule_order(records) -> list[int]:
     return order
 
 
+def _rows(name: str, pid: int, devices) -> list[dict]:
+    """The metadata events of one process row: its name, and a named, ordered row per device."""
+    events = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}]
+    for d in sorted(devices):
+        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": d, "args": {"name": f"device {d}"}})
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": d, "args": {"sort_index": d}})
+    return events
+
+
 def measured_events(timeline: Mapping[int, tuple], *, name: str, pid: int) -> list[dict]:
     """A run's measured timeline (``Execution.timeline``: per device, the ``Span`` of every
     instruction it ran, wall-clock seconds) as complete events on one process row, ``ts`` from
     the earliest start. ``free`` instructions are left out (they only drop buffers)."""
     spans = [sp for d in sorted(timeline) for sp in timeline[d] if sp.kind != "free"]
-    events: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}]
     if not spans:
-        return events
+        return _rows(name, pid, ())
+    events = _rows(name, pid, timeline)
     t0 = min(sp.start for sp in spans)
-    for d in sorted(timeline):
-        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": d, "args": {"name": f"device {d}"}})
-        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": d, "args": {"sort_index": d}})
     for sp in spans:
         events.append({
             "name": f"{sp.kind} {sp.source}".strip(), "cat": sp.kind, "ph": "X",
@@ -78,12 +84,7 @@ def chrome_trace(report: "CommReport", topology: "Topology", *, name: str = "sim
     by_instr: dict[int, list[CommRecord]] = defaultdict(list)
     for r in report.records:
         by_instr[r.instr].append(r)
-    events: list[dict] = [
-        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}},
-    ]
-    for d in sorted({r.device for r in report.records}):
-        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": d, "args": {"name": f"device {d}"}})
-        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": d, "args": {"sort_index": d}})
+    events = _rows(name, pid, {r.device for r in report.records})
     start = 0.0
     for instr in schedule_order(report.records):
         recs = sorted(by_instr[instr], key=lambda r: r.device)
