@@ -122,34 +122,6 @@ class _Sender:
         return ray.get(receiver.take.remote(ref))
 
 
-class _Receiver:
-    def take(self, array) -> int:  # Ray hands the array itself (read from the object store)
-        return int(array.nbytes) + int(array[-1] != array[-1])  # touch it
-
-
-class RawPair:
-    """Two plain Ray actors; ``seconds(nbytes)``: best time to move one ``nbytes`` float32 array
-    from one to the other (``ray.put`` in the sender, the ``ObjectRef`` handed to the receiver)."""
-
-    def __init__(self):
-        ray = ensure_ray()
-        self.ray = ray
-        self.sender = ray.remote(_Sender).options(num_cpus=0.01).remote()
-        self.receiver = ray.remote(_Receiver).options(num_cpus=0.01).remote()
-
-    def seconds(self, nbytes: int, trials: int = 3) -> float:
-        ray, sender, receiver = self.ray, self.sender, self.receiver
-        ray.get(sender.make.remote(nbytes))
-        ray.get(sender.send.remote(receiver, nbytes))  # warm-up
-        t = _timed(lambda: ray.get(sender.send.remote(receiver, nbytes)), trials)
-        ray.get(sender.drop.remote(nbytes))
-        return t
-
-    def close(self) -> None:
-        for a in (self.sender, self.receiver):
-            self.ray.kill(a)
-
-
 class _Peer:
     """A plain async Ray actor: puts arrays, hands their ObjectRefs to peers, reads what it gets."""
 
@@ -179,6 +151,29 @@ class _Peer:
             await asyncio.gather(*acks)
             done.append(time.time())
         return done
+
+
+class RawPair:
+    """Two plain Ray actors; ``seconds(nbytes)``: best time to move one ``nbytes`` float32 array
+    from one to the other (``ray.put`` in the sender, the ``ObjectRef`` handed to the receiver)."""
+
+    def __init__(self):
+        ray = ensure_ray()
+        self.ray = ray
+        self.sender = ray.remote(_Sender).options(num_cpus=0.01).remote()
+        self.receiver = ray.remote(_Peer).options(num_cpus=0.01).remote()  # only its ``take``
+
+    def seconds(self, nbytes: int, trials: int = 3) -> float:
+        ray, sender, receiver = self.ray, self.sender, self.receiver
+        ray.get(sender.make.remote(nbytes))
+        ray.get(sender.send.remote(receiver, nbytes))  # warm-up
+        t = _timed(lambda: ray.get(sender.send.remote(receiver, nbytes)), trials)
+        ray.get(sender.drop.remote(nbytes))
+        return t
+
+    def close(self) -> None:
+        for a in (self.sender, self.receiver):
+            self.ray.kill(a)
 
 
 def raw_payloads(kind: str, transfers, instr: int = 1) -> dict[int, list]:
@@ -217,8 +212,7 @@ class RawMesh:
         best = float("inf")
         for _ in range(trials):
             done = ray.get([self.actors[d].send.remote(p, rounds) for d, p in payloads.items()])
-            ends = [max(r[k] for r in done) for k in range(rounds)]
-            best = min(best, (ends[-1] - ends[0]) / (rounds - 1))
+            best = min(best, steady_seconds([max(r[k] for r in done) for k in range(rounds)]))
         return best
 
     def close(self) -> None:
@@ -235,6 +229,12 @@ def raw_transfer_seconds(nbytes: int, trials: int = 3) -> float:
         pair.close()
 
 
+def steady_seconds(ends: list[float]) -> float:
+    """Time per round from the end times of rounds run back to back: the first round absorbs
+    the staggered starts, the rest are steady."""
+    return (ends[-1] - ends[0]) / (len(ends) - 1)
+
+
 def collective_seconds(execution, reps: int) -> float:
     """Steady-state time of one collective, on the devices' own clocks (one machine): the copies
     run back to back, copy ``r`` is done when its last device finishes it; the time from copy 1
@@ -246,7 +246,7 @@ def collective_seconds(execution, reps: int) -> float:
         done[sp.instr] = max(done.get(sp.instr, 0.0), sp.end)
     if reps < 2:
         return max(sp.end for sp in spans) - min(sp.start for sp in spans)
-    return (done[reps] - done[1]) / (reps - 1)
+    return steady_seconds([done[r] for r in range(1, reps + 1)])
 
 
 def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 3, trials: int = 2, mesh=None,

@@ -27,18 +27,7 @@ def number(v) -> bool:
 
 
 @pytest.fixture(scope="module")
-def ray_up():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR", _node_ip_address="127.0.0.1")
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def mesh2(ray_up):
+def mesh2(ray_session):
     import simshard as ss
 
     with bench.ray_mesh_cls()(ss.Mesh({"x": 1, "y": 2})) as devices:  # few actors: each is a process to start
@@ -63,7 +52,7 @@ def test_mlp_returns_numbers(mesh2):
     assert r["calls_per_run_total"] > 0
 
 
-def test_startup_returns_numbers(ray_up):
+def test_startup_returns_numbers(ray_session):
     r = bench.bench_startup(devices=2, batch=8, d=8, d_ff=16)
     for k in ("start_seconds", "compile_seconds", "first_run_seconds", "run_seconds"):
         assert number(r[k]), (k, r[k])
