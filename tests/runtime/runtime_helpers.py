@@ -32,6 +32,16 @@ def floats(rng, shape, dtype=np.float32):
     return (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)).astype(dtype)
 
 
+def uneven_blocks(rng, group, axis):
+    """A [2, 3, 2] float block per device, its ``axis`` 0-3 long (uneven, possibly empty)."""
+    xs = {}
+    for d in group:
+        shape = [2, 3, 2]
+        shape[axis] = int(rng.integers(0, 4))
+        xs[d] = floats(rng, shape)
+    return xs
+
+
 def fold(parts, op):
     """The reference reduction: a plain left fold in the order given (then avg's divide)."""
     combine = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]

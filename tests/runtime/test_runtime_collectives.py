@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from runtime_helpers import floats, fold, run_devices, same_bits
+from runtime_helpers import floats, fold, run_devices, same_bits, uneven_blocks
 from simshard.reduce_ops import REDUCE_OPS
 from simshard.runtime import (
     CollectiveError, all_gather, all_reduce, all_to_all, broadcast, collective_permute, reduce_scatter,
@@ -31,11 +31,7 @@ def test_all_gather_uneven_blocks(seed):
     rng = np.random.default_rng(seed)
     group = random_group(rng)
     axis = int(rng.integers(0, 3))
-    xs = {}
-    for d in group:
-        shape = [2, 3, 2]
-        shape[axis] = int(rng.integers(0, 4))  # uneven, possibly empty
-        xs[d] = floats(rng, shape)
+    xs = uneven_blocks(rng, group, axis)
     out, t = run_devices(group, lambda ch: all_gather(ch, xs[ch.me], group, axis))
     ref = np.concatenate([xs[d] for d in group], axis=axis)
     total = sum(x.nbytes for x in xs.values())

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simshard as ss
-from runtime_helpers import floats, fold, run_devices, same_bits
+from runtime_helpers import floats, fold, run_devices, same_bits, uneven_blocks
 from simshard.reduce_ops import REDUCE_OPS
 from simshard.runtime.collectives import (
     all_gather, all_reduce, reduce_scatter, ring_all_gather, ring_all_reduce, ring_reduce_scatter,
@@ -39,11 +39,7 @@ def ring_pairs(order):
 @given(group=groups(), axis=st.integers(0, 2), seed=st.integers(0, 2**16))
 def test_ring_all_gather_equals_direct(group, axis, seed):
     rng = np.random.default_rng(seed)
-    xs = {}
-    for d in group:
-        shape = [2, 3, 2]
-        shape[axis] = int(rng.integers(0, 4))  # uneven, possibly empty
-        xs[d] = floats(rng, shape)
+    xs = uneven_blocks(rng, group, axis)
     direct, td = run_devices(group, lambda ch: all_gather(ch, xs[ch.me], group, axis))
     ring, tr = run_devices(group, lambda ch: ring_all_gather(ch, xs[ch.me], group, axis))
     for d in group:
