@@ -706,14 +706,13 @@ class RayMesh:
         """Trace, propagate and partition ``f`` (the arguments of ``ss.run``) and ship the
         schedules to the device actors once."""
         from simshard.partition import partition
-        from simshard.prepare import prepare
+        from simshard.prepare import prepare, static_of
 
         program, _ = prepare(f, *args, mesh=self.mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
         spmd = partition(program)
         key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
-        static = set(getattr(f, "static_argnums", ()) or ()) if hasattr(f, "trace") else set(static_argnums)
-        return Compiled(self, key, spmd, program, static)
+        return Compiled(self, key, spmd, program, static_of(f, static_argnums))
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]], *, trace_values: bool = False,
@@ -952,7 +951,7 @@ def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> 
 class Compiled:
     """A program loaded on a ``RayMesh``: call it with the function's arguments to run it."""
 
-    def __init__(self, mesh: RayMesh, key, spmd, program, static: set):
+    def __init__(self, mesh: RayMesh, key, spmd, program, static: frozenset[int]):
         self.devices = mesh
         self.key = key
         self.spmd = spmd
@@ -960,13 +959,11 @@ class Compiled:
         self.static = static
 
     def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "RayResult":
-        import optree
+        from simshard.prepare import dynamic_leaves
 
         from .placement import shard_inputs
 
-        dynamic = [a for i, a in enumerate(args) if i not in self.static]
-        leaves = [np.asarray(x) for x in optree.tree_leaves(tuple(dynamic), none_is_leaf=False)]
-        inputs = shard_inputs(self.spmd, *leaves)
+        inputs = shard_inputs(self.spmd, *dynamic_leaves(args, self.static))
         return RayResult(self, self.devices.execute(self.key, self.spmd, inputs, trace_values=trace_values,
                                                     retries=retries))
 

@@ -25,23 +25,37 @@ def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_a
             strategy: str = "user_priority") -> tuple[Program, list[np.ndarray]]:
     """The propagated Program of ``f(*args)`` and the arrays it takes (see the module docstring)."""
     from .propagate import propagate
-    from .trace import Jitted, trace
+    from .trace import trace
 
     in_shardings, out_shardings = parse_text(in_shardings, mesh), parse_text(out_shardings, mesh)
-    if hasattr(f, "trace") and (isinstance(f, Jitted) or callable(getattr(f, "trace"))):
+    if _traces_itself(f):
         if in_shardings is not None or out_shardings is not None:
             raise TypeError("give shardings either to ss.jit / sjit or to ss.run, not both")
         program = f.trace(*args)
-        static = set(getattr(f, "static_argnums", ()) or ())
     else:
         program = trace(f, *args, in_shardings=in_shardings, out_shardings=out_shardings,
                         static_argnums=static_argnums, mesh=mesh)
-        static = set(static_argnums)
     if program.mode != "explicit" or not program.shardings:
         program = propagate(program, strategy=strategy)
+    return program, dynamic_leaves(args, static_of(f, static_argnums))
+
+
+def _traces_itself(f) -> bool:
+    """An ``ss.jit`` / ``sjit`` function: it traces itself, with the shardings given to it."""
+    return callable(getattr(f, "trace", None))
+
+
+def static_of(f, static_argnums: Sequence[int] = ()) -> frozenset[int]:
+    """The static argument positions: those of an ``ss.jit`` / ``sjit`` function, else ``static_argnums``."""
+    if _traces_itself(f):
+        return frozenset(getattr(f, "static_argnums", ()) or ())
+    return frozenset(static_argnums)
+
+
+def dynamic_leaves(args: Sequence, static) -> list[np.ndarray]:
+    """The arrays of the non-static arguments, in the program's input order."""
     dynamic = [a for i, a in enumerate(args) if i not in static]
-    leaves = optree.tree_leaves(tuple(dynamic), none_is_leaf=False)
-    return program, [np.asarray(x) for x in leaves]
+    return [np.asarray(x) for x in optree.tree_leaves(tuple(dynamic), none_is_leaf=False)]
 
 
 def parse_text(spec: Any, mesh):
