@@ -31,7 +31,12 @@ def contributions(rng, L, dtype=np.float32) -> dict[int, np.ndarray]:
         cls = tuple(L.mesh.axis_index(d, r) for r in L.unreduced)
         key = (cls, tuple(ix.tobytes() for ix in L.index_map[d]))
         if key not in blocks:
-            blocks[key] = exact_values(rng, L.local_shape(d), dtype)
+            if L.unreduced and L.reduce_op == "prod":
+                # signed powers of two: a product of any number of them is exact in any order,
+                # where small integers pass float32's 24 bits after a few dozen factors
+                blocks[key] = rng.choice(np.array([-2, -1, 1, 2], dtype=dtype), size=L.local_shape(d))
+            else:
+                blocks[key] = exact_values(rng, L.local_shape(d), dtype)
         out[d] = blocks[key].copy()
     return out
 
