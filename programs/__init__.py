@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from simshard.errors import ShardingError
-from simshard.mesh import Mesh
+from simshard.sharding.mesh import Mesh
 
 __all__ = ["ProgramDef", "Strategy", "load", "names"]
 
@@ -113,7 +113,7 @@ class ProgramDef:
     def program(self, strategy: Strategy | str | None = None, *, mesh=None):
         """The propagated Program one strategy runs (traced and propagated, not executed): what
         ``run`` partitions, for ``explain``."""
-        from simshard.prepare import prepare
+        from simshard.propagate.prepare import prepare
 
         s = self.strategy(strategy)
         f, kw = self._call(s, self.mesh_for(s, mesh))

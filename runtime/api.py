@@ -16,8 +16,8 @@ import numpy as np
 import optree
 
 from simshard.partition.schedule import SpmdProgram
-from simshard.prepare import prepare
-from simshard.program import Program
+from simshard.propagate.prepare import prepare
+from simshard.ir.program import Program
 from simshard.report import CommReport, MemoryReport, VerifyReport
 
 from .placement import assemble_outputs, shard_inputs
@@ -46,7 +46,7 @@ class RunResult:
 def _verify(f, args, program: Program, leaves, outputs) -> VerifyReport:
     """Compare with the user's own function run whole in plain numpy; where it cannot run outside
     a trace (a manual region, say), with the program run whole by the registry's kernels."""
-    from simshard.trace import TraceError
+    from simshard.tracing.tracer import TraceError
 
     plain = getattr(f, "fun", None) or getattr(f, "__wrapped__", None) or f
     try:

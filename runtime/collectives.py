@@ -51,7 +51,7 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from simshard.reduce_ops import REDUCE_OPS
+from simshard.sharding.reduce_ops import REDUCE_OPS
 from simshard.report.comm import balanced_chunks
 
 from .errors import CollectiveError

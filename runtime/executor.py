@@ -51,7 +51,7 @@ from simshard.ops.registry import OPS
 from simshard.partition.schedule import Instr, Schedule
 from simshard.report.comm import CommRecord, analytic_min_bytes
 from simshard.report.memory import DeviceMemory
-from simshard.report.units import fmt_bytes
+from simshard.units import fmt_bytes
 
 from .collectives import Channel, check_algorithm, participants, run_collective, signature
 from .errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError

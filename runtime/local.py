@@ -52,7 +52,7 @@ class Execution:
         return self.outputs[device]
 
     def assemble(self, shapes: Sequence[Sequence[int]] | None = None) -> tuple[np.ndarray, ...]:
-        """The global outputs, rebuilt from the shards by ``simshard.layout`` with the program's
+        """The global outputs, rebuilt from the shards by ``simshard.sharding.layout`` with the program's
         ``out_shardings`` (global shapes from the program's outputs unless given)."""
         from .placement import assemble_outputs
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from simshard.errors import ShardingError
-from simshard.mesh import Mesh
+from simshard.sharding.mesh import Mesh
 
 STRATEGIES = ("STRICT_SPREAD", "SPREAD", "PACK", "STRICT_PACK")
 

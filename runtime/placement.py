@@ -1,6 +1,6 @@
 """From global arrays to each device's input shards, and back from output shards.
 
-Both directions go through ``simshard.layout``, the one place that decides which elements each
+Both directions go through ``simshard.sharding.layout``, the one place that decides which elements each
 device holds. Input shards are the layout's local blocks (unpadded: a schedule pads where it
 needs to); output shards must have the layout's local shapes too (a schedule slices its padding
 off before it returns).
@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from simshard.layout import layout
+from simshard.sharding.layout import layout
 from simshard.partition.schedule import SpmdProgram
 
 

@@ -706,7 +706,7 @@ class RayMesh:
         """Trace, propagate and partition ``f`` (the arguments of ``ss.run``) and ship the
         schedules to the device actors once."""
         from simshard.partition import partition
-        from simshard.prepare import prepare, static_of
+        from simshard.propagate.prepare import prepare, static_of
 
         program, _ = prepare(f, *args, mesh=self.mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
@@ -959,7 +959,7 @@ class Compiled:
         self.static = static
 
     def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "RayResult":
-        from simshard.prepare import dynamic_leaves
+        from simshard.propagate.prepare import dynamic_leaves
 
         from .placement import shard_inputs
 

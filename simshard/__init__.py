@@ -1,36 +1,35 @@
 """simshard: run sharded numpy programs on real collectives, verify them bitwise, report the cost.
 
-The sharding model (this layer): meshes, tensor-dimension shardings (Shardy / JAX), placement
-lists (DTensor), and the layout that says which elements each device holds.
+The package root is the public surface (``import simshard as ss``). The compiler is one package
+per stage, each importing only those below it (docs/architecture.md): ``sharding`` (the model),
+``ir`` (the Program), ``ops`` (the op registry), ``tracing`` (numpy to Program, explicit mode),
+the front ends (``numpy``, ``lax``, ``nn``, ``manual``, ``scalax``, ``fhe``), ``propagate``,
+``partition``, ``report``; then ``runtime`` (the executor), ``programs`` and ``cli``.
 """
 
-from .axes import AxisRef
+from . import _moved
 from .errors import ReplicaMismatchError, ShardingError
-from .fhe import Utilization, fhe_spec, utilization
-from .layout import Layout, equivalent, layout
-from .mesh import AxisType, Mesh, make_mesh
-from .partition_spec import NamedSharding, P, parse_partition_spec
-from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, parse_placement, parse_placements
-from .ragged import RaggedShard
-from .reduce_ops import REDUCE_OPS
-from .sharding import DimSharding, Sharding
-from .show import render, show
-from .context import get_mesh, set_mesh, use_mesh
-from .program import Aval, Program
-from .trace import ShapeDtype, TraceError, jit, name, trace
-from .interpret import evaluate
-from .manual import shard_map
+from .sharding import (
+    REDUCE_OPS, AxisRef, AxisType, DimSharding, DTensorSpec, Layout, Mesh, NamedSharding, P, Partial, Placement,
+    RaggedShard, Replicate, Shard, Sharding, StridedShard, equivalent, layout, make_mesh, parse_partition_spec,
+    parse_placement, parse_placements, render, show,
+)
+from .ir import Aval, Program
 from . import ops
+from .ops import register_op, register_rule
+from .tracing import ShapeDtype, TraceError, evaluate, get_mesh, jit, name, set_mesh, trace, use_mesh
+from .tracing.explicit import (
+    AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, reshard, typeof,
+)
+from .manual import shard_map
 from .scalax import (
     FSDPShardingRule, MeshShardingHelper, PolicyShardingRule, ShardingRule, TreePathShardingRule,
     with_sharding_annotation, with_sharding_constraint,
 )
-from .explicit import (
-    AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, reshard, typeof,
-)
-from . import lax, nn, numpy  # noqa: E402  (simshard.lax / simshard.nn / simshard.numpy)
-from .ops import register_op, register_rule
+from .fhe import Utilization, fhe_spec, utilization
+from . import lax, nn, numpy  # simshard.lax / simshard.nn / simshard.numpy
 
+_moved.install()  # the module paths from before the split into stage packages still import
 __all__ = [
     "AbstractMesh", "AxisType", "DuplicateSpecError", "ShapeDtype", "ShardingTypeError", "auto_axes",
     "explicit_axes", "get_abstract_mesh", "jit", "lax", "numpy", "reshard", "set_mesh", "trace", "typeof",

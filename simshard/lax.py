@@ -13,9 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-from . import lowering as _lo
+from .tracing import lowering as _lo
 from .manual import all_gather, all_to_all, axis_index, pmax, pmin, ppermute, psum, psum_scatter  # noqa: F401
-from .trace import TraceError, bind
+from .tracing.tracer import TraceError, bind
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, out_sharding=None):

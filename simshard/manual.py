@@ -19,13 +19,13 @@ import numpy as np
 import optree
 
 from .errors import ShardingError
-from .layout import layout
-from .mesh import Mesh
+from .sharding.layout import layout
+from .sharding.mesh import Mesh
 from .ops import get_op, register_op
 from .ops.factors import FactorRule
-from .program import Aval, Literal, Program
-from .reduce_ops import REDUCE_OPS
-from .sharding import Sharding
+from .ir.program import Aval, Literal, Program
+from .sharding.reduce_ops import REDUCE_OPS
+from .sharding.dims import Sharding
 
 # -- device groups --------------------------------------------------------------------------------
 def _axes(axis_name) -> tuple[str, ...]:
@@ -229,7 +229,7 @@ register_op(
 
 # -- user API ---------------------------------------------------------------------------------------
 def _spec_to_sharding(spec, mesh: Mesh, rank: int, where: str) -> Sharding:
-    from .trace import resolve_sharding
+    from .tracing.tracer import resolve_sharding
 
     s = resolve_sharding(spec, Aval((0,) * rank, np.float32), where, mesh) if spec is not None else Sharding.replicated_on(mesh, rank)
     if s.mesh != mesh:
@@ -242,8 +242,8 @@ def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs, check_rep: bool =
 
     @functools.wraps(f)
     def wrapped(*args):
-        from .lowering import _as_tracer
-        from .trace import ShapeDtype, Tracer, bind, trace
+        from .tracing.lowering import _as_tracer
+        from .tracing.tracer import ShapeDtype, Tracer, bind, trace
 
         xs = [_as_tracer(a) for a in optree.tree_leaves(args)]
         specs = in_specs if isinstance(in_specs, (list, tuple)) and not _is_spec(in_specs) else (in_specs,) * len(xs)
@@ -288,7 +288,7 @@ def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs, check_rep: bool =
 
 
 def _is_spec(x) -> bool:
-    from .partition_spec import P
+    from .sharding.partition_spec import P
 
     return isinstance(x, P)
 
@@ -314,8 +314,8 @@ def _region_mesh(fn: str) -> Mesh:
 
 
 def _collective_bind(op: str, x, axis_name, **params):
-    from .lowering import _as_tracer
-    from .trace import bind
+    from .tracing.lowering import _as_tracer
+    from .tracing.tracer import bind
 
     mesh = _region_mesh(op)
     return bind(op, _as_tracer(x), axis_name=axis_name, size=group_size(mesh, axis_name), **params)
@@ -354,7 +354,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
 
 
 def axis_index(axis_name):
-    from .trace import bind
+    from .tracing.tracer import bind
 
     mesh = _region_mesh("axis_index")
     return bind("axis_index", axis_name=axis_name, size=group_size(mesh, axis_name))

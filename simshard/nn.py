@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .lowering import _as_tracer
-from .trace import bind
+from .tracing.lowering import _as_tracer
+from .tracing.tracer import bind
 
 
 def _pair(v, what: str) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """``simshard.numpy`` (import as ``snp``): jax.numpy's names and signatures, traced by simshard.
 
-Inside ``ss.jit`` / ``ss.trace`` every function records ops (through ``simshard.lowering``);
+Inside ``ss.jit`` / ``ss.trace`` every function records ops (through ``simshard.tracing.lowering``);
 outside a trace, functions of plain arrays just run numpy. Where ``jax.numpy`` has an
 ``out_sharding=`` argument, so do these: in explicit mode it fixes the result's sharding type (and
 resolves what would otherwise be a trace-time ``ShardingTypeError``); in auto mode it becomes a
@@ -17,8 +17,8 @@ import operator
 
 import numpy as _np
 
-from . import lowering as _lo
-from .trace import Tracer, TraceError
+from .tracing import lowering as _lo
+from .tracing.tracer import Tracer, TraceError
 
 # -- dtypes and constants ----------------------------------------------------------------------------
 bool_ = _np.bool_
@@ -32,7 +32,7 @@ ndarray = Tracer
 
 
 def _tracing() -> bool:
-    from .trace import _STACK
+    from .tracing.tracer import _STACK
 
     return bool(_STACK)
 
@@ -112,7 +112,7 @@ def _like(value_fn):
             return _np.full(x_shape if shape is None else _shape_tuple(shape), value, dtype=dt)
         if out_sharding is None and shape is None and isinstance(a, Tracer):
             # jnp.*_like copies the input's sharding
-            from .explicit.api import typeof
+            from .tracing.explicit.api import typeof
 
             t = typeof(a)
             if any(t.spec):
@@ -350,7 +350,7 @@ def _arg(kind: str):
         if axis is None:
             x, axis = _lo.reshape(x, (-1,)), 0
         ax = _lo._norm_axis(axis, x.ndim, f"snp.{kind}")
-        from .trace import bind
+        from .tracing.tracer import bind
 
         r = bind(kind, x, axis=ax, index_dtype=_np.dtype(int32))
         return _lo._keep(x, r, (ax,), bool(keepdims))
@@ -378,7 +378,7 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
         raise TraceError("snp.argsort(descending=True) is not supported")
     if not _tracing():
         return _np.argsort(a, axis=axis, kind="stable").astype(int32)
-    from .trace import bind
+    from .tracing.tracer import bind
 
     x = _t(a)
     if axis is None:
@@ -410,12 +410,12 @@ class _IndexUpdateRef:
         return _lo._apply_out(_lo.getitem(self.x, self.index), out_sharding, "get")
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        from .explicit.scatter import update_slice
+        from .tracing.explicit.scatter import update_slice
 
         return update_slice(self.x, self.index, values, "set", out_sharding)
 
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        from .explicit.scatter import update_slice
+        from .tracing.explicit.scatter import update_slice
 
         return update_slice(self.x, self.index, values, "add", out_sharding)
 

@@ -5,7 +5,7 @@ import pytest
 
 import simshard as ss
 from simshard.manual import all_gather, all_to_all, axis_index, pmax, pmin, ppermute, psum, psum_scatter, shard_map
-from simshard.trace import TraceError, jit
+from simshard.tracing.tracer import TraceError, jit
 
 MESH = ss.Mesh({"x": 2, "y": 4})
 A = np.arange(64.0).reshape(8, 8) - 20

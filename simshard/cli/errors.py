@@ -25,9 +25,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input, whatever stage raises them: a sharding rule broken, a
     function that does not trace, an explicit-mode ambiguity."""
     from simshard.errors import ShardingError
-    from simshard.explicit.errors import ShardingTypeError
+    from simshard.tracing.explicit.errors import ShardingTypeError
     from simshard.ops.factors import RuleError
-    from simshard.trace import TraceError
+    from simshard.tracing.tracer import TraceError
 
     return UsageError, ShardingError, ShardingTypeError, TraceError, RuleError
 

@@ -11,7 +11,7 @@ import re
 from decimal import Decimal
 from typing import Iterable, Sequence
 
-from simshard.mesh import Mesh
+from simshard.sharding.mesh import Mesh
 from simshard.report.comm import Link, Topology
 
 from .errors import UsageError
@@ -143,7 +143,7 @@ def _link_dict(link) -> dict:
 
 def describe_topology(topo: Topology) -> str:
     """``y: 300.00 GB/s + 1.00 us/message; other axes: 25.00 GB/s + 5.00 us/message``."""
-    from simshard.report.units import fmt_rate, fmt_seconds
+    from simshard.units import fmt_rate, fmt_seconds
 
     def link(l: Link) -> str:
         return f"{fmt_rate(l.bandwidth)} + {fmt_seconds(l.latency)}/message"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from simshard.report.units import fmt_bytes, fmt_seconds
+from simshard.units import fmt_bytes, fmt_seconds
 
 from .errors import UsageError
 from .summary import StrategySummary

@@ -46,7 +46,7 @@ def equivalents(spec, shape) -> list[str]:
     """The layout in each spelling: Shardy, P, placements (or why a spelling cannot say it)."""
     from simshard import DTensorSpec, NamedSharding, Sharding
     from simshard.errors import ShardingError
-    from simshard.partition_spec import sharding_to_named
+    from simshard.sharding.partition_spec import sharding_to_named
 
     rank = len(shape)
     if isinstance(spec, NamedSharding):
@@ -75,7 +75,7 @@ def equivalents(spec, shape) -> list[str]:
 
 
 def execute(args, out: Output) -> int:
-    from simshard.show import render
+    from simshard.sharding.show import render
 
     mesh = options.parse_mesh(args.mesh)
     shape = options.parse_shape(args.shape)

@@ -9,7 +9,7 @@ from typing import Sequence
 from rich.table import Table
 from rich.text import Text
 
-from simshard.report.units import fmt_bytes, fmt_ratio, fmt_seconds
+from simshard.units import fmt_bytes, fmt_ratio, fmt_seconds
 
 from .summary import StrategySummary
 

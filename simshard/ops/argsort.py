@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Aval
+from ..ir.program import Aval
 from . import _checks
 from .registry import OPS, register_op
 from .scans import along_axis_rule

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Aval
+from ..ir.program import Aval
 from .elementwise import elementwise_rule
 from .registry import register_op
 

@@ -44,13 +44,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..axes import AxisRef, check_coexist
+from ..sharding.axes import AxisRef, check_coexist
 from ..errors import ReplicaMismatchError, ShardingError
-from ..layout import _bits_equal, layout
-from ..mesh import Mesh
-from ..program import Aval
-from ..reduce_ops import REDUCE_OPS
-from ..sharding import Sharding
+from ..sharding.layout import _bits_equal, layout
+from ..sharding.mesh import Mesh
+from ..ir.program import Aval
+from ..sharding.reduce_ops import REDUCE_OPS
+from ..sharding.dims import Sharding
 from .factors import NEED_REPLICATION, PASS_THROUGH, PERMUTATION, REDUCTION, FactorRule
 from .registry import get_op
 

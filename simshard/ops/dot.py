@@ -10,7 +10,7 @@ import string
 
 import numpy as np
 
-from ..program import Aval
+from ..ir.program import Aval
 from .factors import factor_rule
 from .registry import register_op
 

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..program import Aval
+from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import PERMUTATION, REDUCTION

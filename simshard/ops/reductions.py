@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Aval
+from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, REDUCTION

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..program import Aval
+from ..ir.program import Aval
 from .factors import FactorRule, RuleError
 
 
@@ -67,7 +67,7 @@ class OpDef:
 
     def __call__(self, *operands, **params):
         """Apply the op inside a traced function (``softplus = ss.register_op(...); softplus(x)``)."""
-        from ..trace import bind
+        from ..tracing.tracer import bind
 
         return bind(self.name, *operands, **params)
 

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ..program import Aval
+from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH

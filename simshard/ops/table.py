@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..mesh import Mesh
-from ..program import Aval, format_param
-from ..sharding import Sharding
+from ..sharding.mesh import Mesh
+from ..ir.program import Aval, format_param
+from ..sharding.dims import Sharding
 from . import OPS
 from .elementwise import BINARY, UNARY
 
@@ -24,7 +24,7 @@ _MESH = Mesh({"x": 2, "y": 4})
 
 def _region_example():
     """shard_map with an identity body over P("x", None): local f32[4,16], global f32[8,16]."""
-    from ..program import Program, Value
+    from ..ir.program import Program, Value
 
     v = Value(0, Aval((4, 16), F32))
     spec = Sharding(_MESH, (("x",), ()))

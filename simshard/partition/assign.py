@@ -16,12 +16,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Sequence
 
-from ..axes import AxisRef, check_coexist
-from ..mesh import Mesh
+from ..sharding.axes import AxisRef, check_coexist
+from ..sharding.mesh import Mesh
 from ..ops.check import project, shardable_factors
 from ..ops.factors import FactorRule
 from ..propagate.projection import Projection
-from ..sharding import Sharding
+from ..sharding.dims import Sharding
 
 RESULT_ONLY = {"broadcast_in_dim", "iota", "full", "constant"}  # ops that build result-only factor blocks from params
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
-from ..axes import AxisRef, canonical_ref
-from ..mesh import Mesh
-from ..sharding import DimSharding, Sharding
+from ..sharding.axes import AxisRef, canonical_ref
+from ..sharding.mesh import Mesh
+from ..sharding.dims import DimSharding, Sharding
 
 Atom = AxisRef
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..mesh import Mesh
+from ..sharding.mesh import Mesh
 from .atoms import Atom, State, sorted_atoms
 
 

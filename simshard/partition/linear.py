@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..reduce_ops import REDUCE_OPS
+from ..sharding.reduce_ops import REDUCE_OPS
 
 # ops that are the identity on data or move elements around (one array operand)
 LAYOUT = {

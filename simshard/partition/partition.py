@@ -41,13 +41,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ShardingError
-from ..mesh import Mesh
+from ..sharding.mesh import Mesh
 from ..ops import get_op
 from ..ops.check import project
 from ..ops.factors import REDUCTION
-from ..program import Eqn, Literal as PLiteral, Program, Value
-from ..reduce_ops import REDUCE_OPS
-from ..sharding import Sharding
+from ..ir.program import Eqn, Literal as PLiteral, Program, Value
+from ..sharding.reduce_ops import REDUCE_OPS
+from ..sharding.dims import Sharding
 from .assign import candidates
 from .builder import ScheduleBuilder
 from .linear import pending_ok

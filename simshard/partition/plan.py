@@ -25,11 +25,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..axes import merge_adjacent
-from ..layout import Layout, layout
-from ..mesh import Mesh
-from ..reduce_ops import REDUCE_OPS
-from ..sharding import Sharding
+from ..sharding.axes import merge_adjacent
+from ..sharding.layout import Layout, layout
+from ..sharding.mesh import Mesh
+from ..sharding.reduce_ops import REDUCE_OPS
+from ..sharding.dims import Sharding
 from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice
 
 Group = tuple[int, ...]

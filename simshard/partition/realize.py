@@ -13,9 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..layout import Layout
-from ..mesh import Mesh
-from ..reduce_ops import REDUCE_OPS
+from ..sharding.layout import Layout
+from ..sharding.mesh import Mesh
+from ..sharding.reduce_ops import REDUCE_OPS
 from .atoms import atom_groups, sorted_atoms
 from .greedy import Move
 from .plan import Step, axes_label, block_size, layout_of, split_even

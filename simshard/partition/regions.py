@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ShardingError
 from ..manual import COLLECTIVES, _axes, groups
 from ..ops import get_op
-from ..program import Literal as PLiteral
+from ..ir.program import Literal as PLiteral
 from .reshard import _plain
 from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, ReduceScatter
 

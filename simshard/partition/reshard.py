@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from ..axes import canonical_ref
+from ..sharding.axes import canonical_ref
 from ..errors import ShardingError
-from ..layout import Layout
-from ..mesh import Mesh
-from ..placements import DTensorSpec
-from ..sharding import DimSharding, Sharding
+from ..sharding.layout import Layout
+from ..sharding.mesh import Mesh
+from ..sharding.placements import DTensorSpec
+from ..sharding.dims import DimSharding, Sharding
 from .atoms import State, refine
 from .exchange import plan_exchange
 from .greedy import Move, next_move, pending_plan
@@ -66,7 +66,7 @@ def _cached(S: Sharding, T: Sharding, shape, item):
 
 
 def _spec(x, shape, what: str):
-    from ..partition_spec import NamedSharding
+    from ..sharding.partition_spec import NamedSharding
 
     if isinstance(x, Layout):
         if x.shape != shape:

@@ -216,7 +216,7 @@ def _show(v) -> str:
 # msgpack keeps lists, dicts, ints, floats, str and bytes; everything else is tagged so that it
 # comes back as the same type (tuples stay tuples, numpy scalars stay numpy scalars).
 def _encode(v):
-    from ..sharding import Sharding
+    from ..sharding.dims import Sharding
 
     if isinstance(v, tuple):
         return {"__tuple__": [_encode(x) for x in v]}
@@ -250,8 +250,8 @@ def _decode(v):
         if "__dtype__" in v:
             return np.dtype(v["__dtype__"])
         if "__sharding__" in v:
-            from ..mesh import Mesh
-            from ..sharding import Sharding
+            from ..sharding.mesh import Mesh
+            from ..sharding.dims import Sharding
 
             mesh = Mesh.parse(v["mesh"])
             return Sharding.parse(v["__sharding__"], mesh)

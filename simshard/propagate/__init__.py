@@ -12,7 +12,7 @@ Layers, bottom up (each its own module):
 * :mod:`.user_priority` — user priorities as the outer loop;
 * :mod:`.pipeline` — import / export steps of Shardy's propagation pipeline;
 * :mod:`.provenance` — where each dimension's axes came from;
-* :mod:`.driver` — ``propagate`` / ``explain`` on a :class:`~simshard.program.Program`.
+* :mod:`.driver` — ``propagate`` / ``explain`` on a :class:`~simshard.ir.Program`.
 """
 
 from .direction import Direction

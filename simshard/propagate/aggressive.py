@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..axes import AxisRef
+from ..sharding.axes import AxisRef
 from . import axis_math as am
 from .basic import (
     DirectionOf,

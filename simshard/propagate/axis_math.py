@@ -13,7 +13,7 @@ import math
 from enum import Enum
 from typing import Iterable, Mapping, Sequence
 
-from ..axes import AxisRef, canonical_ref
+from ..sharding.axes import AxisRef, canonical_ref
 
 Sizes = Mapping[str, int]
 Axes = tuple[AxisRef, ...]

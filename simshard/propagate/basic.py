@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
-from ..axes import AxisRef
+from ..sharding.axes import AxisRef
 from . import axis_math as am
 from .direction import Direction
 from .projection import FactorSharding, Projection, TensorFactors

@@ -31,12 +31,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Hashable
 
-from ..context import get_mesh
+from ..tracing.context import get_mesh
 from ..errors import ShardingError
-from ..mesh import Mesh
+from ..sharding.mesh import Mesh
 from ..ops import get_op
-from ..program import Literal, Program, Value
-from ..sharding import DimSharding, Sharding
+from ..ir.program import Literal, Program, Value
+from ..sharding.dims import DimSharding, Sharding
 from . import engine
 from .direction import Direction
 from .graph import OPAQUE_OPS, Graph, Node, ResultRef, State, classify

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Callable, Hashable, Sequence
 
-from ..mesh import Mesh
+from ..sharding.mesh import Mesh
 from ..ops.factors import PASS_THROUGH, PERMUTATION
-from ..sharding import Sharding
+from ..sharding.dims import Sharding
 from . import axis_math as am
 from .aggressive import propagate_aggressive
 from .basic import propagate_basic

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Sequence
 
 from ..ops.factors import FactorRule
-from ..sharding import Sharding
+from ..sharding.dims import Sharding
 from .direction import Direction
 
 # Op categories for the op-priority schedule.

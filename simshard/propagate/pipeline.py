@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..sharding import DimSharding, Sharding
+from ..sharding.dims import DimSharding, Sharding
 from . import axis_math as am
 from .graph import Graph, ResultRef, State
 from .provenance import Provenance

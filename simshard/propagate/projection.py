@@ -26,10 +26,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..axes import AxisRef
-from ..mesh import Mesh
+from ..sharding.axes import AxisRef
+from ..sharding.mesh import Mesh
 from ..ops.factors import FactorRule
-from ..sharding import DimSharding, Sharding
+from ..sharding.dims import DimSharding, Sharding
 from . import axis_math as am
 
 

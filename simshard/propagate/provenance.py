@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
-from ..axes import AxisRef
-from ..sharding import Sharding
+from ..sharding.axes import AxisRef
+from ..sharding.dims import Sharding
 from . import axis_math as am
 
 

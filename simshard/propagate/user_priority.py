@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..sharding import DimSharding, Sharding
+from ..sharding.dims import DimSharding, Sharding
 from . import axis_math as am
 from .graph import Graph, State
 from .op_priority import run_op_priority

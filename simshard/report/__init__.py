@@ -10,7 +10,7 @@
 from .comm import CommRecord, CommReport, Link, TimeEstimate, Topology, analytic_min_bytes, balanced_chunks
 from .inputs import exact_inputs, exact_magnitude
 from .memory import DeviceMemory, MemoryReport
-from .units import fmt_bytes, fmt_rate, fmt_seconds
+from ..units import fmt_bytes, fmt_rate, fmt_seconds
 from .opcheck import check_ops
 from .verify import Check, VerifyReport, bit_equal, compare, ulp_distance
 

@@ -29,7 +29,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from .units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
+from ..units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
 
 # -- records ----------------------------------------------------------------------------------------
 

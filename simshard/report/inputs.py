@@ -56,7 +56,7 @@ def exact_inputs(specs: Any, seed: int = 0, *, dtype=np.float32, max_abs: int | 
     largest input size and ``depth``); bool inputs are random booleans, unsigned ones ``[0, m]``.
     A plain shape uses ``dtype``. The same seed gives the same arrays.
     """
-    from ..program import Program
+    from ..ir.program import Program
 
     if isinstance(specs, Program):
         specs = [v.aval for v in specs.inputs]

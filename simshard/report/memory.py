@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from .units import fmt_bytes, plain_text
+from ..units import fmt_bytes, plain_text
 
 
 @dataclass(frozen=True)

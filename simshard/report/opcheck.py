@@ -2,7 +2,7 @@
 
 ``check_ops(spmd, values, args)`` walks the program's top-level ops in order. For each op it runs
 the op whole (its registry kernel) on the *assembled* inputs: the global values the run itself
-produced (each checkpoint assembled with ``simshard.layout``), the program's arguments for its
+produced (each checkpoint assembled with ``simshard.sharding.layout``), the program's arguments for its
 inputs. It compares the result, bit for bit, with what the devices hold right after the op ran
 (``SpmdProgram.checkpoints``: the buffer and its layout, pending reductions included; the
 executor's copies in ``Execution.values``). Using the run's own inputs keeps one wrong op from
@@ -28,10 +28,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..layout import layout
+from ..sharding.layout import layout
 from ..ops import get_op
-from ..program import Literal
-from ..reduce_ops import REDUCE_OPS
+from ..ir.program import Literal
+from ..sharding.reduce_ops import REDUCE_OPS
 from .verify import Check, _item, bit_equal, compare, ulp_distance
 
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .units import plain_text
+from ..units import plain_text
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -185,7 +185,7 @@ class VerifyReport:
     def against(program, args: Sequence, outputs: Sequence, notes: Sequence[str] | None = None) -> "VerifyReport":
         """Run ``program`` whole on ``args`` in plain numpy (``simshard.evaluate``, the registry's
         kernels) and compare ``outputs`` (e.g. a sharded run's assembled outputs) with it."""
-        from ..interpret import evaluate
+        from ..tracing.interpret import evaluate
 
         expected = evaluate(program, *args)
         names = [

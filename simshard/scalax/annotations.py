@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import optree
 
-from ..mesh import Mesh
+from ..sharding.mesh import Mesh
 from .match import match
 
 
@@ -47,15 +47,15 @@ def sharding_context(mesh: Mesh, annotation_shardings: Mapping[str, Any] | None 
 
 
 def _tracing_leaves(pytree) -> bool:
-    from ..trace import Tracer
+    from ..tracing.tracer import Tracer
 
     return any(isinstance(x, Tracer) for x in optree.tree_leaves(pytree, none_is_leaf=False))
 
 
 def _mesh_for_trace() -> tuple[Mesh | None, Mesh | None]:
     """(mesh to resolve P with, mesh shardings must be on)."""
-    from ..context import get_mesh
-    from ..trace import current_builder
+    from ..tracing.context import get_mesh
+    from ..tracing.tracer import current_builder
 
     ctx = current_context()
     if ctx is not None:
@@ -65,7 +65,7 @@ def _mesh_for_trace() -> tuple[Mesh | None, Mesh | None]:
 
 def constrain(pytree, sharding_rule, what: str, label=None):
     """Record a sharding_constraint op on every traced leaf of ``pytree`` (the others pass through)."""
-    from ..trace import Tracer, bind
+    from ..tracing.tracer import Tracer, bind
 
     mesh, expected = _mesh_for_trace()
     matched, treedef = match(sharding_rule, pytree, mesh, what, expected_mesh=expected, label=label)

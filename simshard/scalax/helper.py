@@ -17,11 +17,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import optree
 
-from ..context import use_mesh
+from ..tracing.context import use_mesh
 from ..errors import ShardingError
-from ..mesh import Mesh, make_mesh
-from ..partition_spec import NamedSharding, P
-from ..program import Program
+from ..sharding.mesh import Mesh, make_mesh
+from ..sharding.partition_spec import NamedSharding, P
+from ..ir.program import Program
 from .annotations import constrain, sharding_context
 from .match import match
 from .pytree import leaves_with_paths, register_dataclasses_in
@@ -59,7 +59,7 @@ class GlobalArray(np.ndarray):
 
 def _own_sharding(leaf):
     """The sharding a leaf carries itself (a ShapeDtype's or GlobalArray's), used when the rule says None."""
-    from ..trace import ShapeDtype
+    from ..tracing.tracer import ShapeDtype
 
     if isinstance(leaf, (ShapeDtype, GlobalArray)):
         return leaf.sharding
@@ -261,7 +261,7 @@ class SJitted:
             try:
                 hash(args[i])
             except TypeError:
-                from ..trace import TraceError
+                from ..tracing.tracer import TraceError
 
                 raise TraceError(
                     f"{self!r}: static argument {i} ({self._arg_names(len(args))[i]} = {_short_repr(args[i])}, "
@@ -321,7 +321,7 @@ class SJitted:
     # -- tracing ---------------------------------------------------------------------------------
     def trace(self, *args, **kwargs) -> Program:
         """The Program of ``fun(*args)`` with every rule matched to the arguments and outputs."""
-        from ..trace import ShapeDtype, trace
+        from ..tracing.tracer import ShapeDtype, trace
 
         if kwargs:
             raise TypeError(f"{self!r}: sjit functions take positional arguments only (got {sorted(kwargs)})")
@@ -353,7 +353,7 @@ class SJitted:
     lower = trace
 
     def _with_out_shardings(self, program: Program) -> Program:
-        from ..trace import ShapeDtype
+        from ..tracing.tracer import ShapeDtype
 
         out_tree = program.out_tree
         shapes = optree.tree_unflatten(out_tree, [ShapeDtype(v.aval.shape, v.aval.dtype) for v in program.outputs])
@@ -365,8 +365,8 @@ class SJitted:
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        from ..interpret import evaluate
-        from ..trace import ShapeDtype, Tracer
+        from ..tracing.interpret import evaluate
+        from ..tracing.tracer import ShapeDtype, Tracer
 
         if kwargs:
             raise TypeError(f"{self!r}: sjit functions take positional arguments only (got {sorted(kwargs)})")

@@ -12,10 +12,10 @@ from typing import Any, Callable
 import optree
 
 from ..errors import ShardingError
-from ..mesh import Mesh
-from ..partition_spec import NamedSharding, P
-from ..program import Aval
-from ..sharding import Sharding
+from ..sharding.mesh import Mesh
+from ..sharding.partition_spec import NamedSharding, P
+from ..ir.program import Aval
+from ..sharding.dims import Sharding
 from .pytree import entry_name, leaf_aval
 from .rules import ShardingRule, is_rule_leaf, is_spec_leaf
 
@@ -43,7 +43,7 @@ def _spec_mesh(spec):
 
 def resolve_spec(spec, aval: Aval, where: str, mesh: Mesh | None, expected_mesh: Mesh | None) -> Sharding | None:
     """A spec leaf as a Sharding for a value of type ``aval`` (errors prefixed with ``where``)."""
-    from ..trace import resolve_sharding
+    from ..tracing.tracer import resolve_sharding
 
     if spec is None:
         return None

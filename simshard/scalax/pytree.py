@@ -16,7 +16,7 @@ import numpy as np
 import optree
 from optree import registry as _registry
 
-from ..program import Aval
+from ..ir.program import Aval
 
 # optree's global namespace: what ss.trace (and optree without namespace=) flattens with.
 _GLOBAL = getattr(_registry, "__GLOBAL_NAMESPACE")
@@ -104,11 +104,11 @@ def register_dataclass(cls: type) -> type:
 
 
 def _is_simshard_object(x) -> bool:
-    from ..mesh import Mesh
-    from ..partition_spec import NamedSharding
-    from ..placements import DTensorSpec
-    from ..sharding import Sharding
-    from ..trace import ShapeDtype
+    from ..sharding.mesh import Mesh
+    from ..sharding.partition_spec import NamedSharding
+    from ..sharding.placements import DTensorSpec
+    from ..sharding.dims import Sharding
+    from ..tracing.tracer import ShapeDtype
 
     return isinstance(x, (Mesh, NamedSharding, DTensorSpec, Sharding, ShapeDtype))
 

@@ -14,15 +14,15 @@ import numpy as np
 import optree
 
 from ..errors import ShardingError
-from ..partition_spec import P
+from ..sharding.partition_spec import P
 from .pytree import leaf_aval, named_tree_map, register_dataclasses_in
 
 
 def is_spec_leaf(x) -> bool:
     """A leaf a rule may produce: None, a P, or one of simshard's concrete shardings."""
-    from ..partition_spec import NamedSharding
-    from ..placements import DTensorSpec
-    from ..sharding import Sharding
+    from ..sharding.partition_spec import NamedSharding
+    from ..sharding.placements import DTensorSpec
+    from ..sharding.dims import Sharding
 
     return x is None or isinstance(x, (P, NamedSharding, Sharding, DTensorSpec))
 

@@ -12,7 +12,7 @@ import simshard.ops  # noqa: F401
 from simshard import Mesh, Sharding
 from simshard.ops import OPS, factor_rule, get_op, register_op, register_rule
 from simshard.ops.check import check_rule, shardable_factors
-from simshard.program import Aval
+from simshard.ir.program import Aval
 
 F32 = np.float32
 

@@ -32,7 +32,7 @@ from simshard import Mesh, Sharding
 from simshard.ops import OPS, get_op
 from simshard.ops.check import check_rule, project, shardable_factors
 from simshard.ops.elementwise import BINARY, UNARY
-from simshard.program import Aval
+from simshard.ir.program import Aval
 
 MAX_EXAMPLES = int(os.environ.get("SIMSHARD_OPS_EXAMPLES", "60"))
 FLOATS = (np.float32, np.float64)

@@ -6,7 +6,7 @@ import pytest
 import simshard as ss
 from simshard.ops import OPS, factor_rule
 from simshard.ops.check import check_rule
-from simshard.program import Aval
+from simshard.ir.program import Aval
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from simshard.ops import get_op
 from simshard.partition.schedule import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Literal, Pad, ReduceScatter, Schedule, Slice,
 )
-from simshard.reduce_ops import REDUCE_OPS
+from simshard.sharding.reduce_ops import REDUCE_OPS
 
 
 @dataclass

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simshard.ops import OPS, get_op
-from simshard.program import Aval, Eqn, Literal, Program, Value
+from simshard.ir.program import Aval, Eqn, Literal, Program, Value
 
 from .helpers import shardings
 from .run import run_partitioned

@@ -6,7 +6,7 @@ import numpy as np
 import simshard as ss
 from simshard import programs
 from simshard.ops import get_op
-from simshard.program import Literal
+from simshard.ir.program import Literal
 from simshard.programs import transformer as tf
 
 F32 = 4

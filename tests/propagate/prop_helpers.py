@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import simshard as ss
-from simshard.axes import AxisRef
+from simshard.sharding.axes import AxisRef
 from simshard.ops.factors import factor_rule
 from simshard.propagate.graph import ELEMENTWISE, OTHER, Graph, Node, State
 from simshard.propagate.projection import Projection

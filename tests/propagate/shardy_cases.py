@@ -25,7 +25,7 @@ from pathlib import Path
 
 import simshard as ss
 from simshard.ops import get_op
-from simshard.program import Aval, Eqn, Program, Value
+from simshard.ir.program import Aval, Eqn, Program, Value
 from simshard.propagate import propagate, propagation_info
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "shardy_propagation.json"

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import simshard as ss
-from simshard.interpret import evaluate
+from simshard.tracing.interpret import evaluate
 from simshard.ops import get_op
 from simshard.propagate import propagate
-from simshard.trace import ShapeDtype, TraceError, bind, trace
+from simshard.tracing.tracer import ShapeDtype, TraceError, bind, trace
 
 MESH = ss.Mesh({"x": 2, "y": 2}, name="mesh")
 A = ss.Sharding.parse('<@mesh, [{"x", ?}, {?}]>', MESH)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import simshard as ss
-from simshard.context import use_mesh
+from simshard.tracing.context import use_mesh
 from simshard.propagate import explain, propagate, propagation_info
-from simshard.trace import ShapeDtype, bind, name, trace
+from simshard.tracing.tracer import ShapeDtype, bind, name, trace
 
 MESH = ss.Mesh({"x": 2, "y": 4}, name="mesh")
 

@@ -6,13 +6,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simshard as ss
-from simshard.context import use_mesh
-from simshard.axes import AxisRef
+from simshard.tracing.context import use_mesh
+from simshard.sharding.axes import AxisRef
 from simshard.ops import get_op
-from simshard.program import Aval, Eqn, Program, Value
+from simshard.ir.program import Aval, Eqn, Program, Value
 from simshard.propagate import axis_math as am
 from simshard.propagate import propagate, propagation_info
-from simshard.sharding import DimSharding
+from simshard.sharding.dims import DimSharding
 
 MESH = ss.Mesh({"a": 2, "b": 2, "c": 4}, name="mesh")
 AXES = ["a", "b", "c"]

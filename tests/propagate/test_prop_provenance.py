@@ -5,7 +5,7 @@ import numpy as np
 
 import simshard as ss
 from simshard.propagate import explain, propagate
-from simshard.trace import ShapeDtype, bind, name, trace
+from simshard.tracing.tracer import ShapeDtype, bind, name, trace
 
 MESH = ss.Mesh({"x": 2, "y": 4}, name="mesh")
 

@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from simshard.reduce_ops import REDUCE_OPS
+from simshard.sharding.reduce_ops import REDUCE_OPS
 from simshard.runtime.collectives import Channel
 from simshard.runtime.transport import InMemoryTransport, Mailbox, Transport
 

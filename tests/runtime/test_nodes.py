@@ -3,7 +3,7 @@
 import pytest
 
 from simshard.errors import ShardingError
-from simshard.mesh import Mesh
+from simshard.sharding.mesh import Mesh
 from simshard.runtime.nodes import PlacementError, check_fits, node_plan
 
 

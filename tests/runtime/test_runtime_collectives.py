@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from runtime_helpers import floats, fold, run_devices, same_bits, uneven_blocks
-from simshard.reduce_ops import REDUCE_OPS
+from simshard.sharding.reduce_ops import REDUCE_OPS
 from simshard.runtime import (
     CollectiveError, all_gather, all_reduce, all_to_all, broadcast, collective_permute, reduce_scatter,
 )

@@ -1,5 +1,5 @@
 """The local backend end to end on hand-built SpmdPrograms: matmuls with the contracting dim
-sharded (all-reduce / reduce-scatter), assembled with simshard.layout and compared bitwise;
+sharded (all-reduce / reduce-scatter), assembled with simshard.sharding.layout and compared bitwise;
 msgpack round trips; memory peaks and out-of-memory; instruction semantics; records."""
 
 

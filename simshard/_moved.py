@@ -1,0 +1,81 @@
+"""Module paths from before the compiler was split into one package per stage, still importable.
+
+``import simshard.mesh`` (and every other path in ``MOVED``) loads the module's new home under
+the old name, with a ``DeprecationWarning`` naming the new path; docs/architecture.md lists the
+moves. Three old modules share their name with a function of the package root (``ss.trace``,
+``ss.layout``, ``ss.show``); importing a submodule binds it on its parent, which would replace
+the function, so those three are entered in ``sys.modules`` up front, as they were before.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+MOVED = {  # old module -> its new home; a package's submodules move with it
+    "simshard.axes": "simshard.sharding.axes",
+    "simshard.convert": "simshard.sharding.convert",
+    "simshard.layout": "simshard.sharding.layout",
+    "simshard.mesh": "simshard.sharding.mesh",
+    "simshard.partition_spec": "simshard.sharding.partition_spec",
+    "simshard.placements": "simshard.sharding.placements",
+    "simshard.ragged": "simshard.sharding.ragged",
+    "simshard.reduce_ops": "simshard.sharding.reduce_ops",
+    "simshard.show": "simshard.sharding.show",
+    "simshard.syntax": "simshard.sharding.syntax",
+    "simshard.program": "simshard.ir.program",
+    "simshard.context": "simshard.tracing.context",
+    "simshard.explicit": "simshard.tracing.explicit",
+    "simshard.interpret": "simshard.tracing.interpret",
+    "simshard.lowering": "simshard.tracing.lowering",
+    "simshard.prepare": "simshard.propagate.prepare",
+    "simshard.report.units": "simshard.units",
+}
+SHADOWED = {"simshard.trace": "simshard.tracing.tracer", "simshard.layout": "simshard.sharding.layout",
+            "simshard.show": "simshard.sharding.show"}
+
+
+def new_home(name: str) -> str | None:
+    """Where the module once called ``name`` lives now, or None if it did not move."""
+    for old, new in MOVED.items():
+        if name == old or name.startswith(old + "."):
+            return new + name[len(old):]
+    return None
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old path as the module at its new home (executed once, under its new name)."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.target)
+        self.own_spec = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        module.__spec__ = self.own_spec  # the import system stamped the alias spec on it
+
+
+class MovedFinder(importlib.abc.MetaPathFinder):
+    """Finds the old paths in ``MOVED`` (see the module docstring)."""
+
+    def find_spec(self, name, path=None, target=None):
+        new = new_home(name)
+        if new is None:
+            return None
+        warnings.warn(f"{name} moved to {new}; import it from there", DeprecationWarning, stacklevel=3)
+        return importlib.util.spec_from_loader(name, _Alias(new))
+
+
+def install() -> None:
+    """Enter the shadowed paths in ``sys.modules`` and find the others on demand."""
+    for old, new in SHADOWED.items():
+        sys.modules.setdefault(old, importlib.import_module(new))
+    if not any(isinstance(f, MovedFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, MovedFinder())  # before the path finder, which would load a moved
+        # package's submodules a second time under the old name

@@ -1,0 +1,56 @@
+"""The FHE compiler's ArraySharding form (seed 003) and ciphertext-slot utilization.
+
+``fhe_spec(mesh, ("y", "z", -1))`` gives, per tensor dim, the mesh axis that splits it or -1
+for unsharded; axes not named replicate the array (the seed's "implicit replicate in x").
+A device is a ciphertext with a fixed number of slots; ``utilization`` says how full they are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..errors import ShardingError
+from ..sharding.layout import Layout, layout
+from ..sharding.mesh import Mesh
+from ..sharding.dims import DimSharding, Sharding
+
+
+def fhe_spec(mesh: Mesh, spec: Sequence[str | int]) -> Sharding:
+    """ArraySharding ``{y, z, -1}`` as a closed tensor-dimension sharding."""
+    dims = []
+    for k, e in enumerate(spec):
+        if e == -1 or e is None:
+            dims.append(DimSharding())
+        elif isinstance(e, str):
+            dims.append(DimSharding((e,)))
+        else:
+            raise ShardingError("invalid-spec", f"ArraySharding entry {e!r} for dim {k} must be an axis name or -1", dim=k)
+    return Sharding(mesh, tuple(dims))
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """Slots filled per device and overall, for a per-device capacity of ``slots``."""
+
+    slots: int
+    filled: dict[int, int]
+
+    @property
+    def available(self) -> int:
+        return self.slots * len(self.filled)
+
+    @property
+    def ratio(self) -> float:
+        return sum(self.filled.values()) / self.available if self.available else 0.0
+
+    @property
+    def fits(self) -> bool:
+        return all(f <= self.slots for f in self.filled.values())
+
+
+def utilization(spec, shape: Sequence[int], slots: int) -> Utilization:
+    """How many of each ciphertext's ``slots`` the layout of ``spec`` fills."""
+    lay = spec if isinstance(spec, Layout) else layout(spec, shape)
+    return Utilization(int(slots), {d: math.prod(lay.local_shape(d)) for d in lay.devices})

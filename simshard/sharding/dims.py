@@ -1,0 +1,232 @@
+"""Tensor-dimension shardings (Shardy's model): per dim, the axes that split it, major to minor.
+
+A ``Sharding`` is bound to one mesh. Each dimension lists full axes or sub-axes, is open (``?``:
+propagation may add minor axes) or closed, and may carry a priority ``pN``. Axes named nowhere
+are implicitly replicated; ``replicated`` lists axes that must stay so; ``unreduced`` lists axes
+along which the value is a pending reduction (DTensor's ``Partial``) with its ``reduce_op``.
+
+Every invariant is checked on construction. Three are kept by normalising rather than refusing:
+adjacent consecutive sub-axes are merged (``"x":(1)2, "x":(2)2`` becomes ``"x"``), the
+replicated / unreduced lists are sorted in mesh order, and ``reduce_op`` is ``"sum"`` when no
+axis is unreduced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+
+from .axes import AxisRef, check_coexist, check_ref, merge_adjacent
+from ..errors import ShardingError
+from .mesh import Mesh
+from .reduce_ops import REDUCE_OPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .placements import DTensorSpec
+
+AxisLike = Union[str, AxisRef]
+
+
+def _ref(a: AxisLike) -> AxisRef:
+    if isinstance(a, AxisRef):
+        return a
+    if isinstance(a, str):
+        return AxisRef(a)
+    raise ShardingError("invalid-axis", f"expected an axis name or AxisRef, got {a!r}")
+
+
+@dataclass(frozen=True)
+class DimSharding:
+    """How one tensor dimension is split: axes major to minor, open or closed, a priority."""
+
+    axes: tuple[AxisRef, ...] = ()
+    is_open: bool = False
+    priority: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "axes", tuple(_ref(a) for a in self.axes))
+        if self.priority is not None:
+            object.__setattr__(self, "priority", int(self.priority))
+
+    def __str__(self) -> str:
+        items = [str(a) for a in self.axes] + (["?"] if self.is_open else [])
+        return "{" + ", ".join(items) + "}" + (f"p{self.priority}" if self.priority is not None else "")
+
+
+def _dim(d) -> DimSharding:
+    if isinstance(d, DimSharding):
+        return d
+    if d is None:
+        return DimSharding()
+    if isinstance(d, (str, AxisRef)):
+        return DimSharding((d,))
+    return DimSharding(tuple(d))
+
+
+def _sort_refs(refs: Iterable[AxisRef], mesh: Mesh) -> tuple[AxisRef, ...]:
+    order = {n: i for i, n in enumerate(mesh.axis_names)}
+    return tuple(sorted(refs, key=lambda r: (order.get(r.name, len(order)), r.pre_size())))
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """A tensor sharding bound to a mesh, e.g. ``<@mesh, [{"x"}, {"y", ?}p1], replicated={"z"}>``."""
+
+    mesh: Mesh
+    dims: tuple[DimSharding, ...]
+    replicated: tuple[AxisRef, ...] = ()
+    unreduced: tuple[AxisRef, ...] = ()
+    reduce_op: str = "sum"
+
+    def __post_init__(self):
+        mesh = self.mesh
+        if not isinstance(mesh, Mesh):
+            raise ShardingError("invalid-mesh", f"a Sharding needs a Mesh, got {type(mesh).__name__}")
+        sizes = mesh.shape
+        dims = tuple(_dim(d) for d in self.dims)
+        for i, d in enumerate(dims):
+            for a in d.axes:
+                check_ref(a, sizes, f"dimension {i}", dim=i)
+        rep = tuple(_ref(a) for a in self.replicated)
+        unr = tuple(_ref(a) for a in self.unreduced)
+        for a in rep:
+            check_ref(a, sizes, "replicated={...}")
+        for a in unr:
+            check_ref(a, sizes, "unreduced={...}")
+        dims = tuple(
+            DimSharding(merge_adjacent(d.axes, sizes), d.is_open, d.priority) for d in dims
+        )
+        rep = merge_adjacent(_sort_refs(rep, mesh), sizes)
+        unr = merge_adjacent(_sort_refs(unr, mesh), sizes)
+        object.__setattr__(self, "dims", dims)
+        object.__setattr__(self, "replicated", rep)
+        object.__setattr__(self, "unreduced", unr)
+        if self.reduce_op not in REDUCE_OPS:
+            raise ShardingError(
+                "unknown-reduce-op",
+                f"reduce op {self.reduce_op!r} for unreduced axes is not one of {', '.join(REDUCE_OPS)}",
+            )
+        if not unr:
+            # With nothing pending the op means nothing (and is not printed): keep it canonical.
+            object.__setattr__(self, "reduce_op", "sum")
+        self._check_uses()
+        for i, d in enumerate(dims):
+            if d.priority is not None and d.priority < 0:
+                raise ShardingError("negative-priority", f"dimension {i} has priority p{d.priority}; priorities start at p0", dim=i)
+            if d.priority is not None and not d.axes and not d.is_open:
+                raise ShardingError(
+                    "priority-on-empty-closed-dim",
+                    f"dimension {i} is empty and closed ({{}}p{d.priority}); a priority there has no effect",
+                    dim=i,
+                )
+
+    def _check_uses(self) -> None:
+        """Each axis or sub-axis appears once; sub-axes of one axis don't overlap and can coexist."""
+        uses: list[tuple[AxisRef, str, int | None]] = []
+        for i, d in enumerate(self.dims):
+            uses += [(a, f"dimension {i}", i) for a in d.axes]
+        uses += [(a, "replicated={...}", None) for a in self.replicated]
+        uses += [(a, "unreduced={...}", None) for a in self.unreduced]
+        sizes = self.mesh.shape
+        for j, (b, wb, db) in enumerate(uses):
+            for a, wa, da in uses[:j]:
+                if a.name != b.name:
+                    continue
+                if a == b:
+                    raise ShardingError(
+                        "duplicate-axis",
+                        f"axis {a} is used twice: in {wa} and in {wb}",
+                        axis=a.name,
+                        dim=db if db is not None else da,
+                    )
+                why = check_coexist(a, b, sizes[a.name])
+                if why == "overlapping-sub-axes":
+                    raise ShardingError(why, f"{a} (in {wa}) and {b} (in {wb}) overlap", axis=a.name, dim=db if db is not None else da)
+                if why:
+                    raise ShardingError(
+                        why,
+                        f"{a} (in {wa}) and {b} (in {wb}) do not come from one split of axis "
+                        f'"{a.name}" (size {sizes[a.name]})',
+                        axis=a.name,
+                        dim=db if db is not None else da,
+                    )
+
+    # -- construction ------------------------------------------------------------------------
+    @staticmethod
+    def parse(text: str, meshes: Mapping[str, Mesh] | Mesh) -> "Sharding":
+        """Parse Shardy text; ``meshes`` maps the mesh names the text may use to meshes."""
+        from .syntax import parse_sharding
+
+        return parse_sharding(text, meshes)
+
+    @staticmethod
+    def replicated_on(mesh: Mesh, rank: int) -> "Sharding":
+        return Sharding(mesh, tuple(DimSharding() for _ in range(rank)))
+
+    @staticmethod
+    def from_dtensor(spec: "DTensorSpec", shape: Sequence[int]) -> "Sharding":
+        """The exact tensor-dimension form of a placement list, or ShardingError saying why none exists."""
+        from .convert import dtensor_to_sharding
+
+        return dtensor_to_sharding(spec, shape)
+
+    def to_dtensor(self, shape: Sequence[int]) -> "DTensorSpec":
+        """The exact placement-list form of this sharding, or ShardingError saying why none exists."""
+        from .convert import sharding_to_dtensor
+
+        return sharding_to_dtensor(self, shape)
+
+    def to_named(self):
+        """JAX's ``NamedSharding(mesh, P(...))`` spelling, or ShardingError where P cannot say it."""
+        from .partition_spec import sharding_to_named
+
+        return sharding_to_named(self)
+
+    # -- queries -----------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def dim_axes(self, dim: int) -> tuple[AxisRef, ...]:
+        return self.dims[dim].axes
+
+    def shard_count(self, dim: int) -> int:
+        """Number of blocks dimension ``dim`` is cut into (product of its axis sizes)."""
+        n = 1
+        for a in self.dims[dim].axes:
+            n *= self.mesh.axis_size(a)
+        return n
+
+    def check_rank(self, shape: Sequence[int]) -> None:
+        if len(shape) != self.rank:
+            raise ShardingError(
+                "rank-mismatch",
+                f"sharding {self} has {self.rank} dimension shardings but the tensor has rank "
+                f"{len(shape)} (shape {tuple(shape)})",
+            )
+
+    def type_string(self, shape: Sequence[int], dtype="float32") -> str:
+        """JAX's type string: ``f32[8@x,16]``, ``f32[8@(x,y),16]``, unreduced as ``{U:x}``."""
+        from ..dtypes import short_name
+
+        self.check_rank(shape)
+        parts = []
+        for size, d in zip(shape, self.dims):
+            if not d.axes:
+                parts.append(str(size))
+            elif len(d.axes) == 1:
+                parts.append(f"{size}@{d.axes[0].short()}")
+            else:
+                parts.append(f"{size}@({','.join(a.short() for a in d.axes)})")
+        out = f"{short_name(dtype)}[{','.join(parts)}]"
+        if self.unreduced:
+            names = [a.short() for a in self.unreduced]
+            body = names[0] if len(names) == 1 else "(" + ",".join(names) + ")"
+            op = "" if self.reduce_op == "sum" else f"({self.reduce_op})"
+            out += f"{{U{op}:{body}}}"
+        return out
+
+    def __str__(self) -> str:
+        from .syntax import format_sharding
+
+        return format_sharding(self)

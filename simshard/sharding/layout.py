@@ -1,0 +1,359 @@
+"""Layout: the one place that decides which elements of a tensor each device holds.
+
+``layout(spec, shape)`` maps a sharding in either dialect to, per device id, the global indices it
+holds along every dimension (in local order), plus the axes along which devices hold pending
+reduction contributions. Local shapes, padding, shard / assemble, conversion checks and
+equivalence are all read off a Layout; nothing else re-derives placement.
+
+Each dialect keeps its own uneven rule:
+* tensor-dimension shardings (Shardy / JAX) cut a dim over axes of total size n into n blocks of
+  ceil(d/n), major axis first; trailing blocks are short or empty (padding);
+* placement lists (DTensor) apply mesh axes left to right, each chunking the piece the previous
+  axes left (10 rows over (2,4) -> 2,2,1,0 | 2,2,1,0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .axes import AxisRef
+from ..errors import ReplicaMismatchError, ShardingError
+from .mesh import Mesh
+from .placements import DTensorSpec, cut_dim, pending_op
+from .reduce_ops import REDUCE_OPS
+from .dims import Sharding
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Per device id, the global indices held along each dimension; plus pending-reduction axes."""
+
+    mesh: Mesh
+    shape: tuple[int, ...]
+    index_map: Mapping[int, tuple[np.ndarray, ...]]
+    unreduced: tuple[AxisRef, ...] = ()
+    reduce_op: str = "sum"
+
+    # -- what each device holds --------------------------------------------------------------
+    @property
+    def devices(self) -> tuple[int, ...]:
+        return self.mesh.device_ids
+
+    def indices(self, device: int) -> tuple[np.ndarray, ...]:
+        """Per dimension, the global indices ``device`` holds, in its local order."""
+        try:
+            return self.index_map[device]
+        except KeyError:
+            raise ShardingError("unknown-device", f"device {device} is not in mesh @{self.mesh.name}") from None
+
+    def local_shape(self, device: int) -> tuple[int, ...]:
+        return tuple(len(i) for i in self.indices(device))
+
+    @property
+    def block_shape(self) -> tuple[int, ...]:
+        """The padded local shape: per dim the largest block any device holds (ceil(d/n) for the flat rule)."""
+        return tuple(
+            max((len(self.index_map[d][k]) for d in self.devices), default=0) for k in range(len(self.shape))
+        )
+
+    def padding(self, device: int) -> tuple[int, ...]:
+        """Per dim, how many padding elements ``device``'s block carries beyond its real data."""
+        return tuple(b - n for b, n in zip(self.block_shape, self.local_shape(device)))
+
+    def is_contiguous(self) -> bool:
+        """True when every device holds one ascending contiguous range per dim."""
+        return all(_is_range(ix) for d in self.devices for ix in self.index_map[d])
+
+    def holder_count(self) -> np.ndarray:
+        """For each element, how many devices hold it (contributions to a pending reduction count too)."""
+        count = np.zeros(self.shape, dtype=np.int64)
+        for d in self.devices:
+            np.add.at(count, np.ix_(*self.index_map[d]) if self.shape else (), 1)
+        return count
+
+    def distinct_blocks(self) -> list[tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]]:
+        """Distinct index blocks in device order, each with the devices holding it."""
+        blocks: dict[tuple, list[int]] = {}
+        for d in self.devices:
+            key = tuple(tuple(int(i) for i in ix) for ix in self.index_map[d])
+            blocks.setdefault(key, []).append(d)
+        return [(k, tuple(v)) for k, v in blocks.items()]
+
+    # -- pending reductions ------------------------------------------------------------------
+    def reduce_groups(self) -> list[tuple[int, ...]]:
+        """Devices whose contributions combine into one block, each group in canonical order
+        (ascending coordinate along the unreduced axes). Singletons when nothing is pending."""
+        if not self.unreduced:
+            return [(d,) for d in self.devices]
+        groups: dict[tuple, list[tuple[tuple, int]]] = {}
+        for d in self.devices:
+            digits = tuple(self.mesh.axis_index(d, r) for r in self.unreduced)
+            base = list(self.mesh.coords(d))
+            for r, digit in zip(self.unreduced, digits):
+                n = self.mesh.shape[r.name]
+                pre, k = r.interval(n)[0], r.size(n)
+                base[self.mesh.axis_names.index(r.name)] -= digit * (n // (pre * k))
+            groups.setdefault(tuple(base), []).append((digits, d))
+        return [tuple(d for _, d in sorted(g)) for g in groups.values()]
+
+    def _contributes_value(self, device: int) -> bool:
+        """For sum/prod, only the first device of each reduce group holds the value; others the identity."""
+        if not self.unreduced or REDUCE_OPS[self.reduce_op].idempotent:
+            return True
+        return all(self.mesh.axis_index(device, r) == 0 for r in self.unreduced)
+
+    # -- data ------------------------------------------------------------------------------
+    def shard(self, array) -> dict[int, np.ndarray]:
+        """Split a global array into each device's local shard (read-only; devices holding the
+        same block share one array)."""
+        array = np.asarray(array)
+        if tuple(array.shape) != self.shape:
+            raise ShardingError("shape-mismatch", f"array of shape {array.shape} given to a layout of shape {self.shape}")
+        out = {}
+        for _, holders in self.distinct_blocks():
+            block = None
+            for d in holders:
+                if not self._contributes_value(d):
+                    out[d] = np.full(self.local_shape(d), REDUCE_OPS[self.reduce_op].identity(array.dtype),
+                                     dtype=array.dtype)
+                    continue
+                if block is None:
+                    block = _take_block(array, self.index_map[d])
+                    block.flags.writeable = False  # shared by its holders: nobody writes into it
+                out[d] = block
+        return {d: out[d] for d in self.devices}
+
+    def assemble(self, shards: Mapping[int, np.ndarray]) -> np.ndarray:
+        """Rebuild the global array; replicas must agree bit for bit, pending reductions are
+        combined in canonical order."""
+        missing = [d for d in self.devices if d not in shards]
+        if missing:
+            raise ShardingError("missing-shards", f"no shard for devices {missing}")
+        for d in self.devices:
+            if tuple(np.shape(shards[d])) != self.local_shape(d):
+                raise ShardingError(
+                    "shape-mismatch",
+                    f"device {d} holds a shard of shape {np.shape(shards[d])}, its layout says {self.local_shape(d)}",
+                )
+        dtype = np.asarray(shards[self.devices[0]]).dtype
+        if self.shape and not self.unreduced:
+            out = self._assemble_blocks(shards, dtype)
+            if out is not None:
+                return out
+        out = np.zeros(self.shape, dtype=dtype)
+        written = np.zeros(self.shape, dtype=bool)
+        owner = np.full(self.shape, -1, dtype=np.int64)
+        op = REDUCE_OPS[self.reduce_op]
+        for group in self.reduce_groups():
+            parts = [np.asarray(shards[d], dtype=dtype) for d in group]
+            block = op.reduce(parts) if len(parts) > 1 else parts[0]
+            ix = np.ix_(*self.index_map[group[0]]) if self.shape else ()
+            clash = written[ix] & ~_bits_equal(out[ix], block)
+            if clash.any():
+                pos = tuple(int(i) for i in np.argwhere(clash)[0]) if self.shape else ()
+                gidx = tuple(int(self.index_map[group[0]][k][p]) for k, p in enumerate(pos))
+                raise ReplicaMismatchError(
+                    f"replicas disagree at global index {gidx}: device {int(owner[gidx])} holds "
+                    f"{out[gidx].item()!r}, device {group[0]} holds {np.asarray(block)[pos].item()!r}"
+                )
+            owner[ix] = np.where(written[ix], owner[ix], group[0])  # first writer stays the owner
+            out[ix] = block
+            written[ix] = True
+        if not written.all():
+            raise ShardingError("incomplete-layout", f"no device holds global index {tuple(np.argwhere(~written)[0])}")
+        return out
+
+    def _assemble_blocks(self, shards: Mapping[int, np.ndarray], dtype) -> np.ndarray | None:
+        """``assemble`` without pending reductions, when every block is a range per dim and the
+        distinct blocks do not overlap (every Shardy / DTensor layout): each replica compared
+        with its block's first holder, each block written once by slicing. None otherwise."""
+        blocks = self.distinct_blocks()
+        cuts = [_as_slices(key) for key, _ in blocks]
+        if any(cut is None for cut in cuts):
+            return None
+        out = np.empty(self.shape, dtype=dtype)
+        written = np.zeros(self.shape, dtype=bool)
+        for (key, holders), cut in zip(blocks, cuts):
+            if written[cut].any():
+                return None  # overlapping blocks: the general path says who disagrees
+            first = np.asarray(shards[holders[0]], dtype=dtype)
+            for d in holders[1:]:
+                same = _bits_equal(np.asarray(shards[d], dtype=dtype), first)
+                if not same.all():
+                    pos = tuple(int(i) for i in np.argwhere(~same)[0])
+                    gidx = tuple(int(key[k][p]) for k, p in enumerate(pos))
+                    raise ReplicaMismatchError(
+                        f"replicas disagree at global index {gidx}: device {holders[0]} holds "
+                        f"{first[pos].item()!r}, device {d} holds {np.asarray(shards[d])[pos].item()!r}"
+                    )
+            out[cut] = first
+            written[cut] = True
+        if not written.all():
+            raise ShardingError("incomplete-layout", f"no device holds global index {tuple(np.argwhere(~written)[0])}")
+        return out
+
+    # -- comparison --------------------------------------------------------------------------
+    def same_as(self, other: "Layout") -> bool:
+        """Do both layouts put the same data on every device (same indices, same local order,
+        same pending reductions)?"""
+        if self.shape != other.shape or set(self.devices) != set(other.devices):
+            return False
+        for d in self.devices:
+            a, b = self.index_map[d], other.index_map[d]
+            if any(not np.array_equal(x, y) for x, y in zip(a, b)):
+                return False
+        if bool(self.unreduced) != bool(other.unreduced):
+            return False
+        if self.unreduced:
+            if self.reduce_op != other.reduce_op:
+                return False
+            if {frozenset(g) for g in self.reduce_groups()} != {frozenset(g) for g in other.reduce_groups()}:
+                return False
+        return True
+
+    __eq__ = same_as  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Layout(@{self.mesh.name}, shape={self.shape}, block={self.block_shape}, distinct_blocks={len(self.distinct_blocks())})"
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise bitwise equality (NaN payloads and signed zeros count)."""
+    a = np.asarray(a)
+    b = np.asarray(b, dtype=a.dtype)
+    if a.size == 0:
+        return np.ones(a.shape, dtype=bool)
+    w = a.dtype.itemsize
+    av = np.array(a, order="C").reshape(-1).view(np.uint8).reshape(a.shape + (w,))
+    bv = np.array(b, order="C").reshape(-1).view(np.uint8).reshape(b.shape + (w,))
+    return (av == bv).all(axis=-1)
+
+
+# -- building layouts --------------------------------------------------------------------------
+def layout(spec, shape: Sequence[int]) -> Layout:
+    """The layout of ``spec`` (Sharding, NamedSharding, DTensorSpec or Layout) for a global shape."""
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ShardingError("shape-mismatch", f"shape {shape} has a negative dimension")
+    if isinstance(spec, Layout):
+        if spec.shape != shape:
+            raise ShardingError("shape-mismatch", f"layout of shape {spec.shape} used for shape {shape}")
+        return spec
+    if isinstance(spec, DTensorSpec):
+        return _placement_layout(spec, shape)
+    from .partition_spec import NamedSharding
+
+    if isinstance(spec, NamedSharding):
+        spec = spec.to_sharding(len(shape))
+    if isinstance(spec, Sharding):
+        return _flat_layout(spec, shape)
+    raise ShardingError("invalid-spec", f"cannot lay out {type(spec).__name__}: expected Sharding, NamedSharding or DTensorSpec")
+
+
+def _flat_layout(s: Sharding, shape: tuple[int, ...]) -> Layout:
+    """Shardy's rule: a dim over axes of total size n is n blocks of ceil(d/n), major axis first."""
+    s.check_rank(shape)
+    mesh = s.mesh
+    per_dim = []
+    for k, d in enumerate(shape):
+        axes = s.dims[k].axes
+        n = math.prod(mesh.axis_size(a) for a in axes)
+        per_dim.append((axes, math.ceil(d / n) if n else d))
+    index_map = {}
+    for dev in mesh.device_ids:
+        idx = []
+        for (axes, block), d in zip(per_dim, shape):
+            j = 0
+            for a in axes:
+                j = j * mesh.axis_size(a) + mesh.axis_index(dev, a)
+            idx.append(_frozen(np.arange(min(j * block, d), min((j + 1) * block, d))))
+        index_map[dev] = tuple(idx)
+    return Layout(mesh, shape, index_map, s.unreduced, s.reduce_op)
+
+
+def _placement_layout(spec: DTensorSpec, shape: tuple[int, ...]) -> Layout:
+    """DTensor's rule: mesh axes left to right, each splitting the piece the previous ones left."""
+    spec = spec.normalized(len(shape))
+    mesh = spec.mesh
+    ops = {pending_op(p) for p in spec.placements} - {None}
+    if len(ops) > 1:
+        raise ShardingError(
+            "mixed-reduce-ops",
+            f"{spec} mixes Partial ops {sorted(ops)}; the order of such reductions is ambiguous, use one op",
+        )
+    pieces: dict[tuple[int, ...], tuple[np.ndarray, ...]] = {(): tuple(np.arange(d) for d in shape)}
+    for axis, size, p in zip(mesh.axis_names, mesh.axis_sizes, spec.placements):
+        nxt = {}
+        for prefix, idx in pieces.items():
+            dim = cut_dim(p)
+            if dim is None:
+                for c in range(size):
+                    nxt[prefix + (c,)] = idx
+                continue
+            cuts = [np.asarray(c, dtype=np.intp) for c in p.split(idx[dim], size)]
+            _check_cut(p, axis, idx[dim], cuts, size)
+            for c, cut in enumerate(cuts):
+                nxt[prefix + (c,)] = idx[:dim] + (cut,) + idx[dim + 1 :]
+        pieces = nxt
+    index_map = {mesh.device(c): tuple(_frozen(i) for i in idx) for c, idx in pieces.items()}
+    unreduced = tuple(AxisRef(a) for a, p in zip(mesh.axis_names, spec.placements) if pending_op(p) is not None)
+    return Layout(mesh, shape, index_map, unreduced, ops.pop() if ops else "sum")
+
+
+def _check_cut(p, axis: str, piece: np.ndarray, cuts: list[np.ndarray], size: int) -> None:
+    """A placement's split must cut a piece into ``size`` parts that partition it, and its join
+    must put them back (checked on the index vectors, so it costs little)."""
+    if len(cuts) != size or any(c.ndim != 1 for c in cuts):
+        raise ShardingError(
+            "invalid-placement", f"{p} on axis {axis!r} must return {size} 1-D pieces, got {len(cuts)}", axis=axis
+        )
+    joined = np.sort(np.concatenate(cuts)) if cuts else np.array([], dtype=np.intp)
+    if not np.array_equal(joined, np.sort(piece)):
+        raise ShardingError(
+            "invalid-placement",
+            f"{p} on axis {axis!r} cut a piece of {len(piece)} elements into parts that do not partition it",
+            axis=axis,
+        )
+    if not np.array_equal(np.asarray(p.join(cuts, 0)), piece):
+        raise ShardingError(
+            "invalid-placement", f"{p} on axis {axis!r}: join(split(piece)) does not give the piece back", axis=axis
+        )
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.intp)
+    a.flags.writeable = False
+    return a
+
+
+def equivalent(a, b, shape: Sequence[int]) -> bool:
+    """Do two shardings (any dialect, any meshes over the same devices) put the same data on every device?"""
+    return layout(a, shape).same_as(layout(b, shape))
+
+
+def _is_range(ix: np.ndarray) -> bool:
+    """An ascending run of consecutive indices (or empty)."""
+    return len(ix) == 0 or (int(ix[-1]) - int(ix[0]) == len(ix) - 1 and bool(np.all(np.diff(ix) == 1)))
+
+
+def _as_slices(index: Sequence) -> tuple[slice, ...] | None:
+    """A block's per-dim global positions as slices, or None when some dim is not a range."""
+    if not all(_is_range(np.asarray(ix)) for ix in index):
+        return None
+    return tuple(slice(int(ix[0]), int(ix[0]) + len(ix)) if len(ix) else slice(0, 0) for ix in index)
+
+
+def _take_block(array: np.ndarray, index: Sequence[np.ndarray]) -> np.ndarray:
+    """``array[np.ix_(*index)]`` as a new array; by slicing where every dim is a range (a block
+    copy, much faster than a gather)."""
+    if not array.shape:
+        return array.copy()
+    cut = _as_slices(index)
+    if cut is not None:
+        return np.array(array[cut], copy=True, order="C")
+    return array[np.ix_(*index)]

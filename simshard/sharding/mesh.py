@@ -1,0 +1,321 @@
+"""Logical device meshes: ordered named axes over an ordering of device ids.
+
+Several logical meshes may view the same devices (different axes, or a different device order);
+each has a name, which is how Shardy text refers to it (``<@mesh_xy, ...>``).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .axes import AxisRef
+from ..errors import ShardingError
+
+# A mesh holds every device id; far beyond this it could be neither stored nor simulated, and
+# building it would exhaust memory (a 30-character mesh text can name 10**12 devices).
+MAX_DEVICES = 1 << 20
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is sharded (JAX's ``jax.sharding.AxisType``).
+
+    ``Auto``: the compiler (propagation) decides; ``Explicit``: shardings over the axis are part of
+    each value's type and computed at trace time; ``Manual``: per-device code (shard_map)."""
+
+    Auto = "Auto"
+    Explicit = "Explicit"
+    Manual = "Manual"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _axis_types(types, n: int) -> tuple[AxisType, ...]:
+    if types is None:
+        return (AxisType.Auto,) * n
+    if isinstance(types, (AxisType, str)):
+        types = (types,) * n
+    out = tuple(t if isinstance(t, AxisType) else AxisType[str(t)] for t in types)
+    if len(out) != n:
+        raise ShardingError("invalid-mesh", f"axis_types has {len(out)} entries for a mesh of {n} axes")
+    return out
+
+
+@dataclass(frozen=True, init=False)
+class Mesh:
+    """Named axes with sizes (major to minor) and the device id at each row-major position.
+
+    ``axis_types`` gives each axis an ``AxisType`` (default ``Auto``); it is part of the mesh's
+    identity, as in JAX, but not of its Shardy text."""
+
+    axis_names: tuple[str, ...]
+    axis_sizes: tuple[int, ...]
+    device_ids: tuple[int, ...]
+    name: str
+    axis_types: tuple[AxisType, ...]
+
+    def __init__(
+        self,
+        axes: Mapping[str, int] | Sequence[tuple[str, int]],
+        device_ids: Sequence[int] | None = None,
+        name: str = "mesh",
+        axis_types: Sequence[AxisType] | AxisType | None = None,
+    ):
+        items = list(axes.items()) if isinstance(axes, Mapping) else [tuple(a) for a in axes]
+        names = tuple(str(n) for n, _ in items)
+        sizes = tuple(int(s) for _, s in items)
+        for n, s in zip(names, sizes):
+            if not n:
+                raise ShardingError("invalid-mesh", "mesh axis names must be non-empty")
+            if s < 1:
+                raise ShardingError("invalid-mesh", f'axis "{n}" has size {s}; sizes must be >= 1', axis=n)
+        dup = [n for n in set(names) if names.count(n) > 1]
+        if dup:
+            raise ShardingError("invalid-mesh", f'axis "{dup[0]}" appears twice in the mesh', axis=dup[0])
+        size = math.prod(sizes)
+        if size > MAX_DEVICES:
+            raise ShardingError(
+                "invalid-mesh", f"mesh {dict(zip(names, sizes))} has {size} devices; at most {MAX_DEVICES} are supported"
+            )
+        ids = tuple(range(size)) if device_ids is None else tuple(int(d) for d in device_ids)
+        if len(ids) != size or sorted(ids) != list(range(size)):
+            raise ShardingError(
+                "invalid-mesh",
+                f"device_ids must be a permutation of 0..{size - 1} for a mesh of {size} devices, got {list(ids)}",
+            )
+        object.__setattr__(self, "axis_names", names)
+        object.__setattr__(self, "axis_sizes", sizes)
+        object.__setattr__(self, "device_ids", ids)
+        object.__setattr__(self, "name", str(name))
+        object.__setattr__(self, "axis_types", _axis_types(axis_types, len(names)))
+
+    # -- axis types ------------------------------------------------------------------------
+    def axes_of_type(self, axis_type: AxisType) -> tuple[str, ...]:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t == axis_type)
+
+    @property
+    def explicit_axes(self) -> tuple[str, ...]:
+        return self.axes_of_type(AxisType.Explicit)
+
+    @property
+    def auto_axes(self) -> tuple[str, ...]:
+        return self.axes_of_type(AxisType.Auto)
+
+    @property
+    def manual_axes(self) -> tuple[str, ...]:
+        return self.axes_of_type(AxisType.Manual)
+
+    def update_axis_types(self, types: Mapping[str, AxisType]) -> "Mesh":
+        """A copy with some axes' types changed (``{"X": AxisType.Auto}``)."""
+        for n in types:
+            self.axis_size(n)  # unknown axis -> ShardingError
+        new = tuple(types.get(n, t) for n, t in zip(self.axis_names, self.axis_types))
+        return Mesh(list(zip(self.axis_names, self.axis_sizes)), self.device_ids, self.name, new)
+
+    # -- shape -----------------------------------------------------------------------------
+    @property
+    def shape(self) -> dict[str, int]:
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.axis_names)
+
+    @property
+    def size(self) -> int:
+        return len(self.device_ids)
+
+    def axis_size(self, axis: str | AxisRef) -> int:
+        """Size of a full axis (by name) or of a sub-axis."""
+        ref = axis if isinstance(axis, AxisRef) else AxisRef(axis)
+        if ref.name not in self.axis_names:
+            raise ShardingError(
+                "unknown-axis",
+                f'axis "{ref.name}" does not exist in mesh @{self.name} (axes: {", ".join(self.axis_names)})',
+                axis=ref.name,
+            )
+        return ref.size(self.shape[ref.name])
+
+    # -- devices and coordinates -------------------------------------------------------------
+    def coords(self, device: int) -> tuple[int, ...]:
+        """Mesh coordinate of a device id (one entry per axis, mesh order)."""
+        try:
+            flat = self._position[device]
+        except KeyError:
+            raise ShardingError("unknown-device", f"device {device} is not in mesh @{self.name}") from None
+        out = []
+        for s in reversed(self.axis_sizes):
+            out.append(flat % s)
+            flat //= s
+        return tuple(reversed(out))
+
+    def device(self, coords: Sequence[int]) -> int:
+        """Device id at a mesh coordinate."""
+        if len(coords) != self.ndim or any(not 0 <= c < s for c, s in zip(coords, self.axis_sizes)):
+            raise ShardingError("unknown-device", f"coordinate {tuple(coords)} is outside mesh {self.shape}")
+        flat = 0
+        for c, s in zip(coords, self.axis_sizes):
+            flat = flat * s + c
+        return self.device_ids[flat]
+
+    def axis_index(self, device: int, axis: str | AxisRef) -> int:
+        """Coordinate of ``device`` along a full axis or a sub-axis ``"x":(m)k``."""
+        ref = axis if isinstance(axis, AxisRef) else AxisRef(axis)
+        n = self.axis_size(ref.name)
+        c = self.coords(device)[self.axis_names.index(ref.name)]
+        if ref.sub is None:
+            return c
+        pre, k = ref.sub
+        return (c // (n // (pre * k))) % k
+
+    @property
+    def _position(self) -> dict[int, int]:
+        # Cached inverse of device_ids (a frozen dataclass can still memoise in __dict__).
+        pos = self.__dict__.get("_pos")
+        if pos is None:
+            pos = {d: i for i, d in enumerate(self.device_ids)}
+            object.__setattr__(self, "_pos", pos)
+        return pos
+
+    def __hash__(self) -> int:
+        return hash((self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mesh):
+            return NotImplemented
+        return (self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types) == (
+            other.axis_names,
+            other.axis_sizes,
+            other.device_ids,
+            other.name,
+            other.axis_types,
+        )
+
+    # -- text ------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        axes = ", ".join(f'"{n}"={s}' for n, s in zip(self.axis_names, self.axis_sizes))
+        if self.device_ids == tuple(range(self.size)):
+            return f"@{self.name} = <[{axes}]>"
+        return f"@{self.name} = <[{axes}], device_ids=[{', '.join(map(str, self.device_ids))}]>"
+
+    def __repr__(self) -> str:
+        ids = "" if self.device_ids == tuple(range(self.size)) else f", device_ids={list(self.device_ids)}"
+        types = ""
+        if any(t != AxisType.Auto for t in self.axis_types):
+            types = f", axis_types=({', '.join(t.name for t in self.axis_types)}{',' if self.ndim == 1 else ''})"
+        return f"Mesh({self.shape}{ids}, name={self.name!r}{types})"
+
+    @staticmethod
+    def parse(text: str) -> "Mesh":
+        """Parse Shardy's mesh text, ``@name = <["x"=2, "y"=4], device_ids=[...]>``."""
+        from .syntax import parse_mesh
+
+        return parse_mesh(text)
+
+    def renamed(self, name: str) -> "Mesh":
+        return Mesh(list(zip(self.axis_names, self.axis_sizes)), self.device_ids, name, self.axis_types)
+
+
+def make_mesh(
+    axis_dims: Sequence[int],
+    axis_names: Sequence[str],
+    devices: int | Sequence[int] | None = None,
+    physical_shape: Sequence[int] | None = None,
+    mesh_axis_splitting: bool = False,
+    name: str = "mesh",
+    axis_types: Sequence[AxisType] | AxisType | None = None,
+) -> Mesh:
+    """Build a mesh the scalax way: one ``-1`` in ``axis_dims`` is inferred from the device count.
+
+    ``devices`` is a count or a list of device ids (default: the product of ``physical_shape``,
+    or of ``axis_dims`` when no dim is -1). With ``physical_shape``, each logical axis is made from
+    whole physical dimensions when possible (device order follows that assignment); a logical
+    axis that would need a physical dimension split is refused unless ``mesh_axis_splitting``.
+    ``axis_types`` (one ``AxisType`` per axis, or one for all) defaults to ``Auto`` everywhere.
+    """
+    dims = [int(d) for d in axis_dims]
+    if len(dims) != len(axis_names):
+        raise ShardingError(
+            "invalid-mesh", f"axis_dims {tuple(dims)} and axis_names {tuple(axis_names)} differ in length"
+        )
+    if isinstance(devices, int) or devices is None:
+        count = devices
+        ids = None
+    else:
+        ids = [int(d) for d in devices]
+        count = len(ids)
+    counted_from = "were given"
+    if count is None and physical_shape is not None:
+        count = math.prod(physical_shape)
+        counted_from = f"are in physical shape {tuple(physical_shape)}"
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1:
+        raise ShardingError("invalid-mesh", f"at most one axis size may be -1, got {tuple(dims)}")
+    if any(d < 1 and d != -1 for d in dims):
+        raise ShardingError("invalid-mesh", f"axis sizes must be positive or -1, got {tuple(dims)}")
+    known = math.prod(d for d in dims if d != -1)
+    if unknown:
+        if count is None:
+            raise ShardingError("invalid-mesh", "an axis size of -1 needs devices= (a count or a list)")
+        if count % known:
+            raise ShardingError(
+                "invalid-mesh", f"{count} devices cannot be split into {tuple(dims)}: {count} % {known} != 0"
+            )
+        dims[unknown[0]] = count // known
+    total = math.prod(dims)
+    if count is not None and count != total:
+        raise ShardingError("invalid-mesh", f"mesh {tuple(dims)} has {total} devices but {count} {counted_from}")
+
+    if physical_shape is not None:
+        phys = [int(p) for p in physical_shape]
+        if math.prod(phys) != total:
+            raise ShardingError(
+                "invalid-mesh", f"physical shape {tuple(phys)} has {math.prod(phys)} devices, mesh needs {total}"
+            )
+        order = _assign_physical(dims, phys)
+        if order is None:
+            if not mesh_axis_splitting:
+                raise ShardingError(
+                    "mesh-axis-splitting",
+                    f"logical mesh {tuple(dims)} cannot be built from whole dimensions of the physical "
+                    f"mesh {tuple(phys)}; pass mesh_axis_splitting=True to split physical dimensions "
+                    "(slower collectives on real hardware)",
+                )
+            # Splitting allowed: keep the physical row-major order.
+            perm = list(range(total))
+        else:
+            perm = _transpose_ids(phys, order)
+        ids = [ids[p] for p in perm] if ids is not None else perm
+    return Mesh(list(zip(axis_names, dims)), ids, name=name, axis_types=axis_types)
+
+
+def _assign_physical(dims: list[int], phys: list[int]) -> list[list[int]] | None:
+    """Give each logical axis a set of whole physical dims whose sizes multiply to it, if possible."""
+    free = list(range(len(phys)))
+
+    def solve(i: int, free: list[int]) -> list[list[int]] | None:
+        if i == len(dims):
+            return [] if all(phys[f] == 1 for f in free) else None
+        for r in range(len(free) + 1):
+            for combo in itertools.combinations(free, r):
+                if math.prod(phys[c] for c in combo) == dims[i]:
+                    rest = solve(i + 1, [f for f in free if f not in combo])
+                    if rest is not None:
+                        return [list(combo)] + rest
+        return None
+
+    return solve(0, free)
+
+
+def _transpose_ids(phys: list[int], order: list[list[int]]) -> list[int]:
+    """Device ids of the physical grid read in the order the logical axes use its dims."""
+    import numpy as np
+
+    grid = np.arange(math.prod(phys)).reshape(phys)
+    used = [d for group in order for d in group]
+    rest = [d for d in range(len(phys)) if d not in used]  # size-1 physical dims
+    return [int(x) for x in grid.transpose(used + rest).reshape(-1)]

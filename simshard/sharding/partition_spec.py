@@ -1,0 +1,182 @@
+"""JAX's spelling of a tensor-dimension sharding: ``NamedSharding(mesh, P("x", ("y", "z"), None))``.
+
+``P`` entries are ``None`` (replicated), an axis name, a tuple of names (major to minor) or
+``P.UNCONSTRAINED`` (an open, empty dimension). Missing trailing entries are replicated.
+``unreduced=`` names axes holding pending sums. It converts to and from ``Sharding`` exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .axes import AxisRef
+from ..errors import ShardingError
+from .mesh import Mesh
+from .dims import DimSharding, Sharding
+
+
+class _Unconstrained:
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "P.UNCONSTRAINED"
+
+    def __reduce__(self):
+        return (_Unconstrained, ())
+
+
+UNCONSTRAINED = _Unconstrained()
+
+
+class P(tuple):
+    """A PartitionSpec: one entry per leading tensor dimension."""
+
+    UNCONSTRAINED = UNCONSTRAINED
+
+    def __new__(cls, *entries, unreduced: Sequence[str] = ()):
+        norm = []
+        for e in entries:
+            if e is None or e is UNCONSTRAINED or isinstance(e, str):
+                norm.append(e)
+            elif isinstance(e, (tuple, list)):
+                if not all(isinstance(a, str) for a in e):
+                    raise ShardingError("invalid-spec", f"P entry {e!r} must hold axis names only")
+                norm.append(tuple(e) if len(e) else None)
+            else:
+                raise ShardingError("invalid-spec", f"P entry {e!r} must be None, an axis name, a tuple of names or P.UNCONSTRAINED")
+        self = super().__new__(cls, norm)
+        self.unreduced = tuple(sorted(set(unreduced)))  # a set of axes, as in JAX
+        return self
+
+    def __repr__(self) -> str:
+        body = ", ".join(repr(e) for e in self)
+        if self.unreduced:
+            body += (", " if body else "") + "unreduced={" + ", ".join(map(repr, self.unreduced)) + "}"
+        return f"P({body})"
+
+    def __eq__(self, other):
+        return isinstance(other, P) and tuple(self) == tuple(other) and self.unreduced == other.unreduced
+
+    def __hash__(self):
+        return hash((tuple(self), self.unreduced))
+
+
+@dataclass(frozen=True)
+class NamedSharding:
+    """A mesh plus a PartitionSpec, as in ``jax.sharding.NamedSharding``."""
+
+    mesh: Mesh
+    spec: P
+
+    def __post_init__(self):
+        if not isinstance(self.spec, P):
+            object.__setattr__(self, "spec", P(*self.spec))
+        # Validate eagerly (unknown / duplicate axes) at the spec's own rank.
+        self.to_sharding(len(self.spec))
+
+    def to_sharding(self, rank: int) -> Sharding:
+        if len(self.spec) > rank:
+            raise ShardingError(
+                "rank-mismatch", f"{self.spec!r} has {len(self.spec)} entries but the tensor has rank {rank}"
+            )
+        dims = []
+        for e in tuple(self.spec) + (None,) * (rank - len(self.spec)):
+            if e is UNCONSTRAINED:
+                dims.append(DimSharding((), is_open=True))
+            elif e is None:
+                dims.append(DimSharding())
+            else:
+                names = (e,) if isinstance(e, str) else e
+                dims.append(DimSharding(tuple(AxisRef(n) for n in names)))
+        return Sharding(self.mesh, tuple(dims), unreduced=tuple(AxisRef(a) for a in self.spec.unreduced))
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
+def sharding_to_named(s: Sharding) -> NamedSharding:
+    """P can say full axes, replication and sum-unreduced; anything else is refused."""
+    entries = []
+    for i, d in enumerate(s.dims):
+        if any(not a.is_full for a in d.axes):
+            raise ShardingError(
+                "not-expressible", f"dimension {i} uses sub-axes {[a.short() for a in d.axes]}; P names full axes only", dim=i
+            )
+        if d.priority is not None:
+            raise ShardingError("not-expressible", f"dimension {i} has priority p{d.priority}; P has no priorities", dim=i)
+        if d.is_open and d.axes:
+            raise ShardingError(
+                "not-expressible", f"dimension {i} is open with axes {str(d)}; P.UNCONSTRAINED has none", dim=i
+            )
+        if d.is_open:
+            entries.append(UNCONSTRAINED)
+        elif not d.axes:
+            entries.append(None)
+        else:
+            names = tuple(a.name for a in d.axes)
+            entries.append(names[0] if len(names) == 1 else names)
+    if s.replicated:
+        raise ShardingError("not-expressible", "P has no explicitly replicated axes", axis=s.replicated[0].name)
+    if s.unreduced and (s.reduce_op != "sum" or any(not a.is_full for a in s.unreduced)):
+        raise ShardingError(
+            "not-expressible", f"P's unreduced axes are full-axis sums; this has {s.reduce_op} over {s.unreduced}"
+        )
+    return NamedSharding(s.mesh, P(*entries, unreduced=tuple(a.name for a in s.unreduced)))
+
+
+def parse_partition_spec(text: str) -> P:
+    """A ``P`` from its Python spelling: ``P("x", None)``, ``PartitionSpec(("x", "y"))``,
+    ``P("x", P.UNCONSTRAINED, unreduced={"y"})`` (``jax.sharding.`` prefixes allowed).
+
+    Read with ``ast`` (names and literals only, nothing is evaluated), so command-line text can
+    be given the way it is written in a program."""
+    import ast
+
+    def fail(why: str):
+        raise ShardingError("parse", f"cannot read a PartitionSpec from {text!r}: {why}")
+
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as e:
+        fail(f"{e.msg} at column {e.offset}")
+    if not isinstance(node, ast.Call) or _dotted(node.func).split(".")[-1] not in ("P", "PartitionSpec"):
+        fail("expected P(...) or PartitionSpec(...)")
+
+    def entry(e):
+        if isinstance(e, ast.Constant) and (e.value is None or isinstance(e.value, str)):
+            return e.value
+        if isinstance(e, (ast.Tuple, ast.List)):
+            names = [entry(x) for x in e.elts]
+            if not all(isinstance(n, str) for n in names):
+                fail("a tuple entry holds axis names only")
+            return tuple(names)
+        if _dotted(e).split(".")[-1] == "UNCONSTRAINED":
+            return UNCONSTRAINED
+        fail(f"an entry must be None, an axis name, a tuple of names or P.UNCONSTRAINED, got {ast.unparse(e)!r}")
+
+    unreduced: list[str] = []
+    for kw in node.keywords:
+        if kw.arg != "unreduced" or not isinstance(kw.value, (ast.Set, ast.Tuple, ast.List)):
+            fail("the only keyword is unreduced={...}")
+        unreduced = [entry(x) for x in kw.value.elts]
+        if not all(isinstance(n, str) for n in unreduced):
+            fail("unreduced={...} holds axis names only")
+    return P(*(entry(a) for a in node.args), unreduced=unreduced)
+
+
+def _dotted(node) -> str:
+    """``jax.sharding.P`` -> ``"jax.sharding.P"``; anything but names and attributes -> ``""``."""
+    import ast
+
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return ""

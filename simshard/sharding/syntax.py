@@ -1,0 +1,161 @@
+"""Shardy's text form: parse and print meshes and shardings, round-trip exact.
+
+    @mesh_xy = <["x"=2, "y"=4], device_ids=[...]>
+    <@mesh_xy, [{"x"}p1, {"y":(2)2, ?}], replicated={"z"}, unreduced={"w"}>
+
+Extension for pending reductions other than sum: ``unreduced(max)={"w"}``. Any malformed input
+raises ``ShardingError`` (rule ``parse``) pointing at the column with a caret line.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Mapping
+
+from lark import Lark, Transformer, v_args
+from lark.exceptions import LarkError, UnexpectedInput, VisitError
+
+from .axes import AxisRef
+from ..errors import ShardingError
+from .mesh import Mesh
+from .dims import DimSharding, Sharding
+
+_GRAMMAR = r"""
+    sharding: "sharding"? "<" "@" NAME "," dims attr* ">"
+    dims: "[" [dim ("," dim)*] "]"
+    dim: "{" [dim_items] "}" [PRIORITY]
+    dim_items: axis ("," axis)* ["," OPEN] -> closed_or_open
+             | OPEN                        -> only_open
+    axis: STRING [":" "(" INT ")" INT]
+    attr: "," "replicated" "=" axis_set                       -> replicated
+        | "," "unreduced" ["(" NAME ")"] "=" axis_set         -> unreduced
+    axis_set: "{" [axis ("," axis)*] "}"
+
+    mesh: "@" NAME "=" "<" "[" [mesh_axis ("," mesh_axis)*] "]" ["," "device_ids" "=" "[" [INT ("," INT)*] "]"] ">"
+    mesh_axis: STRING "=" INT
+
+    OPEN: "?"
+    PRIORITY: /p[0-9]+/
+    NAME: /[A-Za-z_][A-Za-z0-9_.]*/
+    STRING: /"[^"\\]*"/
+    INT: /[0-9]+/
+    %import common.WS
+    %ignore WS
+"""
+
+
+@lru_cache(maxsize=None)
+def _parser(start: str) -> Lark:
+    return Lark(_GRAMMAR, start=start, parser="lalr", maybe_placeholders=True)
+
+
+def _caret(text: str, column: int, line: int = 1) -> str:
+    # Lines as lark counts them (by "\n" only; str.splitlines also splits at \r, \x1e, ...).
+    lines = text.split("\n")
+    src = lines[line - 1] if 1 <= line <= len(lines) else ""
+    return f"\n  {src}\n  {' ' * max(column - 1, 0)}^"
+
+
+class _Build(Transformer):
+    """Builds plain tuples; the Sharding constructor does all validation."""
+
+    def axis(self, items):
+        name, pre, size = items
+        name = str(name)[1:-1]
+        if pre is None:
+            return AxisRef(name)
+        return AxisRef(name, (int(pre), int(size)))
+
+    def closed_or_open(self, items):
+        *axes, open_ = items
+        return list(axes), open_ is not None
+
+    def only_open(self, items):
+        return [], True
+
+    def dim(self, items):
+        body, prio = items
+        axes, is_open = body if body is not None else ([], False)
+        return DimSharding(tuple(axes), is_open, int(str(prio)[1:]) if prio is not None else None)
+
+    def dims(self, items):
+        return [d for d in items if d is not None]
+
+    def axis_set(self, items):
+        return [a for a in items if a is not None]
+
+    def replicated(self, items):
+        return ("replicated", None, items[0])
+
+    def unreduced(self, items):
+        op, axes = items
+        return ("unreduced", str(op) if op is not None else "sum", axes)
+
+    def sharding(self, items):
+        name, dims, *attrs = items
+        return name, dims, attrs  # the NAME token: its position places the unknown-mesh caret
+
+    def mesh_axis(self, items):
+        return str(items[0])[1:-1], int(items[1])
+
+    def mesh(self, items):
+        name, *rest = items
+        axes = [a for a in rest if isinstance(a, tuple)]
+        ids = [int(t) for t in rest if t is not None and not isinstance(t, tuple)]
+        return str(name), axes, ids
+
+
+def _parse(text: str, start: str):
+    if not isinstance(text, str):
+        raise ShardingError("parse", f"expected sharding text, got {type(text).__name__}")
+    try:
+        tree = _parser(start).parse(text)
+        return _Build().transform(tree)
+    except UnexpectedInput as e:
+        col = getattr(e, "column", 1) or 1
+        line = getattr(e, "line", 1) or 1
+        raise ShardingError("parse", f"cannot parse {start} text at column {col}:{_caret(text, col, line)}") from None
+    except VisitError as e:
+        raise ShardingError("parse", f"cannot parse {start} text: {e.orig_exc}") from None
+    except LarkError as e:  # pragma: no cover - other lark failures
+        raise ShardingError("parse", f"cannot parse {start} text: {e}") from None
+
+
+def parse_sharding(text: str, meshes: Mapping[str, Mesh] | Mesh) -> Sharding:
+    token, dims, attrs = _parse(text, "sharding")
+    name = str(token)
+    if isinstance(meshes, Mesh):
+        meshes = {meshes.name: meshes}
+    if name not in meshes:
+        known = ", ".join("@" + n for n in meshes) or "none"
+        caret = _caret(text, token.column, token.line)
+        raise ShardingError("unknown-mesh", f"mesh @{name} is not defined (known: {known}):{caret}")
+    mesh = meshes[name]
+    if mesh.name != name:
+        mesh = mesh.renamed(name)
+    replicated, unreduced, reduce_op = [], [], "sum"
+    seen = set()
+    for kind, op, axes in attrs:
+        if kind in seen:
+            raise ShardingError("parse", f"{kind}={{...}} is given twice in {text!r}")
+        seen.add(kind)
+        if kind == "replicated":
+            replicated = axes
+        else:
+            unreduced, reduce_op = axes, op
+    return Sharding(mesh, tuple(dims), tuple(replicated), tuple(unreduced), reduce_op)
+
+
+def parse_mesh(text: str) -> Mesh:
+    name, axes, ids = _parse(text, "mesh")
+    return Mesh(axes, ids or None, name=name)
+
+
+def format_sharding(s: Sharding) -> str:
+    out = f"<@{s.mesh.name}, [{', '.join(str(d) for d in s.dims)}]"
+    if s.replicated:
+        out += ", replicated={" + ", ".join(map(str, s.replicated)) + "}"
+    if s.unreduced:
+        op = "" if s.reduce_op == "sum" else f"({s.reduce_op})"
+        out += f", unreduced{op}={{" + ", ".join(map(str, s.unreduced)) + "}"
+    return out + ">"

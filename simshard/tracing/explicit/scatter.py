@@ -1,0 +1,106 @@
+"""``x.at[idx].set(v)`` / ``.add(v)`` for basic indices (ints, unit-step slices, ``...``).
+
+Lowered to ``dynamic_update_slice`` (``add`` reads the window first). In explicit mode the result
+is typed as JAX types a scatter: a dim the update covers whole takes the consensus of the operand's
+and the update's sharding; a dim it only partly covers must be unsharded in both (otherwise a
+``ShardingTypeError`` asks for ``out_sharding``). Both operand and update are given that type
+before the update.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..tracer import TraceError, bind
+from . import mode
+from .errors import ShardingTypeError
+from .rules import consensus
+from .types import Spec, type_str
+
+
+def _window(shape, index) -> tuple[list[int], list[int], list[int]]:
+    """start, size per dim, and which dims an integer index removes."""
+    index = index if isinstance(index, tuple) else (index,)
+    if any(i is None or isinstance(i, (list, np.ndarray)) or hasattr(i, "aval") for i in index):
+        raise TraceError("x.at[...].set/add supports integers, unit-step slices and ... only")
+    n_real = sum(1 for i in index if i is not Ellipsis)
+    expanded = []
+    for i in index:
+        expanded += [slice(None)] * (len(shape) - n_real) if i is Ellipsis else [i]
+    expanded += [slice(None)] * (len(shape) - len(expanded))
+    if len(expanded) != len(shape):
+        raise TraceError(f"too many indices for an array of rank {len(shape)}")
+    start, size, dropped = [], [], []
+    for d, (i, n) in enumerate(zip(expanded, shape)):
+        if isinstance(i, slice):
+            lo, hi, st = i.indices(n)
+            if st != 1:
+                raise TraceError("x.at[...] with a strided slice is not supported")
+            start.append(lo)
+            size.append(max(hi - lo, 0))
+        else:
+            k = operator.index(i)
+            if not -n <= k < n:
+                raise TraceError(f"index {k} is out of bounds for axis {d} with size {n}")
+            start.append(k % n)
+            size.append(1)
+            dropped.append(d)
+    return start, size, dropped
+
+
+def update_slice(x, index, values, how: str, out_sharding=None):
+    from ..lowering import _apply_out, _as_tracer, astype, broadcast_to, reshape
+
+    x = _as_tracer(x)
+    start, size, dropped = _window(x.shape, index)
+    window = tuple(size)
+    kept = tuple(n for d, n in enumerate(size) if d not in dropped)
+    v = values
+    if hasattr(v, "shape") and tuple(v.shape) not in (window,):
+        v = reshape(broadcast_to(v, kept), window) if tuple(v.shape) != kept else reshape(v, window)
+    elif not hasattr(v, "shape"):
+        v = np.asarray(v, dtype=x.dtype)
+        v = broadcast_to(v, window) if v.ndim == 0 else reshape(broadcast_to(v, kept), window)
+    v = astype(v, x.dtype)
+    starts = [np.asarray(s, dtype=np.int32)[()] for s in start]
+    if mode.is_explicit() and out_sharding is None:
+        x, v = _typed_operands(x, v, window, dropped, not hasattr(values, "shape") or np.ndim(values) == 0)
+    if how == "add":
+        cur = bind("dynamic_slice", x, *starts, slice_sizes=window)
+        v = cur + v
+    out = bind("dynamic_update_slice", x, v, *starts)
+    return _apply_out(out, out_sharding, "at[...].set")
+
+
+def _typed_operands(x, v, window, dropped, from_scalar: bool):
+    from .broadcast import _retype
+
+    xs, _ = mode.type_spec(x, x.ndim)
+    vs, _ = mode.type_spec(v, v.ndim)
+    spec = []
+    for d, (n, k) in enumerate(zip(x.shape, window)):
+        if n == k:
+            c = consensus([xs[d], vs[d]])
+        else:
+            c = () if not xs[d] and not vs[d] else None
+        if c is None:
+            # shown as JAX's scatter sees it: integer-indexed dims dropped from the updates
+            kept = [k for k in range(x.ndim) if k not in dropped]
+            ushape = tuple(window[k] for k in kept)
+            uspec = tuple(xs[k] if from_scalar else vs[k] for k in kept)
+            raise ShardingTypeError(
+                "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the scatter "
+                "update as out sharding could not be resolved unambiguously (or would require collectives on "
+                f"inputs). Got operand=ShapedArray({type_str(x.shape, x.dtype, xs)}), "
+                f"indices=ShapedArray(int32[{len(dropped)}]), updates=ShapedArray({type_str(ushape, v.dtype, uspec)})",
+                op="scatter",
+            )
+        spec.append(c)
+    spec_t: Spec = tuple(spec)
+    if xs != spec_t:
+        x = _retype(x, tuple(x.shape), spec_t)
+    if vs != spec_t:
+        v = _retype(v, tuple(v.shape), spec_t)
+    return x, v
