@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Iterable, Sequence
 
 from simshard.sharding.mesh import Mesh
-from simshard.report.comm import Link, Topology
+from simshard.report.topology import Link, Topology
 
 from .errors import UsageError
 

@@ -7,8 +7,9 @@
 * ``exact_inputs``: integer-valued float inputs that keep every sum exact.
 """
 
-from .comm import CommRecord, CommReport, Link, TimeEstimate, Topology, analytic_min_bytes, balanced_chunks
+from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunks
 from .inputs import exact_inputs, exact_magnitude
+from .topology import Link, Topology
 from .memory import DeviceMemory, MemoryReport
 from ..units import fmt_bytes, fmt_rate, fmt_seconds
 from .opcheck import check_ops

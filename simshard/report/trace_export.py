@@ -19,8 +19,10 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Mapping
 
+from .topology import Topology, record_seconds
+
 if TYPE_CHECKING:
-    from .comm import CommRecord, CommReport, Topology
+    from .comm import CommRecord, CommReport
 
 
 def schedule_order(records) -> list[int]:
@@ -79,8 +81,6 @@ def chrome_trace(report: "CommReport", topology: "Topology", *, name: str = "sim
     file with distinct pids); ``metadata`` goes into ``otherData``. With ``timeline`` (a run's
     ``Execution.timeline``), a second row (``pid + 1``) shows what the devices measured: every
     compute and collective instruction as it really ran, beside the model's estimate."""
-    from .comm import record_seconds
-
     by_instr: dict[int, list[CommRecord]] = defaultdict(list)
     for r in report.records:
         by_instr[r.instr].append(r)
