@@ -51,7 +51,9 @@ from ..sharding.dims import Sharding
 from .assign import candidates
 from .builder import ScheduleBuilder
 from .linear import pending_ok
+from .emit import emit_plan
 from .plan import layout_of, local_shapes
+from .regions import inline_region
 from .reshard import _plain, plan_reshard, translate
 from .linear import LAYOUT
 from .schedule import Checkpoint, Compute, Literal, Pad, SpmdProgram
@@ -155,7 +157,7 @@ class _Partitioner:
         if not pl.steps:
             self.mats[v].append(_Mat(spec, m.buf))
             return m.buf
-        buf = pl.emit(self.b, m.buf, source=f"reshard {self.name(v)} for {why}")
+        buf = emit_plan(pl, self.b, m.buf, source=f"reshard {self.name(v)} for {why}")
         self.mats[v].append(_Mat(spec, buf))
         return buf
 
@@ -200,9 +202,8 @@ class _Partitioner:
 
     def eqn(self, e: Eqn) -> None:
         if e.op == "shard_map":
-            from .regions import inline_region
-
-            inline_region(self, e)
+            for o, (spec, buf) in inline_region(self, e).items():
+                self.mats[o] = [_Mat(spec, buf)]
             return
         if get_op(e.op).region_only:
             raise ShardingError("manual-op-outside-region", f"{e.op} names mesh axes and only runs inside shard_map")

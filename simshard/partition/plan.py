@@ -12,8 +12,8 @@ the bytes it sends and receives and the analytic minimum it has to receive:
 * local steps (slice, embed, unreduce, rescale): nothing.
 
 Byte counts are what direct algorithms move (every byte sent once, to the device that needs it);
-``ratio`` compares the step's total received bytes with the total minimum. ``emit`` appends the
-step's instructions for every device to a ``ScheduleBuilder``.
+``ratio`` compares the step's total received bytes with the total minimum. ``emit`` (its own
+module) turns the steps into every device's instructions.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ import numpy as np
 from ..sharding.axes import merge_adjacent
 from ..sharding.layout import Layout, layout
 from ..sharding.mesh import Mesh
-from ..sharding.reduce_ops import REDUCE_OPS
 from ..sharding.dims import Sharding
-from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice
 
 Group = tuple[int, ...]
 
@@ -138,11 +136,6 @@ class Step:
         cost = f": {self.bytes} B received (minimum {self.minimum_bytes:.0f}, ratio {self.ratio:.2f})" if self.collective else " (local)"
         return f"{self.kind}{where}{over}{g}{cost} -> {_spec_str(self.after)}"
 
-    # -- emission --------------------------------------------------------------------------------
-    def emit(self, b, src: int, dtype: np.dtype, source: str = "reshard") -> int:
-        """Append this step's instructions for every device; returns the buffer holding the result."""
-        return _EMIT[self.kind](self, b, src, np.dtype(dtype), source)
-
 
 def _spec_str(spec) -> str:
     if isinstance(spec, Sharding):
@@ -186,13 +179,6 @@ class ReshardPlan:
     def collectives(self) -> tuple[str, ...]:
         return tuple(s.collective for s in self.steps if s.collective)
 
-    def emit(self, b, src: int, source: str = "reshard") -> int:
-        """Append every step's instructions to the builder ``b``; returns the result buffer."""
-        buf = src
-        for s in self.steps:
-            buf = s.emit(b, buf, self.dtype, source)
-        return buf
-
     def __str__(self) -> str:
         head = f"reshard {self.dtype.name}{list(self.shape)}: {_spec_str(self.src)} -> {_spec_str(self.dst)}"
         if not self.steps:
@@ -207,101 +193,6 @@ def axes_label(mesh: Mesh, atoms) -> tuple[str, ...]:
     order = {n: i for i, n in enumerate(mesh.axis_names)}
     atoms = sorted(atoms, key=lambda a: (order[a.name], a.pre_size()))
     return tuple(r.short() for r in merge_adjacent(atoms, mesh.shape))
-
-
-# -- emitters --------------------------------------------------------------------------------------
-def _emit_slice(step: Step, b, src, dtype, source):
-    dst = b.buf()
-    pos = step.data
-    b.emit(lambda d: Slice(0, source, src=src, dst=dst, index=pos[d]))
-    return dst
-
-
-def _emit_all_gather(step: Step, b, src, dtype, source):
-    dst = b.buf()
-    gof = step.data
-    b.emit(lambda d: AllGather(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, axes=step.axes))
-    return dst
-
-
-def _emit_reduce_scatter(step: Step, b, src, dtype, source):
-    dst = b.buf()
-    gof, splits, order = step.data
-    b.emit(lambda d: ReduceScatter(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, splits=splits[d],
-                                   reduce_op=step.reduce_op, axes=step.axes, reduce_order=order[d]))
-    return dst
-
-
-def _emit_all_reduce(step: Step, b, src, dtype, source):
-    dst = b.buf()
-    gof = step.data
-    b.emit(lambda d: AllReduce(0, source, src=src, dst=dst, group=gof[d], reduce_op=step.reduce_op, axes=step.axes))
-    return dst
-
-
-def _emit_all_to_all(step: Step, b, src, dtype, source):
-    dst = b.buf()
-    gof, splits = step.data
-    b.emit(lambda d: AllToAll(0, source, src=src, dst=dst, group=gof[d], split_axis=step.tgt_dim, splits=splits[d],
-                              concat_axis=step.dim, axes=step.axes))
-    return dst
-
-
-def _emit_permute(step: Step, b, src, dtype, source):
-    dst = b.buf()
-    shapes = step.data
-    b.emit(lambda d: CollectivePermute(0, source, src=src, dst=dst, pairs=step.pairs, shape=shapes[d],
-                                       dtype=dtype.name, axes=step.axes))
-    return dst
-
-
-def _emit_embed(step: Step, b, src, dtype, source):
-    dst = b.buf()
-    widths = step.data
-    ident = REDUCE_OPS[step.reduce_op].identity(dtype)
-    b.emit(lambda d: Compute(0, source, op="pad", inputs=(src,), outputs=(dst,),
-                             params=(("padding_value", ident), ("widths", widths[d]))))
-    return dst
-
-
-def _emit_unreduce(step: Step, b, src, dtype, source):
-    keep, shapes = step.data
-    if all(keep.values()):
-        return src
-    ident = REDUCE_OPS[step.reduce_op].identity(dtype)
-    tmp, dst = b.buf(), b.buf()
-    b.emit(lambda d: Slice(0, source, src=src, dst=tmp,
-                           index=tuple(tuple(range(n)) if keep[d] else () for n in shapes[d])))
-    b.emit(lambda d: Pad(0, source, src=tmp, dst=dst, shape=shapes[d], value=ident))
-    return dst
-
-
-def _emit_rescale(step: Step, b, src, dtype, source):
-    """Pending sum <-> pending average: every contribution times g (or 1/g)."""
-    lit, dst = b.buf(), b.buf()
-    b.emit(lambda d: Literal(0, source, dst=lit, value=dtype.type(step.data)))
-    b.emit(lambda d: Compute(0, source, op="mul", inputs=(src, lit), outputs=(dst,)))
-    return dst
-
-
-def _emit_exchange(step: Step, b, src, dtype, source):
-    from .exchange import emit_exchange
-
-    return emit_exchange(step, b, src, dtype, source)
-
-
-_EMIT = {
-    "slice": _emit_slice,
-    "all_gather": _emit_all_gather,
-    "reduce_scatter": _emit_reduce_scatter,
-    "all_reduce": _emit_all_reduce,
-    "all_to_all": _emit_all_to_all,
-    "collective_permute": _emit_permute,
-    "embed": _emit_embed,
-    "unreduce": _emit_unreduce,
-    "exchange": _emit_exchange,
-    "rescale": _emit_rescale,
-}
 
 
 def split_even(n: int, g: int) -> list[int]:

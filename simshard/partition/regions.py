@@ -30,7 +30,9 @@ from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute
 _REDUCE = {"psum": "sum", "pmax": "max", "pmin": "min"}
 
 
-def inline_region(P, e) -> None:
+def inline_region(P, e) -> dict:
+    """Append region ``e``'s instructions through the partitioner ``P`` (its builder and reshards);
+    returns, per region result, its sharding (the ``out_specs``) and the buffer holding it."""
     kw = e.kw
     body, mesh = kw["body"], kw["mesh"]
     in_specs, out_specs = kw["in_specs"], kw["out_specs"]
@@ -76,10 +78,7 @@ def inline_region(P, e) -> None:
             for v, o in zip(be.outputs, outs):
                 env[v] = o
             del op
-    from .partition import _Mat
-
-    for o, bo, spec in zip(e.outputs, body.outputs, out_specs):
-        P.mats[o] = [_Mat(_plain(spec), arg(bo))]
+    return {o: (_plain(spec), arg(bo)) for o, bo, spec in zip(e.outputs, body.outputs, out_specs)}
 
 
 def _collective(b, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from simshard import AxisRef, Mesh, Sharding, layout
 from simshard.partition.builder import ScheduleBuilder
+from simshard.partition.emit import emit_step
 
 try:  # the real executor, once the runtime branch is merged
     from simshard.runtime.local import run_local  # type: ignore
@@ -50,7 +51,7 @@ def execute_plan(plan, shards: dict[int, np.ndarray], executor: str = "ref"):
     ranges = []
     for s in plan.steps:
         start = len(b)
-        buf = s.emit(b, buf, plan.dtype)
+        buf = emit_step(s, b, buf, plan.dtype)
         ranges.append(range(start, len(b)))
     scheds = b.finish([src], [buf], free=False)
     run = refexec.run(scheds, {d: [shards[d]] for d in devices})

@@ -1,0 +1,113 @@
+"""A reshard plan as instructions: every step of a ``ReshardPlan`` appended, for every device, to
+a schedule builder (one emitter per step kind; the exchange path emits its own rounds).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sharding.reduce_ops import REDUCE_OPS
+from .exchange import emit_exchange
+from .plan import ReshardPlan, Step
+from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice
+
+
+def emit_plan(plan: ReshardPlan, b, src: int, source: str = "reshard") -> int:
+    """Append every step's instructions to the builder ``b``; returns the buffer holding the result."""
+    buf = src
+    for step in plan.steps:
+        buf = emit_step(step, b, buf, plan.dtype, source)
+    return buf
+
+
+def emit_step(step: Step, b, src: int, dtype: np.dtype, source: str = "reshard") -> int:
+    """Append one step's instructions for every device; returns the buffer holding the result."""
+    return _EMIT[step.kind](step, b, src, np.dtype(dtype), source)
+
+
+def _emit_slice(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    pos = step.data
+    b.emit(lambda d: Slice(0, source, src=src, dst=dst, index=pos[d]))
+    return dst
+
+
+def _emit_all_gather(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof = step.data
+    b.emit(lambda d: AllGather(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, axes=step.axes))
+    return dst
+
+
+def _emit_reduce_scatter(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof, splits, order = step.data
+    b.emit(lambda d: ReduceScatter(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, splits=splits[d],
+                                   reduce_op=step.reduce_op, axes=step.axes, reduce_order=order[d]))
+    return dst
+
+
+def _emit_all_reduce(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof = step.data
+    b.emit(lambda d: AllReduce(0, source, src=src, dst=dst, group=gof[d], reduce_op=step.reduce_op, axes=step.axes))
+    return dst
+
+
+def _emit_all_to_all(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    gof, splits = step.data
+    b.emit(lambda d: AllToAll(0, source, src=src, dst=dst, group=gof[d], split_axis=step.tgt_dim, splits=splits[d],
+                              concat_axis=step.dim, axes=step.axes))
+    return dst
+
+
+def _emit_permute(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    shapes = step.data
+    b.emit(lambda d: CollectivePermute(0, source, src=src, dst=dst, pairs=step.pairs, shape=shapes[d],
+                                       dtype=dtype.name, axes=step.axes))
+    return dst
+
+
+def _emit_embed(step: Step, b, src, dtype, source):
+    dst = b.buf()
+    widths = step.data
+    ident = REDUCE_OPS[step.reduce_op].identity(dtype)
+    b.emit(lambda d: Compute(0, source, op="pad", inputs=(src,), outputs=(dst,),
+                             params=(("padding_value", ident), ("widths", widths[d]))))
+    return dst
+
+
+def _emit_unreduce(step: Step, b, src, dtype, source):
+    keep, shapes = step.data
+    if all(keep.values()):
+        return src
+    ident = REDUCE_OPS[step.reduce_op].identity(dtype)
+    tmp, dst = b.buf(), b.buf()
+    b.emit(lambda d: Slice(0, source, src=src, dst=tmp,
+                           index=tuple(tuple(range(n)) if keep[d] else () for n in shapes[d])))
+    b.emit(lambda d: Pad(0, source, src=tmp, dst=dst, shape=shapes[d], value=ident))
+    return dst
+
+
+def _emit_rescale(step: Step, b, src, dtype, source):
+    """Pending sum <-> pending average: every contribution times g (or 1/g)."""
+    lit, dst = b.buf(), b.buf()
+    b.emit(lambda d: Literal(0, source, dst=lit, value=dtype.type(step.data)))
+    b.emit(lambda d: Compute(0, source, op="mul", inputs=(src, lit), outputs=(dst,)))
+    return dst
+
+
+_EMIT = {
+    "slice": _emit_slice,
+    "all_gather": _emit_all_gather,
+    "reduce_scatter": _emit_reduce_scatter,
+    "all_reduce": _emit_all_reduce,
+    "all_to_all": _emit_all_to_all,
+    "collective_permute": _emit_permute,
+    "embed": _emit_embed,
+    "unreduce": _emit_unreduce,
+    "exchange": emit_exchange,
+    "rescale": _emit_rescale,
+}
