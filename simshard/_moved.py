@@ -20,7 +20,7 @@ MOVED = {  # old module -> its new home; a package's submodules move with it
     "simshard.convert": "simshard.sharding.convert",
     "simshard.layout": "simshard.sharding.layout",
     "simshard.mesh": "simshard.sharding.mesh",
-    "simshard.partition_spec": "simshard.sharding.partition_spec",
+    "simshard.partition_spec": "simshard.sharding",  # P and NamedSharding now live in two modules
     "simshard.placements": "simshard.sharding.placements",
     "simshard.ragged": "simshard.sharding.ragged",
     "simshard.reduce_ops": "simshard.sharding.reduce_ops",

@@ -46,7 +46,6 @@ def equivalents(spec, shape) -> list[str]:
     """The layout in each spelling: Shardy, P, placements (or why a spelling cannot say it)."""
     from simshard import DTensorSpec, NamedSharding, Sharding
     from simshard.errors import ShardingError
-    from simshard.sharding.partition_spec import sharding_to_named
 
     rank = len(shape)
     if isinstance(spec, NamedSharding):
@@ -68,7 +67,7 @@ def equivalents(spec, shape) -> list[str]:
     if isinstance(sharding, ShardingError):
         return [f"Shardy:     not expressible ({sharding.detail})"]
     lines = [f"type:       {sharding.type_string(shape, 'float32')}", f"Shardy:     {sharding}",
-             f"P:          {attempt(lambda: sharding_to_named(sharding).spec)}"]
+             f"P:          {attempt(lambda: sharding.to_named().spec)}"]
     placements = spec if isinstance(spec, DTensorSpec) else None
     lines.append(f"placements: {attempt(lambda: placements or sharding.to_dtensor(shape))}")
     return lines

@@ -66,7 +66,7 @@ def _cached(S: Sharding, T: Sharding, shape, item):
 
 
 def _spec(x, shape, what: str):
-    from ..sharding.partition_spec import NamedSharding
+    from ..sharding.dims import NamedSharding
 
     if isinstance(x, Layout):
         if x.shape != shape:

@@ -20,7 +20,8 @@ import optree
 from ..tracing.context import use_mesh
 from ..errors import ShardingError
 from ..sharding.mesh import Mesh, make_mesh
-from ..sharding.partition_spec import NamedSharding, P
+from ..sharding.partition_spec import P
+from ..sharding.dims import NamedSharding
 from ..ir.program import Program
 from .annotations import constrain, sharding_context
 from .match import match

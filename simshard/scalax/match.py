@@ -13,7 +13,8 @@ import optree
 
 from ..errors import ShardingError
 from ..sharding.mesh import Mesh
-from ..sharding.partition_spec import NamedSharding, P
+from ..sharding.partition_spec import P
+from ..sharding.dims import NamedSharding
 from ..ir.program import Aval
 from ..sharding.dims import Sharding
 from .pytree import entry_name, leaf_aval

@@ -105,7 +105,7 @@ def register_dataclass(cls: type) -> type:
 
 def _is_simshard_object(x) -> bool:
     from ..sharding.mesh import Mesh
-    from ..sharding.partition_spec import NamedSharding
+    from ..sharding.dims import NamedSharding
     from ..sharding.placements import DTensorSpec
     from ..sharding.dims import Sharding
     from ..tracing.tracer import ShapeDtype

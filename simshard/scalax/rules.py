@@ -20,7 +20,7 @@ from .pytree import leaf_aval, named_tree_map, register_dataclasses_in
 
 def is_spec_leaf(x) -> bool:
     """A leaf a rule may produce: None, a P, or one of simshard's concrete shardings."""
-    from ..sharding.partition_spec import NamedSharding
+    from ..sharding.dims import NamedSharding
     from ..sharding.placements import DTensorSpec
     from ..sharding.dims import Sharding
 

@@ -2,18 +2,24 @@
 
 * ``axes``: mesh axes and sub-axes (``"x":(2)4``);
 * ``mesh``: the named device mesh; ``syntax``: Shardy's text grammar, parsed and printed;
-* ``dims``: tensor-dimension shardings (Shardy / JAX); ``partition_spec``: JAX's ``P`` and
-  ``NamedSharding``; ``placements``, ``ragged``: mesh-dimension placements (DTensor);
+* ``placements``, ``ragged``: mesh-dimension placements (DTensor);
 * ``layout``: which global elements each device holds, the one truth both views derive from;
-  ``convert``: exact conversion between the views; ``reduce_ops``: pending-reduction ops;
-* ``show``: drawings of a layout over the mesh.
+* ``convert``: the conversion algorithms between the views, exact or refused;
+* ``partition_spec``: JAX's ``P``; ``dims``: tensor-dimension shardings, Shardy's ``Sharding``
+  and JAX's ``NamedSharding`` (a mesh and a ``P``), with their conversions;
+* ``reduce_ops``: pending-reduction ops; ``show``: drawings of a layout over the mesh.
+
+Bottom up: ``axes``, ``reduce_ops``, ``syntax`` (text to plain data) → ``mesh`` →
+``placements`` → ``layout`` → ``convert`` → ``partition_spec`` → ``dims`` → ``show``. A
+tensor-dimension sharding tells ``layout`` how it lays out (its ``layout`` method), so the layout
+and conversion algorithms never import the classes that offer them as methods.
 """
 
 from .axes import AxisRef
-from .dims import DimSharding, Sharding
+from .dims import DimSharding, NamedSharding, Sharding
 from .layout import Layout, equivalent, layout
 from .mesh import AxisType, Mesh, make_mesh
-from .partition_spec import NamedSharding, P, parse_partition_spec
+from .partition_spec import P, parse_partition_spec
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, parse_placement, parse_placements
 from .ragged import RaggedShard
 from .reduce_ops import REDUCE_OPS

@@ -14,17 +14,21 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .axes import AxisRef, canonical_ref
+from typing import TYPE_CHECKING
+
 from ..errors import ShardingError
+from .axes import AxisRef, canonical_ref
 from .layout import Layout, layout
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, cut_dim, pending_op
-from .dims import DimSharding, Sharding
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .dims import Sharding
 
 
-def sharding_to_dtensor(s: Sharding, shape: Sequence[int]) -> DTensorSpec:
+def sharding_to_dtensor(s: "Sharding", shape: Sequence[int]) -> DTensorSpec:
+    """The placement list laying data out as ``s`` does (``Sharding.to_dtensor``)."""
     s.check_rank(shape)
     mesh = s.mesh
-    sizes = mesh.shape
     for a in s.unreduced:
         if not a.is_full:
             raise ShardingError(
@@ -63,11 +67,14 @@ def sharding_to_dtensor(s: Sharding, shape: Sequence[int]) -> DTensorSpec:
         placements.append(Shard(k) if sf == 1 else StridedShard(k, sf))
         del remaining[k][pos[0] : pos[0] + len(pos)]
     spec = DTensorSpec(mesh, tuple(placements))
-    _require_same(layout(s, shape), layout(spec, shape), str(s), str(spec))
+    require_same(layout(s, shape), layout(spec, shape), str(s), str(spec))
     return spec
 
 
-def dtensor_to_sharding(spec: DTensorSpec, shape: Sequence[int]) -> Sharding:
+def dtensor_dims(spec: DTensorSpec, shape: Sequence[int]):
+    """The tensor-dimension form of a placement list as data, for ``Sharding.from_dtensor``:
+    ``(spec in standard placements, per dim its axes, unreduced axes, reduce op)``. The caller
+    builds the Sharding and checks its layout against the spec's (``require_same``)."""
     shape = tuple(int(d) for d in shape)
     spec = _standard_placements(spec.normalized(len(shape)), shape)
     mesh = spec.mesh
@@ -83,9 +90,7 @@ def dtensor_to_sharding(spec: DTensorSpec, shape: Sequence[int]) -> Sharding:
         sf = p.split_factor if isinstance(p, StridedShard) else 1
         dims[p.dim] = _insert(dims[p.dim], AxisRef(axis), sf, mesh.shape, p, axis)
     unreduced = tuple(AxisRef(a) for a, p in zip(mesh.axis_names, spec.placements) if pending_op(p) is not None)
-    s = Sharding(mesh, tuple(DimSharding(tuple(d)) for d in dims), (), unreduced, ops.pop() if ops else "sum")
-    _require_same(layout(spec, shape), layout(s, shape), str(spec), str(s))
-    return s
+    return spec, tuple(tuple(d) for d in dims), unreduced, ops.pop() if ops else "sum"
 
 
 def _insert(axes: list[AxisRef], new: AxisRef, sf: int, sizes: dict[str, int], p, axis: str) -> list[AxisRef]:
@@ -148,7 +153,8 @@ def _standard_placements(spec: DTensorSpec, shape: tuple[int, ...]) -> DTensorSp
     return DTensorSpec(spec.mesh, tuple(placements))
 
 
-def _require_same(want: Layout, got: Layout, want_text: str, got_text: str) -> None:
+def require_same(want: Layout, got: Layout, want_text: str, got_text: str) -> None:
+    """Nothing when the two layouts hold the same data everywhere, else why not (``not-expressible``)."""
     if want.same_as(got):
         return
     for d in want.devices:

@@ -9,6 +9,9 @@ Every invariant is checked on construction. Three are kept by normalising rather
 adjacent consecutive sub-axes are merged (``"x":(1)2, "x":(2)2`` becomes ``"x"``), the
 replicated / unreduced lists are sorted in mesh order, and ``reduce_op`` is ``"sum"`` when no
 axis is unreduced.
+
+JAX's spelling, ``NamedSharding(mesh, P(...))``, lives here too: the two convert into each other
+(``to_sharding`` / ``to_named``), so they share a module rather than import each other.
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
 
-from .axes import AxisRef, check_coexist, check_ref, merge_adjacent
 from ..errors import ShardingError
+from . import convert, syntax
+from .axes import AxisRef, check_coexist, check_ref, merge_adjacent
+from .layout import flat_layout, layout
 from .mesh import Mesh
+from .partition_spec import UNCONSTRAINED, P
 from .reduce_ops import REDUCE_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .layout import Layout
     from .placements import DTensorSpec
 
 AxisLike = Union[str, AxisRef]
@@ -155,9 +162,17 @@ class Sharding:
     @staticmethod
     def parse(text: str, meshes: Mapping[str, Mesh] | Mesh) -> "Sharding":
         """Parse Shardy text; ``meshes`` maps the mesh names the text may use to meshes."""
-        from .syntax import parse_sharding
-
-        return parse_sharding(text, meshes)
+        token, dims, replicated, unreduced, reduce_op = syntax.parse_sharding(text)
+        name = str(token)
+        if isinstance(meshes, Mesh):
+            meshes = {meshes.name: meshes}
+        if name not in meshes:
+            known = ", ".join("@" + n for n in meshes) or "none"
+            raise ShardingError("unknown-mesh", f"mesh @{name} is not defined (known: {known}):{syntax.caret(text, token)}")
+        mesh = meshes[name]
+        if mesh.name != name:
+            mesh = mesh.renamed(name)
+        return Sharding(mesh, tuple(DimSharding(*d) for d in dims), replicated, unreduced, reduce_op)
 
     @staticmethod
     def replicated_on(mesh: Mesh, rank: int) -> "Sharding":
@@ -166,21 +181,48 @@ class Sharding:
     @staticmethod
     def from_dtensor(spec: "DTensorSpec", shape: Sequence[int]) -> "Sharding":
         """The exact tensor-dimension form of a placement list, or ShardingError saying why none exists."""
-        from .convert import dtensor_to_sharding
+        spec, dims, unreduced, reduce_op = convert.dtensor_dims(spec, shape)
+        s = Sharding(spec.mesh, tuple(DimSharding(d) for d in dims), (), unreduced, reduce_op)
+        convert.require_same(layout(spec, shape), layout(s, shape), str(spec), str(s))
+        return s
 
-        return dtensor_to_sharding(spec, shape)
+    def layout(self, shape: Sequence[int]) -> "Layout":
+        """Which elements each device holds (Shardy's flat ceil-and-pad rule); see ``layout``."""
+        return flat_layout(self, tuple(int(d) for d in shape))
 
     def to_dtensor(self, shape: Sequence[int]) -> "DTensorSpec":
         """The exact placement-list form of this sharding, or ShardingError saying why none exists."""
-        from .convert import sharding_to_dtensor
-
-        return sharding_to_dtensor(self, shape)
+        return convert.sharding_to_dtensor(self, shape)
 
     def to_named(self):
-        """JAX's ``NamedSharding(mesh, P(...))`` spelling, or ShardingError where P cannot say it."""
-        from .partition_spec import sharding_to_named
-
-        return sharding_to_named(self)
+        """JAX's ``NamedSharding(mesh, P(...))`` spelling, or ShardingError where P cannot say it:
+        P says full axes, replication and sum-unreduced only."""
+        entries = []
+        for i, d in enumerate(self.dims):
+            if any(not a.is_full for a in d.axes):
+                raise ShardingError(
+                    "not-expressible", f"dimension {i} uses sub-axes {[a.short() for a in d.axes]}; P names full axes only", dim=i
+                )
+            if d.priority is not None:
+                raise ShardingError("not-expressible", f"dimension {i} has priority p{d.priority}; P has no priorities", dim=i)
+            if d.is_open and d.axes:
+                raise ShardingError(
+                    "not-expressible", f"dimension {i} is open with axes {str(d)}; P.UNCONSTRAINED has none", dim=i
+                )
+            if d.is_open:
+                entries.append(UNCONSTRAINED)
+            elif not d.axes:
+                entries.append(None)
+            else:
+                names = tuple(a.name for a in d.axes)
+                entries.append(names[0] if len(names) == 1 else names)
+        if self.replicated:
+            raise ShardingError("not-expressible", "P has no explicitly replicated axes", axis=self.replicated[0].name)
+        if self.unreduced and (self.reduce_op != "sum" or any(not a.is_full for a in self.unreduced)):
+            raise ShardingError(
+                "not-expressible", f"P's unreduced axes are full-axis sums; this has {self.reduce_op} over {self.unreduced}"
+            )
+        return NamedSharding(self.mesh, P(*entries, unreduced=tuple(a.name for a in self.unreduced)))
 
     # -- queries -----------------------------------------------------------------------------
     @property
@@ -227,6 +269,48 @@ class Sharding:
         return out
 
     def __str__(self) -> str:
-        from .syntax import format_sharding
+        """Shardy's text form (``Sharding.parse`` reads it back)."""
+        out = f"<@{self.mesh.name}, [{', '.join(str(d) for d in self.dims)}]"
+        if self.replicated:
+            out += ", replicated={" + ", ".join(map(str, self.replicated)) + "}"
+        if self.unreduced:
+            op = "" if self.reduce_op == "sum" else f"({self.reduce_op})"
+            out += f", unreduced{op}={{" + ", ".join(map(str, self.unreduced)) + "}"
+        return out + ">"
 
-        return format_sharding(self)
+
+@dataclass(frozen=True)
+class NamedSharding:
+    """A mesh plus a PartitionSpec, as in ``jax.sharding.NamedSharding``."""
+
+    mesh: Mesh
+    spec: P
+
+    def __post_init__(self):
+        if not isinstance(self.spec, P):
+            object.__setattr__(self, "spec", P(*self.spec))
+        # Validate eagerly (unknown / duplicate axes) at the spec's own rank.
+        self.to_sharding(len(self.spec))
+
+    def to_sharding(self, rank: int) -> Sharding:
+        if len(self.spec) > rank:
+            raise ShardingError(
+                "rank-mismatch", f"{self.spec!r} has {len(self.spec)} entries but the tensor has rank {rank}"
+            )
+        dims = []
+        for e in tuple(self.spec) + (None,) * (rank - len(self.spec)):
+            if e is UNCONSTRAINED:
+                dims.append(DimSharding((), is_open=True))
+            elif e is None:
+                dims.append(DimSharding())
+            else:
+                names = (e,) if isinstance(e, str) else e
+                dims.append(DimSharding(tuple(AxisRef(n) for n in names)))
+        return Sharding(self.mesh, tuple(dims), unreduced=tuple(AxisRef(a) for a in self.spec.unreduced))
+
+    def layout(self, shape: Sequence[int]) -> "Layout":
+        """The layout of its ``Sharding`` at the shape's rank; see ``layout``."""
+        return self.to_sharding(len(shape)).layout(shape)
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +25,9 @@ from ..errors import ReplicaMismatchError, ShardingError
 from .mesh import Mesh
 from .placements import DTensorSpec, cut_dim, pending_op
 from .reduce_ops import REDUCE_OPS
-from .dims import Sharding
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .dims import Sharding
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,7 +238,11 @@ def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # -- building layouts --------------------------------------------------------------------------
 def layout(spec, shape: Sequence[int]) -> Layout:
-    """The layout of ``spec`` (Sharding, NamedSharding, DTensorSpec or Layout) for a global shape."""
+    """The layout of ``spec`` (Sharding, NamedSharding, DTensorSpec or Layout) for a global shape.
+
+    Placement lists are laid out here; a tensor-dimension sharding says how it lays out with its
+    ``layout(shape)`` method (Shardy's flat rule, ``flat_layout``), so this module sits below the
+    classes of that dialect."""
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ShardingError("shape-mismatch", f"shape {shape} has a negative dimension")
@@ -246,16 +252,12 @@ def layout(spec, shape: Sequence[int]) -> Layout:
         return spec
     if isinstance(spec, DTensorSpec):
         return _placement_layout(spec, shape)
-    from .partition_spec import NamedSharding
-
-    if isinstance(spec, NamedSharding):
-        spec = spec.to_sharding(len(shape))
-    if isinstance(spec, Sharding):
-        return _flat_layout(spec, shape)
+    if callable(getattr(spec, "layout", None)):
+        return spec.layout(shape)
     raise ShardingError("invalid-spec", f"cannot lay out {type(spec).__name__}: expected Sharding, NamedSharding or DTensorSpec")
 
 
-def _flat_layout(s: Sharding, shape: tuple[int, ...]) -> Layout:
+def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
     """Shardy's rule: a dim over axes of total size n is n blocks of ceil(d/n), major axis first."""
     s.check_rank(shape)
     mesh = s.mesh

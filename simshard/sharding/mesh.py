@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 from .axes import AxisRef
 from ..errors import ShardingError
+from . import syntax
 
 # A mesh holds every device id; far beyond this it could be neither stored nor simulated, and
 # building it would exhaust memory (a 30-character mesh text can name 10**12 devices).
@@ -212,9 +213,8 @@ class Mesh:
     @staticmethod
     def parse(text: str) -> "Mesh":
         """Parse Shardy's mesh text, ``@name = <["x"=2, "y"=4], device_ids=[...]>``."""
-        from .syntax import parse_mesh
-
-        return parse_mesh(text)
+        name, axes, device_ids = syntax.parse_mesh(text)
+        return Mesh(axes, device_ids or None, name=name)
 
     def renamed(self, name: str) -> "Mesh":
         return Mesh(list(zip(self.axis_names, self.axis_sizes)), self.device_ids, name, self.axis_types)

@@ -1,19 +1,16 @@
-"""JAX's spelling of a tensor-dimension sharding: ``NamedSharding(mesh, P("x", ("y", "z"), None))``.
+"""JAX's PartitionSpec: ``P("x", ("y", "z"), None)``, and its Python spelling parsed from text.
 
 ``P`` entries are ``None`` (replicated), an axis name, a tuple of names (major to minor) or
 ``P.UNCONSTRAINED`` (an open, empty dimension). Missing trailing entries are replicated.
-``unreduced=`` names axes holding pending sums. It converts to and from ``Sharding`` exactly.
+``unreduced=`` names axes holding pending sums. A ``P`` names no mesh: bound to one, it is a
+``NamedSharding`` (``dims``), which converts to and from ``Sharding`` exactly.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
-from .axes import AxisRef
 from ..errors import ShardingError
-from .mesh import Mesh
-from .dims import DimSharding, Sharding
 
 
 class _Unconstrained:
@@ -65,69 +62,6 @@ class P(tuple):
 
     def __hash__(self):
         return hash((tuple(self), self.unreduced))
-
-
-@dataclass(frozen=True)
-class NamedSharding:
-    """A mesh plus a PartitionSpec, as in ``jax.sharding.NamedSharding``."""
-
-    mesh: Mesh
-    spec: P
-
-    def __post_init__(self):
-        if not isinstance(self.spec, P):
-            object.__setattr__(self, "spec", P(*self.spec))
-        # Validate eagerly (unknown / duplicate axes) at the spec's own rank.
-        self.to_sharding(len(self.spec))
-
-    def to_sharding(self, rank: int) -> Sharding:
-        if len(self.spec) > rank:
-            raise ShardingError(
-                "rank-mismatch", f"{self.spec!r} has {len(self.spec)} entries but the tensor has rank {rank}"
-            )
-        dims = []
-        for e in tuple(self.spec) + (None,) * (rank - len(self.spec)):
-            if e is UNCONSTRAINED:
-                dims.append(DimSharding((), is_open=True))
-            elif e is None:
-                dims.append(DimSharding())
-            else:
-                names = (e,) if isinstance(e, str) else e
-                dims.append(DimSharding(tuple(AxisRef(n) for n in names)))
-        return Sharding(self.mesh, tuple(dims), unreduced=tuple(AxisRef(a) for a in self.spec.unreduced))
-
-    def __repr__(self) -> str:
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
-
-
-def sharding_to_named(s: Sharding) -> NamedSharding:
-    """P can say full axes, replication and sum-unreduced; anything else is refused."""
-    entries = []
-    for i, d in enumerate(s.dims):
-        if any(not a.is_full for a in d.axes):
-            raise ShardingError(
-                "not-expressible", f"dimension {i} uses sub-axes {[a.short() for a in d.axes]}; P names full axes only", dim=i
-            )
-        if d.priority is not None:
-            raise ShardingError("not-expressible", f"dimension {i} has priority p{d.priority}; P has no priorities", dim=i)
-        if d.is_open and d.axes:
-            raise ShardingError(
-                "not-expressible", f"dimension {i} is open with axes {str(d)}; P.UNCONSTRAINED has none", dim=i
-            )
-        if d.is_open:
-            entries.append(UNCONSTRAINED)
-        elif not d.axes:
-            entries.append(None)
-        else:
-            names = tuple(a.name for a in d.axes)
-            entries.append(names[0] if len(names) == 1 else names)
-    if s.replicated:
-        raise ShardingError("not-expressible", "P has no explicitly replicated axes", axis=s.replicated[0].name)
-    if s.unreduced and (s.reduce_op != "sum" or any(not a.is_full for a in s.unreduced)):
-        raise ShardingError(
-            "not-expressible", f"P's unreduced axes are full-axis sums; this has {s.reduce_op} over {s.unreduced}"
-        )
-    return NamedSharding(s.mesh, P(*entries, unreduced=tuple(a.name for a in s.unreduced)))
 
 
 def parse_partition_spec(text: str) -> P:

@@ -34,7 +34,6 @@ def _title(spec, lay: Layout) -> str:
 
 
 def _grid(lay: Layout) -> Table | None:
-    shape2 = lay.shape if len(lay.shape) == 2 else (1,) + lay.shape
     spans: dict[tuple, list[int]] = {}
     for d in lay.devices:
         ix = lay.indices(d)

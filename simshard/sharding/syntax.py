@@ -1,24 +1,23 @@
-"""Shardy's text form: parse and print meshes and shardings, round-trip exact.
+"""Shardy's text grammar: mesh and sharding text parsed into plain data.
 
     @mesh_xy = <["x"=2, "y"=4], device_ids=[...]>
     <@mesh_xy, [{"x"}p1, {"y":(2)2, ?}], replicated={"z"}, unreduced={"w"}>
 
 Extension for pending reductions other than sum: ``unreduced(max)={"w"}``. Any malformed input
-raises ``ShardingError`` (rule ``parse``) pointing at the column with a caret line.
+raises ``ShardingError`` (rule ``parse``) pointing at the column with a caret line. The parse
+gives tuples and ``AxisRef``s; ``Mesh.parse`` and ``Sharding.parse`` build (and validate) their
+objects from them, and ``str()`` of each prints this form back, round-trip exact.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Mapping
 
-from lark import Lark, Transformer, v_args
+from lark import Lark, Transformer
 from lark.exceptions import LarkError, UnexpectedInput, VisitError
 
-from .axes import AxisRef
 from ..errors import ShardingError
-from .mesh import Mesh
-from .dims import DimSharding, Sharding
+from .axes import AxisRef
 
 _GRAMMAR = r"""
     sharding: "sharding"? "<" "@" NAME "," dims attr* ">"
@@ -57,7 +56,7 @@ def _caret(text: str, column: int, line: int = 1) -> str:
 
 
 class _Build(Transformer):
-    """Builds plain tuples; the Sharding constructor does all validation."""
+    """Builds plain tuples; the Mesh and Sharding constructors do all validation."""
 
     def axis(self, items):
         name, pre, size = items
@@ -76,7 +75,7 @@ class _Build(Transformer):
     def dim(self, items):
         body, prio = items
         axes, is_open = body if body is not None else ([], False)
-        return DimSharding(tuple(axes), is_open, int(str(prio)[1:]) if prio is not None else None)
+        return tuple(axes), is_open, int(str(prio)[1:]) if prio is not None else None
 
     def dims(self, items):
         return [d for d in items if d is not None]
@@ -121,18 +120,15 @@ def _parse(text: str, start: str):
         raise ShardingError("parse", f"cannot parse {start} text: {e}") from None
 
 
-def parse_sharding(text: str, meshes: Mapping[str, Mesh] | Mesh) -> Sharding:
+def caret(text: str, token) -> str:
+    """The line of ``text`` holding a parsed ``token``, with a caret under it."""
+    return _caret(text, token.column, token.line)
+
+
+def parse_sharding(text: str):
+    """``(mesh name token, dims, replicated, unreduced, reduce_op)``: each dim a tuple ``(axes,
+    is_open, priority)``; the token keeps its position for an error about the mesh name."""
     token, dims, attrs = _parse(text, "sharding")
-    name = str(token)
-    if isinstance(meshes, Mesh):
-        meshes = {meshes.name: meshes}
-    if name not in meshes:
-        known = ", ".join("@" + n for n in meshes) or "none"
-        caret = _caret(text, token.column, token.line)
-        raise ShardingError("unknown-mesh", f"mesh @{name} is not defined (known: {known}):{caret}")
-    mesh = meshes[name]
-    if mesh.name != name:
-        mesh = mesh.renamed(name)
     replicated, unreduced, reduce_op = [], [], "sum"
     seen = set()
     for kind, op, axes in attrs:
@@ -143,19 +139,9 @@ def parse_sharding(text: str, meshes: Mapping[str, Mesh] | Mesh) -> Sharding:
             replicated = axes
         else:
             unreduced, reduce_op = axes, op
-    return Sharding(mesh, tuple(dims), tuple(replicated), tuple(unreduced), reduce_op)
+    return token, tuple(dims), tuple(replicated), tuple(unreduced), reduce_op
 
 
-def parse_mesh(text: str) -> Mesh:
-    name, axes, ids = _parse(text, "mesh")
-    return Mesh(axes, ids or None, name=name)
-
-
-def format_sharding(s: Sharding) -> str:
-    out = f"<@{s.mesh.name}, [{', '.join(str(d) for d in s.dims)}]"
-    if s.replicated:
-        out += ", replicated={" + ", ".join(map(str, s.replicated)) + "}"
-    if s.unreduced:
-        op = "" if s.reduce_op == "sum" else f"({s.reduce_op})"
-        out += f", unreduced{op}={{" + ", ".join(map(str, s.unreduced)) + "}"
-    return out + ">"
+def parse_mesh(text: str):
+    """``(name, [(axis, size), ...], device_ids)``, device_ids empty when the text gives none."""
+    return _parse(text, "mesh")

@@ -301,7 +301,8 @@ def _path_name(arg_name: str, path: tuple) -> str:
 
 
 def _is_sharding_leaf(x) -> bool:
-    from ..sharding.partition_spec import NamedSharding, P
+    from ..sharding.partition_spec import P
+    from ..sharding.dims import NamedSharding
     from ..sharding.placements import DTensorSpec
 
     return x is None or isinstance(x, (Sharding, NamedSharding, DTensorSpec, P))
@@ -309,7 +310,8 @@ def _is_sharding_leaf(x) -> bool:
 
 def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None:
     """Any accepted sharding spelling for a value of type ``aval``, as a Sharding."""
-    from ..sharding.partition_spec import NamedSharding, P
+    from ..sharding.partition_spec import P
+    from ..sharding.dims import NamedSharding
     from ..sharding.placements import DTensorSpec
 
     if spec is None:

@@ -16,7 +16,8 @@ import optree
 from .. import context
 from ...errors import ShardingError
 from ...sharding.mesh import AxisType, Mesh
-from ...sharding.partition_spec import NamedSharding, P
+from ...sharding.partition_spec import P
+from ...sharding.dims import NamedSharding
 from ...ir.program import Aval
 from ...sharding.dims import Sharding
 from . import mode
