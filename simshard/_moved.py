@@ -29,6 +29,7 @@ MOVED = {  # old module -> its new home; a package's submodules move with it
     "simshard.program": "simshard.ir.program",
     "simshard.context": "simshard.tracing.context",
     "simshard.explicit": "simshard.tracing.explicit",
+    "simshard.explicit.scatter": "simshard.tracing.scatter",
     "simshard.interpret": "simshard.tracing.interpret",
     "simshard.lowering": "simshard.tracing.lowering",
     "simshard.prepare": "simshard.propagate.prepare",
@@ -40,9 +41,9 @@ SHADOWED = {"simshard.trace": "simshard.tracing.tracer", "simshard.layout": "sim
 
 def new_home(name: str) -> str | None:
     """Where the module once called ``name`` lives now, or None if it did not move."""
-    for old, new in MOVED.items():
+    for old in sorted(MOVED, key=len, reverse=True):  # the longest old path that names it
         if name == old or name.startswith(old + "."):
-            return new + name[len(old):]
+            return MOVED[old] + name[len(old):]
     return None
 
 

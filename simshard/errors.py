@@ -20,3 +20,7 @@ class ShardingError(ValueError):
 
 class ReplicaMismatchError(ValueError):
     """Shards that should hold the same data (replicas) differ bit for bit."""
+
+
+class TraceError(TypeError):
+    """A numpy call or Python operation that cannot be traced, named with where it happened."""

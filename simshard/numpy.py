@@ -17,8 +17,10 @@ import operator
 
 import numpy as _np
 
+from .errors import TraceError
+from .ir import trace_stack
 from .tracing import lowering as _lo
-from .tracing.tracer import Tracer, TraceError
+from .tracing.state import Tracer, bind, constant
 
 # -- dtypes and constants ----------------------------------------------------------------------------
 bool_ = _np.bool_
@@ -32,9 +34,7 @@ ndarray = Tracer
 
 
 def _tracing() -> bool:
-    from .tracing.tracer import _STACK
-
-    return bool(_STACK)
+    return trace_stack.current() is not None
 
 
 def _canonical(dt) -> _np.dtype:
@@ -72,7 +72,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None, out
     if not _tracing():
         _no_out_sharding_eager(out_sharding, "array")
         return arr
-    return _lo._apply_out(_lo.constant(arr), out_sharding, "array")
+    return _lo._apply_out(constant(arr), out_sharding, "array")
 
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
@@ -140,7 +140,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
         return values
     if (start, stop, step) == (values.size, None, None) or (start == 0 and step in (None, 1) and stop is not None):
         return _lo._bind_out("iota", shape=values.shape, dimension=0, dtype=dt, out_sharding=out_sharding, api_name="arange")
-    return _lo._apply_out(_lo.constant(values), out_sharding, "arange")
+    return _lo._apply_out(constant(values), out_sharding, "arange")
 
 
 # -- elementwise -----------------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ logical_and, logical_or, logical_xor = map(_ufunc, (_np.logical_and, _np.logical
 
 
 def _t(x):
-    return x if isinstance(x, Tracer) else _lo.constant(_np.asarray(x))
+    return x if isinstance(x, Tracer) else constant(_np.asarray(x))
 
 
 def _dispatch(np_fn, lo_fn, *args, out_sharding=None, name="", **kwargs):
@@ -350,7 +350,6 @@ def _arg(kind: str):
         if axis is None:
             x, axis = _lo.reshape(x, (-1,)), 0
         ax = _lo._norm_axis(axis, x.ndim, f"snp.{kind}")
-        from .tracing.tracer import bind
 
         r = bind(kind, x, axis=ax, index_dtype=_np.dtype(int32))
         return _lo._keep(x, r, (ax,), bool(keepdims))
@@ -378,44 +377,8 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
         raise TraceError("snp.argsort(descending=True) is not supported")
     if not _tracing():
         return _np.argsort(a, axis=axis, kind="stable").astype(int32)
-    from .tracing.tracer import bind
 
     x = _t(a)
     if axis is None:
         x, axis = _lo.reshape(x, (-1,)), 0
     return bind("argsort", x, axis=_lo._norm_axis(axis, x.ndim, "snp.argsort"), index_dtype=_np.dtype(int32))
-
-
-# -- x.at[...] ---------------------------------------------------------------------------------------
-class _IndexUpdateHelper:
-    """``x.at``: ``x.at[idx].get(out_sharding=...)``, ``.set(v)``, ``.add(v)`` (functional updates)."""
-
-    def __init__(self, x):
-        self.x = x
-
-    def __getitem__(self, index):
-        return _IndexUpdateRef(self.x, index)
-
-
-class _IndexUpdateRef:
-    def __init__(self, x, index):
-        self.x, self.index = x, index
-
-    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None, out_sharding=None):
-        index = self.index if isinstance(self.index, tuple) else (self.index,)
-        arrays = [k for k, i in enumerate(index) if isinstance(i, (Tracer, _np.ndarray, list))]
-        full = all(isinstance(i, slice) and i == slice(None) for k, i in enumerate(index) if k not in arrays)
-        if len(arrays) == 1 and full:
-            return _lo.take(self.x, index[arrays[0]], axis=arrays[0], out_sharding=out_sharding)
-        return _lo._apply_out(_lo.getitem(self.x, self.index), out_sharding, "get")
-
-    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        from .tracing.explicit.scatter import update_slice
-
-        return update_slice(self.x, self.index, values, "set", out_sharding)
-
-    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
-        from .tracing.explicit.scatter import update_slice
-
-        return update_slice(self.x, self.index, values, "add", out_sharding)
-

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..ir import trace_stack
 from ..ir.program import Aval
 from .factors import FactorRule, RuleError
 
@@ -66,10 +67,9 @@ class OpDef:
         return self.rules(in_avals, out_avals, **params)[0]
 
     def __call__(self, *operands, **params):
-        """Apply the op inside a traced function (``softplus = ss.register_op(...); softplus(x)``)."""
-        from ..tracing.tracer import bind
-
-        return bind(self.name, *operands, **params)
+        """Apply the op inside a traced function (``softplus = ss.register_op(...); softplus(x)``):
+        the innermost trace in progress records it."""
+        return trace_stack.innermost(f"op {self.name}").bind(self.name, *operands, **params)
 
 
 OPS: dict[str, OpDef] = {}

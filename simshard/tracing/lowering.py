@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import math
 import operator
-import string
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .tracer import Tracer, TraceError, bind, constant
+from ..errors import TraceError
+from .explicit import api as explicit_api
+from .explicit import broadcast
+from .explicit.errors import ShardingTypeError
+from .explicit.mode import is_explicit
+from .state import Tracer, as_tracer, bind
 
 
 def _explicit() -> bool:
     """True when the current mesh has Explicit axes (explicit mode types every value)."""
-    from .explicit.mode import is_explicit
-
     return is_explicit()
 
 
@@ -29,27 +31,20 @@ def _bind_out(op: str, *inputs, out_sharding=None, api_name=None, **params):
     """``bind`` with ``out_sharding`` (explicit mode: the result's type; auto mode: a constraint)."""
     if out_sharding is None:
         return bind(op, *inputs, **params)
-    from .explicit.api import bind_out
-
-    return bind_out(op, *inputs, out_sharding=out_sharding, api_name=api_name, **params)
+    return explicit_api.bind_out(op, *inputs, out_sharding=out_sharding, api_name=api_name, **params)
 
 
 def _apply_out(x, out_sharding, api_name: str):
     if out_sharding is None:
         return x
-    from .explicit.api import apply_out
-
-    return apply_out(x, out_sharding, api_name)
+    return explicit_api.apply_out(x, out_sharding, api_name)
 
 # -- helpers ------------------------------------------------------------------------------------
 def _is_traced(x) -> bool:
     return isinstance(x, Tracer)
 
 
-def _as_tracer(x) -> Tracer:
-    if isinstance(x, Tracer):
-        return x
-    return constant(np.asarray(x))
+_as_tracer = as_tracer
 
 
 def _dtype(x):
@@ -84,21 +79,11 @@ def broadcast_to(x, shape, out_sharding=None):
 
     ``out_sharding`` (explicit mode, as ``jnp.broadcast_to``): the result's sharding; each operand
     dim must be unsharded or already sharded that way."""
-    x = _as_tracer(x)
+    x = as_tracer(x)
     shape = tuple(int(s) for s in shape)
     if out_sharding is not None:
-        from .explicit.broadcast import broadcast_to_sharded
-
-        return broadcast_to_sharded(x, shape, out_sharding)
-    if x.shape == shape:
-        return x
-    if x.ndim > len(shape):
-        raise TraceError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
-    lead = len(shape) - x.ndim
-    for d, n in enumerate(x.shape):
-        if n != 1 and n != shape[lead + d]:
-            raise TraceError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
-    return bind("broadcast_in_dim", x, shape=shape, broadcast_dimensions=tuple(range(lead, len(shape))))
+        return broadcast.broadcast_to_sharded(x, shape, out_sharding)
+    return broadcast.broadcast_plain(x, shape)
 
 
 def _broadcast_all(args: Sequence[Any], fn: str) -> list:
@@ -187,9 +172,7 @@ def matmul(a, b, out_sharding=None):
     # Batched: broadcast the batch dims, then one dot_general with batch dims.
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if _explicit():
-        from .explicit.broadcast import matmul_batch_operands
-
-        a, b = matmul_batch_operands(a, b, batch)
+        a, b = broadcast.matmul_batch_operands(a, b, batch)
     else:
         a = broadcast_to(a, batch + a.shape[-2:])
         b = broadcast_to(b, batch + b.shape[-2:])
@@ -274,9 +257,7 @@ def einsum(subscripts: str, *operands, out_sharding=None, **kwargs):
     dot_out = None
     if out_sharding is not None:
         # out_sharding names the einsum's output dims: give the contraction the same spec, in its order.
-        from .explicit.api import resolve
-
-        sh = resolve(out_sharding, len(out), "einsum")
+        sh = explicit_api.resolve(out_sharding, len(out), "einsum")
         dot_out = type(sh)(sh.mesh, tuple(sh.dims[out.index(c)] for c in got), sh.replicated, sh.unreduced, sh.reduce_op)
     res = dot_general(a, b, ([ta.index(c) for c in contract], [tb.index(c) for c in contract]),
                       ([ta.index(c) for c in batch], [tb.index(c) for c in batch]), algorithm="einsum",
@@ -382,10 +363,7 @@ def _cumsum(a, axis=None, dtype=None, out=None):
     _no(out=out, fn="np.cumsum")
     x = _as_tracer(a)
     if axis is None and _explicit():
-        from .explicit.api import typeof
-        from .explicit.errors import ShardingTypeError
-
-        t = typeof(x)
+        t = explicit_api.typeof(x)
         if any(t.spec):
             raise ShardingTypeError(
                 f"The input should be fully replicated when axis is not specified to cumsum. Got input type={t}",
@@ -536,9 +514,7 @@ def where(condition, x=None, y=None):
     dt = np.result_type(_dtype(x) if _is_traced(x) or np.ndim(x) else x, _dtype(y) if _is_traced(y) or np.ndim(y) else y)
     if _explicit():
         # jnp.where: broadcast all three to one shape *and* one sharding (consensus) first.
-        from .explicit.broadcast import broadcast_arrays_typed
-
-        condition, x, y = broadcast_arrays_typed([condition, x, y])
+        condition, x, y = broadcast.broadcast_arrays_typed([condition, x, y])
     c, a, b = _broadcast_all([condition, x, y], "np.where")
     c = astype(c, np.bool_) if _is_traced(c) else bool(c)
     a = astype(a, dt) if _is_traced(a) else np.asarray(a, dtype=dt)[()]

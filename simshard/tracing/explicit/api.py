@@ -13,7 +13,10 @@ from typing import Sequence
 import numpy as np
 import optree
 
+from ...ir import trace_stack
+from ...ops import get_op
 from .. import context
+from ..state import as_tracer, bind
 from ...errors import ShardingError
 from ...sharding.mesh import AxisType, Mesh
 from ...sharding.partition_spec import P
@@ -110,10 +113,9 @@ def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None) -
 
 def _trace_mesh(mesh: Mesh) -> Mesh:
     """Shardings live on the trace's own mesh (same axes; its axis types may differ from now's)."""
-    from ..tracer import _STACK
-
-    if _STACK and _STACK[-1].mesh is not None:
-        base = _STACK[-1].mesh
+    trace = trace_stack.current()
+    if trace is not None and trace.mesh is not None:
+        base = trace.mesh
         if (base.axis_names, base.axis_sizes) == (mesh.axis_names, mesh.axis_sizes):
             return base
     return mesh
@@ -133,9 +135,6 @@ def _aval_of(x) -> Aval:
 
 def bind_out(op: str, *inputs, out_sharding=None, api_name: str | None = None, **params):
     """Bind ``op`` with ``out_sharding`` applied to its (single) result."""
-    from ...ops import get_op
-    from ..tracer import bind
-
     if out_sharding is None:
         return bind(op, *inputs, **params)
     (aval,) = get_op(op).abstract_eval(*(_aval_of(x) for x in inputs), **params)
@@ -157,14 +156,10 @@ def apply_out(x, out_sharding, api_name: str):
 
 
 def constrain(x, sharding: Sharding):
-    from ..tracer import bind
-
     return bind("sharding_constraint", x, sharding=sharding, shardings=(sharding,))
 
 
 def _reshard(x, sharding: Sharding):
-    from ..tracer import bind
-
     check_even(sharding, x.shape)
     return bind("reshard", x, sharding=sharding, shardings=(sharding,))
 
@@ -174,8 +169,6 @@ def reshard(xs, out_shardings):
     """Give ``xs`` (an array or a pytree of them) the sharding ``out_shardings`` (a P, NamedSharding,
     or a pytree prefix of them). In explicit mode this is how a value's type changes; in auto mode
     it is a hard sharding requirement at that point of the program."""
-    from ..lowering import _as_tracer
-
     leaves, tree = optree.tree_flatten(xs, none_is_leaf=False)
     specs = _prefix(out_shardings, xs, "reshard out_shardings")
     out = []
@@ -184,15 +177,13 @@ def reshard(xs, out_shardings):
             raise ValueError(
                 f"Reshard should only be used with out_shardings which are non-None and have a non-empty mesh. Got sharding {s}."
             )
-        x = _as_tracer(x)
+        x = as_tracer(x)
         sharding = resolve(s, x.ndim, "reshard")
         out.append(_reshard(x, sharding) if mode.is_explicit() else _auto_reshard(x, sharding))
     return optree.tree_unflatten(tree, out)
 
 
 def _auto_reshard(x, sharding: Sharding):
-    from ..tracer import bind
-
     return bind("reshard", x, sharding=sharding, shardings=(sharding,))
 
 

@@ -1,6 +1,8 @@
-"""Broadcasting with sharding types: ``jnp.broadcast_to(..., out_sharding=)``, the shared
+"""Broadcasting with sharding types: ``jnp.broadcast_plain(..., out_sharding=)``, the shared
 broadcast that ``jnp.where`` applies to its three operands, and matmul's batch dims.
 
+* ``broadcast_plain``: numpy's rule as one ``broadcast_in_dim``, nothing said of sharding (what
+  ``lowering.broadcast_to`` does in auto mode, and the fallback of the typed forms below);
 * ``broadcast_to_sharded``: each operand dim must be unsharded or already sharded as requested
   (``16@Y -> P('X', 'Y')`` is fine, ``16@Y -> P('Y', None)`` is a ValueError, as in JAX);
 * ``broadcast_arrays_typed``: when shapes differ, all operands go to one shape *and* one sharding,
@@ -17,10 +19,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ...errors import TraceError
 from ...sharding.dims import Sharding
+from ...sharding.partition_spec import P
+from ..state import as_tracer, bind
 from . import mode
+from .api import _check_duplicates, _trace_mesh, apply_out, check_even, resolve, typeof
 from .errors import ShardingTypeError
-from .types import Spec, partitions, replicated, to_sharding, type_str
+from .types import Spec, partitions, replicated, spec_of, to_sharding, type_str
 
 
 def _typed(x) -> tuple[tuple[int, ...], Spec]:
@@ -52,22 +58,29 @@ def broadcast_shardings(items: Sequence[tuple[tuple[int, ...], Spec]]) -> Spec:
                 raise ShardingTypeError(f"broadcast_shardings got incompatible shardings for broadcasting: {shown}.", op="broadcast")
             chosen = e
         out.append(chosen)
-    from ...sharding.partition_spec import P
-    from .api import _check_duplicates
-
     _check_duplicates(P(*partitions(tuple(out))))
     return tuple(out)
 
 
+def broadcast_plain(x, shape: tuple[int, ...]):
+    """numpy broadcasting of ``x`` to ``shape`` as one broadcast_in_dim (no-op when equal), no
+    sharding asked for (``lowering.broadcast_to`` without ``out_sharding``)."""
+    x = as_tracer(x)
+    if x.shape == shape:
+        return x
+    if x.ndim > len(shape):
+        raise TraceError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
+    lead = len(shape) - x.ndim
+    for d, n in enumerate(x.shape):
+        if n != 1 and n != shape[lead + d]:
+            raise TraceError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
+    return bind("broadcast_in_dim", x, shape=shape, broadcast_dimensions=tuple(range(lead, len(shape))))
+
+
 def _retype(x, shape: tuple[int, ...], spec: Spec):
     """``x`` broadcast to ``shape`` with sharding ``spec`` (a reshard when only the sharding changes)."""
-    from ..lowering import _as_tracer
-    from ..tracer import bind
-
-    x = _as_tracer(x)
+    x = as_tracer(x)
     mesh = mode.current_mesh()
-    from .api import _trace_mesh
-
     sharding = to_sharding(_trace_mesh(mesh), spec)
     if x.shape == shape:
         return bind("reshard", x, sharding=sharding, shardings=(sharding,))
@@ -92,21 +105,15 @@ def _check_compatible(x, shape: tuple[int, ...], spec: Spec, target: Sharding | 
 
 
 def broadcast_to_sharded(x, shape: tuple[int, ...], out_sharding):
-    """``jnp.broadcast_to(x, shape, out_sharding=...)`` (auto mode: broadcast, then a constraint)."""
-    from ..lowering import broadcast_to
-    from .api import apply_out, resolve
-    from .types import spec_of
-
+    """``jnp.broadcast_plain(x, shape, out_sharding=...)`` (auto mode: broadcast, then a constraint)."""
     if not mode.is_explicit():
-        return apply_out(broadcast_to(x, shape), out_sharding, "broadcast_to")
+        return apply_out(broadcast_plain(x, shape), out_sharding, "broadcast_to")
     target = resolve(out_sharding, len(shape), "jnp.broadcast_to")
     spec = spec_of(target, len(shape), mode.explicit_axes_now())
     xshape, xspec = _typed(x)
     if xshape == shape and xspec == spec:
         return x
     _check_compatible(x, shape, spec, target)
-    from .api import check_even
-
     check_even(target, shape)
     return _retype(x, shape, spec)
 
@@ -136,8 +143,6 @@ def broadcast_arrays_typed(args: Sequence) -> list:
 def matmul_batch_operands(a, b, batch: tuple[int, ...]):
     """Check ``jnp.matmul``'s batch dims and broadcast both operands to them, typed as JAX types
     the result: a dim of extent 1 (unsharded) on one side takes the other side's sharding."""
-    from ..lowering import broadcast_to
-
     nb = len(batch)
     ash, asp = _typed(a)
     bsh, bsp = _typed(b)
@@ -161,8 +166,6 @@ def matmul_batch_operands(a, b, batch: tuple[int, ...]):
         elif da == db and sa == sb:
             target.append(sa)
         else:
-            from .api import typeof
-
             raise ValueError(f"Incompatible types for matmul arguments: {typeof(a)} and {typeof(b)}")
     out = []
     for x, shape, spec in ((a, ash, asp), (b, bsh, bsp)):
@@ -173,5 +176,5 @@ def matmul_batch_operands(a, b, batch: tuple[int, ...]):
         elif any(want) and want != replicated(len(full)):
             out.append(_retype(x, full, want))
         else:
-            out.append(broadcast_to(x, full))
+            out.append(broadcast_plain(x, full))
     return out[0], out[1]

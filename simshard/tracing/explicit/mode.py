@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import context
+from ...ir import trace_stack
 from ...sharding.mesh import AxisType, Mesh
 from ...ir.program import Literal, Value
 from ...sharding.dims import Sharding
@@ -28,9 +29,8 @@ def current_mesh() -> Mesh | None:
     m = context.get_mesh()
     if m is not None:
         return m
-    from ..tracer import _STACK
-
-    return _STACK[-1].mesh if _STACK else None
+    trace = trace_stack.current()
+    return trace.mesh if trace is not None else None
 
 
 def explicit_axes_now(mesh: Mesh | None = None) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""``x.at[idx].set(v)`` / ``.add(v)`` for basic indices (ints, unit-step slices, ``...``).
+"""``x.at[idx]``: ``.get(out_sharding=...)``, and ``.set(v)`` / ``.add(v)`` for basic indices
+(ints, unit-step slices, ``...``).
 
 Lowered to ``dynamic_update_slice`` (``add`` reads the window first). In explicit mode the result
 is typed as JAX types a scatter: a dim the update covers whole takes the consensus of the operand's
@@ -13,11 +14,43 @@ import operator
 
 import numpy as np
 
-from ..tracer import TraceError, bind
-from . import mode
-from .errors import ShardingTypeError
-from .rules import consensus
-from .types import Spec, type_str
+from ..errors import TraceError
+from .explicit import mode
+from .explicit.broadcast import _retype
+from .explicit.errors import ShardingTypeError
+from .explicit.rules import consensus
+from .explicit.types import Spec, type_str
+from .lowering import _apply_out, astype, broadcast_to, getitem, reshape, take
+from .state import Tracer, as_tracer, bind
+
+
+class IndexUpdateHelper:
+    """``x.at``: ``x.at[idx].get(out_sharding=...)``, ``.set(v)``, ``.add(v)`` (functional updates)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, index):
+        return _IndexUpdateRef(self.x, index)
+
+
+class _IndexUpdateRef:
+    def __init__(self, x, index):
+        self.x, self.index = x, index
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None, out_sharding=None):
+        index = self.index if isinstance(self.index, tuple) else (self.index,)
+        arrays = [k for k, i in enumerate(index) if isinstance(i, (Tracer, np.ndarray, list))]
+        full = all(isinstance(i, slice) and i == slice(None) for k, i in enumerate(index) if k not in arrays)
+        if len(arrays) == 1 and full:
+            return take(self.x, index[arrays[0]], axis=arrays[0], out_sharding=out_sharding)
+        return _apply_out(getitem(self.x, self.index), out_sharding, "get")
+
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
+        return update_slice(self.x, self.index, values, "set", out_sharding)
+
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
+        return update_slice(self.x, self.index, values, "add", out_sharding)
 
 
 def _window(shape, index) -> tuple[list[int], list[int], list[int]]:
@@ -51,9 +84,7 @@ def _window(shape, index) -> tuple[list[int], list[int], list[int]]:
 
 
 def update_slice(x, index, values, how: str, out_sharding=None):
-    from ..lowering import _apply_out, _as_tracer, astype, broadcast_to, reshape
-
-    x = _as_tracer(x)
+    x = as_tracer(x)
     start, size, dropped = _window(x.shape, index)
     window = tuple(size)
     kept = tuple(n for d, n in enumerate(size) if d not in dropped)
@@ -75,8 +106,6 @@ def update_slice(x, index, values, how: str, out_sharding=None):
 
 
 def _typed_operands(x, v, window, dropped, from_scalar: bool):
-    from .broadcast import _retype
-
     xs, _ = mode.type_spec(x, x.ndim)
     vs, _ = mode.type_spec(v, v.ndim)
     spec = []
