@@ -8,8 +8,10 @@ It imports the compiler's data types; the compiler never imports it.
 * ``executor``: one device running its Schedule (buffers, compute, collectives, memory);
 * ``local``: ``run_local``, every device as an asyncio task in one event loop;
 * ``placement``: global arrays to input shards and output shards back to global arrays;
-* ``ray_backend``: one Ray actor per device (``RayMesh``, ``run_ray``), imported on first use
-  so that ray is needed only by those who use it.
+* the Ray backend, one Ray actor per device, imported on first use so that ray is needed only by
+  those who use it: ``ray_start`` (starting Ray and a device worker), ``ray_transport`` (sending
+  between actors), ``ray_actor`` (the device actor), ``ray_mesh`` (``RayMesh``, ``run_ray``);
+  ``ray_backend`` gathers their public names.
 """
 
 from .collectives import (
@@ -34,8 +36,12 @@ __all__ = [
 
 def __getattr__(name):
     # ss.runtime.RayMesh / run_ray without importing ray for the local backend
-    if name in ("RayMesh", "run_ray", "ensure_ray"):
-        from . import ray_backend
+    if name in ("RayMesh", "run_ray"):
+        from . import ray_mesh
 
-        return getattr(ray_backend, name)
+        return getattr(ray_mesh, name)
+    if name == "ensure_ray":
+        from .ray_start import ensure_ray
+
+        return ensure_ray
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

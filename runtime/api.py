@@ -131,7 +131,7 @@ def run(
         execution = run_local(spmd, inputs, device_memory=device_memory, timeout=timeout,
                               trace_values=bool(check_ops), **backend_options)
     elif backend == "ray":
-        from .ray_backend import run_ray
+        from .ray_mesh import run_ray
 
         execution = run_ray(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
                             trace_values=bool(check_ops), progress=say, **backend_options)

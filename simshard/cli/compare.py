@@ -34,7 +34,7 @@ class ActorPool:
             return None
         key = tuple(mesh.device_ids)
         if key not in self.meshes:
-            from simshard.runtime.ray_backend import RayMesh
+            from simshard.runtime.ray_mesh import RayMesh
 
             self.meshes[key] = RayMesh(devices=key, address=self.address)
         return self.meshes[key]

@@ -1,0 +1,200 @@
+"""The device actor: one logical device as a Ray asyncio actor.
+
+It holds only its own shards, its Schedules (shipped once, as msgpack bytes, when a program is
+loaded: ``load``), a ``Mailbox`` per run and, while running, an ``Executor`` over a
+``RayTransport``. ``run`` executes one program and answers with a summary (records, memory,
+transfers); its outputs stay here as Ray objects until the controller asks for them. Peers call
+``deliver`` (a message), ``where`` (how far this device got, for a mismatch report),
+``peer_lost`` and ``abort``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from .ray_start import bootstrap, import_ray
+from .ray_transport import make_transport_class
+
+
+class _RunState:
+    def __init__(self, device: int):
+        from .transport import Mailbox
+
+        self.mailbox = Mailbox(device)
+        self.executor = None
+        self.transport = None
+        self.task: asyncio.Task | None = None
+        self.aborted = False
+        self.dead: set[int] = set()
+        self.error: BaseException | None = None
+
+
+class DeviceActor:
+    """One logical device (a Ray asyncio actor; see the module docstring)."""
+
+    def __init__(self, device: int, runtime_dir: str):
+        bootstrap(runtime_dir)
+        self.device = device
+        self.peers: dict[int, Any] = {}
+        self.programs: dict[Any, tuple] = {}  # key -> (Schedule, capacity, algorithm, trace buffers, timeout)
+        self.runs: dict[int, _RunState] = {}
+        self.closed: dict[int, str] = {}  # finished run -> where it ended
+        self._closed_order: deque = deque()
+        self.finished: set[int] = set()  # closed runs this device completed
+        self._transport_cls = None
+        self.floor = 0  # runs below this id are over (a restart): their messages are stale
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node_id(self) -> str:
+        return import_ray().get_runtime_context().get_node_id()
+
+    async def connect(self, peers: dict, floor: int | None = None) -> int:
+        """Learn every peer's handle (again after a restart); runs below ``floor`` are over."""
+        self.peers = {d: h for d, h in peers.items() if d != self.device}
+        if floor is not None:
+            self.floor = max(self.floor, floor)
+        return len(self.peers)
+
+    def _over(self, run_id: int) -> bool:
+        return run_id < self.floor or run_id in self.closed
+
+    async def load(self, key, data: bytes, capacity, algorithm: str, trace: tuple, timeout) -> int:
+        from simshard.partition.schedule import Schedule
+
+        schedule = Schedule.from_bytes(data)
+        if schedule.device != self.device:
+            raise ValueError(f"device {self.device} was sent device {schedule.device}'s schedule")
+        self.programs[key] = (schedule, capacity, algorithm, frozenset(trace), timeout)
+        return len(schedule.instrs)
+
+    async def unload(self, key) -> None:
+        self.programs.pop(key, None)
+
+    def _state(self, run_id: int) -> _RunState:
+        st = self.runs.get(run_id)
+        if st is None:
+            st = self.runs[run_id] = _RunState(self.device)
+        return st
+
+    def _close(self, run_id: int, where: str, completed: bool = False) -> None:
+        if run_id in self.closed:
+            return
+        self.runs.pop(run_id, None)
+        self.closed[run_id] = where
+        if completed:
+            self.finished.add(run_id)
+        self._closed_order.append(run_id)
+        while len(self._closed_order) > 64:
+            old = self._closed_order.popleft()
+            self.closed.pop(old, None)
+            self.finished.discard(old)
+
+    async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> str:
+        """Put a peer's message in run ``run_id``'s mailbox. The answer, which the sender looks at
+        when it has finished: "ok"; "finished" (this device had completed the run without
+        receiving it: a schedule mismatch); "over" (a run left, failed or aborted)."""
+        from .transport import Message
+
+        if self._over(run_id):
+            # a run this device has left: nothing waits for the message
+            return "finished" if run_id in self.finished else "over"
+        st = self._state(run_id)
+        try:
+            # no copy: a large array is a read-only view of the object store (the kernels and
+            # collectives never write into their inputs), a small one was unpickled for us alone
+            st.mailbox.put(Message(src, self.device, tuple(key), np.asarray(array), tag, note))
+        except Exception as e:  # a duplicate: fail this device's run with it
+            st.error = e
+            if st.task is not None and not st.task.done():
+                st.task.cancel()
+        return "ok"
+
+    async def where(self, run_id: int) -> str:
+        if run_id in self.closed:
+            return self.closed[run_id]
+        st = self.runs.get(run_id)
+        if st is None or st.executor is None:
+            return "not started"
+        return st.executor.where()
+
+    async def peer_lost(self, run_id: int, dead: tuple) -> None:
+        """Devices ``dead`` are gone: a receive from them (now or later in this run) fails."""
+        from .transport import PeerLost
+
+        if self._over(run_id):
+            return
+        st = self._state(run_id)
+        st.dead.update(dead)
+        if st.transport is not None:
+            for src, key in list(st.transport.waiting):
+                if src in st.dead:
+                    st.mailbox.fail(src, key, PeerLost(self.device, src, key))
+
+    async def abort(self, run_id: int) -> None:
+        if self._over(run_id):
+            return
+        st = self._state(run_id)
+        st.aborted = True
+        if st.task is not None and not st.task.done():
+            st.task.cancel()
+
+    async def run(self, key, run_id: int, trace_values: bool, *inputs) -> dict:
+        from .executor import Executor
+        from .transport import DuplicateMessage
+
+        if self._transport_cls is None:
+            self._transport_cls = make_transport_class()
+        st = self._state(run_id)
+        if st.aborted:
+            self._close(run_id, "aborted before it started")
+            return {"status": "aborted", "where": "not started", "waits": []}
+        schedule, capacity, algorithm, trace, timeout = self.programs[key]
+        transport = self._transport_cls(self.device, self.peers, run_id, st.mailbox, timeout=timeout,
+                                          dead=st.dead)
+        st.transport = transport
+        st.executor = ex = Executor(
+            schedule, transport, capacity=capacity, algorithm=algorithm,
+            describe_peer=lambda d: transport.peer_where.get(d, "(its position is not known here)"),
+            trace=trace if trace_values else frozenset(),
+        )
+        # the shards arrive as read-only views of the object store: no copy, nothing writes into them
+        inputs = [np.asarray(a) for a in inputs]
+        st.task = asyncio.ensure_future(ex.run(inputs))
+        try:
+            await asyncio.wait({st.task})
+            if st.task.cancelled():
+                waits = list(transport.waiting) or ([transport.cancelled_in] if transport.cancelled_in else [])
+                if st.error is not None:
+                    err = ex._transport_error(st.error) if isinstance(st.error, DuplicateMessage) else st.error
+                    return {"status": "error", "error": err, "where": ex.where()}
+                return {"status": "aborted", "where": ex.where(), "waits": waits}
+            exc = st.task.exception()
+            if exc is not None:
+                waits = [transport.lost] if transport.lost else list(transport.waiting)
+                return {"status": "error", "error": exc, "where": ex.where(), "waits": waits}
+            ray = import_ray()
+            outs = st.task.result()
+            undelivered = [(m.src, m.key, m.note) for m in st.mailbox.undelivered()]
+            self._close(run_id, ex.where(), completed=True)  # from here on a message is late
+            late = await transport.late(timeout if timeout is not None else 5.0)
+            return {
+                "status": "ok",
+                "outputs": [ray.put(np.asarray(o)) for o in outs],  # stay here until asked for
+                "records": tuple(ex.records),
+                "memory": ex.memory(),
+                "transfers": list(transport.log.entries),
+                "timeline": tuple(ex.timeline),
+                "values": dict(ex.traced),
+                "undelivered": undelivered,
+                "late": late,
+                "where": ex.where(),
+            }
+        finally:
+            self._close(run_id, ex.where())

@@ -1,0 +1,647 @@
+"""The mesh of device actors (``RayMesh``) and the controller that runs programs on it.
+
+The controller makes O(1) Ray calls per device per run: a ``ray.put`` per input shard (each
+actor gets only its shards), one ``run`` call, and a wait / get of its summary. Outputs stay on
+the devices until asked for (``Execution.outputs[device]`` fetches one device's, ``assemble``
+all of them). ``RayMesh.calls`` counts every call the controller made.
+
+    with RayMesh(mesh) as devices:                     # actors kept alive across runs
+        compiled = devices.compile(f, x, w, in_shardings=(P("x", None), None))
+        res = compiled(x, w)                           # run again and again
+        res.outputs, res.shards(3), res.comm, res.controller_calls
+
+On a cluster: ``RayMesh(mesh, address="<head>:6379", node_axes=("host",))`` plans the devices
+onto nodes (``runtime/nodes.py``: devices sharing every coordinate of ``node_axes`` share a node),
+reserves one placement-group bundle per node and pins each device actor to its node's bundle;
+``close`` removes the group. ``device_nodes()`` says which Ray node each device is on.
+
+Failures: a device whose actor dies gives a ``DeviceLostError`` naming it and the instruction its
+peers were waiting for it to reach; the other devices are stopped at once. With ``retries=N``
+(``execute``, ``Compiled(...)``, ``ss.run(..., backend="ray")``) the controller instead restarts
+the lost devices (``RayMesh.repair``: fresh actors, every peer reconnected, schedules shipped again
+from the bytes kept here) and runs the whole program again under a new run id, so messages of the
+failed attempt are dropped; after N failed retries the last ``DeviceLostError`` is raised. A
+mismatched schedule is found by the receive timeout (a device sees only itself) and reported with
+both devices' positions (the waiting device asks the silent one where it is); a message its
+receiver never took is reported whether it arrived before the receiver finished (left in its
+mailbox) or after (the sender, once done, looks at its deliveries' answers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import ray_actor, ray_start, ray_transport
+from .ray_actor import DeviceActor
+from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
+from .ray_transport import PutOnce
+
+
+class _Outputs(Mapping):
+    """device -> its output shards, fetched from the device actor on first access."""
+
+    def __init__(self, refs: Mapping[int, list], calls: Counter):
+        self._refs = dict(refs)
+        self._calls = calls
+        self._got: dict[int, tuple[np.ndarray, ...]] = {}
+
+    def __getitem__(self, device: int) -> tuple[np.ndarray, ...]:
+        if device not in self._got:
+            if device not in self._refs:
+                raise KeyError(device)
+            ray = import_ray()
+            self._calls["get"] += 1
+            try:
+                got = ray.get(self._refs[device])
+            except ray.exceptions.ObjectLostError as e:  # OwnerDiedError too: the actor held them
+                raise _outputs_lost(device, e) from e
+            self._got[device] = tuple(np.array(a, copy=True) for a in got)
+        return self._got[device]
+
+    def fetch(self) -> "_Outputs":
+        """Every device's shards in one call."""
+        missing = [d for d in self._refs if d not in self._got]
+        if missing:
+            ray = import_ray()
+            self._calls["get"] += 1
+            try:
+                flat = ray.get([r for d in missing for r in self._refs[d]])
+            except ray.exceptions.ObjectLostError:
+                for d in missing:  # which device's: fetch one by one
+                    self[d]
+                raise
+            i = 0
+            for d in missing:
+                n = len(self._refs[d])
+                self._got[d] = tuple(np.array(a, copy=True) for a in flat[i:i + n])
+                i += n
+        return self
+
+    def __iter__(self):
+        return iter(self._refs)
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+def _outputs_lost(device: int, cause: BaseException) -> BaseException:
+    from .errors import DeviceLostError
+
+    return DeviceLostError(
+        f"device {device}'s Ray actor died after the run, and its output shards with it (they stay on "
+        f"the device until fetched): run the program again (RayMesh.repair() restarts the device; "
+        f"retries= does it for you). Ray said: {type(cause).__name__}",
+        device=device, lost=(device,),
+    )
+
+
+class RayMesh:
+    """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
+    the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count)."""
+
+    _keys = itertools.count()
+    _last_run = -1  # the latest run id (set per mesh by each run)
+
+    def __init__(self, mesh=None, address: str | None = None, node_axes: Sequence[str] | str | None = None, *,
+                 devices: Sequence[int] | None = None, actor_cpus: float | None = None,
+                 node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
+                 start_timeout: float = 60.0):
+        if devices is None:
+            if mesh is None:
+                raise TypeError("RayMesh needs a mesh or devices=")
+            devices = mesh.device_ids
+        if node_axes is not None:
+            if mesh is None:
+                raise TypeError("RayMesh: node_axes= needs the mesh (it names mesh axes)")
+            if isinstance(node_axes, str):
+                node_axes = (node_axes,)
+            node_axes = tuple(node_axes)
+            if sorted(int(d) for d in devices) != sorted(mesh.device_ids):
+                raise ValueError("RayMesh: with node_axes= the devices must be the mesh's devices")
+        self.mesh = mesh
+        self.devices = tuple(int(d) for d in devices)
+        self.address = address
+        self.node_axes = node_axes
+        self.node_strategy = node_strategy
+        self.placement_timeout = placement_timeout
+        self.actor_cpus = actor_cpus
+        self.plan = None  # the NodePlan when node_axes is given (runtime/nodes.py)
+        self.placement_group = None
+        self._options: dict[int, dict] = {}  # each device's actor options, set by start()
+        self.start_timeout = float(start_timeout)
+        self.actors: dict[int, Any] = {}
+        self.calls: Counter = Counter()
+        self._run_ids = itertools.count()
+        self._loaded: dict[int, Any] = {}  # id(spmd) -> key
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def __enter__(self) -> "RayMesh":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "RayMesh":
+        if self.actors:
+            return self
+        ray = ensure_ray(self.address)
+        cpus = self.actor_cpus if self.actor_cpus is not None else self._default_actor_cpus(ray)
+        options = {d: dict(num_cpus=cpus, max_concurrency=1000, name=None) for d in self.devices}
+        if self.node_axes is not None:
+            from .nodes import actor_options, node_plan, placement_group_for
+
+            self.plan = node_plan(self.mesh, self.node_axes, cpus_per_device=cpus, strategy=self.node_strategy)
+            self.placement_group = placement_group_for(self.plan, timeout=self.placement_timeout)
+            self.calls["remote"] += 1
+            for d in self.devices:
+                options[d].update(actor_options(self.plan, self.placement_group, d))
+        self._options = options  # a restarted device gets the same options (and bundle)
+        # the actor class travels by value, with the modules it runs on: a worker must not import
+        # another checkout's runtime before ``bootstrap`` has bound the driver's
+        for module in (ray_start, ray_transport, ray_actor):
+            ray.cloudpickle.register_pickle_by_value(module)
+        cls = ray.remote(DeviceActor)
+        try:
+            self.actors = {d: cls.options(**options[d]).remote(d, RUNTIME_DIR) for d in self.devices}
+            self.calls["remote"] += len(self.devices)
+            try:
+                ray.get([a.connect.remote(self.actors) for a in self.actors.values()], timeout=self.start_timeout)
+            except ray.exceptions.GetTimeoutError:
+                free = ray.available_resources().get("CPU", 0.0)
+                raise RuntimeError(
+                    f"could not start {len(self.devices)} device actors within {self.start_timeout:g} s "
+                    f"({options[self.devices[0]].get('num_cpus')} CPU each; the cluster has {free:g} CPU free): "
+                    "close other RayMeshes, or pass actor_cpus= smaller"
+                ) from None
+        except BaseException:
+            self.close()
+            raise
+        self.calls["remote"] += len(self.devices)
+        self.calls["get"] += 1
+        return self
+
+    def _default_actor_cpus(self, ray) -> float:
+        """Half the CPUs the devices will run on, shared out, at most ``ACTOR_CPUS_MAX`` each
+        (rounded down to Ray's 1e-4 grid). Without ``node_axes`` the whole cluster's CPUs count;
+        with it, those of the ``k``-th largest node for ``k`` nodes, over its devices."""
+        if self.node_axes is None:
+            total, per = float(ray.cluster_resources().get("CPU", 1.0)), len(self.devices)
+        else:
+            from .nodes import node_plan
+
+            shape = node_plan(self.mesh, self.node_axes, cpus_per_device=1.0, strategy=self.node_strategy)
+            per = shape.devices_per_node
+            node_cpus = sorted((float(n["Resources"].get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")),
+                               reverse=True)
+            if self.node_strategy in ("SPREAD", "PACK", "STRICT_PACK"):
+                total = sum(node_cpus) / shape.num_nodes  # bundles may share a node
+            else:
+                # too few nodes: keep the fraction small, placement_group_for refuses the plan clearly
+                total = node_cpus[shape.num_nodes - 1] if len(node_cpus) >= shape.num_nodes else 1.0
+        return max(0.001, min(ACTOR_CPUS_MAX, int(max(total, 0.0) / (2 * per) * 1e4) / 1e4))
+
+    def device_nodes(self) -> dict[int, str]:
+        """Each device to the Ray node id its actor was placed on (with ``node_axes``; ``start``
+        first). Without ``node_axes``, asks each actor where it runs."""
+        ray = import_ray()
+        self.start()
+        if self.plan is not None:
+            from .nodes import device_nodes
+
+            return device_nodes(self.plan, self.placement_group)
+        ids = ray.get([self.actors[d].node_id.remote() for d in self.devices])
+        self.calls["remote"] += len(self.devices)
+        self.calls["get"] += 1
+        return dict(zip(self.devices, ids))
+
+    def close(self) -> None:
+        ray = import_ray()
+        for a in self.actors.values():
+            try:
+                ray.kill(a)
+            except Exception:
+                pass
+        self.actors = {}
+        if self.placement_group is not None:
+            from .nodes import remove
+
+            try:
+                remove(self.placement_group)
+            except Exception:
+                pass
+            self.placement_group = None
+
+    def pid(self, device: int) -> int:
+        ray = import_ray()
+        return ray.get(self.actors[device].pid.remote())
+
+    # -- programs ------------------------------------------------------------------------------
+    def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct"):
+        """Ship each device its schedule (once); returns the key runs refer to."""
+        from simshard.report.memory import capacity_of
+
+        from .collectives import check_algorithm
+
+        check_algorithm(algorithm)  # here, not on every device at its first collective
+        ray = import_ray()
+        self.start()
+        missing = [d for d in spmd.devices if d not in self.actors]
+        if missing:
+            raise ValueError(f"the program has schedules for devices {missing}, which this RayMesh does not hold")
+        key = next(self._keys)
+        trace = tuple(sorted(spmd.checkpoint_buffers))
+        refs = []
+        shipped = self._shipped()[key] = {}  # device -> load arguments, to load a restarted device again
+        for s in spmd.schedules:
+            a = self.actors[s.device]
+            shipped[s.device] = (s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout)
+            refs.append(a.load.remote(key, *shipped[s.device]))
+        self.calls["remote"] += len(refs)
+        ray.get(refs)
+        self.calls["get"] += 1
+        return key
+
+    def unload(self, key) -> None:
+        """Drop a loaded program from every device (and from what a restart would ship again)."""
+        ray = import_ray()
+        per = self._shipped().pop(key, {})
+        refs = [self.actors[d].unload.remote(key) for d in per if d in self.actors]
+        self.calls["remote"] += len(refs)
+        if refs:
+            try:
+                ray.get(refs)
+            except ray.exceptions.RayActorError:
+                pass  # a dead device holds nothing any more
+            self.calls["get"] += 1
+
+    def compile(self, f, *args, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
+                strategy: str = "user_priority", device_memory=None, timeout: float = 10.0,
+                algorithm: str = "direct") -> "Compiled":
+        """Trace, propagate and partition ``f`` (the arguments of ``ss.run``) and ship the
+        schedules to the device actors once."""
+        from simshard.partition import partition
+        from simshard.propagate.prepare import prepare, static_of
+
+        program, _ = prepare(f, *args, mesh=self.mesh, in_shardings=in_shardings, out_shardings=out_shardings,
+                              static_argnums=static_argnums, strategy=strategy)
+        spmd = partition(program)
+        key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+        return Compiled(self, key, spmd, program, static_of(f, static_argnums))
+
+    # -- running -----------------------------------------------------------------------------
+    def execute(self, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]], *, trace_values: bool = False,
+                abort_wait: float = 10.0, lost_grace: float = 2.0, retries: int = 0):
+        """Run loaded program ``key`` on each device's input shards; an ``Execution`` whose
+        outputs stay on the devices until asked for.
+
+        ``retries``: when a device's actor dies, restart it (``repair``: a fresh actor, every peer
+        given its new handle, the schedules loaded again) and run the whole program again, under a
+        new run id (messages of the failed attempt are ignored), up to ``retries`` more times; the
+        shards are put once and sent again. The ``Execution`` is the successful attempt's
+        (``attempts``: how many were made; ``controller_calls``: all of them). Once the retries
+        are spent the last attempt's ``DeviceLostError`` is raised."""
+        from .errors import DeviceLostError
+        from .local import _check_inputs
+
+        _check_inputs(spmd, inputs)
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, not {retries}")
+        before = Counter(self.calls)
+        put = PutOnce()  # a block several devices hold goes once
+        shards = {d: [put(a) for a in inputs[d]] for d in spmd.devices}
+        self.calls["put"] += len(put)
+        restarted: list[int] = []
+        for attempt in range(retries + 1):
+            last = attempt == retries
+            if attempt:
+                restarted += self.repair(floor=self._last_run + 1)
+            try:
+                ex = self._attempt(key, spmd, shards, trace_values, abort_wait, lost_grace if last else 0.0)
+            except DeviceLostError as e:
+                if last:
+                    e.attempts = attempt + 1
+                    raise
+                continue
+            object.__setattr__(ex, "controller_calls", dict(self.calls - before))
+            object.__setattr__(ex, "attempts", attempt + 1)
+            object.__setattr__(ex, "restarted", tuple(restarted))
+            return ex
+        raise AssertionError("unreachable")
+
+    def _attempt(self, key, spmd, shards: Mapping[int, list], trace_values: bool, abort_wait: float,
+                 lost_grace: float):
+        """One run of the program on every device (see ``execute``)."""
+        from simshard.report.memory import MemoryReport
+
+        from .local import Execution
+        from .transport import TransferLog
+
+        ray = import_ray()
+        run_id = self._last_run = next(self._run_ids)
+        pending: dict[Any, int] = {}
+        for d in spmd.devices:
+            pending[self.actors[d].run.remote(key, run_id, bool(trace_values), *shards[d])] = d
+            self.calls["remote"] += 1
+        results: dict[int, dict] = {}
+        dead: dict[int, BaseException] = {}
+        told_dead: set[int] = set()
+        deadline: float | None = None  # once something failed: when to stop waiting
+        aborted = False
+
+        def abort():
+            nonlocal aborted, deadline
+            aborted, deadline = True, time.monotonic() + abort_wait
+            for d in pending.values():
+                self.actors[d].abort.remote(run_id)
+                self.calls["remote"] += 1
+
+        while pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+            self.calls["wait"] += 1
+            if not ready:
+                if aborted:
+                    break  # aborted devices that do not answer: reported as such
+                abort()  # survivors of a dead device that did not fail in the grace time
+                continue
+            for ref in ready:
+                d = pending.pop(ref)
+                self.calls["get"] += 1
+                try:
+                    results[d] = ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    dead[d] = e
+                except ray.exceptions.RayTaskError as e:
+                    results[d] = {"status": "error", "error": getattr(e, "cause", e), "where": "unknown"}
+            if aborted or not pending:
+                continue
+            if any(r["status"] != "ok" for r in results.values()):
+                abort()  # a device failed: stop the others now
+            elif set(dead) - told_dead and lost_grace <= 0:
+                abort()  # a device died and the run will be tried again: stop the others now
+            elif set(dead) - told_dead:
+                # a device died: the others run on until they need it (and so name what they
+                # waited for), then fail; whatever still runs after the grace time is aborted
+                told_dead |= set(dead)
+                deadline = time.monotonic() + lost_grace
+                for d in pending.values():
+                    self.actors[d].peer_lost.remote(run_id, tuple(sorted(told_dead)))
+                    self.calls["remote"] += 1
+        for d in pending.values():
+            results[d] = {"status": "aborted", "where": "not answering", "waits": []}
+        if dead or any(r["status"] != "ok" for r in results.values()):
+            raise _failure(spmd, results, dead)
+        unreceived = [(src, d, k, note) for d in spmd.devices for src, k, note in results[d]["undelivered"]]
+        # a message that reached its receiver after that had finished, as its sender heard
+        unreceived += [(s, d, k, note) for s in spmd.devices for d, k, note in results[s].get("late", ())]
+        if unreceived:
+            from .errors import ScheduleMismatchError
+
+            src, d, k, note = unreceived[0]
+            raise ScheduleMismatchError(
+                f"schedules do not match: device {src} sent message {k} (instruction id {k[0]}, sent {note}) to "
+                f"device {d}, which finished without receiving it",
+                devices=(src, d), positions={src: note, d: results[d]["where"]},
+            )
+        log = TransferLog()
+        for d in spmd.devices:
+            for e in results[d]["transfers"]:
+                log.record(e.device, e.peer, e.direction, e.key, e.nbytes)
+        records = tuple(r for d in spmd.devices for r in results[d]["records"])
+        memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
+        values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
+        outputs = _Outputs({d: results[d]["outputs"] for d in spmd.devices}, self.calls)
+        timeline = {d: results[d]["timeline"] for d in spmd.devices}
+        return Execution(spmd, outputs, records, memory, log, values, timeline)
+
+    def run_spmd(self, spmd, inputs, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
+                 trace_values: bool = False, retries: int = 0):
+        """Load and run an ``SpmdProgram`` once (``run_local``'s arguments)."""
+        key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+        return self.execute(key, spmd, inputs, trace_values=trace_values, retries=retries)
+
+    # -- restarting lost devices -------------------------------------------------------------
+    def _shipped(self) -> dict:
+        if not hasattr(self, "_shipped_args"):
+            self._shipped_args: dict[Any, dict[int, tuple]] = {}  # key -> device -> load arguments
+        return self._shipped_args
+
+    def lost(self, timeout: float = 5.0) -> list[int]:
+        """The devices whose actor is dead or does not answer within ``timeout`` seconds."""
+        ray = import_ray()
+        refs = {self.actors[d].pid.remote(): d for d in self.devices}
+        self.calls["remote"] += len(refs)
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        self.calls["wait"] += 1
+        gone = {d for r, d in refs.items() if r not in ready}
+        for r in ready:
+            try:
+                ray.get(r)
+            except Exception:  # RayActorError: the actor is gone
+                gone.add(refs[r])
+        self.calls["get"] += 1
+        return sorted(gone)
+
+    def _actor_options(self, device: int) -> dict:
+        """The options of a restarted device's actor: those ``start`` gave it (fractional CPUs, and
+        its placement-group bundle when ``node_axes`` is set)."""
+        return dict(self._options[device])
+
+    def repair(self, floor: int | None = None, tries: int = 3) -> list[int]:
+        """Restart every lost device (``lost``): a fresh ``DeviceActor`` for the same device id,
+        every actor given the new handles (and ``floor``: runs below it are over, their late
+        messages dropped), and every program loaded so far shipped to it again (the schedules'
+        msgpack bytes are kept here). Returns the devices restarted."""
+        ray = import_ray()
+        floor = self._last_run + 1 if floor is None else floor
+        restarted: list[int] = []
+        for _ in range(tries):
+            gone = self.lost()
+            if not gone:
+                return restarted
+            cls = ray.remote(DeviceActor)
+            for d in gone:
+                try:
+                    ray.kill(self.actors[d])  # one that did not answer
+                except Exception:
+                    pass
+                self.actors[d] = cls.options(**self._actor_options(d)).remote(d, RUNTIME_DIR)
+                self.calls["remote"] += 1
+            refs = [a.connect.remote(self.actors, floor) for a in self.actors.values()]
+            refs += [self.actors[d].load.remote(k, *per[d]) for k, per in self._shipped().items()
+                     for d in gone if d in per]
+            self.calls["remote"] += len(refs)
+            try:
+                ray.get(refs)
+            except ray.exceptions.RayActorError:
+                pass  # another actor died meanwhile: look again
+            finally:
+                self.calls["get"] += 1
+            restarted += gone
+        if self.lost():
+            raise RuntimeError(f"RayMesh.repair: devices {self.lost()} still do not answer after {tries} restarts")
+        return restarted
+
+
+def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> BaseException:
+    from .errors import DeviceLostError, ExecutionError, ScheduleMismatchError
+    from .executor import describe
+
+    positions = {d: r.get("where", "unknown") for d, r in results.items()}
+    if dead:
+        d = min(dead)
+        waiting = []  # (peer, instruction id) of survivors waiting for d
+        for p, r in sorted(results.items()):
+            for src, k in r.get("waits", ()):
+                if src == d:
+                    waiting.append((p, k[0]))
+            err = r.get("error")
+            if isinstance(err, ScheduleMismatchError) and d in getattr(err, "devices", ()) and err.instr is not None:
+                waiting.append((p, err.instr))
+        instr = position = None
+        at = "its position is unknown (no surviving device was waiting for it)"
+        if waiting:
+            peer, instr = waiting[0]
+            sched = spmd.schedule(d)
+            position = next((i for i, ins in enumerate(sched.instrs) if ins.id == instr), None)
+            what = f"[{instr}]" if position is None else f"position {position} {describe(sched.instrs[position])}"
+            at = (f"it had not finished its part of instruction {what}: device {peer} was waiting for it "
+                  f"({positions[peer]})")
+        cause = str(dead[d]).strip().splitlines()[0] if str(dead[d]).strip() else type(dead[d]).__name__
+        others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
+        return DeviceLostError(
+            f"device {d}'s Ray actor died during the run{others}; {at}. Ray said: {cause}",
+            device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
+        )
+    errors = {d: r["error"] for d, r in results.items() if r["status"] == "error"}
+    own = {d: e for d, e in errors.items() if not isinstance(e, ScheduleMismatchError)}
+    pick = own or errors
+    if pick:
+        e = pick[min(pick)]
+        return e if isinstance(e, BaseException) else ExecutionError(str(e))
+    return ExecutionError(f"the run was aborted without an error (devices: {positions})")
+
+
+class Compiled:
+    """A program loaded on a ``RayMesh``: call it with the function's arguments to run it."""
+
+    def __init__(self, mesh: RayMesh, key, spmd, program, static: frozenset[int]):
+        self.devices = mesh
+        self.key = key
+        self.spmd = spmd
+        self.program = program
+        self.static = static
+
+    def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "RayResult":
+        from simshard.propagate.prepare import dynamic_leaves
+
+        from .placement import shard_inputs
+
+        inputs = shard_inputs(self.spmd, *dynamic_leaves(args, self.static))
+        return RayResult(self, self.devices.execute(self.key, self.spmd, inputs, trace_values=trace_values,
+                                                    retries=retries))
+
+
+class RayResult:
+    """One run of a ``Compiled``: outputs stay on the devices until ``outputs`` / ``shards``."""
+
+    def __init__(self, compiled: Compiled, execution):
+        self.compiled = compiled
+        self.execution = execution
+        self.controller_calls = execution.controller_calls
+
+    @property
+    def outputs(self):
+        from .placement import assemble_outputs
+
+        out = assemble_outputs(self.compiled.spmd, self.execution.outputs.fetch())
+        tree = self.compiled.program.out_tree
+        if tree is None:
+            return out
+        import optree
+
+        return optree.tree_unflatten(tree, list(out))
+
+    def shards(self, device: int) -> tuple[np.ndarray, ...]:
+        return tuple(self.execution.outputs[device])
+
+    @property
+    def comm(self):
+        return self.execution.comm
+
+    @property
+    def memory(self):
+        return self.execution.memory
+
+    @property
+    def records(self):
+        return self.execution.records
+
+
+def _mesh_of(spmd):
+    for s in (*spmd.in_shardings, *spmd.out_shardings):
+        mesh = getattr(s, "mesh", None)
+        if mesh is not None:
+            return mesh
+    return None
+
+
+def run_ray(spmd, inputs, *, address: str | None = None, node_axes: Sequence[str] | str | None = None, mesh=None,
+            device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct", trace_values: bool = False,
+            retries: int = 0, progress=None, ray_mesh: "RayMesh | None" = None, **mesh_options):
+    """``run_local``'s counterpart: fresh device actors for one run (outputs fetched before they go).
+    ``node_axes`` (with the program's mesh, or ``mesh=``) places them on nodes (``RayMesh``);
+    ``retries``: see ``RayMesh.execute``; ``mesh_options`` are ``RayMesh``'s keyword options
+    (``actor_cpus``, ``node_strategy``, ...); ``progress(stage)`` is told when the actors start and
+    when the run starts. ``ray_mesh``: run on these device actors instead (kept alive; the program
+    is loaded for this run and unloaded after it)."""
+    say = progress or (lambda stage: None)
+    run = dict(device_memory=device_memory, timeout=timeout, algorithm=algorithm, trace_values=trace_values,
+               retries=retries)
+    if ray_mesh is not None:
+        if address is not None or node_axes is not None or mesh_options:
+            raise ValueError("run_ray: with ray_mesh= the actors exist already; address=, node_axes= and actor "
+                             "options belong to the RayMesh")
+        missing = sorted(set(spmd.devices) - set(ray_mesh.devices))
+        if missing:
+            raise ValueError(f"run_ray: the program runs on devices {missing}, which the given RayMesh does not hold")
+        return _run_once(ray_mesh, spmd, inputs, say, keep=True, **run)
+    if node_axes is not None:
+        mesh = mesh or _mesh_of(spmd)
+        if mesh is None:
+            raise ValueError("run_ray: node_axes= needs the mesh; pass mesh=")
+        m = RayMesh(mesh, address, node_axes, devices=spmd.devices, **mesh_options)
+    else:
+        m = RayMesh(devices=spmd.devices, address=address, **mesh_options)
+    try:
+        return _run_once(m, spmd, inputs, say, keep=False, **run)
+    finally:
+        m.close()
+
+
+def _run_once(m: RayMesh, spmd, inputs, say, *, keep: bool, device_memory, timeout, algorithm, trace_values,
+              retries):
+    """Load ``spmd`` on ``m`` (started first if need be), run it, fetch its outputs; a mesh that
+    is ``keep``-t drops the program again after the run."""
+    if not m.actors:
+        say(f"starting {len(m.devices)} Ray device actors")
+        m.start()
+    key = m.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+    try:
+        say(f"running on {len(spmd.devices)} Ray device actors")
+        ex = m.execute(key, spmd, inputs, trace_values=trace_values, retries=retries)
+        ex.outputs.fetch()
+        return ex
+    finally:
+        if keep:
+            m.unload(key)
+
+
+__all__ = ["Compiled", "RayMesh", "RayResult", "run_ray"]

@@ -1,0 +1,143 @@
+"""Starting Ray, on both sides: the driver connects to Ray or starts a private local one
+(``ensure_ray``, on loopback only), and a device worker, before anything else, binds
+``simshard.runtime`` to the driver's runtime folder and imports the compiler's packages lean
+(``bootstrap``). Ray itself is imported on first use only (``import_ray``): the local backend
+never needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+# Arrays from this size travel via ray.put, smaller ones inline in the call (one gRPC hop to the
+# receiving actor, no object-store round trips: an MLP's 256 KiB all-reduce chunks arrive ~2x
+# sooner). A local Ray started here inlines call arguments up to this size
+# (max_direct_call_object_size, 100 KiB by default); on another cluster Ray promotes the larger
+# ones to the object store itself.
+INLINE_BYTES = 1 << 20
+ACTOR_CPUS_MAX = 0.25
+RUNTIME_DIR = str(Path(__file__).resolve().parent)
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - ray is a dependency of this backend only
+        raise ImportError("the Ray backend needs ray: pip install 'ray>=2.9'") from e
+    return ray
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None):
+    """Connect to Ray: reuse an initialised Ray; with ``address`` join that cluster; otherwise
+    start a local one, dashboard off, logs quiet, on loopback only (``_loopback_only``)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    if address is None:
+        # "local": a new instance of our own, even when another one runs on this machine
+        kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1",
+                  _system_config={"max_direct_call_object_size": INLINE_BYTES})
+        with _loopback_only():
+            ray.init(**kw)
+    else:
+        kw.update(address=address)
+        ray.init(**kw)
+    return ray
+
+
+@contextlib.contextmanager
+def _loopback_only():
+    """While starting a private local Ray: keep ``_node_ip_address="127.0.0.1"``.
+
+    On Linux, Ray (2.x) turns a loopback node address into the machine's routable one
+    (``services.resolve_ip_for_localhost``) unless its cluster mode is off, which is what
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` does. That variable is read once, when ``ray`` is
+    imported (``ray._private.ray_constants.ENABLE_RAY_CLUSTER``), so it is set on the module for
+    the ``ray.init`` call only. With the node address 127.0.0.1 the GCS, the raylet, the
+    runtime-env agent and every worker (device actor) listen on 127.0.0.1 only, and the Ray
+    state records 127.0.0.1. The address of a node started here is written down by Ray at start,
+    so nothing else reads the flag later; joining a cluster (``address=``) never goes through
+    here. A Ray without that module attribute just starts as before."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - another Ray layout
+        yield
+        return
+    if not hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):  # pragma: no cover
+        yield
+        return
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+# -- the device side ---------------------------------------------------------------------------
+
+
+def bootstrap(runtime_dir: str) -> None:
+    """Make ``simshard.runtime`` in this worker the driver's runtime folder (a worker could find
+    another checkout through an editable install)."""
+    import importlib.util
+
+    mod = sys.modules.get("simshard.runtime")
+    if mod is not None:
+        if Path(mod.__file__).resolve().parent == Path(runtime_dir):
+            return
+        raise ImportError(f"this Ray worker imported simshard.runtime from {mod.__file__}, the driver's is {runtime_dir}")
+    for package in LEAN_PACKAGES:
+        _lean_package(package)
+    simshard = sys.modules["simshard"]  # registered (lean) just above
+
+    found = importlib.util.find_spec("simshard.runtime")
+    if found is not None and found.origin and Path(found.origin).resolve().parent == Path(runtime_dir):
+        import simshard.runtime  # noqa: F401
+        return
+    init = Path(runtime_dir) / "__init__.py"
+    spec = importlib.util.spec_from_file_location("simshard.runtime", init, submodule_search_locations=[runtime_dir])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["simshard.runtime"] = module
+    spec.loader.exec_module(module)
+    simshard.runtime = module
+
+
+# Packages whose __init__ a device worker skips until something asks for a name it defines: a
+# device needs the executor's modules, not the tracing / propagation API the package roots gather
+# (half a worker's start-up CPU, which 64 workers on 2 cores pay in turn).
+LEAN_PACKAGES = ("simshard", "simshard.partition", "simshard.report")
+
+
+def _lean_package(name: str) -> None:
+    """Register package ``name`` without running its ``__init__``: its submodules import as usual,
+    and the first attribute it does not have yet runs the ``__init__`` into the same module (so
+    user code in a manual region that uses ``simshard.…`` finds everything)."""
+    import importlib.util
+
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return
+    module = importlib.util.module_from_spec(spec)
+
+    def __getattr__(attr: str):
+        if module.__dict__.pop("__getattr__", None) is not None:
+            spec.loader.exec_module(module)
+            if attr in module.__dict__:
+                return module.__dict__[attr]
+        raise AttributeError(f"module {name!r} has no attribute {attr!r}")
+
+    module.__getattr__ = __getattr__
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent and parent in sys.modules:
+        setattr(sys.modules[parent], child, module)

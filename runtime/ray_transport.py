@@ -1,0 +1,121 @@
+"""The Ray transport: one device's side of sending and receiving between device actors.
+
+A send is a fire-and-forget call on the receiving actor's ``deliver`` (``RayTransport._deliver``),
+the array travelling as a Ray object (``ray.put`` once per instruction, from ``INLINE_BYTES`` up)
+or inline below that; a receive waits on the device's own mailbox with the receive timeout. The
+collectives and the executor above it are the local backend's, so outputs and communication
+records are the same, bit for bit and byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .ray_start import INLINE_BYTES, import_ray
+
+
+class PutOnce:
+    """``ray.put`` each distinct array once, by identity: a block several devices hold, an array
+    sent to several peers. Each array is kept with its ref, so its id cannot be reused meanwhile."""
+
+    def __init__(self):
+        self._refs: dict[int, tuple[np.ndarray, Any]] = {}
+
+    def __call__(self, array: np.ndarray):
+        hit = self._refs.get(id(array))
+        if hit is None:
+            hit = self._refs[id(array)] = (array, import_ray().put(array))
+        return hit[1]
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+def make_transport_class():
+    from .transport import Message, PeerLost, RecvTimeout, Transport, TransportError
+
+    class RayTransport(Transport):
+        """One device's side of the Ray transport: sends are fire-and-forget calls on the receiving
+        actor's ``deliver``; receives wait on this device's mailbox. Its log holds this device's
+        transfers only."""
+
+        def __init__(self, device: int, peers: Mapping[int, Any], run_id: int, mailbox, timeout, dead: set):
+            super().__init__(timeout)
+            self.dead = dead  # devices the controller reported dead: waiting for them fails at once
+            self.lost: tuple | None = None  # (source, key) of the receive a dead peer failed
+            self.device = device
+            self.peers = peers
+            self.run_id = run_id
+            self.mailbox = mailbox
+            self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
+            self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
+            self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
+            self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
+            self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
+
+        async def _deliver(self, msg: Message) -> None:
+            if msg.dst == self.device:
+                self.mailbox.put(Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note))
+                return
+            peer = self.peers.get(msg.dst)
+            if peer is None:
+                raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
+            payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
+            # no ack awaited here; the answers are looked at once this device has finished (``late``)
+            ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
+            self.sent.append((ref, msg.dst, msg.key, msg.note))
+
+        def _payload(self, msg: Message):
+            """The array as a Ray object, put once per instruction however many peers it goes to
+            (an all-gather's block, an all-reduce's finished chunk): every receiver on a node
+            reads the same object, as Ray moves one object to many actors."""
+            if self._puts_for != msg.key[0]:
+                self._puts_for, self._puts = msg.key[0], PutOnce()
+            return self._puts(msg.array)
+
+        async def late(self, timeout: float = 5.0) -> list[tuple]:
+            """(destination, key, note) of the messages whose receiver had already finished the
+            run when they arrived: a schedule mismatch that would otherwise pass unnoticed."""
+            if not self.sent:
+                return []
+            try:
+                answers = await asyncio.wait_for(
+                    asyncio.gather(*(r for r, *_ in self.sent), return_exceptions=True), timeout)
+            except asyncio.TimeoutError:
+                return []  # a receiver too busy to answer: nothing known
+            return [(dst, key, note) for (_, dst, key, note), a in zip(self.sent, answers) if a == "finished"]
+
+        async def _collect(self, dst: int, src: int, key, timeout) -> Message:
+            if src != self.device and src not in self.peers:
+                raise TransportError(f"device {src} is not one of this mesh's devices {sorted(self.peers)}")
+            self.waiting[(src, key)] = time.monotonic()
+            try:
+                if src in self.dead and not self.mailbox.has(src, key):
+                    raise PeerLost(dst, src, key)
+                return await self.mailbox.get(src, key, timeout)
+            except PeerLost:
+                self.lost = (src, key)
+                raise
+            except RecvTimeout:
+                self.peer_where[src] = await self._ask_where(src)
+                raise
+            except asyncio.CancelledError:
+                self.cancelled_in = (src, key)  # an aborted device still says whom it waited for
+                raise
+            finally:
+                self.waiting.pop((src, key), None)
+
+        async def _ask_where(self, src: int) -> str:
+            try:
+                return await asyncio.wait_for(self.peers[src].where.remote(self.run_id), 5.0)
+            except asyncio.TimeoutError:
+                return "not answering (its actor did not reply within 5 s)"
+            except Exception as e:  # a dead actor
+                return f"unreachable ({type(e).__name__}: its actor is gone)"
+
+    return RayTransport
