@@ -7,7 +7,8 @@ reduction factors with the matching ``reduce_op`` (shardy.md a.5, without the in
 
 A device holding a block of a reduced dim computes a partial result; partial results combine
 with the reduce op (all-reduce, or kept pending as ``unreduced``). ``argmax`` / ``argmin``
-return positions, which do not combine that way: their axis is a need-replication factor.
+return positions, which do not combine that way: their axis is a need-replication factor. A
+reduction keeps its operand's dtype (``np.sum(x, dtype=...)`` converts before it).
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ def _reducer(name: str, fn, reduce_op: str):
         if reduce_op in ("max", "min") and any(x.shape[a] == 0 for a in axes):
             raise ValueError(f"{name}: cannot reduce a zero-size dimension (axes {axes} of shape {x.shape}): {reduce_op} has no identity there")
         shape = tuple(n for d, n in enumerate(x.shape) if d not in axes)
-        dtype = fn(np.zeros((1,) * x.ndim, x.dtype), axis=axes).dtype
-        return (Aval(shape, dtype),)
+        return (Aval(shape, x.dtype),)
+
+    accumulate = {"dtype": None} if reduce_op in ("sum", "prod") else {}
 
     def kernel(x, *, axes, **_):
-        return (np.asarray(fn(x, axis=tuple(axes))),)
+        # in the operand's dtype, where numpy would widen small ints: the lowering of np.sum /
+        # np.prod converts first (to the dtype= asked for, or numpy's default accumulator)
+        kw = {k: x.dtype for k in accumulate}
+        return (np.asarray(fn(x, axis=tuple(axes), **kw)),)
 
     def rule(in_avals, out_avals, *, axes, **_):
         return reduce_rule(in_avals, out_avals, axes=tuple(axes), reduce_op=reduce_op)

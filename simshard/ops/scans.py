@@ -23,18 +23,22 @@ def along_axis_rule(in_avals, out_avals, *, axis, **_):
     return b.add_pointwise(x.shape, lambda d: NEED_REPLICATION if d == axis else PASS_THROUGH).build()
 
 
-def _along_axis(name: str, fn, doc: str):
+def _along_axis(name: str, fn, doc: str, accumulates: bool = False):
+    """``accumulates``: the kernel takes ``dtype=``, and keeps the operand's (the lowering of
+    ``np.cumsum(x, dtype=...)`` converts first, as it widens small ints when none is asked for)."""
+
     def abstract_eval(*avals, axis, **_):
         _checks.arity(name, avals, 1)
         (x,) = avals
         _checks.axis(name, axis, x.ndim)
-        return (Aval(x.shape, fn(np.zeros((1,) * x.ndim, x.dtype), axis=axis).dtype),)
+        return (Aval(x.shape, x.dtype),)
 
     def kernel(x, *, axis, **_):
-        return (np.asarray(fn(x, axis=axis)),)
+        kw = {"dtype": x.dtype} if accumulates else {}
+        return (np.asarray(fn(x, axis=axis, **kw)),)
 
     register_op(name, abstract_eval, kernel, along_axis_rule, doc=doc)
 
 
-_along_axis("cumsum", np.cumsum, "cumulative sum along `axis`; the axis needs replication")
+_along_axis("cumsum", np.cumsum, "cumulative sum along `axis`; the axis needs replication", accumulates=True)
 _along_axis("sort", np.sort, "sort along `axis`; the axis needs replication")

@@ -104,6 +104,37 @@ def _broadcast_all(args: Sequence[Any], fn: str) -> list:
     return res
 
 
+# -- weak types (NEP 50) ------------------------------------------------------------------------------
+_WEAK_VALUE = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}  # a Python scalar of each kind
+
+
+def _is_weak(x) -> bool:
+    """A Python scalar, or a Tracer of one (a scalar argument of the traced function)."""
+    return (isinstance(x, Tracer) and x.weak) or (
+        isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic))
+
+
+def _promote_weak(args: Sequence[Any]) -> list:
+    """numpy's NEP 50 for weakly typed Tracers: where one meets a strongly typed operand, it takes
+    the dtype a Python scalar of its kind would (``f32 * 3.0`` is f32, ``i32 * 3.0`` is f64)."""
+    if not any(isinstance(a, Tracer) and a.weak for a in args):
+        return list(args)
+    strong = [_dtype(a) for a in args if not _is_weak(a)]
+    if not strong:
+        return list(args)
+    weak = [_WEAK_VALUE[_dtype(a).kind] if isinstance(a, Tracer) else a for a in args if _is_weak(a)]
+    target = np.result_type(*strong, *weak)
+    return [astype(a, target) if isinstance(a, Tracer) and a.weak else a for a in args]
+
+
+def _keep_weak(out, operands: Sequence[Any]):
+    """An op on weak operands only (no array) gives a weak result, as in numpy and JAX."""
+    traced = [a for a in operands if isinstance(a, Tracer)]
+    if traced and all(_is_weak(a) for a in operands) and isinstance(out, Tracer):
+        out.weak = True
+    return out
+
+
 # -- ufuncs ---------------------------------------------------------------------------------------
 UFUNC_OPS: dict[np.ufunc, str] = {
     np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div", np.power: "pow",
@@ -135,8 +166,10 @@ def ufunc(uf: np.ufunc, method: str, inputs, kwargs):
     if op is None:
         raise TraceError(f"np.{uf.__name__} is not supported by simshard's tracer (no op for it)")
     if uf.nin == 1:
-        return bind(op, _as_tracer(inputs[0]))
-    return bind(op, *_broadcast_all(inputs, f"np.{uf.__name__}"))
+        x = _as_tracer(inputs[0])
+        return _keep_weak(bind(op, x), [x])
+    promoted = _promote_weak(inputs)
+    return _keep_weak(bind(op, *_broadcast_all(promoted, f"np.{uf.__name__}")), promoted)
 
 
 def astype(x, dtype):

@@ -59,10 +59,13 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
 
     __array_priority__ = 1000
 
-    def __init__(self, builder: Builder, value: Value, sharding: Sharding | None = None):
+    def __init__(self, builder: Builder, value: Value, sharding: Sharding | None = None, weak: bool = False):
         self._builder = builder
         self.value = value
         self.sharding = sharding
+        # weakly typed (a Python scalar argument, as in numpy's NEP 50 and JAX): where it meets a
+        # strongly typed operand it takes the dtype a Python scalar would (``lowering``)
+        self.weak = weak
 
     # -- ndarray-like attributes ---------------------------------------------------------------
     @property

@@ -45,6 +45,11 @@ class ShapeDtype:
 
 
 # -- tracing a function ---------------------------------------------------------------------------
+def _is_python_scalar(x) -> bool:
+    """A Python bool / int / float / complex (not a numpy scalar): weakly typed, as in NEP 50."""
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
+
+
 def _leaf_aval(x) -> Aval:
     if isinstance(x, ShapeDtype):
         return Aval(x.shape, x.dtype)
@@ -152,7 +157,7 @@ def trace(
             inputs.append(v)
             input_names.append(label)
             in_sh.append(sharding)
-            tracers.append(Tracer(builder, v, sharding))
+            tracers.append(Tracer(builder, v, sharding, weak=_is_python_scalar(leaf)))
         tracer_args.append(optree.tree_unflatten(treedef, tracers))
     it = iter(tracer_args)
     call_args = [a if i in static else next(it) for i, a in enumerate(args)]
