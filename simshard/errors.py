@@ -24,3 +24,8 @@ class ReplicaMismatchError(ValueError):
 
 class TraceError(TypeError):
     """A numpy call or Python operation that cannot be traced, named with where it happened."""
+
+
+class UnsupportedAttributeError(TraceError, AttributeError):
+    """An ndarray method or attribute a traced array does not have: a TraceError naming it, and an
+    AttributeError too, so ``hasattr`` and duck typing keep working."""

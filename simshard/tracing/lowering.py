@@ -341,6 +341,26 @@ def _min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     return _reduce("min", a, axis, keepdims, "np.min")
 
 
+def _truth(a, fn: str):
+    """``a != 0`` as bools (numpy's truth of each element)."""
+    x = _as_tracer(a)
+    return x if x.dtype == np.bool_ else bind("ne", x, np.zeros((), x.dtype)[()])
+
+
+def _any(a, axis=None, out=None, keepdims=False, *, where=None):
+    _no(out=out, where=where, fn="np.any")
+    return _reduce("max", _truth(a, "np.any"), axis, keepdims, "np.any")
+
+
+def _all(a, axis=None, out=None, keepdims=False, *, where=None):
+    _no(out=out, where=where, fn="np.all")
+    return _reduce("min", _truth(a, "np.all"), axis, keepdims, "np.all")
+
+
+def _count_nonzero(a, axis=None, *, keepdims=False):
+    return _reduce("sum", _truth(a, "np.count_nonzero"), axis, keepdims, "np.count_nonzero", np.intp)
+
+
 def _count(x, axes) -> int:
     return math.prod(x.shape[a] for a in axes)
 
@@ -665,7 +685,7 @@ HANDLERS: dict[Callable, Callable] = {
     np.take: take, np.where: where, np.dot: dot, np.tensordot: tensordot, np.einsum: einsum,
     np.clip: clip, np.zeros_like: _like(0), np.ones_like: _like(1), np.full_like: _full_like,
     np.ndim: _ndim, np.shape: _shape_fn, np.ravel: lambda a, order="C": reshape(a, (-1,)),
-    np.matmul: matmul,
+    np.matmul: matmul, np.any: _any, np.all: _all, np.count_nonzero: _count_nonzero,
 }
 if hasattr(np, "astype"):
     HANDLERS[np.astype] = _astype_fn

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import TraceError
+from ..errors import TraceError, UnsupportedAttributeError
 from ..ir import trace_stack
 from ..ir.program import Aval, Eqn, Literal, Value
 from ..ops import get_op
@@ -198,6 +198,22 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
 
     def argmin(self, axis=None, keepdims=False):
         return np.argmin(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis=None, keepdims=False):
+        return np.any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims=False):
+        return np.all(self, axis=axis, keepdims=keepdims)
+
+    def __getattr__(self, name: str):
+        """Only for names this class lacks: a TraceError naming the method (never a bare AttributeError)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        what = "the ndarray method" if callable(getattr(np.ndarray, name, None)) else "the attribute"
+        raise UnsupportedAttributeError(
+            f"{what} .{name} of a traced array ({self!r}) is not supported by simshard's tracer; "
+            "use a numpy function it supports (docs/programs.md, 'What traces')"
+        )
 
     def cumsum(self, axis=None):
         return np.cumsum(self, axis=axis)

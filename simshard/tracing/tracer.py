@@ -45,16 +45,41 @@ class ShapeDtype:
 
 
 # -- tracing a function ---------------------------------------------------------------------------
+def _argument_names(fun: Callable, n: int) -> list[str]:
+    """The names of ``n`` positional arguments of ``fun``, as reports show its inputs: the
+    parameter names, ``xs[0]``, ``xs[1]``, ... for ``*xs``, ``arg3`` where there is no name."""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names: list[str] = []
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            names += [f"{p.name}[{k}]" for k in range(n - len(names))]
+            break
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+    return (names + [f"arg{i}" for i in range(len(names), n)])[:n]
+
+
 def _is_python_scalar(x) -> bool:
     """A Python bool / int / float / complex (not a numpy scalar): weakly typed, as in NEP 50."""
     return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
-def _leaf_aval(x) -> Aval:
+def _leaf_aval(x, where: str) -> Aval:
+    """The abstract type of an input; refused (TraceError) for objects, strings, dates and records."""
     if isinstance(x, ShapeDtype):
-        return Aval(x.shape, x.dtype)
-    arr = np.asarray(x)
-    return Aval(arr.shape, arr.dtype)
+        shape, dtype = x.shape, x.dtype
+    else:
+        arr = np.asarray(x)
+        shape, dtype = arr.shape, arr.dtype
+    if dtype.kind in "OSUMm" or dtype.fields is not None:  # ml_dtypes' (bfloat16, float8) are kind "V"
+        raise TraceError(
+            f"{where} has dtype {dtype} ({type(x).__name__}); simshard traces arrays of bool, integer, "
+            "float or complex numbers: convert it, or pass it as a static argument (static_argnums)"
+        )
+    return Aval(shape, dtype)
 
 
 def _path_name(arg_name: str, path: tuple) -> str:
@@ -126,11 +151,7 @@ def trace(
             hash(args[i])
         except TypeError:
             raise TraceError(f"static argument {i} ({type(args[i]).__name__}) must be hashable") from None
-    try:
-        names = list(inspect.signature(fun).parameters)
-    except (TypeError, ValueError):
-        names = []
-    names += [f"arg{i}" for i in range(len(names), len(args))]
+    names = _argument_names(fun, len(args))
     dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
     dyn_names = [n for i, n in enumerate(names[: len(args)]) if i not in static]
 
@@ -148,10 +169,10 @@ def trace(
         specs = _broadcast_prefix(in_shardings[k], arg, f"in_shardings[{k}]")
         tracers = []
         for path, leaf, spec in zip(paths, leaves, specs):
-            aval = _leaf_aval(leaf)
+            label = _path_name(dyn_names[k], path)
+            aval = _leaf_aval(leaf, f"input {label}")
             if spec is None and isinstance(leaf, ShapeDtype):
                 spec = leaf.sharding
-            label = _path_name(dyn_names[k], path)
             sharding = resolve_sharding(spec, aval, f"input {label}", mesh)
             v = builder.new_value(aval)
             inputs.append(v)

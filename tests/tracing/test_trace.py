@@ -167,3 +167,44 @@ def test_none_inside_arguments_does_not_shift_shardings():
     assert str(p.in_shardings[0]) == '<@mesh, [{"x"}]>' and p.in_shardings[1] is None
     q = trace(lambda d: d["b"] + d["c"], args, in_shardings=({"a": ss.P("y"), "b": ss.P("x"), "c": None},), mesh=MESH)
     assert str(q.in_shardings[0]) == '<@mesh, [{"x"}]>' and q.in_shardings[1] is None
+
+
+# -- what a new user reaches for (issue 11) ---------------------------------------------------------
+@pytest.mark.parametrize("f", [
+    lambda a: a.any(), lambda a: np.any(a > 3, axis=0), lambda a: np.all(a, axis=1), lambda a: a.all(0, keepdims=True),
+    lambda a: np.count_nonzero(a), lambda a: np.count_nonzero(a > 2, axis=0),
+], ids=["any-method", "any-axis", "all-axis", "all-keepdims", "count_nonzero", "count_nonzero-axis"])
+def test_truth_reductions_trace_and_run_sharded(f):
+    a = np.arange(16, dtype=np.float32).reshape(4, 4) - 3
+    res = ss.run(f, a, mesh=ss.Mesh({"x": 2}), in_shardings=(ss.P("x", None),), backend="local")
+    assert res.verify.bitwise
+    assert np.asarray(res.outputs).dtype == np.asarray(f(a)).dtype
+
+
+@pytest.mark.parametrize("name", ["tofile", "nonexistent_method", "flags"])
+def test_an_unsupported_array_attribute_is_a_trace_error_naming_it(name):
+    with pytest.raises(ss.TraceError, match=rf"\.{name} of a traced array"):
+        ss.trace(lambda a: getattr(a, name), np.ones((2, 2), np.float32))
+
+
+def test_hasattr_on_a_tracer_still_answers():
+    seen = {}
+
+    def f(a):
+        seen["shape"], seen["nope"] = hasattr(a, "shape"), hasattr(a, "nonexistent")
+        return a
+
+    ss.trace(f, np.ones(2, np.float32))
+    assert seen == {"shape": True, "nope": False}
+
+
+def test_varargs_inputs_are_named_by_position():
+    a = np.ones((2, 2), np.float32)
+    assert ss.trace(lambda *xs: xs[0] + xs[1], a, a).input_names == ("xs[0]", "xs[1]")
+    assert ss.trace(lambda a, *rest: a + rest[0], a, a).input_names == ("a", "rest[0]")
+
+
+@pytest.mark.parametrize("arg", [np.array([1, "a"], dtype=object), "text", np.array(["a", "b"])], ids=["object", "str", "str-array"])
+def test_a_non_numeric_input_is_refused_naming_it(arg):
+    with pytest.raises(ss.TraceError, match=r"input s has dtype"):
+        ss.trace(lambda a, s: a, np.ones(2, np.float32), arg)
