@@ -162,10 +162,14 @@ class Sharding:
     @staticmethod
     def parse(text: str, meshes: Mapping[str, Mesh] | Mesh) -> "Sharding":
         """Parse Shardy text; ``meshes`` maps the mesh names the text may use to meshes."""
-        token, dims, replicated, unreduced, reduce_op = syntax.parse_sharding(text)
-        name = str(token)
         if isinstance(meshes, Mesh):
             meshes = {meshes.name: meshes}
+        if not isinstance(meshes, Mapping) or not all(isinstance(m, Mesh) for m in meshes.values()):
+            raise ShardingError(
+                "invalid-mesh", f"Sharding.parse needs the mesh the text names (a Mesh, or a dict of mesh name to "
+                f"Mesh), got {type(meshes).__name__}")
+        token, dims, replicated, unreduced, reduce_op = syntax.parse_sharding(text)
+        name = str(token)
         if name not in meshes:
             known = ", ".join("@" + n for n in meshes) or "none"
             raise ShardingError("unknown-mesh", f"mesh @{name} is not defined (known: {known}):{syntax.caret(text, token)}")

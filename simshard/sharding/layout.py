@@ -257,6 +257,20 @@ def layout(spec, shape: Sequence[int]) -> Layout:
     raise ShardingError("invalid-spec", f"cannot lay out {type(spec).__name__}: expected Sharding, NamedSharding or DTensorSpec")
 
 
+MAX_INDEX_ENTRIES = 1 << 27  # global indices a layout lists over all devices and dims (1 GiB of int64)
+
+
+def _check_size(spec, mesh: Mesh, shape: tuple[int, ...], blocks: Sequence[int]) -> None:
+    """Refuse, before allocating, a layout whose index lists would not fit in memory."""
+    entries = mesh.size * sum(blocks) + sum(shape)
+    if entries > MAX_INDEX_ENTRIES:
+        raise ShardingError(
+            "too-large",
+            f"laying out shape {shape} as {spec} lists {entries:,} global indices over {mesh.size} devices, more "
+            f"than the {MAX_INDEX_ENTRIES:,} simshard holds; run a smaller shape (the partition and its costs scale)",
+        )
+
+
 def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
     """Shardy's rule: a dim over axes of total size n is n blocks of ceil(d/n), major axis first."""
     s.check_rank(shape)
@@ -266,6 +280,7 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
         axes = s.dims[k].axes
         n = math.prod(mesh.axis_size(a) for a in axes)
         per_dim.append((axes, math.ceil(d / n) if n else d))
+    _check_size(s, mesh, shape, [block for _, block in per_dim])
     index_map = {}
     for dev in mesh.device_ids:
         idx = []
@@ -282,6 +297,11 @@ def _placement_layout(spec: DTensorSpec, shape: tuple[int, ...]) -> Layout:
     """DTensor's rule: mesh axes left to right, each splitting the piece the previous ones left."""
     spec = spec.normalized(len(shape))
     mesh = spec.mesh
+    ways = [1] * len(shape)
+    for size, p in zip(mesh.axis_sizes, spec.placements):
+        if cut_dim(p) is not None:
+            ways[cut_dim(p)] *= size
+    _check_size(spec, mesh, shape, [math.ceil(d / n) for d, n in zip(shape, ways)])
     ops = {pending_op(p) for p in spec.placements} - {None}
     if len(ops) > 1:
         raise ShardingError(

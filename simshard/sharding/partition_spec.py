@@ -64,6 +64,9 @@ class P(tuple):
         return hash((tuple(self), self.unreduced))
 
 
+MAX_TEXT = 10_000  # characters of PartitionSpec text read at most
+
+
 def parse_partition_spec(text: str) -> P:
     """A ``P`` from its Python spelling: ``P("x", None)``, ``PartitionSpec(("x", "y"))``,
     ``P("x", P.UNCONSTRAINED, unreduced={"y"})`` (``jax.sharding.`` prefixes allowed).
@@ -73,12 +76,19 @@ def parse_partition_spec(text: str) -> P:
     import ast
 
     def fail(why: str):
-        raise ShardingError("parse", f"cannot read a PartitionSpec from {text!r}: {why}")
+        shown = text if len(text) <= 80 else text[:80] + "..."
+        raise ShardingError("parse", f"cannot read a PartitionSpec from {shown!r}: {why}")
 
+    if not isinstance(text, str):
+        raise ShardingError("parse", f"expected PartitionSpec text, got {type(text).__name__}")
+    if len(text) > MAX_TEXT:
+        fail(f"{len(text)} characters is longer than any PartitionSpec ({MAX_TEXT} at most)")
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         fail(f"{e.msg} at column {e.offset}")
+    except (MemoryError, RecursionError):  # Python's parser gives up on deep nesting this way
+        fail("brackets nested too deeply")
     if not isinstance(node, ast.Call) or _dotted(node.func).split(".")[-1] not in ("P", "PartitionSpec"):
         fail("expected P(...) or PartitionSpec(...)")
 

@@ -185,10 +185,17 @@ class DTensorSpec:
         return f"DTensorSpec(@{self.mesh.name}, [{', '.join(map(str, self.placements))}])"
 
 
+def _int(digits: str) -> int:
+    """A dim or split factor from placement text; more digits than any tensor has is refused."""
+    if len(digits.lstrip("-")) > 18:
+        raise ShardingError("invalid-placement", f"{digits[:12]}... ({len(digits)} digits) is too large for a dim or split factor")
+    return int(digits)
+
+
 _PLACEMENT_FORMS = [
     (r"(?:Replicate\(\)|R)", lambda m: Replicate()),
-    (r"(?:Shard|S)\((-?\d+)\)", lambda m: Shard(int(m[1]))),
-    (r"(?:_StridedShard|StridedShard|_S)\((-?\d+),\s*(?:split_factor|sf)=(\d+)\)", lambda m: StridedShard(int(m[1]), int(m[2]))),
+    (r"(?:Shard|S)\((-?\d+)\)", lambda m: Shard(_int(m[1]))),
+    (r"(?:_StridedShard|StridedShard|_S)\((-?\d+),\s*(?:split_factor|sf)=(\d+)\)", lambda m: StridedShard(_int(m[1]), _int(m[2]))),
     (r"(?:Partial|P)(?:\((?:reduce_op=)?['\"]?(\w+)['\"]?\))?", lambda m: Partial(m[1] or "sum")),
 ]
 

@@ -87,3 +87,24 @@ def test_invalid_meshes(make, msg):
 
 def test_errors_are_value_errors_for_callers_that_catch_broadly():
     assert issubclass(ss.ShardingError, ValueError)
+
+
+# -- hostile input: a ShardingError naming the problem, never another exception (issue 11) -------------
+@pytest.mark.parametrize("call, rule, words", [
+    (lambda: ss.parse_partition_spec("P(x" + "{[" * 100), "parse", "nested too deeply"),
+    (lambda: ss.parse_partition_spec("P(" + "'x', " * 5000 + ")"), "parse", "longer than any PartitionSpec"),
+    (lambda: ss.parse_partition_spec(None), "parse", "got NoneType"),
+    (lambda: ss.parse_placements("[S(" + "9" * 5000 + ")]"), "invalid-placement", "5000 digits"),
+    (lambda: ss.parse_placements("[_S(0, sf=" + "7" * 40 + ")]"), "invalid-placement", "too large"),
+    (lambda: ss.Sharding.parse('<@m, [{"x"}]>', None), "invalid-mesh", "got NoneType"),
+    (lambda: ss.Sharding.parse('<@m, [{"x"}]>', {"m": "not a mesh"}), "invalid-mesh", "dict of mesh name"),
+    (lambda: ss.Sharding.parse(None, ss.Mesh({"x": 2})), "parse", "got NoneType"),
+    (lambda: ss.layout(ss.NamedSharding(ss.Mesh({"x": 2}), ss.P("x")), (10**12,)), "too-large", "1000000000000"),
+    (lambda: ss.layout(ss.DTensorSpec(ss.Mesh({"x": 2}), (ss.Shard(0),)), (10**12,)), "too-large", "global indices"),
+], ids=["deep-brackets", "long-text", "spec-none", "huge-dim", "huge-split-factor", "meshes-none",
+        "meshes-not-meshes", "text-none", "huge-layout", "huge-placement-layout"])
+def test_hostile_input_is_a_sharding_error(call, rule, words):
+    with pytest.raises(ss.ShardingError) as e:
+        call()
+    assert e.value.rule == rule
+    assert words in str(e.value)
