@@ -56,6 +56,50 @@ def _verify(f, args, program: Program, leaves, outputs) -> VerifyReport:
     return VerifyReport.compare(outputs, [np.asarray(e) for e in expected])
 
 
+def options_of(backend: str) -> frozenset[str]:
+    """The keywords ``ss.run`` passes on to ``backend``: its runner's (and for Ray, ``RayMesh``'s)
+    own options, read off their signatures."""
+    import inspect
+
+    own = {"spmd", "inputs", "mesh", "device_memory", "timeout", "trace_values", "progress", "devices", "address",
+           "node_axes"}
+    if backend == "local":
+        from .local import run_local
+
+        runners = [run_local]
+    elif backend == "ray":
+        from .ray_mesh import RayMesh, run_ray
+
+        runners = [run_ray, RayMesh.__init__]
+        own -= {"address", "node_axes"}
+    else:
+        raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local', 'ray')")
+    names = {p.name for r in runners for p in inspect.signature(r).parameters.values()
+             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return frozenset(names - own - {"self"})
+
+
+def _check_options(backend: str, given) -> None:
+    """An unknown keyword is a TypeError naming it and the nearest one ``ss.run`` knows."""
+    import difflib
+    import inspect
+
+    known = options_of(backend)
+    unknown = sorted(set(given) - known)
+    if not unknown:
+        return
+    every = set(inspect.signature(run).parameters) - {"f", "args", "backend_options"}
+    every |= options_of("local") | options_of("ray")
+    k = unknown[0]
+    if k in every:
+        hint = f": it is an option of another backend, not of backend={backend!r}"
+    else:
+        near = difflib.get_close_matches(k, sorted(every), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise TypeError(f"ss.run() got an unexpected keyword argument {k!r}{hint} "
+                    f"(backend={backend!r} takes: {', '.join(sorted(known)) or 'none'})")
+
+
 def default_backend() -> str:
     """``ray`` unless ``SIMSHARD_BACKEND`` names another backend."""
     import os
@@ -114,6 +158,7 @@ def run(
 
     say = progress or (lambda stage: None)
     backend = backend or default_backend()
+    _check_options(backend, backend_options)
     say("tracing and propagating")
     program, leaves = prepare(f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
@@ -135,8 +180,6 @@ def run(
 
         execution = run_ray(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
                             trace_values=bool(check_ops), progress=say, **backend_options)
-    else:
-        raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local', 'ray')")
     from simshard.errors import ReplicaMismatchError
 
     try:

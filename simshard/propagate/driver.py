@@ -186,8 +186,10 @@ def open_sharding(mesh: Mesh, rank: int) -> Sharding:
     return Sharding(mesh, tuple(DimSharding((), True) for _ in range(rank)))
 
 
-def propagate(program: Program, strategy: str = "user_priority", conservative: bool = False) -> Program:
-    """Shardy-style automatic sharding propagation; see the module docstring."""
+def propagate(program: Program, strategy: str = "user_priority", conservative: bool = False,
+              mesh: Mesh | None = None) -> Program:
+    """Shardy-style automatic sharding propagation; see the module docstring. ``mesh``: the mesh
+    of values nothing gives a sharding (the trace's mesh); by default the annotations' mesh."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown propagation strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
     graph, state, annotations = build_graph(program)
@@ -196,7 +198,7 @@ def propagate(program: Program, strategy: str = "user_priority", conservative: b
         prov.annotate(key, s, label)
     run_strategy(graph, state, strategy, conservative, prov, program.inputs)
 
-    default = _default_mesh(state, annotations) or _region_mesh(program)
+    default = _default_mesh(state, annotations) or _region_mesh(program) or mesh
     final: dict[Value, Sharding] = {}
     for v in program.values():
         s = state.get(v)

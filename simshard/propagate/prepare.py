@@ -24,8 +24,9 @@ from ..ir.program import Program
 def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
             strategy: str = "user_priority") -> tuple[Program, list[np.ndarray]]:
     """The propagated Program of ``f(*args)`` and the arrays it takes (see the module docstring)."""
-    from . import propagate
+    from ..tracing.context import get_mesh
     from ..tracing.tracer import trace
+    from . import propagate
 
     in_shardings, out_shardings = parse_text(in_shardings, mesh), parse_text(out_shardings, mesh)
     if _traces_itself(f):
@@ -36,7 +37,7 @@ def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_a
         program = trace(f, *args, in_shardings=in_shardings, out_shardings=out_shardings,
                         static_argnums=static_argnums, mesh=mesh)
     if program.mode != "explicit" or not program.shardings:
-        program = propagate(program, strategy=strategy)
+        program = propagate(program, strategy=strategy, mesh=mesh if mesh is not None else get_mesh())
     return program, dynamic_leaves(args, static_of(f, static_argnums))
 
 

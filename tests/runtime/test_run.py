@@ -248,3 +248,22 @@ def test_reference_catches_a_manual_region_that_agrees_with_itself():
     assert alone.verify.bitwise  # the region run whole shares the body's mistake
     checked = ss.run(f, x, w, mesh=mesh, backend="local", reference=lambda x, w: x @ w)
     assert not checked.verify.bitwise and not checked.verify.ok
+
+
+# -- a new user's mistakes (issue 11) ---------------------------------------------------------------
+def test_a_mesh_without_shardings_runs_replicated_on_it():
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    res = ss.run(lambda a: a + 1, a, mesh=ss.Mesh({"x": 2}), backend="local")
+    assert res.verify.bitwise
+    assert res.spmd.devices == (0, 1)
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(out_sharding=ss.P("x")), "'out_sharding'; did you mean 'out_shardings'?"),
+    (dict(algoritm="ring"), "did you mean 'algorithm'?"),
+    (dict(retries=2), "'retries': it is an option of another backend, not of backend='local'"),
+])
+def test_an_unknown_keyword_is_refused_naming_it(kw, words):
+    with pytest.raises(TypeError) as e:
+        ss.run(lambda a: a + 1, np.ones((4, 4), np.float32), mesh=ss.Mesh({"x": 2}), backend="local", **kw)
+    assert words in str(e.value)
