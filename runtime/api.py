@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import optree
 
+from simshard.ops.threads import one_blas_thread
 from simshard.partition.schedule import SpmdProgram
 from simshard.propagate.prepare import prepare
 from simshard.ir.program import Program
@@ -188,14 +189,16 @@ def run(
         if not check_ops:
             raise
         # the outputs cannot even be assembled: name the first op that went wrong
-        report = VerifyReport((), _check_ops(spmd, execution.values, leaves))
+        with one_blas_thread():
+            report = VerifyReport((), _check_ops(spmd, execution.values, leaves))
         first = report.first_divergence
         err = ReplicaMismatchError(f"{e}; op by op, the first wrong op: {first.describe()}" if first else str(e))
         err.verify = report
         raise err from e
     say("verifying against numpy")
-    verify = _verify(f if reference is None else reference, args, program, leaves, outputs)
-    if check_ops:
-        verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))
+    with one_blas_thread():  # the reference's kernels as the devices ran theirs
+        verify = _verify(f if reference is None else reference, args, program, leaves, outputs)
+        if check_ops:
+            verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))
     structured = optree.tree_unflatten(program.out_tree, list(outputs)) if program.out_tree is not None else outputs
     return RunResult(structured, verify, execution.comm, execution.memory, program, spmd, execution)

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from simshard.ops.threads import one_blas_thread
 from simshard.partition.schedule import SpmdProgram
 from simshard.report.comm import CommRecord, CommReport
 from simshard.report.memory import MemoryReport, capacity_of
@@ -94,14 +95,15 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
             describe_peer=lambda d: executors[d].where() if d in executors else "not in this program",
             trace=spmd.checkpoint_buffers if trace_values else frozenset(),
         )
-    tasks = {d: asyncio.create_task(ex.run(list(inputs[d])), name=f"device {d}") for d, ex in executors.items()}
-    try:
-        done, pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        for t in tasks.values():
-            if not t.done():
-                t.cancel()
-        await asyncio.gather(*tasks.values(), return_exceptions=True)
+    with one_blas_thread():  # as in a device actor: the bits of a kernel do not depend on the backend
+        tasks = {d: asyncio.create_task(ex.run(list(inputs[d])), name=f"device {d}") for d, ex in executors.items()}
+        try:
+            done, pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for t in tasks.values():
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
     failed = {d: t.exception() for d, t in tasks.items() if not t.cancelled() and t.exception() is not None}
     if failed:
         raise _root_cause(failed)

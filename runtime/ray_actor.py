@@ -39,6 +39,9 @@ class DeviceActor:
 
     def __init__(self, device: int, runtime_dir: str):
         bootstrap(runtime_dir)
+        from simshard.ops.threads import pin_one_blas_thread
+
+        pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
         self.device = device
         self.peers: dict[int, Any] = {}
         self.programs: dict[Any, tuple] = {}  # key -> (Schedule, capacity, algorithm, trace buffers, timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import get_op
+from ..ops.threads import one_blas_thread
 from ..ir.program import Literal, Program
 
 
@@ -18,9 +19,10 @@ def evaluate(program: Program, *args) -> tuple[np.ndarray, ...]:
         if a.shape != v.aval.shape:
             raise ValueError(f"input {program.label(v) or v}: expected shape {v.aval.shape}, got {a.shape}")
         env[v] = a
-    for e in program.eqns:
-        ins = [i.value if isinstance(i, Literal) else env[i] for i in e.inputs]
-        outs = get_op(e.op).kernel(*ins, **e.kw)
-        for v, o in zip(e.outputs, outs):
-            env[v] = o
+    with one_blas_thread():  # the bits the devices get (simshard.ops.threads)
+        for e in program.eqns:
+            ins = [i.value if isinstance(i, Literal) else env[i] for i in e.inputs]
+            outs = get_op(e.op).kernel(*ins, **e.kw)
+            for v, o in zip(e.outputs, outs):
+                env[v] = o
     return tuple(env[v] for v in program.outputs)

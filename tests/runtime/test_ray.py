@@ -442,3 +442,19 @@ def test_ss_run_on_a_kept_ray_mesh_reuses_its_actors(mesh8, args):
     with pytest.raises(ValueError, match="does not hold"):
         ss.run(mlp, *args, mesh=ss.Mesh({"x": 16}), in_shardings=(P("x", None), P(), P()), backend="ray",
                ray_mesh=mesh8)
+
+
+def test_backends_agree_bitwise_on_gaussian_inputs(mesh8):
+    """BLAS splits a contraction by its thread count; every kernel runs on one BLAS thread on both
+    backends, so Gaussian (inexact) float32 inputs give the same bits in one process and in eight."""
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rng.standard_normal(s, dtype=np.float32) for s in ((64, 128), (128, 256), (256, 128)))
+    shardings = (P("x", None), P(None, "y"), P("y", None))
+    mesh = ss.Mesh({"x": 2, "y": 4})
+
+    def mlp(x, w1, w2):
+        return np.maximum(x @ w1, 0) @ w2
+
+    local = ss.run(mlp, x, w1, w2, mesh=mesh, in_shardings=shardings, backend="local")
+    on_ray = ss.run(mlp, x, w1, w2, mesh=mesh, in_shardings=shardings, backend="ray", ray_mesh=mesh8)
+    assert local.outputs.tobytes() == on_ray.outputs.tobytes()

@@ -357,3 +357,18 @@ def test_timeline_has_one_span_per_instruction_in_schedule_order():
         assert all(sp.device == d and sp.start <= sp.end for sp in spans)
         assert all(a.end <= b.start for a, b in zip(spans, spans[1:]))  # one device runs one instruction at a time
     assert any(sp.kind == "all_reduce" for spans in tl.values() for sp in spans)
+
+
+def test_kernels_give_the_same_bits_whatever_blas_thread_count():
+    """The local backend runs its kernels on one BLAS thread (simshard.ops.threads), as a device
+    actor does: the caller's thread setting changes nothing (Gaussian inputs: no exact sums)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((128, 256), dtype=np.float32), rng.standard_normal((256, 512), dtype=np.float32)
+    mesh = ss.Mesh({"x": 2})
+    outs = []
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(limits=threads, user_api="blas"):
+            res = ss.run(lambda a, b: a @ b, a, b, mesh=mesh, in_shardings=(ss.P("x", None), None), backend="local")
+        outs.append(res.outputs.tobytes())
+    assert outs[0] == outs[1]
