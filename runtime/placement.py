@@ -68,7 +68,7 @@ def assemble_outputs(spmd: SpmdProgram, outputs: Mapping[int, Sequence[np.ndarra
 
 def _replicated(shards: Mapping[int, np.ndarray], shape, i: int) -> np.ndarray:
     from simshard.errors import ReplicaMismatchError
-    from simshard.report.verify import bit_equal
+    from simshard.dtypes import bit_equal
 
     devices = sorted(shards)
     first = shards[devices[0]]

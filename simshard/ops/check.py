@@ -46,7 +46,8 @@ import numpy as np
 
 from ..sharding.axes import AxisRef, check_coexist
 from ..errors import ReplicaMismatchError, ShardingError
-from ..sharding.layout import _bits_equal, layout
+from ..dtypes import bit_equal
+from ..sharding.layout import layout
 from ..sharding.mesh import Mesh
 from ..ir.program import Aval
 from ..sharding.reduce_ops import REDUCE_OPS
@@ -276,7 +277,7 @@ def check_rule(
         e = np.asarray(e)
         if got.dtype != e.dtype:
             raise AssertionError(f"{where}: result {k} assembled as {got.dtype}, the whole op gives {e.dtype}")
-        same = _bits_equal(e, got)
+        same = bit_equal(e, got)
         if not same.all():
             idx = tuple(int(i) for i in np.argwhere(~same)[0]) if e.ndim else ()
             holders = [

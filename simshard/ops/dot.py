@@ -102,4 +102,5 @@ def _rule(in_avals, out_avals, *, contracting, batch, **_):
     return factor_rule(spec, [lhs.shape, rhs.shape], [out_avals[0].shape], reduction="".join(cf))
 
 
-register_op("dot_general", _eval, _kernel, _rule, doc="contraction with batch dims (lax.dot_general)")
+register_op("dot_general", _eval, _kernel, _rule, doc="contraction with batch dims (lax.dot_general)",
+            shape_dependent_sums=True)  # numpy's matmul / einsum call a BLAS

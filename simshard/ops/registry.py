@@ -50,6 +50,9 @@ class OpDef:
     # Collectives of manual regions (and the region op itself): their kernels need the whole
     # device group, so they run only in simshard.manual.run_region, never one device at a time.
     region_only: bool = False
+    # The kernel's float sums follow the operands' shapes (a BLAS blocks a contraction by them):
+    # run on a device's block it may give other bits than run whole, even where no sum is split.
+    shape_dependent_sums: bool = False
 
     def rules(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> list[FactorRule]:
         """The op's rule followed by any user-added ones, each checked against the shapes."""
@@ -85,6 +88,7 @@ def register_op(
     doc: str = "",
     replace_existing: bool = False,
     region_only: bool = False,
+    shape_dependent_sums: bool = False,
 ) -> OpDef:
     """Add an op to the table. The name must be new unless ``replace_existing``."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -94,7 +98,8 @@ def register_op(
     for what, fn in (("abstract_eval", abstract_eval), ("kernel", kernel), ("rule", rule)):
         if not callable(fn):
             raise TypeError(f"op {name!r}: {what} must be callable, got {type(fn).__name__}")
-    op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc, region_only)
+    op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc, region_only,
+               shape_dependent_sums)
     OPS[name] = op
     return op
 

@@ -409,7 +409,8 @@ class _Partitioner:
 
 def _reassociated(e: Eqn, rule, A, in_sh) -> tuple[str, ...]:
     """Mesh axes over which ``e`` as partitioned adds (or multiplies) in another order than the op
-    run whole: its sharded sum-like reduction factors, and pending operands it computes on (a
+    run whole: its sharded sum-like reduction factors, every sharded factor of an op whose kernel
+    sums by its operands' shapes (a BLAS contraction), and pending operands it computes on (a
     layout op on contributions moves elements only). Empty for max / min and for exact dtypes."""
     if not any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs):
         return ()
@@ -417,6 +418,8 @@ def _reassociated(e: Eqn, rule, A, in_sh) -> tuple[str, ...]:
     if rule is not None and rule.reduce_op in ("sum", "avg", "prod"):
         for f in rule.of_kind(REDUCTION):
             axes += [_axis(a) for a in (A or {}).get(f, ())]
+    if get_op(e.op).shape_dependent_sums:  # a BLAS blocks the whole contraction by the local shapes
+        axes += [_axis(a) for f in (A or {}) for a in A[f]]
     if e.op not in LAYOUT and e.op not in ("pad", "dynamic_slice", "select", "concatenate"):
         for s in in_sh:
             if s is not None and s.unreduced and s.reduce_op in ("sum", "avg", "prod"):

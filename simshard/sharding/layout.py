@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from .axes import AxisRef
+from ..dtypes import bit_equal
 from ..errors import ReplicaMismatchError, ShardingError
 from .mesh import Mesh
 from .placements import DTensorSpec, cut_dim, pending_op
@@ -154,7 +155,7 @@ class Layout:
             parts = [np.asarray(shards[d], dtype=dtype) for d in group]
             block = op.reduce(parts) if len(parts) > 1 else parts[0]
             ix = np.ix_(*self.index_map[group[0]]) if self.shape else ()
-            clash = written[ix] & ~_bits_equal(out[ix], block)
+            clash = written[ix] & ~bit_equal(out[ix], block)
             if clash.any():
                 pos = tuple(int(i) for i in np.argwhere(clash)[0]) if self.shape else ()
                 gidx = tuple(int(self.index_map[group[0]][k][p]) for k, p in enumerate(pos))
@@ -184,7 +185,7 @@ class Layout:
                 return None  # overlapping blocks: the general path says who disagrees
             first = np.asarray(shards[holders[0]], dtype=dtype)
             for d in holders[1:]:
-                same = _bits_equal(np.asarray(shards[d], dtype=dtype), first)
+                same = bit_equal(np.asarray(shards[d], dtype=dtype), first)
                 if not same.all():
                     pos = tuple(int(i) for i in np.argwhere(~same)[0])
                     gidx = tuple(int(key[k][p]) for k, p in enumerate(pos))
@@ -222,18 +223,6 @@ class Layout:
 
     def __repr__(self) -> str:
         return f"Layout(@{self.mesh.name}, shape={self.shape}, block={self.block_shape}, distinct_blocks={len(self.distinct_blocks())})"
-
-
-def _bits_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Elementwise bitwise equality (NaN payloads and signed zeros count)."""
-    a = np.asarray(a)
-    b = np.asarray(b, dtype=a.dtype)
-    if a.size == 0:
-        return np.ones(a.shape, dtype=bool)
-    w = a.dtype.itemsize
-    av = np.array(a, order="C").reshape(-1).view(np.uint8).reshape(a.shape + (w,))
-    bv = np.array(b, order="C").reshape(-1).view(np.uint8).reshape(b.shape + (w,))
-    return (av == bv).all(axis=-1)
 
 
 # -- building layouts --------------------------------------------------------------------------

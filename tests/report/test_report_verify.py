@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import simshard as ss
+from simshard.dtypes import bit_equal
 from simshard.report import VerifyReport, compare, exact_inputs, exact_magnitude, ulp_distance
 
 
@@ -32,14 +33,14 @@ def test_one_ulp_is_a_failure_with_its_distance_and_first_index():
     assert "DIFFERS (values)" in r.render()
 
 
-def test_signed_zeros_and_nan_payloads_count():
+def test_signed_zeros_count_and_nans_compare_by_class():
     assert not compare(np.float64(-0.0), np.float64(0.0)).bitwise
     assert compare(np.float64(-0.0), np.float64(0.0)).max_ulp == 1
     nan1 = np.array([np.nan], np.float32)
     nan2 = np.array([0x7FC00001], np.uint32).view(np.float32)
-    c = compare(nan2, nan1)
+    assert compare(nan2, nan1).bitwise  # a NaN's payload says how it was made, not what it is
+    c = compare(nan1, np.array([1.0], np.float32))
     assert not c.bitwise and c.max_ulp is None  # no ULP distance to a NaN
-    assert compare(nan1, nan1.copy()).bitwise
 
 
 def test_dtype_and_shape_mismatches():
@@ -102,3 +103,41 @@ def test_against_a_program_run_whole():
     wrong[3, 1] += 1
     r = VerifyReport.against(prog, (x, w), [wrong])
     assert not r.bitwise and r.first_divergence.first_index == (3, 1) and r.checks[0].what == "output 0"
+
+
+# -- what bits mean (simshard.dtypes.bit_equal; issue 11) ----------------------------------------
+def _with_padding(x: np.ndarray, byte: int) -> np.ndarray:
+    """A copy of long-double ``x`` with its padding bytes (past the 80 significant bits) set."""
+    y = np.array(x, copy=True)
+    raw = y.reshape(-1).view(np.uint8).reshape(y.size, y.itemsize)
+    raw[:, 10:] = byte
+    return y
+
+
+def test_nans_compare_by_class_whatever_their_payload():
+    quiet = np.array([np.nan], np.float32)
+    other = np.array([0x7FC00123], np.uint32).view(np.float32)  # a NaN with another payload
+    negative = -quiet
+    assert bit_equal(quiet, other).all() and bit_equal(quiet, negative).all()
+    assert not bit_equal(quiet, np.array([1.0], np.float32)).any()
+    assert not bit_equal(np.array([0.0], np.float32), np.array([-0.0], np.float32)).any()  # zeros keep their sign
+    check = compare(other, quiet)
+    assert check.bitwise
+
+
+def test_complex_nans_compare_by_class():
+    a = np.array([complex(np.nan, 1.0)], np.complex64)
+    b = np.array([complex(1.0, np.nan)], np.complex64)
+    assert bit_equal(a, b).all()
+
+
+@pytest.mark.skipif(np.dtype(np.longdouble).itemsize != 16 or np.finfo(np.longdouble).nmant != 63,
+                    reason="x87 80-bit long double in 16 bytes only")
+def test_long_double_padding_bytes_do_not_count():
+    x = np.arange(6, dtype=np.longdouble) / 3
+    a, b = _with_padding(x, 0x00), _with_padding(x, 0xAB)
+    assert a.tobytes() != b.tobytes()
+    assert bit_equal(a, b).all()
+    assert compare(a, b).bitwise
+    res = ss.run(lambda v: v * 2, b, mesh=ss.Mesh({"x": 2}), in_shardings=(None,), backend="local")
+    assert res.verify.bitwise  # replicas whose padding differs are the same value (no ReplicaMismatchError)
