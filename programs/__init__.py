@@ -154,8 +154,11 @@ def _defines_program(path: Path) -> bool:
 
 def load(name: str) -> ProgramDef:
     """The ``PROGRAM`` of a library module (``"mlp"``) or of a Python file (``"path/to/mine.py"``)."""
-    if name.endswith(".py") or "/" in name:
+    if name.endswith(".py") or "/" in name or Path(name).suffix:
         path = Path(name)
+        if path.suffix != ".py":
+            raise ShardingError("unknown-program", f"{name!r} is not a program: give a program of the library "
+                                f"({', '.join(names())}) or a .py file that defines PROGRAM")
         if not path.exists():
             raise ShardingError("unknown-program", f"no program file {name!r}")
         spec = importlib.util.spec_from_file_location(f"simshard_user_program_{path.stem}", path)

@@ -14,10 +14,11 @@ running programs by name), ``summary`` (the per-strategy record and the ``--json
 from __future__ import annotations
 
 import argparse
+import sys
 
 from . import compare, explain, mainjob, run, show
 from .errors import EXIT_INTERNAL, EXIT_RUN, EXIT_USAGE, run_errors, user_errors
-from .output import Output
+from .output import Output, stdout_closed
 
 __all__ = ["build_parser", "main"]
 
@@ -47,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Output.create(quiet=getattr(args, "quiet", False))
     execute = getattr(args, "execute", mainjob.mlp_job)
     try:
-        return execute(args, out)
+        code = execute(args, out)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
+        return code
+    except BrokenPipeError:  # ``simshard ... | head``: the reader has what it wanted
+        return stdout_closed()
     except user_errors() as e:
         out.error(str(e))
         return EXIT_USAGE

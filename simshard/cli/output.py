@@ -14,6 +14,21 @@ from dataclasses import dataclass
 from rich.console import Console
 
 
+class _Console(Console):
+    """A rich Console whose closed pipe (``simshard ... | head``) raises ``BrokenPipeError`` for
+    the command to end on quietly (``cli.main``), where rich would exit with status 1."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away: send the rest to /dev/null and end with success."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
 @dataclass
 class Output:
     console: Console  # results (stdout)
@@ -24,7 +39,8 @@ class Output:
     def create(quiet: bool = False) -> "Output":
         # piped output is not squeezed into 80 columns (COLUMNS still decides when set)
         wide = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 110
-        return Output(Console(file=sys.stdout, width=wide, soft_wrap=True), Console(file=sys.stderr, soft_wrap=True), quiet)
+        return Output(_Console(file=sys.stdout, width=wide, soft_wrap=True), Console(file=sys.stderr, soft_wrap=True),
+                      quiet)
 
     @property
     def live(self) -> bool:

@@ -74,13 +74,14 @@ def equivalents(spec, shape) -> list[str]:
 
 
 def execute(args, out: Output) -> int:
-    from simshard.sharding.show import render
+    from simshard.sharding.show import MAX_DRAWN_DEVICES, render
 
     mesh = options.parse_mesh(args.mesh)
     shape = options.parse_shape(args.shape)
     spec = read_sharding(args.sharding, mesh)
     drawing = render(spec, shape)  # a shape that does not fit raises here, before anything prints
     out.print(drawing)
-    for line in equivalents(spec, shape):
-        out.line(line)
+    if spec.mesh.size <= MAX_DRAWN_DEVICES:  # the other spellings are checked on the layout itself
+        for line in equivalents(spec, shape):
+            out.line(line)
     return EXIT_OK

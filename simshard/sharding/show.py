@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .layout import Layout, layout
+from .placements import DTensorSpec, cut_dim
 
 _COLORS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta",
            "bright_green", "bright_yellow", "bright_blue", "bright_red"]
@@ -76,8 +77,42 @@ def _device_table(lay: Layout) -> Table:
     return table
 
 
+MAX_DRAWN_DEVICES = 256  # a larger mesh is summarised: its drawing would be thousands of lines
+
+
+def _blocks(spec, shape: Sequence[int]) -> list[tuple[int, int]] | None:
+    """Per dim (blocks, block size), read off the spec without laying it out (None: unknown)."""
+    to_sharding = getattr(spec, "to_sharding", None)
+    if callable(to_sharding):
+        spec = to_sharding(len(shape))
+    if isinstance(spec, DTensorSpec):
+        ways = [1] * len(shape)
+        for size, p in zip(spec.mesh.axis_sizes, spec.normalized(len(shape)).placements):
+            if cut_dim(p) is not None:
+                ways[cut_dim(p)] *= size
+    elif hasattr(spec, "shard_count"):
+        spec.check_rank(shape)
+        ways = [spec.shard_count(k) for k in range(len(shape))]
+    else:
+        return None
+    return [(n, -(-d // n)) for d, n in zip(shape, ways)]
+
+
+def _summary(spec, shape: Sequence[int], mesh) -> Group:
+    lines = [Text(f"{spec}  shape={tuple(shape)}", style="bold"),
+             Text(f"{mesh.size:,} devices: more than the {MAX_DRAWN_DEVICES} drawn; per dimension:")]
+    for k, (n, b) in enumerate(_blocks(spec, shape) or []):
+        lines.append(Text(f"  dim {k}: {n:,} blocks of {b:,}" if n > 1 else f"  dim {k}: whole ({shape[k]:,})"))
+    lines.append(Text("a mesh of at most 256 devices draws every device", style="dim"))
+    return Group(*lines)
+
+
 def render(spec, shape: Sequence[int]):
-    """A rich renderable drawing the layout of ``spec`` over its mesh for ``shape``."""
+    """A rich renderable drawing the layout of ``spec`` over its mesh for ``shape`` (a summary of
+    blocks per dimension past ``MAX_DRAWN_DEVICES`` devices, without laying the devices out)."""
+    mesh = getattr(spec, "mesh", None)
+    if mesh is not None and mesh.size > MAX_DRAWN_DEVICES:
+        return _summary(spec, shape, mesh)
     lay = spec if isinstance(spec, Layout) else layout(spec, shape)
     parts = [Text(_title(spec, lay), style="bold")]
     grid = _grid(lay) if len(lay.shape) in (1, 2) and lay.is_contiguous() else None

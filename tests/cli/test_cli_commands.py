@@ -3,12 +3,14 @@ verdicts and ``--exact``, the topology flags, compare's marking and plot, explai
 spellings, the progress display and ``--quiet``."""
 
 import io
+import os
+import subprocess
 import json
 import sys
 
 import pytest
 
-from cli_helpers import DATA, main_in_process
+from cli_helpers import DATA, ROOT, main_in_process
 
 TINY = str(DATA / "tiny.py")
 
@@ -273,3 +275,30 @@ def test_algorithm_changes_bytes_and_messages_never_bits(capsys, tmp_path):
     assert docs["direct"]["total_bytes"] == 8 * 2 * 7 * 2048 // 8
     assert docs["oneshot"]["total_bytes"] == 8 * 7 * 2048
     assert docs["direct"]["verified"] and docs["oneshot"]["verified"]
+
+
+# -- a new user's mistakes and habits (issue 11) ----------------------------------------------------
+def test_a_file_that_is_no_program_is_a_usage_error(capsys, tmp_path):
+    data = tmp_path / "report.json"
+    data.write_text("{}")
+    ran = main_in_process(capsys, "run", str(data))
+    assert ran.code == 2
+    assert "is not a program" in ran.err and "a .py file that defines PROGRAM" in ran.err
+
+
+def test_a_reader_that_stops_early_is_no_error():
+    """``simshard compare mlp | head -1``: the command ends with 0 and says nothing."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SIMSHARD_BACKEND="local")
+    p = subprocess.Popen([sys.executable, "-m", "simshard", "compare", "mlp"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    p.stdout.readline()
+    p.stdout.close()
+    assert p.wait(timeout=120) == 0
+    assert p.stderr.read() == b""
+
+
+def test_show_summarises_a_mesh_too_large_to_draw(capsys):
+    ran = main_in_process(capsys, "show", 'P("x", "y")', "1024,1024", "--mesh", "x=1024,y=1024")
+    assert ran.code == 0
+    assert "1,048,576 devices: more than the 256 drawn" in ran.out
+    assert "dim 0: 1,024 blocks of 1" in ran.out and len(ran.out.splitlines()) < 10
