@@ -33,9 +33,15 @@ def import_ray():
     return ray
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None):
-    """Connect to Ray: reuse an initialised Ray; with ``address`` join that cluster; otherwise
-    start a local one, dashboard off, logs quiet, on loopback only (``_loopback_only``)."""
+# How long joining a cluster (``address=``) may wait for its address to answer, in seconds.
+CONNECT_TIMEOUT = float(os.environ.get("SIMSHARD_CONNECT_TIMEOUT", "10"))
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, connect_timeout: float | None = None):
+    """Connect to Ray: reuse an initialised Ray; with ``address`` join that cluster (refused with a
+    ConnectionError naming the address when it does not answer within ``connect_timeout`` seconds,
+    ``SIMSHARD_CONNECT_TIMEOUT``, 10 by default); otherwise start a local one, dashboard off, logs
+    quiet, on loopback only (``_loopback_only``) and with token authentication (``_private_token``)."""
     ray = import_ray()
     if ray.is_initialized():
         return ray
@@ -44,12 +50,59 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None):
         # "local": a new instance of our own, even when another one runs on this machine
         kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1",
                   _system_config={"max_direct_call_object_size": INLINE_BYTES})
+        _private_token()
         with _loopback_only():
             ray.init(**kw)
-    else:
-        kw.update(address=address)
+        return ray
+    _check_reachable(address, CONNECT_TIMEOUT if connect_timeout is None else connect_timeout)
+    kw.update(address=address)
+    try:
         ray.init(**kw)
+    except Exception as e:  # refused (token authentication), or no Ray at that address
+        auth = "auth" in f"{type(e).__name__} {e}".lower()
+        how = (" The cluster uses token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to its token "
+               "(`ray get-auth-token` on the head node prints it); docs/cluster.md says more." if auth else
+               " Is a Ray head running there? `ray start --head` prints the address to give.")
+        raise ConnectionError(f"could not join the Ray cluster at {address}: {type(e).__name__}: {e}.{how}") from e
     return ray
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    """A TCP connection to ``host:port`` within ``timeout`` seconds, else ConnectionError: Ray itself
+    retries an unreachable address for minutes. ``auto`` (the cluster started on this machine) and
+    addresses that are not ``host:port`` are left to Ray."""
+    import socket
+
+    target = address.split("://", 1)[-1]
+    host, sep, port = target.rpartition(":")
+    if address in ("auto", "local") or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(
+            f"cannot reach a Ray cluster at {address}: {e.strerror or type(e).__name__} (waited at most {timeout:g} s; "
+            "SIMSHARD_CONNECT_TIMEOUT sets how long). Is a Ray head running there? `ray start --head` prints the "
+            "address to give, and --address auto joins the one started on this machine."
+        ) from None
+
+
+def _private_token() -> None:
+    """Token authentication for the local Ray started here: a random token in this process's
+    environment, which the Ray processes it starts inherit, so that no other process on the
+    machine can join the instance and run code in it. A token the user set is kept."""
+    if os.environ.get("RAY_AUTH_MODE"):
+        return
+    import secrets
+
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    try:  # the config this process already read says no authentication: read it again
+        from ray._raylet import Config
+
+        Config.initialize("")
+    except (ImportError, AttributeError):  # pragma: no cover - a Ray without token authentication
+        pass
 
 
 @contextlib.contextmanager

@@ -302,3 +302,10 @@ def test_show_summarises_a_mesh_too_large_to_draw(capsys):
     assert ran.code == 0
     assert "1,048,576 devices: more than the 256 drawn" in ran.out
     assert "dim 0: 1,024 blocks of 1" in ran.out and len(ran.out.splitlines()) < 10
+
+
+def test_an_unreachable_address_exits_3_naming_it(capsys, monkeypatch):
+    monkeypatch.setenv("SIMSHARD_BACKEND", "ray")
+    ran = main_in_process(capsys, "run", "mlp", "--address", "127.0.0.1:1")
+    assert ran.code == 3
+    assert "cannot reach a Ray cluster at 127.0.0.1:1" in ran.err

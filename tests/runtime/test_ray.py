@@ -458,3 +458,29 @@ def test_backends_agree_bitwise_on_gaussian_inputs(mesh8):
     local = ss.run(mlp, x, w1, w2, mesh=mesh, in_shardings=shardings, backend="local")
     on_ray = ss.run(mlp, x, w1, w2, mesh=mesh, in_shardings=shardings, backend="ray", ray_mesh=mesh8)
     assert local.outputs.tobytes() == on_ray.outputs.tobytes()
+
+
+def test_an_unreachable_cluster_fails_fast_naming_the_address():
+    from simshard.runtime.ray_start import _check_reachable
+
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match=r"cannot reach a Ray cluster at 127\.0\.0\.1:1: .*SIMSHARD_CONNECT_TIMEOUT"):
+        _check_reachable("127.0.0.1:1", timeout=2.0)
+    assert time.monotonic() - start < 5
+
+
+def test_another_process_cannot_join_the_local_ray(ray_session):
+    """The Ray simshard starts uses token authentication: a process without the token is refused."""
+    import os
+    import subprocess
+    import sys
+
+    address = ray.get_runtime_context().gcs_address
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    intruder = "import ray; ray.init(address=%r); print('JOINED')" % address
+    # refused, Ray's client either fails or keeps retrying; a join would print within seconds
+    try:
+        p = subprocess.run([sys.executable, "-c", intruder], env=env, capture_output=True, text=True, timeout=25)
+        assert p.returncode != 0 and "JOINED" not in p.stdout
+    except subprocess.TimeoutExpired as e:
+        assert b"JOINED" not in (e.stdout or b"")
