@@ -101,6 +101,18 @@ def _outputs_lost(device: int, cause: BaseException) -> BaseException:
     )
 
 
+def _lost_at_load(devices, cause: BaseException, attempts: int) -> BaseException:
+    from .errors import DeviceLostError
+
+    devices = tuple(sorted(devices))
+    which = f"device {devices[0]}" if len(devices) == 1 else f"devices {list(devices)}"
+    return DeviceLostError(
+        f"{which}: Ray actor gone while the program was loading (before it ran): RayMesh.repair() restarts "
+        f"it; load(..., retries=1), or retries= on a run, does it for you. Ray said: {type(cause).__name__}",
+        lost=devices, attempts=attempts,
+    )
+
+
 class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
     the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count)."""
@@ -243,8 +255,11 @@ class RayMesh:
         return ray.get(self.actors[device].pid.remote())
 
     # -- programs ------------------------------------------------------------------------------
-    def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct"):
-        """Ship each device its schedule (once); returns the key runs refer to."""
+    def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
+             retries: int = 0):
+        """Ship each device its schedule (once); returns the key runs refer to. A device whose actor
+        is dead, or dies while loading, is a ``DeviceLostError`` naming it; with ``retries=N`` it is
+        restarted (``repair``, which ships it every loaded program again) up to N times instead."""
         from simshard.report.memory import capacity_of
 
         from .collectives import check_algorithm
@@ -264,8 +279,18 @@ class RayMesh:
             shipped[s.device] = (s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout)
             refs.append(a.load.remote(key, *shipped[s.device]))
         self.calls["remote"] += len(refs)
-        ray.get(refs)
-        self.calls["get"] += 1
+        for attempt in range(retries + 1):
+            try:
+                ray.get(refs)
+                break
+            except ray.exceptions.RayActorError as e:
+                gone = self.lost()
+                if attempt == retries or not gone:
+                    raise _lost_at_load(gone or spmd.devices, e, attempt + 1) from None
+                self.repair()  # fresh actors, every loaded program (this one too) shipped again
+                refs = []
+            finally:
+                self.calls["get"] += 1
         return key
 
     def unload(self, key) -> None:
@@ -633,7 +658,7 @@ def _run_once(m: RayMesh, spmd, inputs, say, *, keep: bool, device_memory, timeo
     if not m.actors:
         say(f"starting {len(m.devices)} Ray device actors")
         m.start()
-    key = m.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
+    key = m.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm, retries=retries)
     try:
         say(f"running on {len(spmd.devices)} Ray device actors")
         ex = m.execute(key, spmd, inputs, trace_values=trace_values, retries=retries)
