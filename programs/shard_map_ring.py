@@ -82,10 +82,14 @@ def psum_allreduce(block, axes, g):
     return psum(block, axes)
 
 
-def _build(body):
+def _build(body, check_rep: bool = True):
+    """``check_rep=False`` for the rings: their ppermutes replicate the result, which no static rule
+    can see (as in JAX); the run still checks it device by device."""
+
     def build(mesh):
         axes, g = tuple(mesh.axis_names), mesh.size
-        f = ss.shard_map(lambda b: body(b, axes, g), mesh=mesh, in_specs=(P(axes, None),), out_specs=P())
+        f = ss.shard_map(lambda b: body(b, axes, g), mesh=mesh, in_specs=(P(axes, None),), out_specs=P(),
+                         check_rep=check_rep)
         return ss.jit(f, in_shardings=(P(axes, None),), mesh=mesh)
 
     return build
@@ -104,9 +108,9 @@ PROGRAM = ProgramDef(
     reference_for=lambda mesh: (lambda a: block_sum(a, mesh.size)),
     strategies=(
         Strategy("ring", "bandwidth-optimal ring all-reduce: 2(g-1) ppermute steps of one chunk (N/g)",
-                 build=_build(ring_allreduce)),
+                 build=_build(ring_allreduce, check_rep=False)),
         Strategy("naive_ring", "the whole block forwarded g-1 times: (g-1) x N per device",
-                 build=_build(naive_ring_allreduce)),
+                 build=_build(naive_ring_allreduce, check_rep=False)),
         Strategy("psum", "the built-in psum: one all-reduce, 2(g-1)/g x N per device", build=_build(psum_allreduce)),
     ),
 )

@@ -272,6 +272,8 @@ def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs, check_rep: bool =
         if len(ospecs) != len(outs_local):
             raise ShardingError("structure-mismatch", f"shard_map: {len(ospecs)} out_specs for {len(outs_local)} results")
         out_sh = tuple(_spec_to_sharding(s, mesh, v.aval.ndim, f"shard_map out_specs[{i}]") for i, (s, v) in enumerate(zip(ospecs, outs_local)))
+        if check_rep:
+            _check_replication(body, mesh, shardings, out_sh, getattr(f, "__name__", "shard_map"))
         res = bind("shard_map", *xs, body=body, mesh=mesh, in_specs=tuple(shardings), out_specs=out_sh)
         res = res if isinstance(res, tuple) else (res,)
         return optree.tree_unflatten(body.out_tree, list(res))
@@ -285,6 +287,55 @@ def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs, check_rep: bool =
         pass
     del wrapped.__wrapped__
     return wrapped
+
+
+# -- replication checking (JAX's check_rep) ---------------------------------------------------------
+# How each collective changes the mesh axes a value is the same along (replicated): a reduction or
+# gather over axes makes it so; a scatter, permute or all-to-all over them makes it vary; an
+# ordinary op is replicated where all its operands are.
+_MAKES_REPLICATED = {"psum", "pmax", "pmin", "all_gather"}
+_MAKES_VARYING = {"psum_scatter", "ppermute", "all_to_all"}
+
+
+def _replicated_axes(body: Program, mesh: Mesh, in_specs: Sequence[Sharding]) -> dict:
+    """Per body value, the mesh axes along which every device holds the same data."""
+    every = frozenset(mesh.axis_names)
+    rep: dict = {}
+    for v, s in zip(body.inputs, in_specs):
+        rep[v] = every - {a.name for d in s.dims for a in d.axes}  # replicated where its spec does not split it
+    for e in body.eqns:
+        ins = [rep[i] for i in e.inputs if not isinstance(i, Literal)]
+        r = frozenset.intersection(*ins) if ins else every
+        axes = frozenset(_axes(e.kw["axis_name"])) if "axis_name" in e.kw else frozenset()
+        if e.op in _MAKES_REPLICATED:
+            r = r | axes
+        elif e.op in _MAKES_VARYING:
+            r = r - axes
+        elif e.op == "axis_index":
+            r = every - axes
+        for o in e.outputs:
+            rep[o] = r
+    return rep
+
+
+def _check_replication(body: Program, mesh: Mesh, in_specs, out_specs, name: str) -> None:
+    """A trace-time ShardingError where ``out_specs`` claims an output is replicated along axes the
+    body does not make it so (it would assemble from devices holding different data)."""
+    rep = _replicated_axes(body, mesh, in_specs)
+    for k, (v, spec) in enumerate(zip(body.outputs, out_specs)):
+        named = {a.name for d in spec.dims for a in d.axes} | {a.name for a in spec.unreduced}
+        claimed = [a for a in mesh.axis_names if a not in named]
+        varying = [a for a in claimed if a not in rep.get(v, frozenset(mesh.axis_names))]
+        if varying:
+            axes = ", ".join(f'"{a}"' for a in varying)
+            raise ShardingError(
+                "replication-check",
+                f"shard_map region {name!r}: output {k} is declared replicated over mesh axes {axes} "
+                f"(its out_specs, {spec}, does not name them) but the body computes it differently on the devices "
+                f"along them; a psum (or all_gather) over {axes} is likely missing, or name the axes in out_specs. "
+                "check_rep=False skips this check",
+                axis=varying[0],
+            )
 
 
 def _is_spec(x) -> bool:

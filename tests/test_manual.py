@@ -11,8 +11,8 @@ MESH = ss.Mesh({"x": 2, "y": 4})
 A = np.arange(64.0).reshape(8, 8) - 20
 
 
-def run(body, in_specs, out_specs, *args):
-    return jit(shard_map(body, mesh=MESH, in_specs=in_specs, out_specs=out_specs))(*args)
+def run(body, in_specs, out_specs, *args, check_rep=True):
+    return jit(shard_map(body, mesh=MESH, in_specs=in_specs, out_specs=out_specs, check_rep=check_rep))(*args)
 
 
 def test_psum_of_local_matmuls_is_the_matmul():
@@ -55,7 +55,8 @@ def test_ring_all_reduce_written_with_ppermute_equals_psum():
         return acc
 
     x = np.arange(32.0).reshape(8, 4)
-    out = run(ring, ss.P(None, "y"), ss.P(), x)
+    # a ring of ppermutes replicates its result, which no static rule sees (as in JAX): check_rep=False
+    out = run(ring, ss.P(None, "y"), ss.P(), x, check_rep=False)
     assert np.array_equal(out, x.reshape(8, 4, 1).sum(axis=1))
 
 
@@ -83,8 +84,10 @@ def test_region_listing_shows_the_body():
 
 
 def test_replication_claim_is_checked():
-    with pytest.raises(ss.ReplicaMismatchError):
+    with pytest.raises(ss.ShardingError, match="replication-check"):  # at trace time (check_rep)
         run(lambda a: a, ss.P("x"), ss.P(), A)  # the blocks differ but out_specs says replicated
+    with pytest.raises(ss.ReplicaMismatchError):  # unchecked, the run's assembly still refuses it
+        run(lambda a: a, ss.P("x"), ss.P(), A, check_rep=False)
 
 
 def test_errors():
@@ -110,3 +113,41 @@ def test_ss_run_takes_a_shard_map_function_without_input_shardings():
         res = ss.run(g, A, b, mesh=MESH, backend="local")
         assert res.verify.bitwise and np.array_equal(res.outputs, A @ b)
     assert jit(f).trace(A, b).input_names == ("a", "b")  # names still come from the body's parameters
+
+
+# -- check_rep: replication checked at trace time (issue 11) --------------------------------------------
+def test_out_specs_claiming_a_replication_the_body_lacks_is_named_at_trace_time():
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+
+    def partial_sums(x):
+        return x.sum(0, keepdims=True)
+
+    bad = shard_map(partial_sums, mesh=mesh, in_specs=ss.P("x", "y"), out_specs=ss.P(None, "y"))
+    with pytest.raises(ss.ShardingError) as err:
+        ss.trace(bad, a)
+    msg = str(err.value)
+    assert err.value.rule == "replication-check" and err.value.axis == "x"
+    assert "region 'partial_sums': output 0" in msg and 'a psum (or all_gather) over "x" is likely missing' in msg
+
+
+def test_collectives_make_values_replicated_or_varying():
+    from simshard.manual import all_gather, axis_index, ppermute, psum_scatter
+
+    mesh = ss.Mesh({"x": 2})
+    a = np.arange(8, dtype=np.float32)
+    ok = [
+        (lambda x: psum(x, "x"), ss.P()),
+        (lambda x: all_gather(x, "x", tiled=True), ss.P()),
+        (lambda x: psum_scatter(psum(x, "x"), "x", tiled=True), ss.P("x")),
+        (lambda x: x * 0 + axis_index("x"), ss.P("x")),
+    ]
+    for body, out in ok:
+        assert ss.run(shard_map(body, mesh=mesh, in_specs=ss.P("x"), out_specs=out), a, mesh=mesh,
+                      backend="local").verify.bitwise
+    lying = [lambda x: ppermute(psum(x, "x"), "x", [(0, 1), (1, 0)]), lambda x: x * 0 + axis_index("x")]
+    for body in lying:
+        with pytest.raises(ss.ShardingError, match="replication-check"):
+            ss.trace(shard_map(body, mesh=mesh, in_specs=ss.P("x"), out_specs=ss.P()), a)
+    # the check can be turned off, as in JAX (the run then assembles what the devices hold)
+    ss.trace(shard_map(lying[1], mesh=mesh, in_specs=ss.P("x"), out_specs=ss.P(), check_rep=False), a)

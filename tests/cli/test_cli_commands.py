@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from cli_helpers import DATA, ROOT, main_in_process
+from cli_helpers import DATA, ROOT, main_in_process, simshard
 
 TINY = str(DATA / "tiny.py")
 
@@ -304,8 +304,7 @@ def test_show_summarises_a_mesh_too_large_to_draw(capsys):
     assert "dim 0: 1,024 blocks of 1" in ran.out and len(ran.out.splitlines()) < 10
 
 
-def test_an_unreachable_address_exits_3_naming_it(capsys, monkeypatch):
-    monkeypatch.setenv("SIMSHARD_BACKEND", "ray")
-    ran = main_in_process(capsys, "run", "mlp", "--address", "127.0.0.1:1")
+def test_an_unreachable_address_exits_3_naming_it():
+    ran = simshard("run", "mlp", "--address", "127.0.0.1:1", backend="ray")  # a fresh process: no Ray yet
     assert ran.code == 3
     assert "cannot reach a Ray cluster at 127.0.0.1:1" in ran.err

@@ -491,6 +491,9 @@ def test_a_device_lost_before_loading_is_named_and_retries_recover_it(ray_sessio
     inputs = {d: [np.full((2,), d + 1, np.float32)] for d in (0, 1, 2)}
     with RayMesh(devices=(0, 1, 2)) as devices:
         ray.kill(devices.actors[1])  # an idle mesh loses a device
+        deadline = time.monotonic() + 30
+        while devices.lost(timeout=1.0) != [1] and time.monotonic() < deadline:  # ray.kill returns at once
+            time.sleep(0.1)
         with pytest.raises(DeviceLostError) as err:
             devices.load(spmd, timeout=30.0)
         assert err.value.lost == (1,) and "device 1: Ray actor gone while the program was loading" in str(err.value)

@@ -190,7 +190,7 @@ def test_manual_ring_all_reduce_with_ppermute_runs_bitwise():
     x = np.arange(32.0).reshape(8, 4)
 
     def f(a):
-        return shard_map(ring, mesh=MESH, in_specs=P(None, "y"), out_specs=P())(a)
+        return shard_map(ring, mesh=MESH, in_specs=P(None, "y"), out_specs=P(), check_rep=False)(a)  # a ppermute ring
 
     res = ss.run(f, x, mesh=MESH, in_shardings=(P(None, "y"),))
     assert res.verify.bitwise, str(res.verify)
