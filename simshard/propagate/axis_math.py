@@ -49,8 +49,12 @@ def prefix_of(a: AxisRef, b: AxisRef, sizes: Sizes) -> bool:
 
 
 def overlaps(a: AxisRef, b: AxisRef, sizes: Sizes) -> bool:
+    """Whether ``a`` and ``b`` share part of one axis. A size-1 axis spans nothing, yet it is one
+    axis: two uses of it overlap (a sharding may name it once)."""
     if a.name != b.name:
         return False
+    if sizes[a.name] == 1:
+        return True
     (alo, ahi), (blo, bhi) = span(a, sizes), span(b, sizes)
     return alo < bhi and blo < ahi
 

@@ -120,11 +120,11 @@ def meshes(draw, max_axes=3, permuted=True, name="mesh"):
 
 @st.composite
 def shardings(draw, mesh: Mesh, rank: int, pending=True, reduce_op=None):
-    """Each axis (or, for axes of 4, each half) goes to a random dim, to the pending set, or nowhere."""
+    """Each axis (or, for axes of 4, each half) goes to a random dim, to the pending set, or nowhere.
+    Axes of size 1 are drawn like any other: a sharding may name them, and propagation and the
+    partitioner must treat them as the no-ops they are."""
     pieces = []
     for name, n in zip(mesh.axis_names, mesh.axis_sizes):
-        if n == 1:
-            continue
         if n == 4 and draw(st.booleans()):
             pieces += [AxisRef(name, (1, 2)), AxisRef(name, (2, 2))]
         else:
