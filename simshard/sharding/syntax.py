@@ -1,6 +1,6 @@
 """Shardy's text form: parse and print meshes and shardings, round-trip exact.
 
-    @mesh_xy = <["x"=2, "y"=4], device_ids=[...]>
+    @mesh_xy = <["x"=2, "y"=4], device_ids=[...]>      (also <"x"=2, "y"=4>, {<[...]>, device_ids=[...]})
     <@mesh_xy, [{"x"}p1, {"y":(2)2, ?}], replicated={"z"}, unreduced={"w"}>
 
 Extension for pending reductions other than sum: ``unreduced(max)={"w"}``. Any malformed input
@@ -31,8 +31,15 @@ _GRAMMAR = r"""
         | "," "unreduced" ["(" NAME ")"] "=" axis_set         -> unreduced
     axis_set: "{" [axis ("," axis)*] "}"
 
-    mesh: "@" NAME "=" "<" "[" [mesh_axis ("," mesh_axis)*] "]" ["," "device_ids" "=" "[" [INT ("," INT)*] "]"] ">"
+    mesh: [SDY_MESH] [mesh_name] (mesh_angle | mesh_braced)
+    mesh_name: "@" NAME "="
+    mesh_angle: "<" mesh_axes ["," device_ids] ">"
+    mesh_braced: "{" "<" mesh_axes ">" ["," device_ids] "}"
+    mesh_axes: "[" [mesh_axis ("," mesh_axis)*] "]"
+             | mesh_axis ("," mesh_axis)*
+    device_ids: "device_ids" "=" "[" [INT ("," INT)*] "]"
     mesh_axis: STRING "=" INT
+    SDY_MESH: "sdy.mesh"
 
     OPEN: "?"
     PRIORITY: /p[0-9]+/
@@ -98,11 +105,25 @@ class _Build(Transformer):
     def mesh_axis(self, items):
         return str(items[0])[1:-1], int(items[1])
 
+    def mesh_axes(self, items):
+        return [a for a in items if a is not None]
+
+    def device_ids(self, items):
+        return [int(t) for t in items if t is not None]
+
+    def mesh_name(self, items):
+        return str(items[0])
+
+    def mesh_angle(self, items):
+        axes, ids = items
+        return axes, ids
+
+    mesh_braced = mesh_angle
+
     def mesh(self, items):
-        name, *rest = items
-        axes = [a for a in rest if isinstance(a, tuple)]
-        ids = [int(t) for t in rest if t is not None and not isinstance(t, tuple)]
-        return str(name), axes, ids
+        *head, (axes, ids) = items
+        names = [h for h in head if isinstance(h, str) and not getattr(h, "type", None) == "SDY_MESH"]
+        return (names[0] if names else "mesh"), axes, ids
 
 
 def _parse(text: str, start: str):
@@ -147,8 +168,19 @@ def parse_sharding(text: str, meshes: Mapping[str, Mesh] | Mesh) -> Sharding:
 
 
 def parse_mesh(text: str) -> Mesh:
+    """Every spelling of a mesh in Shardy's text and the representation doc (seed 000):
+    ``@m = <["x"=2, "y"=4]>``, ``<["a"=2]>`` (no name: ``mesh``), ``@m = <"x"=4, "y"=2>`` (axes
+    without brackets), ``@m = <["x"=2], device_ids=[1, 0]>``, ``@m = {<["a"=4, "b"=2]>,
+    device_ids=[...]}``, ``<[]>`` (no axes) and ``<[], device_ids=[0]>`` (maximal, one device),
+    each optionally after ``sdy.mesh``."""
     name, axes, ids = _parse(text, "mesh")
-    return Mesh(axes, ids or None, name=name)
+    if not axes and ids is not None and len(ids) == 1 and ids[0] != 0:
+        raise ShardingError(
+            "unsupported-mesh",
+            f"mesh @{name} is Shardy's maximal mesh on device {ids[0]} (no axes, device_ids=[{ids[0]}]); "
+            "a simshard mesh numbers its devices from 0: write <[], device_ids=[0]> (or <[]>)",
+        )
+    return Mesh(axes, ids, name=name)
 
 
 def format_sharding(s: Sharding) -> str:
