@@ -134,15 +134,15 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
                 nodes.append(Node(len(nodes), "shard_map", (x,), (key,), identity_rule(x.aval.shape), ELEMENTWISE))
             nodes.append(Node(len(nodes), e.op, tuple(None if isinstance(i, Literal) else i for i in e.inputs), tuple(e.outputs), None, OTHER, None, kw))
             continue
-        rule = None
+        rule, alternatives = None, ()
         if e.op not in OPAQUE_OPS:
             try:
-                rule = get_op(e.op).rules([i.aval for i in e.inputs], [o.aval for o in e.outputs], **kw)[0]
+                rule, *alternatives = get_op(e.op).rules([i.aval for i in e.inputs], [o.aval for o in e.outputs], **kw)
             except (KeyError, ValueError, TypeError, IndexError) as err:
                 warnings.warn(f"propagate: op {e.op} (equation {idx}) has no usable sharding rule, nothing propagates through it: {err}")
         barrier = Direction.parse(kw.get("allowed_direction", "NONE")) if e.op == "propagation_barrier" else None
         operands = tuple(None if isinstance(i, Literal) else i for i in e.inputs)
-        nodes.append(Node(len(nodes), e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw))
+        nodes.append(Node(len(nodes), e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw, tuple(alternatives)))
     results: list[Sharding | None] = []
     for k, v in enumerate(program.outputs):
         s = program.out_shardings[k] if k < len(program.out_shardings) else None
