@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
-from ..sharding.axes import AxisRef, canonical_ref
+from ..sharding.axes import AxisRef, canonical_ref, merge_adjacent
 from ..sharding.mesh import Mesh
 from ..sharding.dims import DimSharding, Sharding
 
@@ -88,7 +88,11 @@ class State:
         return State(dims, unr, s.reduce_op if unr else "sum")
 
     def sharding(self, mesh: Mesh) -> Sharding:
-        return Sharding(mesh, tuple(DimSharding(d) for d in self.dims), (), tuple(sorted_atoms(self.unreduced, mesh)),
+        # Atoms are the pieces of a split axis: neighbours that make up a bigger sub-axis are
+        # written as that one (a Sharding refuses non-maximal sub-axes).
+        sizes = mesh.shape
+        return Sharding(mesh, tuple(DimSharding(merge_adjacent(d, sizes)) for d in self.dims), (),
+                        merge_adjacent(sorted_atoms(self.unreduced, mesh), sizes),
                         self.reduce_op if self.unreduced else "sum")
 
     def used(self) -> set[Atom]:

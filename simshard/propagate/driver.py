@@ -39,7 +39,7 @@ from ..ir.program import Literal, Program, Value
 from ..sharding.dims import DimSharding, Sharding
 from . import engine
 from .direction import Direction
-from .graph import OPAQUE_OPS, Graph, Node, ResultRef, State, classify
+from .graph import ELEMENTWISE, OPAQUE_OPS, OTHER, Graph, Node, ResultRef, State, classify, identity_rule
 from .op_priority import run_op_priority
 from .pipeline import apply_sharding_constraints, export
 from .provenance import Provenance, explain_value
@@ -63,6 +63,19 @@ def propagation_info(program: Program) -> PropagationInfo | None:
 
 
 # -- Program -> Graph --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RegionOperand:
+    """The sharding a manual region (``shard_map``) requires of its ``index``-th operand: its
+    ``in_specs`` entry, joined to the operand by an identity (Shardy's data-flow edge of a
+    ManualComputationOp), so the spec reaches the operand as an annotation would."""
+
+    eqn: int
+    index: int
+
+    def __repr__(self) -> str:
+        return f"shard_map #{self.eqn} in_specs[{self.index}]"
+
+
 def _value_name(program: Program, v) -> str:
     if isinstance(v, ResultRef):
         return f"output {v.index}"
@@ -104,15 +117,32 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
                 what = e.op if e.op in TARGET_OPS else f"annotation on {_value_name(program, v)} ({e.op})"
                 label = f"{what} {_value_name(program, v)}" if e.op in TARGET_OPS else what
                 annotations.append((v, s, label))
-        rule = None
+        if e.op == "shard_map":
+            # The region is opaque, but its specs are shardings of its boundary: out_specs those
+            # of its results, in_specs those its operands must have on entry (an identity edge).
+            for j, (v, spec) in enumerate(zip(e.outputs, kw.get("out_specs", ()))):
+                if initial[v] is None and isinstance(spec, Sharding):
+                    initial[v] = spec
+                    annotations.append((v, spec, f"shard_map out_specs[{j}] ({_value_name(program, v)})"))
+            for k, (x, spec) in enumerate(zip(e.inputs, kw.get("in_specs", ()))):
+                if isinstance(x, Literal) or not isinstance(spec, Sharding):
+                    continue
+                key = RegionOperand(idx, k)
+                shapes[key] = x.aval.shape
+                initial[key] = spec
+                annotations.append((key, spec, repr(key)))
+                nodes.append(Node(len(nodes), "shard_map", (x,), (key,), identity_rule(x.aval.shape), ELEMENTWISE))
+            nodes.append(Node(len(nodes), e.op, tuple(None if isinstance(i, Literal) else i for i in e.inputs), tuple(e.outputs), None, OTHER, None, kw))
+            continue
+        rule, alternatives = None, ()
         if e.op not in OPAQUE_OPS:
             try:
-                rule = get_op(e.op).rules([i.aval for i in e.inputs], [o.aval for o in e.outputs], **kw)[0]
+                rule, *alternatives = get_op(e.op).rules([i.aval for i in e.inputs], [o.aval for o in e.outputs], **kw)
             except (KeyError, ValueError, TypeError, IndexError) as err:
                 warnings.warn(f"propagate: op {e.op} (equation {idx}) has no usable sharding rule, nothing propagates through it: {err}")
         barrier = Direction.parse(kw.get("allowed_direction", "NONE")) if e.op == "propagation_barrier" else None
         operands = tuple(None if isinstance(i, Literal) else i for i in e.inputs)
-        nodes.append(Node(idx, e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw))
+        nodes.append(Node(len(nodes), e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw, tuple(alternatives)))
     results: list[Sharding | None] = []
     for k, v in enumerate(program.outputs):
         s = program.out_shardings[k] if k < len(program.out_shardings) else None

@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Callable, Hashable, Sequence
 
 from ..sharding.mesh import Mesh
@@ -134,13 +136,43 @@ def _record(prov: Provenance | None, rule, before: Projection, after: Projection
         prov.propagated(target, dim, added, node_index, op, names[f], source, sizes)
 
 
+def _sharded_size(shardings: Sequence[Sharding | None]) -> int:
+    """How sharded a set of tensors is: the sum over tensors of their number of blocks."""
+    return sum(math.prod(s.shard_count(d) for d in range(s.rank)) for s in shardings if s is not None)
+
+
 def propagate_node(node: Node, state: State, strategy: str, direction_fn: DirectionFn, conservative: bool, prov: Provenance | None) -> list[Hashable]:
-    """Propagate through one op of the graph; returns the keys whose sharding changed."""
-    rule = node.rule
-    if rule is None:
+    """Propagate through one op of the graph; returns the keys whose sharding changed.
+
+    An op with several rules (``ss.register_rule``) propagates through each on the current
+    shardings and keeps the outcome that leaves its operands and results the most sharded (the
+    sum of their block counts), the op's own rule first among equals: every rule is a true
+    equality of the op, so any of them is a valid way through it, and a rule under which the
+    current shardings conflict simply carries less."""
+    if node.rule is None:
         return []
     ops = [state.get(k) if k is not None else None for k in node.operands]
     res = [state.get(k) for k in node.results]
+    if not node.alternatives:
+        return _propagate_rule(node, ops, res, state, strategy, direction_fn, conservative, prov)
+    best, best_score = None, -1
+    for r in (node.rule,) + node.alternatives:
+        candidate = replace(node, rule=r, alternatives=())
+        out = _outcome(candidate, ops, res, strategy, direction_fn, conservative)
+        if out is None:
+            continue
+        new_ops, new_res = out[0], out[1]
+        after = [n if n is not None else o for n, o in zip(list(new_ops) + list(new_res), ops + res)]
+        score = _sharded_size(after)
+        if score > best_score:
+            best, best_score = candidate, score
+    if best is None:
+        return []
+    return _propagate_rule(best, ops, res, state, strategy, direction_fn, conservative, prov)
+
+
+def _outcome(node: Node, ops, res, strategy: str, direction_fn: DirectionFn, conservative: bool):
+    rule = node.rule
     names = [f for f, _ in rule.factors]
     if node.barrier is not None:
         direction_of = lambda f: node.barrier  # noqa: E731  (barriers ignore op priorities)
@@ -148,7 +180,12 @@ def propagate_node(node: Node, state: State, strategy: str, direction_fn: Direct
         direction_of = lambda f: Direction.NONE if conservative_blocked(node, names[f]) else direction_fn(node, f)  # noqa: E731
     else:
         direction_of = lambda f: direction_fn(node, f)  # noqa: E731
-    out = propagate_tensors(rule, ops, res, direction_of, strategy, conservative and node.barrier is None, node.elementwise)
+    return propagate_tensors(rule, ops, res, direction_of, strategy, conservative and node.barrier is None, node.elementwise)
+
+
+def _propagate_rule(node: Node, ops, res, state: State, strategy: str, direction_fn: DirectionFn, conservative: bool, prov: Provenance | None) -> list[Hashable]:
+    rule = node.rule
+    out = _outcome(node, ops, res, strategy, direction_fn, conservative)
     if out is None:
         return []
     new_ops, new_res, before, after, mesh = out

@@ -73,6 +73,7 @@ class Node:
     category: str = OTHER
     barrier: Direction | None = None  # a propagation barrier's fixed direction
     params: Mapping[str, Any] = field(default_factory=dict)
+    alternatives: tuple[FactorRule, ...] = ()  # further rules of the op (``ss.register_rule``)
 
     @property
     def elementwise(self) -> bool:

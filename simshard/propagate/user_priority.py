@@ -13,36 +13,45 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..sharding.axes import merge_adjacent
 from ..sharding.dims import DimSharding, Sharding
-from . import axis_math as am
 from .graph import Graph, State
 from .op_priority import run_op_priority
 from .provenance import Provenance
 
 
+def _held_back(original: Sharding, above: int) -> tuple:
+    """``original``'s replicated axes plus the axes of its dims with a priority above ``above``,
+    in mesh order, consecutive sub-axes merged (``"x":(1)2`` on one held-back dim and
+    ``"x":(2)2`` on another are replicated as ``"x"``: a Sharding lists sub-axes maximal)."""
+    refs = list(original.replicated)
+    for d in original.dims:
+        if (d.priority or 0) > above:
+            refs += d.axes
+    order = {n: i for i, n in enumerate(original.mesh.axis_names)}
+    refs.sort(key=lambda r: (order.get(r.name, len(order)), r.pre_size()))
+    return merge_adjacent(refs, original.mesh.shape)
+
+
 def initial_sharding(s: Sharding) -> Sharding:
     """p0 dims lose their priority; other dims become closed and empty, their axes replicated."""
-    dims, replicated = [], list(s.replicated)
+    dims = []
     for d in s.dims:
         if (d.priority or 0) == 0:
             dims.append(DimSharding(d.axes, d.is_open))
         else:
-            replicated += d.axes
             dims.append(DimSharding((), False))
-    return Sharding(s.mesh, tuple(dims), tuple(replicated), s.unreduced, s.reduce_op)
+    return Sharding(s.mesh, tuple(dims), _held_back(s, 0), s.unreduced, s.reduce_op)
 
 
 def released_sharding(current: Sharding, original: Sharding, priority: int) -> Sharding:
-    """Restore the dims of ``original`` with this priority (without the priority)."""
+    """Restore the dims of ``original`` with this priority (without the priority); only the
+    dims still held back (priority above this one) keep their axes replicated."""
     dims = list(current.dims)
-    seen = []
     for i, d in enumerate(original.dims):
         if (d.priority or 0) == priority:
             dims[i] = DimSharding(d.axes, d.is_open)
-            seen += d.axes
-    sizes = current.mesh.shape
-    replicated = tuple(a for a in current.replicated if not any(am.contains(b, a, sizes) for b in seen))
-    return Sharding(current.mesh, tuple(dims), replicated, current.unreduced, current.reduce_op)
+    return Sharding(current.mesh, tuple(dims), _held_back(original, priority), current.unreduced, current.reduce_op)
 
 
 def run_user_priority(

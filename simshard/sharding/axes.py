@@ -98,7 +98,9 @@ def check_ref(ref: AxisRef, axis_sizes: dict[str, int], where: str, dim: int | N
 def merge_adjacent(refs: Iterable[AxisRef], axis_sizes: dict[str, int]) -> tuple[AxisRef, ...]:
     """Merge neighbouring sub-axes of one axis that are consecutive (``x:(1)2, x:(2)2 -> x``).
 
-    Shardy requires sub-axes to be as big as possible; merging is how we keep that invariant.
+    Shardy requires sub-axes to be as big as possible. A ``Sharding`` refuses a list that breaks
+    this (see :func:`mergeable_pair`); code that builds axis lists from pieces (propagation's
+    back-projection, the reshard planner) merges them with this first.
     """
     out: list[AxisRef] = []
     for ref in refs:
@@ -112,6 +114,21 @@ def merge_adjacent(refs: Iterable[AxisRef], axis_sizes: dict[str, int]) -> tuple
                 continue
         out.append(ref)
     return tuple(out)
+
+
+def mergeable_pair(refs: Iterable[AxisRef], axis_sizes: dict[str, int]) -> tuple[AxisRef, AxisRef, AxisRef] | None:
+    """The first two neighbouring refs that are consecutive sub-axes of one axis, with the
+    (sub-)axis they make together (``x:(1)2, x:(2)4`` -> ``x`` when ``x`` is 8), or None."""
+    prev: AxisRef | None = None
+    for ref in refs:
+        if prev is not None and prev.name == ref.name and prev.sub is not None and ref.sub is not None:
+            n = axis_sizes[ref.name]
+            p_lo, p_hi = prev.interval(n)
+            r_lo, r_hi = ref.interval(n)
+            if p_hi == r_lo:
+                return prev, ref, canonical_ref(ref.name, p_lo, r_hi // p_lo, n)
+        prev = ref
+    return None
 
 
 def check_coexist(a: AxisRef, b: AxisRef, axis_size: int) -> str | None:

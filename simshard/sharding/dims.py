@@ -5,8 +5,11 @@ propagation may add minor axes) or closed, and may carry a priority ``pN``. Axes
 are implicitly replicated; ``replicated`` lists axes that must stay so; ``unreduced`` lists axes
 along which the value is a pending reduction (DTensor's ``Partial``) with its ``reduce_op``.
 
-Every invariant is checked on construction. Three are kept by normalising rather than refusing:
-adjacent consecutive sub-axes are merged (``"x":(1)2, "x":(2)2`` becomes ``"x"``), the
+Every invariant is checked on construction, including Shardy's maximality of sub-axes: two
+consecutive sub-axes of one axis side by side in a dimension (``"x":(1)2, "x":(2)4`` on an
+``"x"`` of 8), or both in ``replicated`` / ``unreduced``, are refused with a ShardingError naming
+the (sub-)axis to write instead (here ``"x"``); code that assembles axis lists from pieces merges
+them first (``axes.merge_adjacent``). Two are kept by normalising rather than refusing: the
 replicated / unreduced lists are sorted in mesh order, and ``reduce_op`` is ``"sum"`` when no
 axis is unreduced.
 
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
 
 from ..errors import ShardingError
 from . import convert, syntax
-from .axes import AxisRef, check_coexist, check_ref, merge_adjacent
+from .axes import AxisRef, check_coexist, check_ref, mergeable_pair
 from .layout import flat_layout, layout
 from .mesh import Mesh
 from .partition_spec import UNCONSTRAINED, P
@@ -75,6 +78,20 @@ def _sort_refs(refs: Iterable[AxisRef], mesh: Mesh) -> tuple[AxisRef, ...]:
     return tuple(sorted(refs, key=lambda r: (order.get(r.name, len(order)), r.pre_size())))
 
 
+def _check_maximal(refs: Sequence[AxisRef], sizes: dict[str, int], where: str, dim: int | None = None) -> None:
+    """Shardy's maximality invariant: no two neighbouring consecutive sub-axes of one axis."""
+    pair = mergeable_pair(refs, sizes)
+    if pair is not None:
+        a, b, merged = pair
+        raise ShardingError(
+            "non-maximal-sub-axes",
+            f"{a} and {b} in {where} are consecutive sub-axes of axis \"{a.name}\" (size "
+            f"{sizes[a.name]}); sub-axes must be as big as possible: write them as {merged}",
+            axis=a.name,
+            dim=dim,
+        )
+
+
 @dataclass(frozen=True)
 class Sharding:
     """A tensor sharding bound to a mesh, e.g. ``<@mesh, [{"x"}, {"y", ?}p1], replicated={"z"}>``."""
@@ -100,11 +117,12 @@ class Sharding:
             check_ref(a, sizes, "replicated={...}")
         for a in unr:
             check_ref(a, sizes, "unreduced={...}")
-        dims = tuple(
-            DimSharding(merge_adjacent(d.axes, sizes), d.is_open, d.priority) for d in dims
-        )
-        rep = merge_adjacent(_sort_refs(rep, mesh), sizes)
-        unr = merge_adjacent(_sort_refs(unr, mesh), sizes)
+        rep = _sort_refs(rep, mesh)
+        unr = _sort_refs(unr, mesh)
+        for i, d in enumerate(dims):
+            _check_maximal(d.axes, sizes, f"dimension {i}", i)
+        _check_maximal(rep, sizes, "replicated={...}")
+        _check_maximal(unr, sizes, "unreduced={...}")
         object.__setattr__(self, "dims", dims)
         object.__setattr__(self, "replicated", rep)
         object.__setattr__(self, "unreduced", unr)

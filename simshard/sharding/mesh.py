@@ -213,8 +213,14 @@ class Mesh:
     @staticmethod
     def parse(text: str) -> "Mesh":
         """Parse Shardy's mesh text, ``@name = <["x"=2, "y"=4], device_ids=[...]>``."""
-        name, axes, device_ids = syntax.parse_mesh(text)
-        return Mesh(axes, device_ids or None, name=name)
+        name, axes, ids = syntax.parse_mesh(text)
+        if not axes and ids is not None and len(ids) == 1 and ids[0] != 0:
+            raise ShardingError(
+                "unsupported-mesh",
+                f"mesh @{name} is Shardy's maximal mesh on device {ids[0]} (no axes, device_ids=[{ids[0]}]); "
+                "a simshard mesh numbers its devices from 0: write <[], device_ids=[0]> (or <[]>)",
+            )
+        return Mesh(axes, ids or None, name=name)
 
     def renamed(self, name: str) -> "Mesh":
         return Mesh(list(zip(self.axis_names, self.axis_sizes)), self.device_ids, name, self.axis_types)

@@ -1,6 +1,6 @@
 """Shardy's text grammar: mesh and sharding text parsed into plain data.
 
-    @mesh_xy = <["x"=2, "y"=4], device_ids=[...]>
+    @mesh_xy = <["x"=2, "y"=4], device_ids=[...]>      (also <"x"=2, "y"=4>, {<[...]>, device_ids=[...]})
     <@mesh_xy, [{"x"}p1, {"y":(2)2, ?}], replicated={"z"}, unreduced={"w"}>
 
 Extension for pending reductions other than sum: ``unreduced(max)={"w"}``. Any malformed input
@@ -30,8 +30,15 @@ _GRAMMAR = r"""
         | "," "unreduced" ["(" NAME ")"] "=" axis_set         -> unreduced
     axis_set: "{" [axis ("," axis)*] "}"
 
-    mesh: "@" NAME "=" "<" "[" [mesh_axis ("," mesh_axis)*] "]" ["," "device_ids" "=" "[" [INT ("," INT)*] "]"] ">"
+    mesh: [SDY_MESH] [mesh_name] (mesh_angle | mesh_braced)
+    mesh_name: "@" NAME "="
+    mesh_angle: "<" mesh_axes ["," device_ids] ">"
+    mesh_braced: "{" "<" mesh_axes ">" ["," device_ids] "}"
+    mesh_axes: "[" [mesh_axis ("," mesh_axis)*] "]"
+             | mesh_axis ("," mesh_axis)*
+    device_ids: "device_ids" "=" "[" [INT ("," INT)*] "]"
     mesh_axis: STRING "=" INT
+    SDY_MESH: "sdy.mesh"
 
     OPEN: "?"
     PRIORITY: /p[0-9]+/
@@ -97,11 +104,25 @@ class _Build(Transformer):
     def mesh_axis(self, items):
         return str(items[0])[1:-1], int(items[1])
 
+    def mesh_axes(self, items):
+        return [a for a in items if a is not None]
+
+    def device_ids(self, items):
+        return [int(t) for t in items if t is not None]
+
+    def mesh_name(self, items):
+        return str(items[0])
+
+    def mesh_angle(self, items):
+        axes, ids = items
+        return axes, ids
+
+    mesh_braced = mesh_angle
+
     def mesh(self, items):
-        name, *rest = items
-        axes = [a for a in rest if isinstance(a, tuple)]
-        ids = [int(t) for t in rest if t is not None and not isinstance(t, tuple)]
-        return str(name), axes, ids
+        *head, (axes, ids) = items
+        names = [h for h in head if isinstance(h, str) and not getattr(h, "type", None) == "SDY_MESH"]
+        return (names[0] if names else "mesh"), axes, ids
 
 
 def _parse(text: str, start: str):
@@ -143,5 +164,9 @@ def parse_sharding(text: str):
 
 
 def parse_mesh(text: str):
-    """``(name, [(axis, size), ...], device_ids)``, device_ids empty when the text gives none."""
+    """``(name, [(axis, size), ...], device_ids or None)`` from every spelling of a mesh in Shardy's
+    text and seed 000: ``@m = <["x"=2, "y"=4]>``, ``<["a"=2]>`` (no name: ``mesh``), ``@m =
+    <"x"=4, "y"=2>`` (axes without brackets), ``@m = <["x"=2], device_ids=[1, 0]>``, ``@m =
+    {<["a"=4, "b"=2]>, device_ids=[...]}``, ``<[]>`` (no axes) and ``<[], device_ids=[0]>``
+    (maximal, one device), each optionally after ``sdy.mesh``."""
     return _parse(text, "mesh")

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from simshard import AxisRef, Mesh, Sharding, layout
+from simshard.sharding.axes import merge_adjacent
 from simshard.partition.builder import ScheduleBuilder
 from simshard.partition.emit import emit_step
 
@@ -144,4 +145,6 @@ def shardings(draw, mesh: Mesh, rank: int, pending=True, reduce_op=None):
         order = draw(st.permutations(list(range(len(d)))))
         d[:] = [d[i] for i in order]
     op = reduce_op or draw(st.sampled_from(["sum", "sum", "max"]))
-    return Sharding(mesh, tuple(tuple(d) for d in dims), unreduced=tuple(unr), reduce_op=op if unr else "sum")
+    # the two halves of an axis side by side are the whole axis (a Sharding refuses them)
+    return Sharding(mesh, tuple(merge_adjacent(d, mesh.shape) for d in dims), unreduced=merge_adjacent(unr, mesh.shape),
+                    reduce_op=op if unr else "sum")

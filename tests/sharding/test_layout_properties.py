@@ -15,6 +15,7 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 import simshard as ss
+from simshard.sharding.axes import merge_adjacent
 from simshard import (
     AxisRef,
     DimSharding,
@@ -109,10 +110,11 @@ def shardings(draw, mesh: Mesh, rank: int, full_only: bool = False, pending: boo
     for axes in dims:
         is_open = draw(st.booleans())
         prio = draw(st.none() | st.integers(0, 3)) if (axes or is_open) else None
-        out.append(DimSharding(tuple(axes), is_open, prio))
+        # the two halves of a split axis side by side are the whole axis (a Sharding refuses them)
+        out.append(DimSharding(merge_adjacent(axes, mesh.shape), is_open, prio))
     # The op is drawn even without unreduced axes: it must then be inert (same text, same value).
     op = draw(st.sampled_from(OPS))
-    return Sharding(mesh, tuple(out), tuple(rep), tuple(unr), op)
+    return Sharding(mesh, tuple(out), merge_adjacent(rep, mesh.shape), merge_adjacent(unr, mesh.shape), op)
 
 
 @st.composite

@@ -96,12 +96,33 @@ def test_overlapping_sub_axes_are_refused():
     assert e.value.rule == "overlapping-sub-axes" and e.value.axis == "x"
 
 
-def test_consecutive_sub_axes_are_merged_to_the_biggest():
-    mesh = ss.Mesh({"x": 16}, name="m")
-    s = parse('<@m, [{"x":(1)2, "x":(2)4}]>', mesh)
-    assert s.dims[0].axes == (AxisRef("x", (1, 8)),)
-    whole = parse('<@m, [{"x":(1)2, "x":(2)8}]>', mesh)
-    assert str(whole) == '<@m, [{"x"}]>'
+@pytest.mark.parametrize("text, merged, where", [
+    ('<@m, [{"x":(1)2, "x":(2)4}]>', '"x":(1)8', "dimension 0"),
+    ('<@m, [{"x":(1)2, "x":(2)8}]>', '"x"', "dimension 0"),
+    ('<@m, [{"y", "x":(4)2, "x":(8)2}]>', '"x":(4)4', "dimension 0"),
+    ('<@m, [{}], replicated={"x":(2)8, "x":(1)2}>', '"x"', "replicated"),
+    ('<@m, [{}], unreduced={"x":(1)4, "x":(4)4}>', '"x"', "unreduced"),
+])
+def test_consecutive_sub_axes_are_refused_naming_the_merged_axis(text, merged, where):
+    # The seed: "Sub-axes referenced in a tensor sharding must be as big as possible [...]
+    # "x":(1)2 and "x":(2)4 [...] can be replaced with a single "x":(1)8."
+    mesh = ss.Mesh({"x": 16, "y": 2}, name="m")
+    with pytest.raises(ss.ShardingError) as e:
+        parse(text, mesh)
+    assert e.value.rule == "non-maximal-sub-axes" and e.value.axis == "x"
+    assert f"write them as {merged}" in str(e.value) and where in str(e.value)
+
+
+def test_the_issue_example_is_refused_not_merged():
+    with pytest.raises(ss.ShardingError, match=r'"x":\(1\)2 and "x":\(2\)4 .* write them as "x"'):
+        ss.Sharding.parse('<@m, [{"x":(1)2, "x":(2)4}]>', {"m": ss.Mesh({"x": 8})})
+
+
+def test_non_consecutive_or_separated_sub_axes_are_fine():
+    mesh = ss.Mesh({"x": 16, "y": 2}, name="m")
+    assert str(parse('<@m, [{"x":(1)2, "y", "x":(2)4}]>', mesh)) == '<@m, [{"x":(1)2, "y", "x":(2)4}]>'
+    assert str(parse('<@m, [{"x":(1)2}, {"x":(2)4}]>', mesh)) == '<@m, [{"x":(1)2}, {"x":(2)4}]>'
+    assert str(parse('<@m, [{"x":(2)4, "x":(1)2}]>', mesh)) == '<@m, [{"x":(2)4, "x":(1)2}]>'
 
 
 def test_mesh_xy_is_a_split_of_mesh_full():
