@@ -313,9 +313,11 @@ def test_kill_a_random_device_at_random_moments_never_a_wrong_result(mesh4):
             assert e.device == victim and f"device {victim}'s Ray actor died" in str(e)
             outcomes.append(("lost", e.attempts))
         killer.join() if killer.is_alive() else None
-        assert time.perf_counter() - t < 12.0, f"run {i} took {time.perf_counter() - t:.1f} s"
+        # bounds against a hang, not a speed claim: a retried run restarts an actor process, which
+        # takes seconds on a loaded 2-core machine (the receive timeout here is 20 s)
+        assert time.perf_counter() - t < 30.0, f"run {i} took {time.perf_counter() - t:.1f} s"
         mesh4.repair()
-    assert time.perf_counter() - start < 60.0
+    assert time.perf_counter() - start < 150.0
     assert any(o == "ok" and n > 1 for o, n in outcomes), outcomes  # a retried run succeeded
     assert any(o == "lost" for o, _ in outcomes), outcomes
 
