@@ -6,6 +6,8 @@ Factors follow Shardy's order: batch, lhs free, rhs free, contracting. The resul
 
 from __future__ import annotations
 
+import functools
+
 import string
 
 import numpy as np
@@ -32,11 +34,23 @@ def _check(lhs: Aval, rhs: Aval, contracting, batch):
                 raise ValueError(f"dot_general: {what} dims lhs[{i}]={lhs.shape[i]} and rhs[{j}]={rhs.shape[j]} differ")
 
 
-def _eval(lhs: Aval, rhs: Aval, *, contracting, batch, preferred_dtype=None, **_):
+@functools.lru_cache(maxsize=None)
+def result_dtype(lhs: np.dtype, rhs: np.dtype, algorithm: str = "matmul") -> np.dtype:
+    """The dtype numpy's product gives: ``np.result_type`` of the operands, except where numpy's
+    matmul widens (ml_dtypes' bfloat16 and float8 multiply into float32)."""
+    if algorithm != "matmul":
+        return np.result_type(lhs, rhs)
+    try:
+        return np.matmul(np.zeros((1, 1), lhs), np.zeros((1, 1), rhs)).dtype
+    except TypeError:
+        return np.result_type(lhs, rhs)
+
+
+def _eval(lhs: Aval, rhs: Aval, *, contracting, batch, preferred_dtype=None, algorithm="matmul", **_):
     _check(lhs, rhs, contracting, batch)
     lfree, rfree = _dims(lhs.ndim, rhs.ndim, contracting, batch)
     shape = [lhs.shape[d] for d in batch[0]] + [lhs.shape[d] for d in lfree] + [rhs.shape[d] for d in rfree]
-    dtype = preferred_dtype or np.result_type(lhs.dtype, rhs.dtype)
+    dtype = preferred_dtype or result_dtype(np.dtype(lhs.dtype), np.dtype(rhs.dtype), algorithm)
     return (Aval(tuple(shape), dtype),)
 
 
@@ -62,7 +76,7 @@ def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, algorithm="ma
     """As numpy computes it, so the reference run is bit-identical to the user's numpy: by default
     operands arranged as [batch, free, contract] @ [batch, contract, free] (a plain 2-D product is
     literally ``lhs @ rhs``); ``algorithm="einsum"`` for products the user wrote with np.einsum."""
-    dtype = preferred_dtype or np.result_type(lhs.dtype, rhs.dtype)
+    dtype = preferred_dtype or result_dtype(lhs.dtype, rhs.dtype, algorithm)
     if algorithm == "einsum":
         return (np.asarray(_einsum_kernel(lhs, rhs, contracting, batch), dtype=dtype),)
     (lc, rc), (lb, rb) = contracting, batch

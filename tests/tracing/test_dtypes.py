@@ -51,3 +51,14 @@ def test_weak_with_weak_stays_weak():
         "bool-sum", "prod-int16"])
 def test_reduction_dtype_is_honoured(f):
     run(f, A)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_low_precision_matmul_gives_numpys_dtype(dtype):
+    """numpy's matmul multiplies ml_dtypes' bfloat16 and float8 into float32: so does the traced one."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dt = getattr(ml_dtypes, dtype)
+    a = (np.arange(24).reshape(4, 6) % 5).astype(dt)
+    b = (np.arange(24).reshape(6, 4) % 3).astype(dt)
+    for shardings in ((ss.P("x", None), None), (ss.P(None, "x"), ss.P("x", None))):
+        run(lambda a, b: a @ b, a, b, shardings=shardings)
