@@ -488,17 +488,18 @@ def test_another_process_cannot_join_the_local_ray(ray_session):
         assert b"JOINED" not in (e.stdout or b"")
 
 
-def test_a_device_lost_before_loading_is_named_and_retries_recover_it(ray_session):
-    spmd = spmd_of({d: [AllReduce(3, "%3 sum", src=0, dst=0, group=(0, 1, 2), axes=("x",))] for d in (0, 1, 2)})
-    inputs = {d: [np.full((2,), d + 1, np.float32)] for d in (0, 1, 2)}
-    with RayMesh(devices=(0, 1, 2)) as devices:
-        ray.kill(devices.actors[1])  # an idle mesh loses a device
-        deadline = time.monotonic() + 30
-        while devices.lost(timeout=1.0) != [1] and time.monotonic() < deadline:  # ray.kill returns at once
-            time.sleep(0.1)
-        with pytest.raises(DeviceLostError) as err:
-            devices.load(spmd, timeout=30.0)
-        assert err.value.lost == (1,) and "device 1: Ray actor gone while the program was loading" in str(err.value)
-        key = devices.load(spmd, timeout=30.0, retries=1)  # restarted, and loaded
-        res = devices.execute(key, spmd, inputs)
-        assert all(np.array_equal(res.outputs[d][0], np.full((2,), 6, np.float32)) for d in (0, 1, 2))
+def test_a_device_lost_before_loading_is_named_and_retries_recover_it(mesh4):
+    devs = tuple(mesh4.devices)
+    spmd = spmd_of({d: [AllReduce(3, "%3 sum", src=0, dst=0, group=devs, axes=("x",))] for d in devs})
+    inputs = {d: [np.full((2,), d + 1, np.float32)] for d in devs}
+    ray.kill(mesh4.actors[1])  # an idle mesh loses a device
+    deadline = time.monotonic() + 30
+    while mesh4.lost(timeout=1.0) != [1] and time.monotonic() < deadline:  # ray.kill returns at once
+        time.sleep(0.1)
+    with pytest.raises(DeviceLostError) as err:
+        mesh4.load(spmd, timeout=30.0)
+    assert err.value.lost == (1,) and "device 1: Ray actor gone while the program was loading" in str(err.value)
+    key = mesh4.load(spmd, timeout=30.0, retries=1)  # restarted, and loaded
+    res = mesh4.execute(key, spmd, inputs)
+    total = float(sum(d + 1 for d in devs))
+    assert all(np.array_equal(res.outputs[d][0], np.full((2,), total, np.float32)) for d in devs)
