@@ -282,15 +282,20 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
     return Layout(mesh, shape, index_map, s.unreduced, s.reduce_op)
 
 
+def pieces_per_dim(spec: DTensorSpec, rank: int) -> list[int]:
+    """Per tensor dim, how many pieces the placement list cuts it into (product of its axes' sizes)."""
+    ways = [1] * rank
+    for size, p in zip(spec.mesh.axis_sizes, spec.normalized(rank).placements):
+        if cut_dim(p) is not None:
+            ways[cut_dim(p)] *= size
+    return ways
+
+
 def _placement_layout(spec: DTensorSpec, shape: tuple[int, ...]) -> Layout:
     """DTensor's rule: mesh axes left to right, each splitting the piece the previous ones left."""
     spec = spec.normalized(len(shape))
     mesh = spec.mesh
-    ways = [1] * len(shape)
-    for size, p in zip(mesh.axis_sizes, spec.placements):
-        if cut_dim(p) is not None:
-            ways[cut_dim(p)] *= size
-    _check_size(spec, mesh, shape, [math.ceil(d / n) for d, n in zip(shape, ways)])
+    _check_size(spec, mesh, shape, [math.ceil(d / n) for d, n in zip(shape, pieces_per_dim(spec, len(shape)))])
     ops = {pending_op(p) for p in spec.placements} - {None}
     if len(ops) > 1:
         raise ShardingError(

@@ -14,8 +14,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .layout import Layout, layout
-from .placements import DTensorSpec, cut_dim
+from .layout import Layout, layout, pieces_per_dim
+from .placements import DTensorSpec
 
 _COLORS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta",
            "bright_green", "bright_yellow", "bright_blue", "bright_red"]
@@ -86,10 +86,7 @@ def _blocks(spec, shape: Sequence[int]) -> list[tuple[int, int]] | None:
     if callable(to_sharding):
         spec = to_sharding(len(shape))
     if isinstance(spec, DTensorSpec):
-        ways = [1] * len(shape)
-        for size, p in zip(spec.mesh.axis_sizes, spec.normalized(len(shape)).placements):
-            if cut_dim(p) is not None:
-                ways[cut_dim(p)] *= size
+        ways = pieces_per_dim(spec, len(shape))
     elif hasattr(spec, "shard_count"):
         spec.check_rank(shape)
         ways = [spec.shard_count(k) for k in range(len(shape))]

@@ -19,7 +19,7 @@ from .explicit import api as explicit_api
 from .explicit import broadcast
 from .explicit.errors import ShardingTypeError
 from .explicit.mode import is_explicit
-from .state import Tracer, as_tracer, bind
+from .state import Tracer, as_tracer, bind, is_python_scalar
 
 
 def _explicit() -> bool:
@@ -110,8 +110,7 @@ _WEAK_VALUE = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}  # a Python scalar
 
 def _is_weak(x) -> bool:
     """A Python scalar, or a Tracer of one (a scalar argument of the traced function)."""
-    return (isinstance(x, Tracer) and x.weak) or (
-        isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic))
+    return (isinstance(x, Tracer) and x.weak) or is_python_scalar(x)
 
 
 def _promote_weak(args: Sequence[Any]) -> list:

@@ -244,7 +244,7 @@ def _operand(builder: Builder, x, like_dtype=None) -> Value | Literal:
         return x
     arr = np.asarray(x)
     if arr.ndim == 0:
-        if like_dtype is not None and isinstance(x, (bool, int, float, complex)):
+        if like_dtype is not None and is_python_scalar(x):
             # NEP 50: a Python scalar takes the dtype of the array it meets.
             arr = np.asarray(np.result_type(like_dtype, x).type(x))
         return Literal(arr, Aval((), arr.dtype))
@@ -269,6 +269,11 @@ def bind(op: str, *inputs, shardings: Sequence[Sharding | None] | None = None, *
     builder.eqns.append(eqn)
     tracers = tuple(Tracer(builder, v, s) for v, s in zip(outputs, result_shardings))
     return tracers[0] if len(tracers) == 1 else tracers
+
+
+def is_python_scalar(x) -> bool:
+    """A Python bool / int / float / complex (not a numpy scalar): weakly typed, as in NEP 50."""
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
 def as_tracer(x) -> Tracer:

@@ -27,7 +27,7 @@ from . import array_methods
 from .context import get_mesh
 from .explicit import mode as explicit_mode
 from .interpret import evaluate
-from .state import Builder, Tracer, as_tracer, bind, constant, current_builder, name  # noqa: F401  (importable here)
+from .state import Builder, Tracer, as_tracer, bind, constant, current_builder, is_python_scalar, name  # noqa: F401  (importable here)
 
 
 @dataclass(frozen=True)
@@ -60,11 +60,6 @@ def _argument_names(fun: Callable, n: int) -> list[str]:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             names.append(p.name)
     return (names + [f"arg{i}" for i in range(len(names), n)])[:n]
-
-
-def _is_python_scalar(x) -> bool:
-    """A Python bool / int / float / complex (not a numpy scalar): weakly typed, as in NEP 50."""
-    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
 def _leaf_aval(x, where: str) -> Aval:
@@ -178,7 +173,7 @@ def trace(
             inputs.append(v)
             input_names.append(label)
             in_sh.append(sharding)
-            tracers.append(Tracer(builder, v, sharding, weak=_is_python_scalar(leaf)))
+            tracers.append(Tracer(builder, v, sharding, weak=is_python_scalar(leaf)))
         tracer_args.append(optree.tree_unflatten(treedef, tracers))
     it = iter(tracer_args)
     call_args = [a if i in static else next(it) for i, a in enumerate(args)]
