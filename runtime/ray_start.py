@@ -55,16 +55,45 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, connect_
             ray.init(**kw)
         return ray
     _check_reachable(address, CONNECT_TIMEOUT if connect_timeout is None else connect_timeout)
+    _check_token(address)
     kw.update(address=address)
     try:
         ray.init(**kw)
     except Exception as e:  # refused (token authentication), or no Ray at that address
         auth = "auth" in f"{type(e).__name__} {e}".lower()
-        how = (" The cluster uses token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to its token "
-               "(`ray get-auth-token` on the head node prints it); docs/cluster.md says more." if auth else
-               " Is a Ray head running there? `ray start --head` prints the address to give.")
+        how = _TOKEN_HINT if auth else " Is a Ray head running there? `ray start --head` prints the address to give."
         raise ConnectionError(f"could not join the Ray cluster at {address}: {type(e).__name__}: {e}.{how}") from e
     return ray
+
+
+_TOKEN_HINT = (" The cluster uses token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to its token "
+               "(`ray get-auth-token` on the head node prints it); docs/cluster.md says more.")
+
+
+def _check_token(address: str) -> None:
+    """Ask the cluster's GCS once whether this process may join, before ``ray.init``: a cluster with
+    token authentication refuses a driver without its token, and ``ray.init`` reports that only as
+    "Failed to connect" after 20 s of retries. The probe answers in milliseconds; a Ray without
+    these (private) helpers, or an address it cannot resolve, is left to ``ray.init``."""
+    if address.startswith("ray://"):
+        return
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError:  # pragma: no cover - another Ray layout
+        return
+    try:
+        # "auto": the cluster recorded on this machine; host:port as given (Ray would swap a
+        # loopback host for the machine's address, where a loopback-only head does not listen)
+        gcs = canonicalize_bootstrap_address(address) if address == "auto" else address.split("://", 1)[-1]
+        if gcs is None:
+            return
+        GcsClient(address=gcs, cluster_id=None)
+    except AuthenticationError as e:
+        raise ConnectionError(f"the Ray cluster at {address} ({gcs}) refused this process: {e.message}.{_TOKEN_HINT}") from None
+    except Exception:  # not found, not resolvable: ray.init says so in its own words
+        return
 
 
 def _check_reachable(address: str, timeout: float) -> None:

@@ -58,7 +58,10 @@ def _reducer(name: str, fn, reduce_op: str):
     def rule(in_avals, out_avals, *, axes, **_):
         return reduce_rule(in_avals, out_avals, axes=tuple(axes), reduce_op=reduce_op)
 
-    register_op(name, abstract_eval, kernel, rule, doc=f"{fn.__name__} over `axes`; reduced dims are `{reduce_op}` reduction factors")
+    # numpy adds a contiguous run pairwise and a strided one in sequence: a block whose other
+    # dims are cut to size 1 turns a column sum from the one order into the other
+    register_op(name, abstract_eval, kernel, rule, doc=f"{fn.__name__} over `axes`; reduced dims are `{reduce_op}` reduction factors",
+                shape_dependent_sums=reduce_op in ("sum", "prod"))
 
 
 for _name, (_fn, _op) in REDUCERS.items():

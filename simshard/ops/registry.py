@@ -50,7 +50,8 @@ class OpDef:
     # Collectives of manual regions (and the region op itself): their kernels need the whole
     # device group, so they run only in simshard.manual.run_region, never one device at a time.
     region_only: bool = False
-    # The kernel's float sums follow the operands' shapes (a BLAS blocks a contraction by them):
+    # The kernel's float sums follow the operands' shapes (a BLAS blocks a contraction by them,
+    # numpy's add.reduce sums pairwise or in sequence by the memory layout of the block):
     # run on a device's block it may give other bits than run whole, even where no sum is split.
     shape_dependent_sums: bool = False
 

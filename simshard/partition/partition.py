@@ -351,8 +351,12 @@ class _Partitioner:
         op = get_op(e.op)
         src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
         bufs = []
+        combined: list[str] = []  # pending sums an operand reshard combines here (in steps, per axis)
         for t, i in enumerate(e.inputs):
             if isinstance(i, Value):
+                held = self.mats[i][0].spec if i in self.mats else None
+                if held is not None and held.reduce_op in ("sum", "avg", "prod"):
+                    combined += [_axis(a) for a in held.unreduced if a not in in_sh[t].unreduced]
                 bufs.append(self.get(i, in_sh[t], src))
             else:
                 bufs.append(self.literal(i))
@@ -404,21 +408,24 @@ class _Partitioner:
             self.b.emit(make)
         for o, s, buf in zip(e.outputs, out_sh, outs):
             self.mats[o] = [_Mat(s, buf)]
-        self.checkpoint(e, _reassociated(e, rule, A, in_sh))
+        self.checkpoint(e, _reassociated(e, rule, A, in_sh, combined))
 
 
-def _reassociated(e: Eqn, rule, A, in_sh) -> tuple[str, ...]:
+def _reassociated(e: Eqn, rule, A, in_sh, combined=()) -> tuple[str, ...]:
     """Mesh axes over which ``e`` as partitioned adds (or multiplies) in another order than the op
     run whole: its sharded sum-like reduction factors, every sharded factor of an op whose kernel
-    sums by its operands' shapes (a BLAS contraction), and pending operands it computes on (a
-    layout op on contributions moves elements only). Empty for max / min and for exact dtypes."""
+    sums by its operands' shapes (a BLAS contraction), pending operands it computes on (a layout op
+    on contributions moves elements only), and pending sums its operand reshards combine
+    (``combined``: a sum over two axes may run as a reduce-scatter then an all-reduce, grouped
+    otherwise than the contributions assembled in device order). Empty for max / min and for
+    exact dtypes."""
     if not any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs):
         return ()
-    axes: list[str] = []
+    axes: list[str] = list(combined)
     if rule is not None and rule.reduce_op in ("sum", "avg", "prod"):
         for f in rule.of_kind(REDUCTION):
             axes += [_axis(a) for a in (A or {}).get(f, ())]
-    if get_op(e.op).shape_dependent_sums:  # a BLAS blocks the whole contraction by the local shapes
+    if get_op(e.op).shape_dependent_sums:  # its kernel orders its sums by the local shapes
         axes += [_axis(a) for f in (A or {}) for a in A[f]]
     if e.op not in LAYOUT and e.op not in ("pad", "dynamic_slice", "select", "concatenate"):
         for s in in_sh:

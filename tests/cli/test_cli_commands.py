@@ -308,3 +308,13 @@ def test_an_unreachable_address_exits_3_naming_it():
     ran = simshard("run", "mlp", "--address", "127.0.0.1:1", backend="ray")  # a fresh process: no Ray yet
     assert ran.code == 3
     assert "cannot reach a Ray cluster at 127.0.0.1:1" in ran.err
+
+
+def test_the_main_job_on_ray_is_silent_on_stderr_with_quiet():
+    """``simshard run mlp -q`` on the default backend (a local Ray started on demand): the tables on
+    stdout and nothing on stderr, no Ray start-up or worker log lines."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SIMSHARD_BACKEND", "RAY_ADDRESS")}
+    p = subprocess.run([sys.executable, "-m", "simshard", "run", "mlp", "-q"], capture_output=True, text=True,
+                       env=dict(env, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "backend ray" in p.stdout and p.stderr == ""

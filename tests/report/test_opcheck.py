@@ -141,6 +141,25 @@ def test_float_row_parallel_matmul_is_a_reassociation_not_a_wrong_partition():
     assert v.to_dict()["op_checks"][0]["reassociated"] == ["x"]
 
 
+def test_a_pending_sum_combined_in_steps_by_an_operand_reshard_is_a_reassociation():
+    """A sum pending over x and y, reduced by the next op's operand reshard (a reduce-scatter over x,
+    then over y) groups the six contributions otherwise than their assembly in device order: on
+    Gaussian inputs that op is a reassociation over x, y, not a wrong op (was: "DIFFERS" on the
+    reshape); with exact inputs the same run is bitwise."""
+    mesh = ss.Mesh({"x": 2, "y": 3})
+    x = np.random.default_rng(159).standard_normal((12, 12), dtype=np.float32)
+
+    def centre(x):
+        return x - x.sum(axis=1, keepdims=True)
+
+    kw = dict(mesh=mesh, in_shardings=(P(None, ("x", "y")),), out_shardings=P("x", None), backend="local")
+    v = ss.run(centre, x, **kw).verify
+    assert v.ok and not v.wrong_ops and not v.failures
+    reshape = next(c for c in v.op_checks if c.what == "op %2 reshape")
+    assert reshape.reassociated == ("x", "y") and reshape.legitimate
+    assert ss.run(centre, ss.exact_inputs([(12, 12)])[0], **kw).verify.bitwise
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_exact_inputs_make_the_sharded_sum_bitwise(dtype):
     mesh = ss.Mesh({"x": 2, "y": 2})

@@ -488,6 +488,63 @@ def test_another_process_cannot_join_the_local_ray(ray_session):
         assert b"JOINED" not in (e.stdout or b"")
 
 
+@pytest.fixture
+def token_cluster():
+    """A Ray head of its own (``ray start --head --block``, in its own process group, killed after
+    the test) with token authentication: yields its address and token."""
+    import os
+    import secrets
+    import signal
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(16)
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    head = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+                             "--include-dashboard=false", "--disable-usage-stats"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None and time.monotonic() < deadline, "the token-auth Ray head did not start"
+                time.sleep(0.5)
+        yield f"127.0.0.1:{port}", token
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+
+
+def test_joining_a_cluster_with_token_authentication(token_cluster):
+    """``--address`` against a cluster with token authentication: without its token the CLI stops
+    at once (exit 3) and says how to give the token; with RAY_AUTH_MODE / RAY_AUTH_TOKEN set, the
+    same address joins."""
+    import os
+    import subprocess
+    import sys
+
+    address, token = token_cluster
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    start = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "simshard", "run", "mlp", "--address", address, "-q"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert f"the Ray cluster at {address}" in p.stderr and "refused this process" in p.stderr
+    assert "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN" in p.stderr and "ray get-auth-token" in p.stderr
+    assert time.monotonic() - start < 30  # not Ray's 20 s of retries on top of the start-up
+    joiner = ("from simshard.runtime.ray_start import ensure_ray; import ray; ensure_ray(%r); "
+              "print('JOINED', sorted(ray.cluster_resources()))" % address)
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
+    p = subprocess.run([sys.executable, "-c", joiner], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "JOINED" in p.stdout and "CPU" in p.stdout, p.stderr
+
+
 def test_a_device_lost_before_loading_is_named_and_retries_recover_it(mesh4):
     devs = tuple(mesh4.devices)
     spmd = spmd_of({d: [AllReduce(3, "%3 sum", src=0, dst=0, group=devs, axes=("x",))] for d in devs})
