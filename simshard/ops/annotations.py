@@ -12,7 +12,8 @@ import numpy as np
 from ..ir.program import Aval
 from . import _checks
 from .elementwise import elementwise_rule
-from .registry import register_op
+from .cotangents import call
+from .registry import define_vjp, register_op
 
 
 def _annotation(name: str, doc: str):
@@ -32,3 +33,9 @@ def _annotation(name: str, doc: str):
 
 _annotation("sharding_constraint", "identity; the value must be sharded as `sharding` here (seeds propagation)")
 _annotation("reshard", "identity; moves the value to `sharding` (explicit mode's reshard)")
+
+
+
+# a cotangent has its primal's sharding: the annotation applies to it too
+for _name in ("sharding_constraint", "reshard"):
+    define_vjp(_name, lambda ct, x, *, out, _name=_name, **params: (lambda: call(_name, ct, **params),))

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..ir.program import Aval
 from .factors import factor_rule
-from .registry import register_op
+from .cotangents import call, fit
+from .registry import define_vjp, register_op
 
 
 def _dims(lhs_rank, rhs_rank, contracting, batch):
@@ -118,3 +119,32 @@ def _rule(in_avals, out_avals, *, contracting, batch, **_):
 
 register_op("dot_general", _eval, _kernel, _rule, doc="contraction with batch dims (lax.dot_general)",
             shape_dependent_sums=True)  # numpy's matmul / einsum call a BLAS
+
+
+# -- derivative: each operand's cotangent is a contraction of the result's with the other operand
+def _vjp(ct, lhs, rhs, *, out, contracting, batch, **_):
+    (lc, rc), (lb, rb) = contracting, batch
+    lfree, rfree = _dims(np.ndim(lhs), np.ndim(rhs), contracting, batch)
+    nb = len(lb)
+    ct_batch = tuple(range(nb))
+    ct_lfree = tuple(range(nb, nb + len(lfree)))
+    ct_rfree = tuple(range(nb + len(lfree), nb + len(lfree) + len(rfree)))
+
+    def grad(other, other_free, other_batch, other_contracting, ct_other_free, own_batch, own_free, own_contracting, own_rank, own):
+        # ct . other over the other's free dims gives [batch, own free, own contracting (in the
+        # order of the other's contracting dims)]: transposed back into own's dim order
+        g = call("dot_general", ct, other, contracting=(ct_other_free, tuple(other_free)),
+                 batch=(ct_batch, tuple(other_batch)))
+        order = list(own_batch) + list(own_free) + list(own_contracting)
+        perm = tuple(order.index(d) for d in range(own_rank))
+        if perm != tuple(range(own_rank)):
+            g = call("transpose", g, perm=perm)
+        return fit(g, own)
+
+    return (
+        lambda: grad(rhs, rfree, rb, rc, ct_rfree, lb, lfree, lc, np.ndim(lhs), lhs),
+        lambda: grad(lhs, lfree, lb, lc, ct_lfree, rb, rfree, rc, np.ndim(rhs), rhs),
+    )
+
+
+define_vjp("dot_general", _vjp)

@@ -17,7 +17,8 @@ from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import PASS_THROUGH, PERMUTATION
-from .registry import local_result_shape, register_op
+from .cotangents import call, zeros
+from .registry import define_vjp, local_result_shape, register_op
 
 
 def _check_starts(op: str, x: Aval, starts) -> None:
@@ -98,3 +99,17 @@ register_op(
     doc="x with `update` written at run-time starts (clamped); cut dims are permutation factors",
 )
 
+
+
+# -- derivatives: a window read is written back into zeros; a window write routes around it ------
+def _ds_vjp(ct, x, *starts, out, slice_sizes, **_):
+    return (lambda: call("dynamic_update_slice", zeros(x.shape, ct.dtype), ct, *starts),) + (None,) * len(starts)
+
+
+def _dus_vjp(ct, x, update, *starts, out, **_):
+    return (lambda: call("dynamic_update_slice", ct, zeros(update.shape, ct.dtype), *starts),
+            lambda: call("dynamic_slice", ct, *starts, slice_sizes=tuple(update.shape))) + (None,) * len(starts)
+
+
+define_vjp("dynamic_slice", _ds_vjp)
+define_vjp("dynamic_update_slice", _dus_vjp)

@@ -11,8 +11,9 @@ import string
 import numpy as np
 
 from ..ir.program import Aval
+from .cotangents import differentiable, fit
 from .factors import factor_rule
-from .registry import register_op
+from .registry import define_vjp, register_op
 
 
 def _letters(rank: int) -> str:
@@ -105,3 +106,65 @@ register_op(
     elementwise_rule,
     doc="astype",
 )
+
+
+# -- derivatives (JAX's conventions: maximum / minimum split a tie evenly, select routes) ------
+def _unary_vjp(d):
+    """The rule of a unary op whose derivative is ``d(ct, x, out)``."""
+    return lambda ct, x, *, out, **_: (lambda: fit(d(ct, x, out), x),)
+
+
+UNARY_VJP = {
+    "neg": lambda ct, x, out: -ct,
+    "abs": lambda ct, x, out: ct * np.sign(x),
+    "exp": lambda ct, x, out: ct * out,
+    "log": lambda ct, x, out: ct / x,
+    "sqrt": lambda ct, x, out: ct * (0.5 / out),
+    "rsqrt": lambda ct, x, out: ct * (-0.5 * out / x),
+    "tanh": lambda ct, x, out: ct * (1 - out * out),
+    "sin": lambda ct, x, out: ct * np.cos(x),
+    "cos": lambda ct, x, out: -ct * np.sin(x),
+    "square": lambda ct, x, out: ct * (x * 2),
+    "reciprocal": lambda ct, x, out: -ct * (out * out),
+    "log1p": lambda ct, x, out: ct / (x + 1),
+    "expm1": lambda ct, x, out: ct * (out + 1),
+}
+for _name, _d in UNARY_VJP.items():
+    define_vjp(_name, _unary_vjp(_d))
+for _name in ("sign", "floor", "ceil"):  # piecewise constant: no cotangent flows through
+    define_vjp(_name, lambda ct, x, *, out, **_: (None,))
+for _name in ("floordiv",):
+    define_vjp(_name, lambda ct, x, y, *, out, **_: (None, None))
+
+
+def _binary_vjp(dx, dy):
+    return lambda ct, x, y, *, out, **_: (lambda: fit(dx(ct, x, y, out), x), lambda: fit(dy(ct, x, y, out), y))
+
+
+def _share(first, ct, x, y):
+    """maximum / minimum: the cotangent goes to the operand chosen; a tie splits it in halves."""
+    return ct * np.where(first(x, y), 1.0, np.where(x == y, 0.5, 0.0)).astype(ct.dtype)
+
+
+BINARY_VJP = {
+    "add": (lambda ct, x, y, out: ct, lambda ct, x, y, out: ct),
+    "sub": (lambda ct, x, y, out: ct, lambda ct, x, y, out: -ct),
+    "mul": (lambda ct, x, y, out: ct * y, lambda ct, x, y, out: x * ct),
+    "div": (lambda ct, x, y, out: ct / y, lambda ct, x, y, out: -ct * out / y),
+    "pow": (lambda ct, x, y, out: ct * (y * x ** (y - 1)), lambda ct, x, y, out: ct * (np.log(np.where(x == 0, 1, x)) * out)),
+    "max": (lambda ct, x, y, out: _share(np.greater, ct, x, y), lambda ct, x, y, out: _share(np.greater, ct, y, x)),
+    "min": (lambda ct, x, y, out: _share(np.less, ct, x, y), lambda ct, x, y, out: _share(np.less, ct, y, x)),
+    "atan2": (lambda ct, x, y, out: ct * y / (x * x + y * y), lambda ct, x, y, out: -ct * x / (x * x + y * y)),
+    "rem": (lambda ct, x, y, out: ct, lambda ct, x, y, out: -ct * np.floor(x / y)),
+}
+for _name, (_dx, _dy) in BINARY_VJP.items():
+    define_vjp(_name, _binary_vjp(_dx, _dy))
+
+
+def _select_vjp(ct, pred, x, y, *, out, **_):
+    zero = np.zeros((), ct.dtype)
+    return (None, lambda: fit(np.where(pred, ct, zero), x), lambda: fit(np.where(pred, zero, ct), y))
+
+
+define_vjp("select", _select_vjp)
+define_vjp("convert", lambda ct, x, *, out, dtype, **_: (lambda: fit(ct, x),) if differentiable(x.dtype) else (None,))

@@ -22,7 +22,9 @@ from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH, PERMUTATION
-from .registry import register_op
+from ..errors import TraceError
+from .cotangents import call, fit
+from .registry import define_vjp, register_op
 
 
 def _mismatch_rule(in_avals, out_avals):
@@ -146,3 +148,42 @@ register_op(
     take_rule,
     doc="np.take(x, indices, axis); x's axis needs replication, indices dims pass through",
 )
+
+
+# -- derivatives ---------------------------------------------------------------------------------
+def _slice_vjp(ct, x, *, out, start, limit, strides=None, **_):
+    if strides is not None and any(s != 1 for s in strides):
+        return (lambda: _strided(strides),)
+    widths = tuple((int(s), int(n - l)) for s, l, n in zip(start, limit, x.shape))
+    return (lambda: call("pad", ct, widths=widths, padding_value=np.zeros((), ct.dtype)),)
+
+
+def _strided(strides):
+    raise TraceError(f"the derivative of a strided slice (strides {tuple(strides)}) is not implemented; slice with step 1")
+
+
+def _pad_vjp(ct, x, *, out, widths, **_):
+    start = tuple(int(lo) for lo, _ in widths)
+    limit = tuple(int(lo) + n for (lo, _), n in zip(widths, x.shape))
+    return (lambda: call("slice", ct, start=start, limit=limit),)
+
+
+def _take_vjp(ct, x, indices, *, out, axis, **_):
+    """Scatter-add as a contraction with the one-hot of the indices: exact for integer values."""
+    def make():
+        k, n = np.ndim(indices), x.shape[axis]
+        onehot = (np.expand_dims(indices, -1) == np.arange(n)).astype(ct.dtype)  # indices.shape + (n,)
+        idx_dims = tuple(range(axis, axis + k))
+        g = call("dot_general", ct, onehot, contracting=(idx_dims, tuple(range(k))), batch=((), ()))
+        # g: [x dims before axis, x dims after axis, n]: move n back to ``axis``
+        rank = np.ndim(x)
+        perm = tuple(range(axis)) + (rank - 1,) + tuple(range(axis, rank - 1))
+        if perm != tuple(range(rank)):
+            g = call("transpose", g, perm=perm)
+        return fit(g, x)
+    return (make, None)
+
+
+define_vjp("slice", _slice_vjp)
+define_vjp("pad", _pad_vjp)
+define_vjp("take", _take_vjp)

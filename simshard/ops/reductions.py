@@ -19,7 +19,8 @@ from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, REDUCTION
-from .registry import register_op
+from .cotangents import expand
+from .registry import define_vjp, register_op
 
 REDUCERS = {"reduce_sum": (np.sum, "sum"), "reduce_max": (np.max, "max"), "reduce_min": (np.min, "min"), "reduce_prod": (np.prod, "prod")}
 
@@ -101,3 +102,22 @@ def _arg(name: str, fn):
 
 _arg("argmax", np.argmax)
 _arg("argmin", np.argmin)
+
+
+# -- derivatives ---------------------------------------------------------------------------------
+def _sum_vjp(ct, x, *, out, axes, **_):
+    return (lambda: expand(ct, x.shape, axes),)
+
+
+def _chooser_vjp(ct, x, *, out, axes, **_):
+    """max / min: the cotangent is shared evenly by the elements equal to the result (JAX)."""
+    def make():
+        hit = (x == expand(out, x.shape, axes)).astype(ct.dtype)
+        count = expand(np.sum(hit, axis=axes), x.shape, axes)
+        return expand(ct, x.shape, axes) * hit / count
+    return (make,)
+
+
+define_vjp("reduce_sum", _sum_vjp)
+define_vjp("reduce_max", _chooser_vjp)
+define_vjp("reduce_min", _chooser_vjp)

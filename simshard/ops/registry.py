@@ -6,10 +6,15 @@ An entry says everything the compiler needs about an op and nothing else knows a
 * ``kernel(*arrays, **params) -> tuple[ndarray, ...]``: the numpy computation;
 * ``rule(in_avals, out_avals, **params) -> FactorRule``: how it may be sharded;
 * ``local_params(params, in_shapes, out_shapes) -> params``: the params a device uses on its
-  local shards (ops whose params name global sizes, e.g. reshape's new shape, override it).
+  local shards (ops whose params name global sizes, e.g. reshape's new shape, override it);
+* ``vjp(ct, *operands, out, **params) -> tuple``: the derivative rule, one entry per operand:
+  ``None`` (no cotangent: an index, a predicate, a piecewise-constant op) or a function of no
+  arguments that returns the operand's cotangent, written with numpy calls on traced values so
+  it records ops of this table (``simshard.transforms``: grad, vjp, jvp read only this).
 
 Propagation, explicit mode and partitioning read only these. ``register_op`` adds an op;
-``register_rule`` adds a further sharding rule to an existing op. Both validate what they get.
+``register_rule`` adds a further sharding rule and ``define_vjp`` the derivative rule of an
+existing op. They validate what they get.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ class OpDef:
     # numpy's add.reduce sums pairwise or in sequence by the memory layout of the block):
     # run on a device's block it may give other bits than run whole, even where no sum is split.
     shape_dependent_sums: bool = False
+    # The derivative rule (module doc); None: reverse mode refuses the op, naming it.
+    vjp: Callable[..., tuple] | None = None
 
     def rules(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> list[FactorRule]:
         """The op's rule followed by any user-added ones, each checked against the shapes."""
@@ -90,6 +97,7 @@ def register_op(
     replace_existing: bool = False,
     region_only: bool = False,
     shape_dependent_sums: bool = False,
+    vjp: Callable[..., tuple] | None = None,
 ) -> OpDef:
     """Add an op to the table. The name must be new unless ``replace_existing``."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -99,8 +107,10 @@ def register_op(
     for what, fn in (("abstract_eval", abstract_eval), ("kernel", kernel), ("rule", rule)):
         if not callable(fn):
             raise TypeError(f"op {name!r}: {what} must be callable, got {type(fn).__name__}")
+    if vjp is not None and not callable(vjp):
+        raise TypeError(f"op {name!r}: vjp must be callable, got {type(vjp).__name__}")
     op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc, region_only,
-               shape_dependent_sums)
+               shape_dependent_sums, vjp)
     OPS[name] = op
     return op
 
@@ -112,6 +122,16 @@ def register_rule(op: str, rule: Callable[..., FactorRule]) -> OpDef:
     if not callable(rule):
         raise TypeError(f"rule for {op!r} must be callable")
     OPS[op] = replace(OPS[op], extra_rules=OPS[op].extra_rules + (rule,))
+    return OPS[op]
+
+
+def define_vjp(op: str, vjp: Callable[..., tuple]) -> OpDef:
+    """Give an existing op its derivative rule (module doc), replacing any it had."""
+    if op not in OPS:
+        raise KeyError(f"no op named {op!r}; known ops: {', '.join(sorted(OPS))}")
+    if not callable(vjp):
+        raise TypeError(f"vjp for {op!r} must be callable")
+    OPS[op] = replace(OPS[op], vjp=vjp)
     return OPS[op]
 
 

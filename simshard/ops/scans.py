@@ -14,7 +14,7 @@ from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH
-from .registry import register_op
+from .registry import define_vjp, register_op
 
 
 def along_axis_rule(in_avals, out_avals, *, axis, **_):
@@ -42,3 +42,13 @@ def _along_axis(name: str, fn, doc: str, accumulates: bool = False):
 
 _along_axis("cumsum", np.cumsum, "cumulative sum along `axis`; the axis needs replication", accumulates=True)
 _along_axis("sort", np.sort, "sort along `axis`; the axis needs replication")
+
+
+
+def _cumsum_vjp(ct, x, *, out, axis, **_):
+    """Each input adds to every later partial sum: the cotangent's sums from the end,
+    total - cumsum + ct (exact for integer values)."""
+    return (lambda: np.sum(ct, axis=axis, keepdims=True) - np.cumsum(ct, axis=axis) + ct,)
+
+
+define_vjp("cumsum", _cumsum_vjp)

@@ -28,7 +28,8 @@ from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH
-from .registry import local_result_shape, register_op
+from .cotangents import call
+from .registry import define_vjp, local_result_shape, register_op
 
 
 # -- reshape -----------------------------------------------------------------------------------
@@ -219,3 +220,29 @@ register_op(
     concat_rule,
     doc="join operands along `axis`; the concat dim is one need-replication factor of the result size",
 )
+
+
+# -- derivatives: the transposed layout op -------------------------------------------------------
+def _broadcast_vjp(ct, x, *, out, shape, broadcast_dimensions, **_):
+    def make():
+        new = [d for d in range(len(shape)) if d not in broadcast_dimensions]
+        grown = [d for k, d in enumerate(broadcast_dimensions) if x.shape[k] == 1 and shape[d] != 1]
+        g = call("reduce_sum", ct, axes=tuple(sorted(new + grown))) if new or grown else ct
+        return call("reshape", g, new_shape=tuple(x.shape)) if tuple(g.shape) != tuple(x.shape) else g
+    return (make,)
+
+
+def _concat_vjp(ct, *xs, out, axis, **_):
+    def piece(k):
+        lo = sum(x.shape[axis] for x in xs[:k])
+        start = tuple(lo if d == axis else 0 for d in range(ct.ndim))
+        limit = tuple(lo + xs[k].shape[axis] if d == axis else n for d, n in enumerate(ct.shape))
+        return lambda: call("slice", ct, start=start, limit=limit)
+    return tuple(piece(k) for k in range(len(xs)))
+
+
+define_vjp("reshape", lambda ct, x, *, out, **_: (lambda: call("reshape", ct, new_shape=tuple(x.shape)),))
+define_vjp("transpose", lambda ct, x, *, out, perm, **_: (
+    lambda: call("transpose", ct, perm=tuple(int(i) for i in np.argsort(perm))),))
+define_vjp("broadcast_in_dim", _broadcast_vjp)
+define_vjp("concatenate", _concat_vjp)

@@ -39,6 +39,13 @@ class Builder:
         self.array_methods = array_methods
         # Called for each new equation; explicit mode installs its typing rule here.
         self.on_bind: Callable[[Eqn, Sequence["Tracer"]], Sequence[Sharding | None]] | None = None
+        # The latest Tracer made for each value: a transformation that revisits recorded values
+        # (reverse mode) takes them with the sharding type they were traced with.
+        self.tracers: dict[Value, "Tracer"] = {}
+
+    def tracer(self, value: Value) -> "Tracer":
+        known = self.tracers.get(value)
+        return known if known is not None else Tracer(self, value)
 
     def new_value(self, aval: Aval) -> Value:
         return Value(next(self.ids), aval)
@@ -66,6 +73,8 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
         # weakly typed (a Python scalar argument, as in numpy's NEP 50 and JAX): where it meets a
         # strongly typed operand it takes the dtype a Python scalar would (``lowering``)
         self.weak = weak
+        if getattr(builder, "tracers", None) is not None:
+            builder.tracers[value] = self
 
     # -- ndarray-like attributes ---------------------------------------------------------------
     @property

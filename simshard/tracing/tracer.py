@@ -241,6 +241,8 @@ class Jitted:
         )
 
     def __call__(self, *args, **kwargs):
+        if trace_stack.current() is not None:  # inside another trace: inlined, as JAX does
+            return self.fun(*args, **kwargs)
         program = self.trace(*args, **kwargs)
         static = set(self.static_argnums)
         dyn = [a for i, a in enumerate(args) if i not in static]

@@ -1,0 +1,198 @@
+"""Every derivative rule, checked by execution: reverse mode against central finite differences
+in float64, forward mode against reverse mode, JAX's conventions at ties, and a trace-time error
+naming an op without a rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simshard as ss
+
+RNG = np.random.default_rng(0)
+
+
+def _fd(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar ``f`` at ``x`` (float64)."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g
+
+
+def _check(f, *args, argnum=0, tol=1e-6):
+    """ss.grad of ``sum(f(...) * weights)`` equals finite differences in argument ``argnum``."""
+    out = np.asarray(f(*args))
+    w = RNG.standard_normal(out.shape)
+
+    def scalar(*a):
+        return np.sum(f(*a) * w)
+
+    got = ss.grad(scalar, argnums=argnum)(*args)
+    want = _fd(lambda x: scalar(*args[:argnum], x, *args[argnum + 1:]), args[argnum])
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def positive(*shape):
+    return RNG.uniform(0.5, 2.0, shape)
+
+
+def normal(*shape):
+    return RNG.standard_normal(shape)
+
+
+UNARY = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+    "sin": np.sin, "cos": np.cos, "square": np.square, "reciprocal": np.reciprocal, "log1p": np.log1p,
+    "expm1": np.expm1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(name):
+    _check(UNARY[name], positive(3, 4))
+
+
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+          "maximum": np.maximum, "minimum": np.minimum, "arctan2": np.arctan2, "remainder": np.remainder}
+
+
+@pytest.mark.parametrize("argnum", [0, 1])
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary(name, argnum):
+    x, y = positive(3, 4), positive(3, 4) + 0.25
+    _check(BINARY[name], x, y, argnum=argnum)
+
+
+def test_broadcast_scalar_and_row_operands():
+    _check(lambda a, b: a * b + a, normal(3, 4), normal(4), argnum=1)
+    _check(lambda a, s: a * s, normal(3, 4), np.float64(1.5), argnum=1)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x, axis=0), lambda x: np.sum(x), lambda x: x.mean(axis=1, keepdims=True),
+    lambda x: np.max(x, axis=1), lambda x: np.min(x, axis=0), lambda x: np.cumsum(x, axis=1),
+    lambda x: x.var(axis=0),
+], ids=["sum0", "sum", "mean1", "max1", "min0", "cumsum1", "var0"])
+def test_reductions(f):
+    _check(f, normal(4, 5))
+
+
+@pytest.mark.parametrize("argnum", [0, 1])
+@pytest.mark.parametrize("f, shapes", [
+    (lambda a, b: a @ b, ((3, 4), (4, 5))),
+    (lambda a, b: np.einsum("bij,bjk->bik", a, b), ((2, 3, 4), (2, 4, 5))),
+    (lambda a, b: np.einsum("ij,kj->ki", a, b), ((3, 4), (5, 4))),
+    (lambda a, b: np.einsum("bi,ib->b", a, b), ((3, 4), (4, 3))),
+    (lambda a, b: a @ b, ((4,), (4, 2))),
+], ids=["matmul", "batched", "transposed", "batch-and-contract", "vector"])
+def test_contractions(f, shapes, argnum):
+    _check(f, *(normal(*s) for s in shapes), argnum=argnum)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x.reshape(6, 2), lambda x: x.T, lambda x: np.transpose(x[None], (2, 0, 1)),
+    lambda x: np.broadcast_to(x[:, None, :], (3, 2, 4)), lambda x: x[1:, ::1][:, 1:3],
+    lambda x: np.pad(x, ((1, 0), (2, 1))), lambda x: np.concatenate([x, 2 * x[:1]], axis=0),
+    lambda x: x[:, 2], lambda x: np.take(x, np.array([2, 0, 2]), axis=1),
+    lambda x: np.where(x > 0, x, 0.0), lambda x: x.astype(np.longdouble),
+], ids=["reshape", "T", "transpose", "broadcast", "slice", "pad", "concatenate", "index", "take", "where", "convert"])
+def test_layout_and_selection(f):
+    _check(f, normal(3, 4))
+
+
+def test_convert_passes_the_cotangent_back_in_the_operand_dtype():
+    g = ss.grad(lambda x: np.sum(x.astype(np.float32) * np.float32(3)))(np.arange(3.0))
+    assert g.dtype == np.float64 and g.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_dynamic_slice_and_update():
+    def f(x, u):
+        window = ss.lax.dynamic_slice(x, (np.int32(1), np.int32(1)), (2, 2))
+        return ss.lax.dynamic_update_slice(x, u * window, (np.int32(0), np.int32(2)))
+
+    x, u = normal(3, 4), normal(2, 2)
+    _check(ss.jit(f), x, u, argnum=0)  # jit: ss.lax runs in a trace only
+    _check(ss.jit(f), x, u, argnum=1)
+
+
+def test_maximum_splits_a_tie_evenly_and_where_selects():
+    """JAX's conventions: d maximum(x, y) is 0.5 / 0.5 where x == y; d where(c, x, y) routes."""
+    x = np.array([1.0, 2.0, 3.0])
+    y = np.array([1.0, 1.0, 4.0])
+    gx, gy = ss.grad(lambda x, y: np.sum(np.maximum(x, y)), argnums=(0, 1))(x, y)
+    assert gx.tolist() == [0.5, 1.0, 0.0] and gy.tolist() == [0.5, 0.0, 1.0]
+    g = ss.grad(lambda z: np.sum(np.where(z > 0, z, 0.0)))(np.array([-1.0, 0.0, 2.0]))
+    assert g.tolist() == [0.0, 0.0, 1.0]  # relu as a select: 0 at 0 (maximum would give 0.5)
+    g = ss.grad(lambda z: np.max(z))(np.array([3.0, 1.0, 3.0]))
+    assert g.tolist() == [0.5, 0.0, 0.5]  # reduce_max shares the cotangent among its maxima
+
+
+def test_forward_mode_is_the_jacobian_applied_to_the_tangent():
+    w = normal(4, 3)
+    f = lambda x: np.tanh(x @ w)  # noqa: E731
+    x, t = normal(2, 4), normal(2, 4)
+    out, tangent = ss.jvp(f, (x,), (t,))
+    np.testing.assert_allclose(out, f(x))
+    eps = 1e-6
+    np.testing.assert_allclose(tangent, (f(x + eps * t) - f(x - eps * t)) / (2 * eps), rtol=1e-6, atol=1e-8)
+
+
+def test_grad_of_grad_and_pytrees_and_aux():
+    d2 = ss.grad(ss.grad(lambda x: x ** 3))(np.float64(2.0))
+    assert float(d2) == 12.0
+    params = {"a": np.array([1.0, 2.0]), "b": (np.float64(3.0),)}
+
+    def loss(p, scale):
+        return np.sum(p["a"] * p["b"][0]) * scale, {"n": p["a"].shape[0]}
+
+    (value, aux), g = ss.value_and_grad(loss, has_aux=True)(params, 2.0)
+    assert float(value) == 18.0 and aux == {"n": 2}
+    assert g["a"].tolist() == [6.0, 6.0] and float(g["b"][0]) == 6.0
+    gx, gy = ss.grad(lambda x, y: np.sum(x * y * y), argnums=(0, 1))(np.ones(2), np.ones(2))
+    assert gx.tolist() == [1.0, 1.0] and gy.tolist() == [2.0, 2.0]
+    gx, gy = ss.grad(lambda x, y: np.sum(x * y * y), argnums=(0, 1))(*(np.full(2, 3.0),) * 2)  # one array twice
+    assert gx.tolist() == [9.0, 9.0] and gy.tolist() == [18.0, 18.0]
+
+
+def test_vjp_inside_a_trace():
+    def f(x):
+        out, back = ss.vjp(lambda x: np.sin(x) * 2, x)
+        (g,) = back(np.ones_like(x))
+        return out, g
+
+    x = normal(5)
+    out, g = ss.jit(f)(x)
+    np.testing.assert_allclose(g, 2 * np.cos(x))
+
+
+def test_an_op_without_a_rule_is_named_at_trace_time():
+    with pytest.raises(ss.TraceError, match=r"reverse mode: op sort\(f64\[4\]\) has no derivative rule.*define_vjp"):
+        ss.grad(lambda x: np.sum(np.sort(x) * np.arange(4.0)))(normal(4))
+    with pytest.raises(ss.TraceError, match="float scalar output"):
+        ss.grad(lambda x: x * 2)(normal(3))
+
+
+def test_integer_values_carry_no_cotangent():
+    g = ss.grad(lambda x: np.sum(x * np.argmax(x)))(np.array([1.0, 3.0, 2.0]))
+    assert g.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_checkpoint_recomputes_the_region_and_gives_the_same_gradient():
+    w = normal(4, 4)
+
+    def block(h):
+        return np.tanh(h @ w)
+
+    def loss(remat):
+        f = ss.checkpoint(block) if remat else block
+        return lambda x: np.sum(f(f(x)))
+
+    x = normal(3, 4)
+    plain = ss.jit(ss.grad(loss(False))).trace(x)
+    remat = ss.jit(ss.grad(loss(True))).trace(x)
+    count = lambda p, op: sum(e.op == op for e in p.eqns)  # noqa: E731
+    assert count(remat, "tanh") == count(plain, "tanh") + 2  # each block's forward runs again
+    np.testing.assert_array_equal(ss.grad(loss(True))(x), ss.grad(loss(False))(x))
