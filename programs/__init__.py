@@ -12,6 +12,10 @@ triple can be run by name:
 A strategy is data (input / output shardings, a propagation strategy) or, where it needs more
 than shardings (scalax rules, constraints inside the function, explicit mode), a ``build``
 function that returns the function to run on a given mesh.
+
+A program with ``training`` also runs each strategy as a training step (``mode="sgd"`` or
+``"adam"``: value_and_grad of a squared-error loss, then the optimizer; ``programs.training``),
+with the parameters (and the optimizer state) laid out as the strategy lays them out.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from typing import Any, Callable, Mapping
 from simshard.errors import ShardingError
 from simshard.sharding.mesh import Mesh
 
-__all__ = ["ProgramDef", "Strategy", "load", "names"]
+__all__ = ["ProgramDef", "Strategy", "Training", "load", "names"]
+
+FORWARD = "forward"
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,18 @@ class Strategy:
 
 
 @dataclass(frozen=True)
+class Training:
+    """How a program trains: ``inputs()`` makes ``(params, x, y)`` (exact arithmetic through the
+    backward pass: usually smaller values and a bigger batch than the forward inputs), and
+    ``layout(strategy, mesh)`` gives ``(param_specs, x_spec, y_spec)``, the strategy's layout of
+    the parameters and the batch (for a built strategy, the one its rules give)."""
+
+    about: str
+    inputs: Callable[[], tuple]
+    layout: Callable[[Strategy, Mesh], tuple]
+
+
+@dataclass(frozen=True)
 class ProgramDef:
     """A program of the library: its function, its inputs, its default mesh and its strategies."""
 
@@ -70,11 +88,36 @@ class ProgramDef:
     # the plain model on a given mesh, for a program whose result depends on the device count (a
     # manual region's per-device code); None: ``fn`` on every mesh
     reference_for: Callable[[Mesh], Callable] | None = None
+    training: Training | None = None
 
     def __post_init__(self):
         seen = [s.name for s in self.strategies]
         if len(set(seen)) != len(seen):
             raise ValueError(f"program {self.name!r}: strategy names repeat: {seen}")
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """``"forward"``, and the optimizers' names where the program has a training step."""
+        from .training import OPTIMIZERS
+
+        return (FORWARD,) + (tuple(OPTIMIZERS) if self.training is not None else ())
+
+    @property
+    def default_mode(self) -> str:
+        """What ``compare`` shows unless told: the SGD training step where there is one."""
+        return "sgd" if self.training is not None else FORWARD
+
+    def describe_mode(self, mode: str) -> str:
+        if mode == FORWARD:
+            return "forward pass"
+        from .training import OPTIMIZERS
+
+        return f"training step: value_and_grad of {self.training.about}, then {OPTIMIZERS[mode]().about}"
+
+    def _check_mode(self, mode: str) -> None:
+        if mode not in self.modes:
+            raise ShardingError("unknown-mode", f"program {self.name!r} runs modes {', '.join(self.modes)}, not {mode!r}"
+                                + ("" if self.training else " (it has no training step)"))
 
     @property
     def strategy_names(self) -> tuple[str, ...]:
@@ -98,36 +141,52 @@ class ProgramDef:
         chosen = mesh if mesh is not None else (s.mesh if s.mesh is not None else self.mesh)
         return chosen if isinstance(chosen, Mesh) else Mesh(dict(chosen))
 
-    def inputs_for(self, strategy: Strategy | str | None = None) -> tuple:
-        """The arguments a run of ``strategy`` uses: its own ``inputs`` if it has some, else the program's."""
+    def inputs_for(self, strategy: Strategy | str | None = None, mode: str = FORWARD) -> tuple:
+        """The arguments a run of ``strategy`` uses: its own ``inputs`` if it has some, else the
+        program's; a training step's are ``(params, optimizer state, x, y)``."""
         s = self.strategy(strategy)
-        return tuple((s.inputs or self.inputs)())
+        if mode == FORWARD:
+            return tuple((s.inputs or self.inputs)())
+        from .training import OPTIMIZERS
 
-    def _call(self, s: Strategy, m: Mesh) -> tuple[Callable, dict]:
+        params, x, y = self.training.inputs()
+        return params, OPTIMIZERS[mode]().init(params), x, y
+
+    def _call(self, s: Strategy, m: Mesh, mode: str = FORWARD) -> tuple[Callable, dict]:
         """The function and the sharding keywords one strategy gives ``ss.run`` / ``prepare``."""
+        self._check_mode(mode)
+        if mode != FORWARD:
+            from .training import OPTIMIZERS, step_shardings, train_step
+
+            optimizer = OPTIMIZERS[mode]()
+            ins, outs = step_shardings(optimizer, *self.training.layout(s, m))
+            return train_step(self.fn, optimizer), dict(mesh=m, in_shardings=ins, out_shardings=outs,
+                                                         strategy=s.propagation)
         if s.build is not None:
             return s.build(m), dict(mesh=m, strategy=s.propagation)  # run() verifies it against fn
         return self.fn, dict(mesh=m, in_shardings=s.in_shardings, out_shardings=s.out_shardings,
                              strategy=s.propagation)
 
-    def program(self, strategy: Strategy | str | None = None, *, mesh=None):
+    def program(self, strategy: Strategy | str | None = None, *, mesh=None, mode: str = FORWARD):
         """The propagated Program one strategy runs (traced and propagated, not executed): what
         ``run`` partitions, for ``explain``."""
         from simshard.propagate.prepare import prepare
 
         s = self.strategy(strategy)
-        f, kw = self._call(s, self.mesh_for(s, mesh))
-        return prepare(f, *self.inputs_for(s), **kw)[0]
+        f, kw = self._call(s, self.mesh_for(s, mesh), mode)
+        return prepare(f, *self.inputs_for(s, mode), **kw)[0]
 
-    def run(self, strategy: Strategy | str | None = None, *, mesh=None, **run_options):
-        """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through)."""
+    def run(self, strategy: Strategy | str | None = None, *, mesh=None, mode: str = FORWARD, **run_options):
+        """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through), as a
+        forward pass or (``mode="sgd"`` / ``"adam"``) as a training step."""
         from simshard.runtime.api import run
 
         s = self.strategy(strategy)
         m = self.mesh_for(s, mesh)
-        f, kw = self._call(s, m)
-        run_options.setdefault("reference", self.reference(s, m))
-        return run(f, *self.inputs_for(s), **kw, **run_options)
+        f, kw = self._call(s, m, mode)
+        if mode == FORWARD:
+            run_options.setdefault("reference", self.reference(s, m))
+        return run(f, *self.inputs_for(s, mode), **kw, **run_options)
 
     def reference(self, strategy: Strategy | str | None = None, mesh=None) -> Callable:
         """The plain model a run of ``strategy`` on ``mesh`` is verified against: the strategy's

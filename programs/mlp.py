@@ -13,6 +13,11 @@ The function takes a parameter pytree and a batch, ``mlp(params, x)`` with
   all-gathered whole before use (``args_sharding_constraint``), nothing else moves.
 * ``2d``: data × tensor parallel: the batch over ``x``, Megatron over ``y``; one all-reduce of
   ``batch/x × d`` per ``y`` group.
+
+As a training step (``mode="sgd"`` / ``"adam"``, the default of ``simshard compare``) the backward
+pass adds what each strategy really costs: ``dp`` all-reduces both weight gradients, ``fsdp``
+reduce-scatters them (and all-gathers the weights again for the backward matmuls), ``megatron``
+all-reduces the input gradient of its row-parallel layer.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 
 import simshard as ss
 from simshard import P
-from simshard.programs import ProgramDef, Strategy
+from simshard.programs import ProgramDef, Strategy, Training
 
 BATCH, D, D_FF = 16, 32, 64
 
@@ -44,6 +49,36 @@ def _fsdp(mesh):
                        args_sharding_constraint=(P(), P(axes)))
 
 
+TRAIN_BATCH = 64
+
+
+def train_inputs():
+    """``(params, x, y)`` for a training step: weights and inputs in {-1, 0, 1}, labels in
+    [-2, 2], a batch of 64 (as JAX's recorded training steps, tests/data/jax_train.json): the
+    forward values, the loss (a power-of-two mean) and every gradient stay exact in float32."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(-1, 2, (TRAIN_BATCH, D)).astype(np.float32)
+    y = rng.integers(-2, 3, (TRAIN_BATCH, D)).astype(np.float32)
+    w1 = rng.integers(-1, 2, (D, D_FF)).astype(np.float32)
+    w2 = rng.integers(-1, 2, (D_FF, D)).astype(np.float32)
+    return {"w1": w1, "w2": w2}, x, y
+
+
+def _fsdp_specs(mesh):
+    helper = ss.MeshShardingHelper(mesh.axis_sizes, mesh.axis_names, name=mesh.name)
+    rule = ss.FSDPShardingRule(tuple(mesh.axis_names), fsdp_axis_size=mesh.size, min_fsdp_size=1)
+    return {k: s.spec for k, s in helper.match_sharding_rule(rule, inputs()[0]).items()}
+
+
+def train_layout(strategy, mesh):
+    """``(param_specs, x_spec, y_spec)`` of a strategy: the labels are laid out like the batch."""
+    if strategy.name == "fsdp":
+        axes = tuple(mesh.axis_names)
+        return _fsdp_specs(mesh), P(axes), P(axes)
+    params, x = strategy.in_shardings
+    return params, x, x
+
+
 PROGRAM = ProgramDef(
     name="mlp",
     about="two-layer ReLU MLP relu(x @ w1) @ w2 over params {w1, w2} and a batch x",
@@ -62,4 +97,5 @@ PROGRAM = ProgramDef(
                  "one all-reduce of batch/x x d per y group",
                  in_shardings=({"w1": P(None, "y"), "w2": P("y", None)}, P("x", None))),
     ),
+    training=Training("the squared error of the MLP's output against integer labels", train_inputs, train_layout),
 )

@@ -44,14 +44,19 @@ class RunResult:
         return tuple(self.execution.outputs[device])
 
 
-def _verify(f, args, program: Program, leaves, outputs) -> VerifyReport:
+def _verify(f, args, program: Program, leaves, outputs, mesh=None) -> VerifyReport:
     """Compare with the user's own function run whole in plain numpy; where it cannot run outside
     a trace (a manual region, say), with the program run whole by the registry's kernels."""
     from simshard.tracing.tracer import TraceError
 
+    from simshard.tracing.context import get_mesh, use_mesh
+
     plain = getattr(f, "fun", None) or getattr(f, "__wrapped__", None) or f
     try:
-        expected = optree.tree_leaves(plain(*args), none_is_leaf=False)
+        # under the run's mesh: a transformation (ss.grad) traces the function even here, and
+        # its sharding constraints name that mesh's axes
+        with use_mesh(mesh if mesh is not None else get_mesh()):
+            expected = optree.tree_leaves(plain(*args), none_is_leaf=False)
     except TraceError:
         return VerifyReport.against(program, leaves, outputs, notes=["reference: the program run whole"] * len(outputs))
     return VerifyReport.compare(outputs, [np.asarray(e) for e in expected])
@@ -197,7 +202,7 @@ def run(
         raise err from e
     say("verifying against numpy")
     with one_blas_thread():  # the reference's kernels as the devices ran theirs
-        verify = _verify(f if reference is None else reference, args, program, leaves, outputs)
+        verify = _verify(f if reference is None else reference, args, program, leaves, outputs, mesh)
         if check_ops:
             verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))
     structured = optree.tree_unflatten(program.out_tree, list(outputs)) if program.out_tree is not None else outputs

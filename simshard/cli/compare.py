@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from . import options
 from .output import Output
-from .programs import load_program, run_strategy, strategies
+from .programs import chosen_mode, load_program, run_strategy, strategies
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import compare_table
 
@@ -56,6 +56,7 @@ def execute(args, out: Output) -> int:
     backend = options.backend(args)
     program = load_program(args.program)
     chosen = strategies(program, args.strategies)
+    mode = chosen_mode(program, args.mode, program.default_mode)
     meshes = [program.mesh_for(s, mesh) for s in chosen]
     topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
     outcomes = []
@@ -64,18 +65,20 @@ def execute(args, out: Output) -> int:
             advance(s.name)
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,
                                          progress=lambda stage, name=s.name: advance(f"{name}: {stage}", count=False),
-                                         ray_mesh=pool.get(m), algorithm=args.algorithm))
+                                         ray_mesh=pool.get(m), algorithm=args.algorithm, mode=mode))
     summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
 
     out.heading(program.name, program.about)
     out.line(f"{len(chosen)} strategies, backend {backend}")
+    out.line(f"mode {mode}: {program.describe_mode(mode)}"
+             + (" (--mode forward for the forward pass only)" if mode != "forward" else ""))
     out.line(f"topology {options.describe_topology(topology)}")
     out.print(compare_table(summaries))
     for s in summaries:
         if s.error is not None or not s.verified:
             out.line(f"{s.name}: {s.error or s.first_divergence}")
     if args.json:
-        write_json(args.json, document("compare", program, mesh, backend, topology, args.exact, summaries))
+        write_json(args.json, document("compare", program, mesh, backend, topology, args.exact, summaries, mode))
     if args.plot:
         from .plot import plot_strategies
 

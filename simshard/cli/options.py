@@ -187,6 +187,9 @@ def add_run_flags(parser) -> None:
                         help="how collectives move their data (docs/runtime.md): direct (default, every device "
                              "at the analytic minimum), ring (messages to ring neighbours only), oneshot "
                              "(all-reduce in one step: half the messages, more bytes)")
+    parser.add_argument("--mode", choices=("forward", "sgd", "adam"), default=None,
+                        help="run the forward pass, or a training step (value_and_grad, then SGD or Adam) where "
+                             "the program has one (default: run forward; compare the SGD step where there is one)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON (docs/json-schema.md)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_topology_flags(parser)

@@ -65,7 +65,7 @@ class Outcome:
 
 def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
                  device_memory: int | None = None, progress=None, ray_mesh=None,
-                 algorithm: str = "direct") -> Outcome:
+                 algorithm: str = "direct", mode: str = "forward") -> Outcome:
     """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
@@ -74,7 +74,7 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
     from simshard.runtime.errors import DeviceOutOfMemoryError
 
     m = program.mesh_for(strategy, mesh)
-    options = {"backend": backend, "progress": progress, "algorithm": algorithm}
+    options = {"backend": backend, "progress": progress, "algorithm": algorithm, "mode": mode}
     if ray_mesh is not None:
         options["ray_mesh"] = ray_mesh  # its actors: address= went to the RayMesh
     elif address is not None:
@@ -91,8 +91,19 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
     return Outcome(strategy, m, res, seconds=time.perf_counter() - start)
 
 
-def propagated(program, strategy, mesh):
+def propagated(program, strategy, mesh, mode: str = "forward"):
     """The program of ``strategy`` traced and propagated on ``mesh`` (no execution): exactly
     what ``program.run`` would partition (``ProgramDef.program``)."""
     m = program.mesh_for(strategy, mesh)
-    return program.program(strategy, mesh=m), m
+    return program.program(strategy, mesh=m, mode=mode), m
+
+
+def chosen_mode(program, requested: str | None, default: str = "forward") -> str:
+    """``--mode`` checked against what the program runs (a usage error naming its modes)."""
+    from .errors import UsageError
+
+    mode = requested or default
+    if mode not in program.modes:
+        raise UsageError(f"program {program.name} runs --mode {', '.join(program.modes)}, not {mode}"
+                         + ("" if program.training else " (it has no training step)"))
+    return mode

@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import options
 from .errors import UsageError
 from .output import Output
-from .programs import load_program, run_strategy
+from .programs import chosen_mode, load_program, run_strategy
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import comm_table, memory_table, verdict
 
@@ -27,17 +27,20 @@ def execute(args, out: Output) -> int:
     backend = options.backend(args)
     program = load_program(args.program)
     strategy = program.strategy(args.strategy)
+    mode = chosen_mode(program, args.mode)
     used = program.mesh_for(strategy, mesh)
     topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
     with out.spinner(f"{program.name}/{strategy.name}") as stage:
         outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory, progress=stage,
-                               algorithm=args.algorithm)
+                               algorithm=args.algorithm, mode=mode)
     summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
     res = outcome.result
 
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
     out.heading(f"{program.name} / {strategy.name}", strategy.about)
     out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}")
+    if mode != "forward":
+        out.line(f"mode {mode}: {program.describe_mode(mode)}")
     out.line(f"topology {options.describe_topology(topology)}")
     out.print(verdict(summary, res, args.exact))
     if res is not None:
@@ -47,7 +50,7 @@ def execute(args, out: Output) -> int:
             out.line("communication: none (no collectives)")
         out.print(memory_table(res.memory))
     if args.json:
-        write_json(args.json, document("run", program, mesh, backend, topology, args.exact, [summary]))
+        write_json(args.json, document("run", program, mesh, backend, topology, args.exact, [summary], mode))
     if args.trace:
         if res is None:
             raise UsageError("--trace: the run produced no communication report (it did not finish, or its outputs "

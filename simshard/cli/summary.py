@@ -91,7 +91,7 @@ def exit_code(summaries: Sequence[StrategySummary]) -> int:
 
 
 def document(command: str, program, mesh, backend: str, topology, exact: bool,
-             summaries: Sequence[StrategySummary]) -> dict:
+             summaries: Sequence[StrategySummary], mode: str = "forward") -> dict:
     """The ``--json`` document (docs/json-schema.md)."""
     import simshard
 
@@ -102,6 +102,7 @@ def document(command: str, program, mesh, backend: str, topology, exact: bool,
         "command": command,
         "program": program.name,
         "program_about": program.about,
+        "mode": mode,
         "mesh": dict(mesh.shape) if mesh is not None else dict(program.mesh),
         "backend": backend,
         "exact": exact,

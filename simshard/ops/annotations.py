@@ -36,6 +36,10 @@ _annotation("reshard", "identity; moves the value to `sharding` (explicit mode's
 
 
 
-# a cotangent has its primal's sharding: the annotation applies to it too
-for _name in ("sharding_constraint", "reshard"):
-    define_vjp(_name, lambda ct, x, *, out, _name=_name, **params: (lambda: call(_name, ct, **params),))
+# explicit mode: a cotangent has its primal's type (seed 001), so a reshard moves it back too
+define_vjp("reshard", lambda ct, x, *, out, **params: (lambda: call("reshard", ct, **params),))
+# A constraint says where the primal is used (FSDP: a weight gathered for its matmul); its
+# cotangent is left to propagation, so a gradient sum over the batch reaches the parameter's own
+# layout by one reduce-scatter. (JAX constrains the cotangent alike, and XLA then all-reduces the
+# whole gradient and slices it.)
+define_vjp("sharding_constraint", lambda ct, x, *, out, **params: (lambda: ct,))

@@ -143,7 +143,7 @@ def _binary_vjp(dx, dy):
 
 def _share(first, ct, x, y):
     """maximum / minimum: the cotangent goes to the operand chosen; a tie splits it in halves."""
-    return ct * np.where(first(x, y), 1.0, np.where(x == y, 0.5, 0.0)).astype(ct.dtype)
+    return np.where(first(x, y), ct, np.where(x == y, ct * 0.5, np.zeros((), ct.dtype)))
 
 
 BINARY_VJP = {
