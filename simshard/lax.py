@@ -4,7 +4,9 @@
 ``dynamic_slice``, ``dynamic_update_slice``, ``transpose``. They work inside ``ss.jit`` /
 ``ss.trace``; unlike ``simshard.numpy`` they do no numpy-style broadcasting or promotion.
 The collectives of manual regions (``psum``, ``pmax``, ``pmin``, ``all_gather``,
-``psum_scatter``, ``ppermute``, ``all_to_all``, ``axis_index``) live here too, as in jax.lax.
+``psum_scatter``, ``ppermute``, ``all_to_all``, ``axis_index``) live here too, as in jax.lax, and
+so does control flow (``scan``, ``fori_loop``, ``while_loop``, ``cond``, ``switch``:
+``simshard.transforms.control``) and ``stop_gradient``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from .tracing import lowering as _lo
 from .manual import all_gather, all_to_all, axis_index, pmax, pmin, ppermute, psum, psum_scatter  # noqa: F401
 from .tracing.tracer import TraceError, bind
+from .transforms.control import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, out_sharding=None):
@@ -86,3 +89,10 @@ def dynamic_update_slice(operand, update, start_indices):
     x = _lo._as_tracer(operand)
     u = _lo.astype(_lo._as_tracer(update), x.dtype)
     return bind("dynamic_update_slice", x, u, *_starts(x, start_indices))
+
+
+def stop_gradient(x):
+    """``x`` (a pytree), as a constant of the derivative: reverse mode passes no cotangent through it."""
+    import optree
+
+    return optree.tree_map(lambda leaf: bind("stop_gradient", leaf) if isinstance(leaf, _lo.Tracer) else leaf, x)

@@ -1,4 +1,5 @@
-"""``propagation_barrier``: identity that lets shardings cross only in ``allowed_direction``.
+"""``propagation_barrier``: identity that lets shardings cross only in ``allowed_direction``;
+``stop_gradient``: identity that reverse mode does not cross (``lax.stop_gradient``).
 
 Shardy's ``sdy.propagation_barrier``: the value passes through unchanged; propagation may carry
 shardings across it only FORWARD (operand -> result), BACKWARD (result -> operand), BOTH or NONE.
@@ -33,3 +34,13 @@ register_op(
 
 
 define_vjp("propagation_barrier", lambda ct, x, *, out, **_: (lambda: ct,))
+
+
+register_op(
+    "stop_gradient",
+    lambda x, **_: (Aval(x.shape, x.dtype),),
+    lambda x, **_: (np.asarray(x),),
+    elementwise_rule,
+    doc="identity; its operand gets no cotangent through it (a constant of the derivative)",
+    vjp=lambda ct, x, *, out, **_: (None,),
+)

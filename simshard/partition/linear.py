@@ -29,6 +29,7 @@ from ..sharding.reduce_ops import REDUCE_OPS
 # ops that are the identity on data or move elements around (one array operand)
 LAYOUT = {
     "transpose", "reshape", "broadcast_in_dim", "slice", "propagation_barrier", "sharding_constraint", "reshard",
+    "stop_gradient",
 }
 # sum-linear ops where every operand is pending (values are converted; a literal only if it is
 # the identity, or under an idempotent reduction where every device may hold the value itself)

@@ -58,7 +58,7 @@ from .reshard import _plain, plan_reshard, translate
 from .linear import LAYOUT
 from .schedule import Checkpoint, Compute, Literal, Pad, SpmdProgram
 
-IDENTITY_OPS = {"propagation_barrier"}
+IDENTITY_OPS = {"propagation_barrier", "stop_gradient"}
 TARGET_OPS = {"sharding_constraint", "reshard"}
 
 

@@ -21,7 +21,7 @@ FORWARD_ONLY = "forward_only"  # dynamic_slice / dynamic_update_slice: first sta
 BROADCAST = "broadcast"  # broadcast_in_dim: backward only until the last stage
 OTHER = "other"
 
-_IDENTITY_LIKE = {"sharding_constraint", "propagation_barrier", "reshard"}
+_IDENTITY_LIKE = {"sharding_constraint", "propagation_barrier", "reshard", "stop_gradient"}
 _PASS_THROUGH_OPS = {"reshape", "transpose"}
 _FORWARD_ONLY_OPS = {"dynamic_slice", "dynamic_update_slice"}
 _BROADCAST_OPS = {"broadcast_in_dim"}

@@ -196,3 +196,13 @@ def test_checkpoint_recomputes_the_region_and_gives_the_same_gradient():
     count = lambda p, op: sum(e.op == op for e in p.eqns)  # noqa: E731
     assert count(remat, "tanh") == count(plain, "tanh") + 2  # each block's forward runs again
     np.testing.assert_array_equal(ss.grad(loss(True))(x), ss.grad(loss(False))(x))
+
+
+def test_stop_gradient_is_a_constant_of_the_derivative():
+    g = ss.grad(lambda x: np.sum(x * ss.lax.stop_gradient(x)))(np.array([1.0, 2.0]))
+    assert g.tolist() == [1.0, 2.0]  # d(x * c)/dx = c
+    # a straight-through rounding: forward rounds, backward passes the gradient through
+    st = lambda v: v + ss.lax.stop_gradient(np.floor(v * 4 + 0.5) / 4 - v)  # noqa: E731
+    v = np.array([0.13, -0.6, 1.26])
+    assert ss.jit(st)(v).tolist() == (np.floor(v * 4 + 0.5) / 4).tolist()
+    assert ss.grad(lambda v: np.sum(st(v) * 3))(v).tolist() == [3.0, 3.0, 3.0]

@@ -1,0 +1,70 @@
+"""Control flow with jax.lax's signatures: values, derivatives, sharded runs and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simshard as ss
+
+P = ss.P
+
+
+def _deep(ws, x):
+    def layer(h, w):
+        z = h @ w
+        return np.where(z > 0, z, 0), np.sum(z)
+
+    h, sums = ss.lax.scan(layer, x, ws)
+    return np.sum(h * h) + np.sum(sums)
+
+
+def _deep_unrolled(ws, x):
+    h, total = x, 0.0
+    for w in ws:
+        z = h @ w
+        h, total = np.where(z > 0, z, 0), total + np.sum(z)
+    return np.sum(h * h) + total
+
+
+def test_scan_is_its_unrolled_loop_in_value_gradient_and_bytes():
+    ws, x = ss.exact_inputs([(4, 8, 8), (16, 8)], seed=0, max_abs=1)
+    assert ss.jit(_deep)(ws, x) == _deep_unrolled(ws, x)
+    np.testing.assert_array_equal(ss.grad(_deep)(ws, x), ss.grad(_deep_unrolled)(ws, x))
+
+    def step(f):
+        def run(ws, x):
+            value, g = ss.value_and_grad(f)(ws, x)
+            return value, ws - 2.0**-10 * g
+        return run
+
+    kw = dict(mesh=ss.Mesh({"x": 4}), in_shardings=(P(None, "x", None), P("x", None)),
+              out_shardings=(P(), P(None, "x", None)))
+    scanned, unrolled = ss.run(step(_deep), ws, x, **kw), ss.run(step(_deep_unrolled), ws, x, **kw)
+    assert scanned.verify.bitwise and unrolled.verify.bitwise
+    assert [o.tobytes() for o in scanned.outputs] == [o.tobytes() for o in unrolled.outputs]
+    assert scanned.comm.total_bytes == unrolled.comm.total_bytes > 0
+
+
+def test_scan_options_and_ys():
+    carry, ys = ss.lax.scan(lambda c, x: (c + x, c * x), 1.0, np.arange(4.0), reverse=True)
+    assert carry == 7.0 and ys.tolist() == [0.0, 6.0, 8.0, 3.0]  # steps 3, 2, 1, 0; ys in index order
+    carry, ys = ss.lax.scan(lambda c, _: (c * 2, None), 1.0, length=3)
+    assert carry == 8.0 and ys is None
+    with pytest.raises(ss.TraceError, match="changed the carry's shapes at step 0"):
+        ss.lax.scan(lambda c, x: (np.stack([c, c]), None), np.zeros(2), np.arange(3.0))
+    with pytest.raises(ss.TraceError, match="different leading sizes"):
+        ss.lax.scan(lambda c, x: (c, None), 0.0, (np.zeros(2), np.zeros(3)))
+
+
+def test_fori_loop_cond_switch_and_while():
+    assert ss.lax.fori_loop(0, 4, lambda i, v: v + i, 0) == 6
+    f = ss.jit(lambda x: ss.lax.cond(np.sum(x) > 0, lambda a: a * 2, lambda a: a - 1, x))
+    assert f(np.array([1.0, 2.0])).tolist() == [2.0, 4.0] and f(np.array([-1.0, -2.0])).tolist() == [-2.0, -3.0]
+    g = ss.jit(lambda i, x: ss.lax.switch(i, [lambda a: a, lambda a: a * 10, lambda a: -a], x))
+    assert g(np.int32(1), np.ones(2)).tolist() == [10.0, 10.0] and g(np.int32(7), np.ones(2)).tolist() == [-1.0, -1.0]
+    assert ss.lax.while_loop(lambda v: v < 10, lambda v: v * 3, 1) == 27
+    with pytest.raises(ss.TraceError, match="while_loop: the condition depends on traced values"):
+        ss.jit(lambda x: ss.lax.while_loop(lambda v: np.sum(v) < 10, lambda v: v * 3, x))(np.ones(2))
+    with pytest.raises(ss.TraceError, match="every branch must return the same structure"):
+        ss.jit(lambda x: ss.lax.cond(np.sum(x) > 0, lambda a: a, lambda a: a[:1], x))(np.ones(2))
