@@ -22,7 +22,7 @@ from .tracing.explicit import (
     AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, reshard, typeof,
 )
 from .manual import shard_map
-from .transforms import checkpoint, grad, jvp, value_and_grad, vjp
+from .transforms import checkpoint, grad, jvp, value_and_grad, vjp, vmap
 from .scalax import (
     FSDPShardingRule, MeshShardingHelper, PolicyShardingRule, ShardingRule, TreePathShardingRule,
     with_sharding_annotation, with_sharding_constraint,
@@ -43,7 +43,7 @@ __all__ = [
     "set_mesh", "shard_map", "trace", "use_mesh",
     "FSDPShardingRule", "MeshShardingHelper", "PolicyShardingRule", "ShardingRule", "TreePathShardingRule",
     "with_sharding_annotation", "with_sharding_constraint", "nn", "register_op", "register_rule",
-    "checkpoint", "grad", "jvp", "value_and_grad", "vjp",
+    "checkpoint", "grad", "jvp", "value_and_grad", "vjp", "vmap",
 ]
 __version__ = "0.1.0"
 

@@ -10,7 +10,9 @@ An entry says everything the compiler needs about an op and nothing else knows a
 * ``vjp(ct, *operands, out, **params) -> tuple``: the derivative rule, one entry per operand:
   ``None`` (no cotangent: an index, a predicate, a piecewise-constant op) or a function of no
   arguments that returns the operand's cotangent, written with numpy calls on traced values so
-  it records ops of this table (``simshard.transforms``: grad, vjp, jvp read only this).
+  it records ops of this table (``simshard.transforms``: grad, vjp, jvp read only this);
+* ``batch(operands, batched, **params) -> tuple``: the batching rule (``vmap``): the op on operands
+  that carry a leading batch dim where ``batched`` says so, giving results batched at dim 0.
 
 Propagation, explicit mode and partitioning read only these. ``register_op`` adds an op;
 ``register_rule`` adds a further sharding rule and ``define_vjp`` the derivative rule of an
@@ -61,6 +63,8 @@ class OpDef:
     shape_dependent_sums: bool = False
     # The derivative rule (module doc); None: reverse mode refuses the op, naming it.
     vjp: Callable[..., tuple] | None = None
+    # The batching rule (module doc); None: vmap refuses the op on a batched operand, naming it.
+    batch: Callable[..., tuple] | None = None
 
     def rules(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> list[FactorRule]:
         """The op's rule followed by any user-added ones, each checked against the shapes."""
@@ -98,6 +102,7 @@ def register_op(
     region_only: bool = False,
     shape_dependent_sums: bool = False,
     vjp: Callable[..., tuple] | None = None,
+    batch: Callable[..., tuple] | None = None,
 ) -> OpDef:
     """Add an op to the table. The name must be new unless ``replace_existing``."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -110,7 +115,7 @@ def register_op(
     if vjp is not None and not callable(vjp):
         raise TypeError(f"op {name!r}: vjp must be callable, got {type(vjp).__name__}")
     op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc, region_only,
-               shape_dependent_sums, vjp)
+               shape_dependent_sums, vjp, batch)
     OPS[name] = op
     return op
 
@@ -132,6 +137,16 @@ def define_vjp(op: str, vjp: Callable[..., tuple]) -> OpDef:
     if not callable(vjp):
         raise TypeError(f"vjp for {op!r} must be callable")
     OPS[op] = replace(OPS[op], vjp=vjp)
+    return OPS[op]
+
+
+def define_batch(op: str, batch: Callable[..., tuple]) -> OpDef:
+    """Give an existing op its batching rule (module doc), replacing any it had."""
+    if op not in OPS:
+        raise KeyError(f"no op named {op!r}; known ops: {', '.join(sorted(OPS))}")
+    if not callable(batch):
+        raise TypeError(f"batching rule for {op!r} must be callable")
+    OPS[op] = replace(OPS[op], batch=batch)
     return OPS[op]
 
 

@@ -247,7 +247,10 @@ def _operand(builder: Builder, x, like_dtype=None) -> Value | Literal:
     """A program operand for ``x``: a traced value, a scalar literal, or a recorded constant."""
     if isinstance(x, Tracer):
         if x._builder is not builder:
-            raise TraceError(f"{x!r} belongs to another trace (a traced value escaped its function?)")
+            capture = getattr(builder, "capture", None)  # a nested trace (vmap's) closes over it
+            if capture is None:
+                raise TraceError(f"{x!r} belongs to another trace (a traced value escaped its function?)")
+            return capture(x)
         return x.value
     if isinstance(x, Literal):
         return x

@@ -1,5 +1,6 @@
 """Program transformations over traced functions, with JAX's spellings: reverse mode (``grad``,
-``value_and_grad``, ``vjp``), forward mode (``jvp``) and rematerialisation (``checkpoint``).
+``value_and_grad``, ``vjp``), forward mode (``jvp``), batching (``vmap``) and
+rematerialisation (``checkpoint``).
 
 They run inside a trace (``ss.jit``, ``ss.run``) and record ordinary ops of the registry, so
 propagation gives cotangents their shardings and the partitioner places the gradient sums like
@@ -8,5 +9,6 @@ its registry entry's ``vjp``; called outside a trace, they trace and evaluate wi
 """
 
 from .api import checkpoint, grad, jvp, value_and_grad, vjp
+from .batching import vmap
 
-__all__ = ["checkpoint", "grad", "jvp", "value_and_grad", "vjp"]
+__all__ = ["checkpoint", "grad", "jvp", "value_and_grad", "vjp", "vmap"]

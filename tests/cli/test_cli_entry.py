@@ -29,12 +29,25 @@ def test_run_prints_verdict_communication_and_memory_and_writes_json_and_trace(t
 
 
 def test_compare_marks_the_cheapest():
-    r = simshard("compare", "mlp", "--strategies", "megatron,dp")
+    r = simshard("compare", "mlp", "--strategies", "megatron,dp", "--mode", "forward")
     assert r.code == 0, r.err
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
             for line in r.out.splitlines() if line.startswith("│")}
     assert set(rows) == {"megatron", "dp *"}  # data parallel moves nothing in the forward pass
     assert rows["dp *"][:2] == ["bitwise", "0 B"] and rows["megatron"][0] == "bitwise" and rows["megatron"][1] != "0 B"
+
+
+def test_compare_shows_training_steps_by_default(tmp_path):
+    """The issue's complaint: a forward pass marks data parallel free. The default is the SGD step,
+    said so, where dp all-reduces every gradient and FSDP reduce-scatters them."""
+    out = tmp_path / "c.json"
+    r = simshard("compare", "mlp", "--strategies", "dp,fsdp", "--json", str(out))
+    assert r.code == 0, r.err
+    assert "mode sgd: training step: value_and_grad of" in r.out and "--mode forward" in r.out
+    doc = json.loads(out.read_text())
+    assert doc["mode"] == "sgd" and all(s["verified"] for s in doc["strategies"])
+    dp = next(s for s in doc["strategies"] if s["name"] == "dp")
+    assert dp["total_bytes"] > 0  # the gradient all-reduce (tests/programs checks which collectives)
 
 
 def test_explain_lists_type_strings_and_why():

@@ -40,3 +40,27 @@ def test_fsdp_stores_weights_split_and_all_gathers_each_once(run_strategy):
     assert collectives(res) == {("all_gather", ("x", "y")): (2, 2 * g * (g - 1) * w // g)}  # 114688 B
     # each device starts with 1/8 of the weights and of the batch: (2 * 8192 + 2048) / 8 bytes
     assert {m.input_bytes for m in res.memory.devices} == {(2 * w + BATCH * D * F32) // g}
+
+
+# -- training steps (mode="sgd" / "adam"): the backward pass's collectives, derived the same way --
+import pytest  # noqa: E402
+
+from simshard import programs  # noqa: E402
+from simshard.programs.mlp import TRAIN_BATCH  # noqa: E402
+
+
+@pytest.mark.parametrize("mode", ["sgd", "adam"])
+def test_training_steps_verify_and_pay_for_their_gradients(mode):
+    prog = programs.load("mlp")
+    n, grads = 8, D * D_FF * F32 * 2  # devices; both weight gradients
+    ring = 2 * (n - 1) / n  # an all-reduce sends this times its bytes per device
+    runs = {s: prog.run(s, mode=mode, backend="local") for s in ("dp", "fsdp", "megatron")}
+    assert all(r.verify.bitwise for r in runs.values())
+    dp, fsdp, megatron = (collectives(runs[s]) for s in ("dp", "fsdp", "megatron"))
+    loss = ring * F32 * n  # the scalar loss, all-reduced
+    assert dp == {("all_reduce", ("x", "y")): (3, ring * grads * n + loss)}
+    # FSDP: each weight gathered once (kept for the backward matmuls), each gradient reduce-scattered
+    assert fsdp[("all_gather", ("x", "y"))] == (2, (n - 1) / n * grads * n)
+    assert fsdp[("reduce_scatter", ("x", "y"))] == (2, (n - 1) / n * grads * n)
+    # Megatron: the forward all-reduce of batch x d only; its gradients need no communication
+    assert megatron == {("all_reduce", ("x", "y")): (1, ring * TRAIN_BATCH * D * F32 * n)}

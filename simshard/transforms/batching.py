@@ -1,0 +1,140 @@
+"""``vmap``: a function of one example mapped over a batch, by each op's batching rule.
+
+The function is traced once on one example's shapes (a nested trace; values of the enclosing
+trace it closes over become its unbatched inputs), then its equations are recorded again in the
+enclosing trace, each op given by its registry entry's ``batch`` rule where an operand is batched
+(``simshard.ops.batching``) and unchanged where none is. The result is one program over the whole
+batch, sharded like any other; ``spmd_axis_name`` puts the batch dim of the inputs and outputs on
+a mesh axis.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+import optree
+
+from ..errors import TraceError
+from ..ir import trace_stack
+from ..ir.program import Aval, Value
+from ..ops import get_op
+from ..ops.cotangents import call
+from ..sharding.dims import DimSharding, Sharding
+from ..tracing.state import Builder, Tracer, as_tracer
+from .api import _builder, _outside_trace
+
+
+def _axes_of(in_axes, args: tuple) -> list:
+    """One axis (int or None) per leaf of ``args``: ``in_axes`` is an int, None, or a tuple with
+    one entry per argument, each a prefix of that argument's tree."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not isinstance(in_axes, tuple):
+        in_axes = (in_axes,) * len(args)
+    if len(in_axes) != len(args):
+        raise TraceError(f"vmap: in_axes has {len(in_axes)} entries for {len(args)} arguments")
+    out = []
+    for spec, arg in zip(in_axes, args):
+        try:
+            full = optree.tree_broadcast_prefix(spec, arg, none_is_leaf=True)
+        except ValueError as e:
+            raise TraceError(f"vmap: in_axes entry {spec!r} does not match its argument's structure: {e}") from None
+        out += optree.tree_leaves(full, none_is_leaf=True)
+    return out
+
+
+def _spmd(x, axis_name, dim: int, mesh):
+    if mesh is None:
+        raise TraceError("vmap: spmd_axis_name needs a mesh (ss.run(mesh=...), ss.jit(mesh=...) or ss.set_mesh)")
+    dims = tuple(DimSharding((axis_name,) if d == dim else (), is_open=d != dim) for d in range(np.ndim(x)))
+    return call("sharding_constraint", x, sharding=Sharding(mesh, dims))
+
+
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_size: int | None = None,
+         spmd_axis_name: str | None = None):
+    """``f`` mapped over the ``in_axes`` dim of its arguments, results stacked along ``out_axes``."""
+    if axis_name is not None:
+        raise TraceError("vmap: axis_name (collectives over the mapped axis) is not supported; use shard_map")
+
+    @functools.wraps(f)
+    def run(*args):
+        outer = _builder("ss.vmap")
+        if outer is None:
+            return _outside_trace(run, *args)
+        leaves, in_tree = optree.tree_flatten(args, none_is_leaf=False)
+        axes = _axes_of(in_axes, args)
+        sizes = {np.shape(x)[a] for x, a in zip(leaves, axes) if a is not None}
+        if axis_size is not None:
+            sizes.add(int(axis_size))
+        if len(sizes) != 1:
+            raise TraceError(f"vmap: the mapped axes have sizes {sorted(sizes)}; they must agree (and one must be mapped)"
+                             if sizes else "vmap: no argument is mapped (every in_axes is None); give axis_size")
+        size = sizes.pop()
+        batched_args = []
+        for x, a in zip(leaves, axes):
+            x = as_tracer(x)
+            if a is not None:
+                a = a % x.ndim
+                if a != 0:
+                    x = np.moveaxis(x, a, 0)
+                if spmd_axis_name is not None:
+                    x = _spmd(x, spmd_axis_name, 0, outer.mesh)
+            batched_args.append((x, a is not None))
+
+        inner = Builder(outer.mesh, outer.array_methods)
+        # values of the enclosing trace that f closes over: unbatched inputs of the nested one
+        # (two dicts: the traces number their values independently)
+        inner_of: dict[Value, Value] = {}
+        captured: dict[Value, Tracer] = {}
+
+        def capture(t: Tracer) -> Value:
+            if t.value not in inner_of:
+                v = inner.new_value(t.aval)
+                inner_of[t.value], captured[v] = v, t
+            return inner_of[t.value]
+
+        inner.capture = capture
+        inner_inputs = []
+        for x, b in batched_args:
+            v = inner.new_value(Aval(x.shape[1:] if b else x.shape, x.dtype))
+            inner_inputs.append(Tracer(inner, v))
+        with trace_stack.tracing(inner):
+            out = f(*optree.tree_unflatten(in_tree, inner_inputs))
+            out_leaves, out_tree = optree.tree_flatten(out, none_is_leaf=False)
+            out_leaves = [as_tracer(o) for o in out_leaves]
+
+        env: dict[Value, tuple[Tracer, bool]] = {t.value: xb for t, xb in zip(inner_inputs, batched_args)}
+        env.update((v, (t, False)) for v, t in captured.items())
+        for e in inner.eqns:
+            ins = [env[i][0] if isinstance(i, Value) else np.asarray(i.value) for i in e.inputs]
+            bat = [isinstance(i, Value) and env[i][1] for i in e.inputs]
+            if not any(bat):
+                outs = outer.bind(e.op, *ins, shardings=e.shardings, **e.kw)
+            else:
+                rule = get_op(e.op).batch
+                if rule is None:
+                    raise TraceError(f"vmap: op {e.op} has no batching rule; give it one with "
+                                     f"ss.ops.define_batch({e.op!r}, rule), or keep batched values out of it")
+                outs = rule(ins, bat, **e.kw)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            for o, t in zip(e.outputs, outs):
+                env[o] = (t, any(bat))
+
+        result = []
+        out_axes_leaves = _axes_of(out_axes, (out,)) if not isinstance(out_axes, int) else [out_axes] * len(out_leaves)
+        for o, a in zip(out_leaves, out_axes_leaves):
+            t, b = env[o.value]
+            if not b:
+                t = call("broadcast_in_dim", t, shape=(size,) + t.shape, broadcast_dimensions=tuple(range(1, t.ndim + 1)))
+            if spmd_axis_name is not None:
+                t = _spmd(t, spmd_axis_name, 0, outer.mesh)
+            if a is None:
+                raise TraceError("vmap: out_axes=None (an unmapped output) is not supported")
+            if a % t.ndim != 0:
+                t = np.moveaxis(t, 0, a % t.ndim)
+            result.append(t)
+        return optree.tree_unflatten(out_tree, result)
+
+    return run
