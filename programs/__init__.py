@@ -72,6 +72,13 @@ class Training:
     about: str
     inputs: Callable[[], tuple]
     layout: Callable[[Strategy, Mesh], tuple]
+    # the model trained, ``forward(params, x)``: None for the program's own ``fn``
+    forward: Callable | None = None
+    # the strategies that train (None: all); the others run forward only
+    strategies: tuple[str, ...] | None = None
+
+    def trains(self, strategy: Strategy) -> bool:
+        return self.strategies is None or strategy.name in self.strategies
 
 
 @dataclass(frozen=True)
@@ -114,10 +121,13 @@ class ProgramDef:
 
         return f"training step: value_and_grad of {self.training.about}, then {OPTIMIZERS[mode]().about}"
 
-    def _check_mode(self, mode: str) -> None:
+    def _check_mode(self, mode: str, strategy: Strategy | None = None) -> None:
         if mode not in self.modes:
             raise ShardingError("unknown-mode", f"program {self.name!r} runs modes {', '.join(self.modes)}, not {mode!r}"
                                 + ("" if self.training else " (it has no training step)"))
+        if mode != FORWARD and strategy is not None and not self.training.trains(strategy):
+            raise ShardingError("unknown-mode", f"strategy {strategy.name!r} of program {self.name!r} runs forward only "
+                                f"(training steps: {', '.join(self.training.strategies)})")
 
     @property
     def strategy_names(self) -> tuple[str, ...]:
@@ -154,14 +164,14 @@ class ProgramDef:
 
     def _call(self, s: Strategy, m: Mesh, mode: str = FORWARD) -> tuple[Callable, dict]:
         """The function and the sharding keywords one strategy gives ``ss.run`` / ``prepare``."""
-        self._check_mode(mode)
+        self._check_mode(mode, s)
         if mode != FORWARD:
             from .training import OPTIMIZERS, step_shardings, train_step
 
             optimizer = OPTIMIZERS[mode]()
             ins, outs = step_shardings(optimizer, *self.training.layout(s, m))
-            return train_step(self.fn, optimizer), dict(mesh=m, in_shardings=ins, out_shardings=outs,
-                                                         strategy=s.propagation)
+            return train_step(self.training.forward or self.fn, optimizer), dict(
+                mesh=m, in_shardings=ins, out_shardings=outs, strategy=s.propagation)
         if s.build is not None:
             return s.build(m), dict(mesh=m, strategy=s.propagation)  # run() verifies it against fn
         return self.fn, dict(mesh=m, in_shardings=s.in_shardings, out_shardings=s.out_shardings,

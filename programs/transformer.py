@@ -32,7 +32,7 @@ import numpy as np
 import simshard as ss
 import simshard.numpy as snp
 from simshard import P
-from simshard.programs import ProgramDef, Strategy
+from simshard.programs import ProgramDef, Strategy, Training
 
 BATCH, SEQ, D, HEADS, D_FF = 8, 8, 32, 8, 64
 D_HEAD = D // HEADS  # 4: the softmax scale 1/sqrt(4) = 1/2 is exact
@@ -41,9 +41,15 @@ PARAMS = {"wq": (D, D), "wk": (D, D), "wv": (D, D), "wo": (D, D), "w1": (D, D_FF
 
 def fixed_point(v, bits):
     """``v`` rounded to the nearest multiple of ``2**-bits`` (halves up): what an integer kernel
-    would store. Element-wise, so every device computes it as numpy does."""
+    would store. Element-wise, so every device computes it as numpy does.
+
+    Written ``v + stop_gradient(q - v)``, a straight-through rounding: the training step's
+    gradient passes it unchanged (a rounding's own derivative is 0 almost everywhere). The value
+    is ``q`` bit for bit: ``q`` and ``v`` are within half a grid step, so ``q - v`` is exact
+    (Sterbenz, or ``q = 0``) and ``v + (q - v)`` is the representable ``q``."""
     scale = float(2**bits)
-    return np.floor(v * scale + 0.5) / scale
+    q = np.floor(v * scale + 0.5) / scale
+    return v + ss.lax.stop_gradient(q - v)
 
 
 def layernorm(x, eps=1e-5):
@@ -143,6 +149,35 @@ def _explicit(mesh):
     return ss.jit(block_explicit, in_shardings=(_megatron_specs(axes), P()), mesh=emesh)
 
 
+# -- training: blocks stacked in a scan ---------------------------------------------------------
+TRAIN_LAYERS = 2
+
+
+def stack(params, x):
+    """``TRAIN_LAYERS`` blocks, their parameters stacked on a leading layer dim, in ``ss.lax.scan``."""
+    return ss.lax.scan(lambda h, p: (block(p, h), None), x, params)[0]
+
+
+def train_inputs():
+    """Stacked parameters (the forward's bounds per layer), the forward's ``x``, integer labels."""
+    names = list(PARAMS)
+    layers = [ss.exact_inputs([PARAMS[n] for n in names], seed=1 + k, max_abs=1) for k in range(TRAIN_LAYERS)]
+    params = {n: np.stack([ws[i] for ws in layers]) for i, n in enumerate(names)}
+    _, x = inputs()
+    return params, x, ss.exact_inputs((BATCH, SEQ, D), seed=9, max_abs=8)
+
+
+def train_layout(strategy, mesh):
+    """``(param_specs, x_spec, y_spec)``: a layer's layout with the layer dim whole."""
+    axes = _axes(mesh)
+    if strategy.name == "megatron":
+        return {k: P(None, *spec) for k, spec in _megatron_specs(axes).items()}, P(), P()
+    if strategy.name == "sequence":
+        return P(), P(None, axes, None), P(None, axes, None)
+    params, x = strategy.in_shardings
+    return params, x, x
+
+
 PROGRAM = ProgramDef(
     name="transformer",
     about="pre-LN transformer block: causal multi-head attention and a ReLU MLP, with residuals",
@@ -160,4 +195,6 @@ PROGRAM = ProgramDef(
         Strategy("explicit", "Megatron in explicit sharding mode: snp.matmul(..., out_sharding=P()) places each all-reduce",
                  build=_explicit),
     ),
+    training=Training(f"the squared error of {TRAIN_LAYERS} blocks in a scan against integer labels", train_inputs,
+                      train_layout, forward=stack, strategies=("dp", "megatron", "sequence")),
 )

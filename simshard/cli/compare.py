@@ -57,6 +57,10 @@ def execute(args, out: Output) -> int:
     program = load_program(args.program)
     chosen = strategies(program, args.strategies)
     mode = chosen_mode(program, args.mode, program.default_mode)
+    forward_only = []
+    if mode != "forward" and args.strategies is None:  # all of them: those with a training step
+        forward_only = [s.name for s in chosen if not program.training.trains(s)]
+        chosen = [s for s in chosen if program.training.trains(s)]
     meshes = [program.mesh_for(s, mesh) for s in chosen]
     topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
     outcomes = []
@@ -72,6 +76,8 @@ def execute(args, out: Output) -> int:
     out.line(f"{len(chosen)} strategies, backend {backend}")
     out.line(f"mode {mode}: {program.describe_mode(mode)}"
              + (" (--mode forward for the forward pass only)" if mode != "forward" else ""))
+    if forward_only:
+        out.line(f"not shown, forward pass only: {', '.join(forward_only)}")
     out.line(f"topology {options.describe_topology(topology)}")
     out.print(compare_table(summaries))
     for s in summaries:

@@ -85,3 +85,21 @@ def test_every_matmul_and_softmax_sum_adds_exactly():
             checked += 1
         env[e.outputs[0]] = out
     assert checked == 13 and inexacts <= 2  # 6 projections, 2 einsums, the softmax sum, 2 x (mean, variance)
+
+
+def test_training_steps_in_a_scan():
+    """The SGD step over two blocks in ss.lax.scan. dp all-reduces every gradient (bitwise:
+    exact sums); Megatron all-reduces a [batch, seq, d] activation twice per block forward and
+    once more per block backward for the input gradient of its column-parallel layers (the first
+    block's attention input is the data: no gradient), and verifies up to reassociation (layernorm's
+    and softmax's derivatives are not on a grid, so its sharded gradient sums round differently)."""
+    prog = programs.load("transformer")
+    dp, megatron = (prog.run(s, mode="sgd", backend="local") for s in ("dp", "megatron"))
+    grads = tf.TRAIN_LAYERS * sum(int(np.prod(s)) for s in tf.PARAMS.values()) * F32
+    assert dp.verify.bitwise
+    # one per layer's gradient of each weight (the scan is unrolled today), and the loss
+    count = tf.TRAIN_LAYERS * len(tf.PARAMS) + 1
+    assert collectives(dp) == {("all_reduce", ("x", "y")): (count, 2 * (G - 1) * grads + 2 * (G - 1) * F32)}
+    assert megatron.verify.ok and not megatron.verify.wrong_ops
+    assert collectives(megatron) == {("all_reduce", ("x", "y")): (7, 7 * 2 * (G - 1) * ACT)}
+    assert "explicit" not in prog.training.strategies  # explicit mode runs forward only
