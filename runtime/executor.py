@@ -242,6 +242,11 @@ class Executor:
             self._write([(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))])
         elif kind == "free":
             self._free(ins.bufs)
+        elif kind == "loop":
+            for k in range(ins.length):
+                self._write([(ins.counter, np.asarray(ins.step(k), np.int32))])
+                for body_ins in ins.iteration(k):
+                    await self._step(body_ins)
         else:
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {kind!r}")
 

@@ -1,7 +1,7 @@
 """The op registry and every built-in op. Importing this package registers them all."""
 
 from . import (  # noqa: F401  (registration side effects)
-    annotations, argsort, barrier, dot, dynamic, elementwise, indexing, nn, nullary, reductions, scans, shape,
+    annotations, argsort, barrier, control, dot, dynamic, elementwise, indexing, nn, nullary, reductions, scans, shape,
 )
 from . import batching  # noqa: F401,E402  (after the ops it gives batching rules)
 from .factors import FactorRule, RuleError, factor_rule

@@ -34,9 +34,9 @@ class RuleBuilder:
         self.inexact: set[str] = set()
 
     def _new(self, size: int, kind: str) -> str:
-        if len(self.sizes) >= len(NAMES):
-            raise RuleError(f"a rule may have at most {len(NAMES)} factors")
-        name = NAMES[len(self.sizes)]
+        k = len(self.sizes)
+        # a letter each, as Shardy prints them; an op of many tensors (a scan) goes on with f52, f53, ...
+        name = NAMES[k] if k < len(NAMES) else f"f{k}"
         self.sizes.append((name, int(size)))
         if kind != PASS_THROUGH:
             self.kinds.append((name, kind))

@@ -73,6 +73,7 @@ class ScheduleBuilder:
                 if pos in dying:
                     instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
             numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
+            _number_loops(numbered, len(numbered))
             out.append(Schedule(d, tuple(inputs), numbered, tuple(outputs)))
         return tuple(out)
 
@@ -82,6 +83,17 @@ def _numbered(ins: Instr, i: int) -> Instr:
     there), so the id is set in place."""
     object.__setattr__(ins, "id", i)
     return ins
+
+
+def _number_loops(instrs: Sequence[Instr], first_free: int) -> None:
+    """Give each loop a range of ids above every instruction's, one per body instruction and
+    iteration (the same on every device: loops sit at the same positions)."""
+    for ins in instrs:
+        if ins.kind == "loop":
+            for j, b in enumerate(ins.body):
+                object.__setattr__(b, "id", j)
+            object.__setattr__(ins, "id_base", first_free)
+            first_free += ins.length * len(ins.body)
 
 
 def same_ids(schedules: Iterable[Schedule]) -> bool:

@@ -201,6 +201,11 @@ class _Partitioner:
                 self.checkpoints.append(Checkpoint(self.at, k, m.buf, m.spec, src, reassociated))
 
     def eqn(self, e: Eqn) -> None:
+        if e.op == "scan":
+            from .loops import emit_scan
+
+            emit_scan(self, e)
+            return
         if e.op == "shard_map":
             for o, (spec, buf) in inline_region(self, e).items():
                 self.mats[o] = [_Mat(spec, buf)]

@@ -10,7 +10,7 @@ round-trip exactly (``to_bytes`` / ``from_bytes``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 import msgpack
@@ -168,8 +168,43 @@ class CollectivePermute(Instr):
     is_collective: ClassVar[bool] = True
 
 
+@dataclass(frozen=True)
+class Loop(Instr):
+    """Run ``body`` ``length`` times (a scan, partitioned once). Before each iteration the loop
+    writes the step number (``length - 1 - k`` when ``reverse``) into buffer ``counter`` as an
+    int32; the body reads the loop's buffers (``reads_``: the scan's constants, carries and
+    stacked inputs) and overwrites its carries and stacked outputs (``writes_``) in place.
+    Iteration ``k`` runs body instruction ``j`` under id ``id_base + k * len(body) + j``, so every
+    collective of every iteration has its own id (numbered by ``ScheduleBuilder.finish``)."""
+
+    length: int
+    reverse: bool
+    counter: int
+    body: tuple[Instr, ...]
+    reads_: tuple[int, ...]
+    writes_: tuple[int, ...]
+    id_base: int = 0
+    kind: ClassVar[str] = "loop"
+
+    def reads(self):
+        return self.reads_
+
+    def writes(self):
+        return self.writes_ + (self.counter,)
+
+    def step(self, k: int) -> int:
+        """The step number iteration ``k`` runs (the scan's index into its stacked arrays)."""
+        return self.length - 1 - k if self.reverse else k
+
+    def iteration(self, k: int) -> tuple[Instr, ...]:
+        """The body as iteration ``k`` runs it: collectives under their own ids."""
+        m = len(self.body)
+        return tuple(replace(b, id=self.id_base + k * m + j) if b.is_collective else b for j, b in enumerate(self.body))
+
+
 INSTRUCTIONS: dict[str, type[Instr]] = {
-    c.kind: c for c in (Compute, Literal, Slice, Pad, Free, AllGather, ReduceScatter, AllReduce, AllToAll, CollectivePermute)
+    c.kind: c
+    for c in (Compute, Literal, Slice, Pad, Free, AllGather, ReduceScatter, AllReduce, AllToAll, CollectivePermute, Loop)
 }
 
 
@@ -232,6 +267,8 @@ def _encode(v):
         return {"__dtype__": v.str}
     if isinstance(v, Sharding):
         return {"__sharding__": str(v), "mesh": str(v.mesh)}
+    if isinstance(v, Instr):  # a loop's body
+        return {"__instr__": v.kind, "fields": {f.name: _encode(getattr(v, f.name)) for f in fields(v)}}
     if v is None or isinstance(v, (bool, int, float, str, bytes)):
         return v
     raise TypeError(f"a schedule holds plain data only; cannot serialize {type(v).__name__}")
@@ -249,6 +286,8 @@ def _decode(v):
             return np.frombuffer(v["__scalar__"], dtype=np.dtype(v["dtype"]))[0]
         if "__dtype__" in v:
             return np.dtype(v["__dtype__"])
+        if "__instr__" in v:
+            return INSTRUCTIONS[v["__instr__"]](**{k: _decode(x) for k, x in v["fields"].items()})
         if "__sharding__" in v:
             from ..sharding.mesh import Mesh
             from ..sharding.dims import Sharding

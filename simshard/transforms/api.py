@@ -39,8 +39,17 @@ def _outside_trace(fn: Callable, *args):
 
 
 def _leaves(tree, what: str):
+    """The leaves of ``tree`` as Tracers of the current trace (a value of an enclosing trace that a
+    nested one closes over, as that trace's input for it)."""
     leaves, treedef = optree.tree_flatten(tree, none_is_leaf=False)
-    return [as_tracer(x) if not isinstance(x, Tracer) else x for x in leaves], treedef
+    builder = trace_stack.current()
+    out = []
+    for x in leaves:
+        x = as_tracer(x) if not isinstance(x, Tracer) else x
+        if x._builder is not builder and getattr(builder, "capture", None) is not None:
+            x = builder.tracer(builder.capture(x))
+        out.append(x)
+    return out, treedef
 
 
 def _distinct(tracers: list[Tracer]) -> list[Tracer]:

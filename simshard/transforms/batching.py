@@ -17,13 +17,13 @@ import numpy as np
 import optree
 
 from ..errors import TraceError
-from ..ir import trace_stack
 from ..ir.program import Aval, Value
 from ..ops import get_op
 from ..ops.cotangents import call
 from ..sharding.dims import DimSharding, Sharding
-from ..tracing.state import Builder, Tracer, as_tracer
+from ..tracing.state import Tracer, as_tracer
 from .api import _builder, _outside_trace
+from .nested import trace_nested
 
 
 def _axes_of(in_axes, args: tuple) -> list:
@@ -83,30 +83,11 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_
                     x = _spmd(x, spmd_axis_name, 0, outer.mesh)
             batched_args.append((x, a is not None))
 
-        inner = Builder(outer.mesh, outer.array_methods)
-        # values of the enclosing trace that f closes over: unbatched inputs of the nested one
-        # (two dicts: the traces number their values independently)
-        inner_of: dict[Value, Value] = {}
-        captured: dict[Value, Tracer] = {}
-
-        def capture(t: Tracer) -> Value:
-            if t.value not in inner_of:
-                v = inner.new_value(t.aval)
-                inner_of[t.value], captured[v] = v, t
-            return inner_of[t.value]
-
-        inner.capture = capture
-        inner_inputs = []
-        for x, b in batched_args:
-            v = inner.new_value(Aval(x.shape[1:] if b else x.shape, x.dtype))
-            inner_inputs.append(Tracer(inner, v))
-        with trace_stack.tracing(inner):
-            out = f(*optree.tree_unflatten(in_tree, inner_inputs))
-            out_leaves, out_tree = optree.tree_flatten(out, none_is_leaf=False)
-            out_leaves = [as_tracer(o) for o in out_leaves]
+        nested = trace_nested(outer, f, in_tree, [Aval(x.shape[1:] if b else x.shape, x.dtype) for x, b in batched_args])
+        inner_inputs, out_leaves, out_tree, inner = nested.inputs, nested.outputs, nested.out_tree, nested.builder
 
         env: dict[Value, tuple[Tracer, bool]] = {t.value: xb for t, xb in zip(inner_inputs, batched_args)}
-        env.update((v, (t, False)) for v, t in captured.items())
+        env.update((v, (t, False)) for v, t in nested.captured.items())
         for e in inner.eqns:
             ins = [env[i][0] if isinstance(i, Value) else np.asarray(i.value) for i in e.inputs]
             bat = [isinstance(i, Value) and env[i][1] for i in e.inputs]
@@ -123,6 +104,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_
                 env[o] = (t, any(bat))
 
         result = []
+        out = optree.tree_unflatten(out_tree, out_leaves)
         out_axes_leaves = _axes_of(out_axes, (out,)) if not isinstance(out_axes, int) else [out_axes] * len(out_leaves)
         for o, a in zip(out_leaves, out_axes_leaves):
             t, b = env[o.value]

@@ -1,23 +1,35 @@
 """Control flow with ``jax.lax``'s signatures: ``scan``, ``fori_loop``, ``while_loop``, ``cond``,
 ``switch``.
 
-Today each is traced by running the loop in Python: a scan of N steps records its body N times
-(the program is its unrolled form, so it moves exactly the bytes of the unrolled loop, and reverse
-mode differentiates it like any other equations). A trip count or a branch that depends on
-traced values is handled where that stays exact: ``cond`` / ``switch`` on a traced predicate
-compute every branch and select (both run); a ``while_loop`` whose condition is traced is refused
-with a TraceError. On concrete values (outside a trace) they run as plain Python loops.
+``scan`` inside a trace records one ``scan`` op whose body is the step traced once (values it
+closes over become the op's constants): the partitioner turns it into one loop of the schedule,
+partitioned once and run ``length`` times (``simshard.partition.loops``), and reverse mode
+differentiates it by a scan of the body's vjp (``_scan_vjp``). Inside explicit mode, and for a
+scan nested in another scan's body, the loop is unrolled instead (the body recorded ``length``
+times). ``fori_loop`` with known bounds is a scan over the step numbers. A trip count or a
+branch that depends on traced values is handled where that stays exact: ``cond`` / ``switch``
+on a traced predicate compute every branch and select (both run); a ``while_loop`` whose
+condition is traced is refused with a TraceError. On concrete values (outside a trace) they run
+as plain Python loops.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from dataclasses import replace
+
 import numpy as np
 import optree
 
 from ..errors import TraceError
-from ..tracing.state import Tracer
+from ..ir import trace_stack
+from ..ir.program import Aval, Value
+from ..ops import define_vjp
+from ..ops.cotangents import zeros
+from ..tracing.explicit.mode import is_explicit
+from ..tracing.state import Builder, Tracer, as_tracer, bind
+from .nested import trace_nested
 
 
 def _leading(xs) -> int | None:
@@ -54,6 +66,9 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         n = int(length)
     elif length is not None and int(length) != n:
         raise TraceError(f"lax.scan: length={length} but xs have leading size {n}")
+    outer = trace_stack.current()
+    if isinstance(outer, Builder) and not is_explicit(outer.mesh) and not getattr(outer, "scan_body", False) and n > 0:
+        return _scan_op(outer, f, init, xs, n, reverse)
     carry, ys = init, [None] * n
     for step in (range(n - 1, -1, -1) if reverse else range(n)):
         x = optree.tree_map(lambda a: a[step], xs, none_is_leaf=False) if xs is not None else None
@@ -65,16 +80,103 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     return carry, optree.tree_map(lambda *leaves: np.stack(leaves), *ys, none_is_leaf=False)
 
 
+def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool):
+    """Record ``scan`` as one op: the step traced once on one slice of ``xs``. Besides the carries
+    and ys, the op's results hold each step's residuals (its input carries and every intermediate,
+    stacked): reverse mode reads them instead of running the forward again, and a program that
+    does not differentiate never materialises them (the partitioner skips unused results)."""
+    carry, carry_tree = optree.tree_flatten(init, none_is_leaf=False)
+    carry = [as_tracer(c) for c in carry]
+    x_leaves, x_tree = optree.tree_flatten(xs, none_is_leaf=False) if xs is not None else ([], None)
+    x_leaves = [as_tracer(x) for x in x_leaves]
+    nc, nx = len(carry), len(x_leaves)
+
+    def step(*flat):
+        c = optree.tree_unflatten(carry_tree, list(flat[:nc]))
+        x = optree.tree_unflatten(x_tree, list(flat[nc:])) if x_tree is not None else None
+        c_next, y = f(c, x)
+        _check_carry(init, c_next, 0, "lax.scan")
+        return c_next, y
+
+    avals = [c.aval for c in carry] + [Aval(x.shape[1:], x.dtype) for x in x_leaves]
+    nested = trace_nested(outer, step, optree.tree_structure(tuple(range(nc + nx))), avals, scan_body=True)
+    for k, (a, b) in enumerate(zip(nested.outputs[:nc], carry)):
+        if a.dtype != b.dtype:
+            raise TraceError(f"lax.scan: carry {k} enters the body as {b.dtype} and leaves it as {a.dtype}: a carry "
+                             "must keep its dtype (cast the initial value)")
+    body = nested.program()
+    residuals = tuple(body.inputs[:nc + nx]) + tuple(o for e in body.eqns for o in e.outputs)
+    body = replace(body, outputs=body.outputs + residuals)
+    outs = bind("scan", *carry, *x_leaves, *nested.captured.values(), body=body, length=n,
+                reverse=bool(reverse), num_carry=nc, num_xs=nx, num_res=len(residuals))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return optree.tree_unflatten(nested.out_tree, list(outs[:len(outs) - len(residuals)]))
+
+
+def inline(program, *args) -> list:
+    """Record ``program``'s equations in the current trace on ``args``; its outputs."""
+    env: dict[Value, Any] = dict(zip(program.inputs, args))
+    for e in program.eqns:
+        ins = [env[i] if isinstance(i, Value) else np.asarray(i.value) for i in e.inputs]
+        outs = bind(e.op, *ins, shardings=e.shardings, **e.kw)
+        env.update(zip(e.outputs, outs if isinstance(outs, tuple) else (outs,)))
+    return [env[v] for v in program.outputs]
+
+
+def _scan_vjp(cts, *operands, out, body, length, reverse, num_carry, num_xs, num_res=0, **_):
+    """A scan's derivative is a scan run from the last step to the first: each step applies the
+    body's derivative rules to the step's saved residuals (results of the forward scan), carrying
+    the carries' cotangents and summing the constants'."""
+    if not isinstance(out, tuple):  # a scan of one result gets its cotangent as ops of one result do
+        cts, out = (cts,), (out,)
+    nc, nx = num_carry, num_xs
+    n_user = len(out) - num_res
+    xs, consts = list(operands[nc:nc + nx]), list(operands[nc + nx:])
+    residuals = list(out[n_user:])
+    resid_values = list(body.inputs[:nc + nx]) + [o for e in body.eqns for o in e.outputs]
+    user_outs = list(body.outputs[:n_user])
+    done: list = []
+
+    def all_cotangents():
+        if done:
+            return done[0]
+        from .reverse import backward_eqns
+
+        ct_carry = [c if c is not None else zeros(o.shape, o.dtype) for c, o in zip(cts[:nc], out[:nc])]
+        ct_ys = [c if c is not None else zeros(o.shape, o.dtype) for c, o in zip(cts[nc:n_user], out[nc:n_user])]
+
+        def back(state, inp):
+            ct_c, acc = state
+            cty_k, r_k = inp
+            builder = trace_stack.current()
+            local = [builder.tracer(builder.capture(k)) for k in consts]  # the body's constants, here
+            env = dict(zip(resid_values, r_k))  # the step's carries, inputs and intermediates
+            env.update(zip(body.inputs[nc + nx:], local))
+            got = backward_eqns(body.eqns, env.__getitem__, list(body.inputs), user_outs, list(ct_c) + list(cty_k))
+            grads = [g if g is not None else zeros(v.aval.shape, v.aval.dtype) for g, v in zip(got, body.inputs)]
+            return (grads[:nc], [a + g for a, g in zip(acc, grads[nc + nx:])]), grads[nc:nc + nx]
+
+        start = (ct_carry, [zeros(np.shape(k), k.dtype) for k in consts])
+        (ct_init, ct_consts), ct_xs = scan(back, start, (ct_ys, residuals), reverse=not reverse)
+        done.append(list(ct_init) + list(ct_xs or []) + list(ct_consts))
+        return done[0]
+
+    return tuple((lambda k=k: all_cotangents()[k]) for k in range(len(operands)))
+
+
+define_vjp("scan", _scan_vjp)
+
+
 def fori_loop(lower, upper, body_fun: Callable, init_val):
-    """``body_fun(i, val)`` for ``i`` in ``range(lower, upper)`` (bounds known while tracing)."""
+    """``body_fun(i, val)`` for ``i`` in ``range(lower, upper)`` (bounds known while tracing): a
+    scan over the step numbers, so inside a trace the body is partitioned once."""
     if isinstance(lower, Tracer) or isinstance(upper, Tracer):
         raise TraceError("lax.fori_loop: bounds computed from traced values are not supported; give Python ints")
-    val = init_val
-    for i in range(int(lower), int(upper)):
-        nxt = body_fun(np.int32(i), val)
-        _check_carry(init_val, nxt, i, "lax.fori_loop")
-        val = nxt
-    return val
+    lower, upper = int(lower), int(upper)
+    if upper <= lower:
+        return init_val
+    steps = np.arange(lower, upper, dtype=np.int32)
+    return scan(lambda val, i: (body_fun(i, val), None), init_val, steps)[0]
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val):

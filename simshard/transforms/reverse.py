@@ -58,11 +58,26 @@ def backward(builder: Builder, start: int, stop: int, xs: Sequence[Value], outs:
             k = region.start - start
             continue
         k -= 1
-        _step(builder, eqns[k], active, ct)
+        _step(builder.tracer, eqns[k], active, ct)
     return [ct.get(x) for x in xs]
 
 
-def _step(builder: Builder, e: Eqn, active: set[Value], ct: dict[Value, Tracer]) -> None:
+def backward_eqns(eqns: Sequence[Eqn], lookup, xs: Sequence[Value], outs: Sequence[Value],
+                  cts: Sequence[Tracer | None]) -> list[Tracer | None]:
+    """``backward`` over equations of another program (a scan's body), whose values ``lookup``
+    gives as tracers of the current trace (their saved residuals): the cotangents are recorded
+    in the current trace."""
+    active = active_values(eqns, xs)
+    ct: dict[Value, Tracer] = {}
+    for o, c in zip(outs, cts):
+        if c is not None and o in active:
+            _accumulate(ct, o, c, "an output's cotangent")
+    for e in reversed(eqns):
+        _step(lookup, e, active, ct)
+    return [ct.get(x) for x in xs]
+
+
+def _step(lookup, e: Eqn, active: set[Value], ct: dict[Value, Tracer]) -> None:
     """The cotangents ``e`` passes to its operands."""
     if not any(o in ct for o in e.outputs):
         return
@@ -74,12 +89,13 @@ def _step(builder: Builder, e: Eqn, active: set[Value], ct: dict[Value, Tracer])
     if op.vjp is None:
         raise TraceError(f"reverse mode: op {e.op}({operands}) has no derivative rule; give it one with "
                          f"ss.ops.define_vjp({e.op!r}, rule), or keep it out of what is differentiated")
-    if len(e.outputs) != 1:
-        raise TraceError(f"reverse mode: op {e.op}({operands}) has {len(e.outputs)} results; derivative rules "
-                         "cover ops of one result")
-    (o,) = e.outputs
-    ins = [builder.tracer(i) if isinstance(i, Value) else _literal(i) for i in e.inputs]
-    rules = op.vjp(ct.pop(o), *ins, out=builder.tracer(o), **e.kw)
+    ins = [lookup(i) if isinstance(i, Value) else _literal(i) for i in e.inputs]
+    if len(e.outputs) == 1:
+        (o,) = e.outputs
+        rules = op.vjp(ct.pop(o), *ins, out=lookup(o), **e.kw)
+    else:  # an op of several results (scan) gets a cotangent, or None, per result
+        cts = tuple(ct.pop(o, None) for o in e.outputs)
+        rules = op.vjp(cts, *ins, out=tuple(lookup(o) for o in e.outputs), **e.kw)
     if len(rules) != len(e.inputs):
         raise TraceError(f"the derivative rule of {e.op} gave {len(rules)} entries for {len(e.inputs)} operands")
     for i, wanted, rule in zip(e.inputs, need, rules):
@@ -102,7 +118,7 @@ def _recompute(builder: Builder, eqns: Sequence[Eqn], active: set[Value], ct: di
             ct[copies[v]] = ct.pop(v)
     active.update(copies[v] for v in list(active) if v in copies)
     for e in reversed(builder.eqns[mark:]):
-        _step(builder, e, active, ct)
+        _step(builder.tracer, e, active, ct)
 
 
 def _accumulate(ct: dict[Value, Tracer], v: Value, g, where: str) -> None:

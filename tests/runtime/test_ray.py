@@ -560,3 +560,23 @@ def test_a_device_lost_before_loading_is_named_and_retries_recover_it(mesh4):
     res = mesh4.execute(key, spmd, inputs)
     total = float(sum(d + 1 for d in devs))
     assert all(np.array_equal(res.outputs[d][0], np.full((2,), total, np.float32)) for d in devs)
+
+
+def test_a_scan_runs_as_one_loop_on_the_actors_bitwise(mesh4):
+    """A training step over layers in ss.lax.scan: the loop (and its derivative's loop) ship to
+    the actors as data and run there, collectives of every iteration under their own ids."""
+    ws, x = ss.exact_inputs([(3, 8, 8), (16, 8)], seed=0, max_abs=1)
+
+    def loss(ws, x):
+        h, _ = ss.lax.scan(lambda h, w: (np.maximum(h @ w, 0), None), x, ws)
+        return np.sum(h * h)
+
+    def step(ws, x):
+        value, g = ss.value_and_grad(loss)(ws, x)
+        return value, ws - 2.0**-10 * g
+
+    kw = dict(mesh=ss.Mesh({"x": 4}), in_shardings=(P(None, "x", None), P("x", None)), out_shardings=(P(), P(None, "x", None)))
+    local = ss.run(step, ws, x, backend="local", **kw)
+    on_ray = ss.run(step, ws, x, backend="ray", ray_mesh=mesh4, **kw)
+    assert on_ray.verify.bitwise and [o.tobytes() for o in on_ray.outputs] == [o.tobytes() for o in local.outputs]
+    assert on_ray.comm.total_bytes == local.comm.total_bytes > 0

@@ -68,3 +68,34 @@ def test_fori_loop_cond_switch_and_while():
         ss.jit(lambda x: ss.lax.while_loop(lambda v: np.sum(v) < 10, lambda v: v * 3, x))(np.ones(2))
     with pytest.raises(ss.TraceError, match="every branch must return the same structure"):
         ss.jit(lambda x: ss.lax.cond(np.sum(x) > 0, lambda a: a, lambda a: a[:1], x))(np.ones(2))
+
+
+def _layers(n):
+    ws, x = ss.exact_inputs([(n, 8, 8), (16, 8)], seed=0, max_abs=1)
+    return ws, x
+
+
+def test_a_scan_is_partitioned_once_into_one_loop_and_the_report_multiplies():
+    from simshard.partition.schedule import Loop, Schedule
+
+    kw = dict(mesh=ss.Mesh({"x": 2, "y": 2}), in_shardings=(P(None, None, "y"), P("x", None)), backend="local")
+    runs = {n: ss.run(_deep, *_layers(n), **kw) for n in (2, 6)}
+    for n, res in runs.items():
+        assert res.verify.bitwise
+        sched = res.spmd.schedule(0)
+        (loop,) = [i for i in sched.instrs if isinstance(i, Loop)]
+        assert loop.length == n
+        data = sched.to_bytes()
+        assert Schedule.from_bytes(data).to_bytes() == data  # a loop ships to a Ray actor as data
+    lengths = {n: len(r.spmd.schedule(0).instrs) for n, r in runs.items()}
+    bodies = {n: len(next(i for i in r.spmd.schedule(0).instrs if isinstance(i, Loop)).body) for n, r in runs.items()}
+    assert lengths[2] == lengths[6] and bodies[2] == bodies[6]  # the schedule does not grow with the layers
+    per_step = {n: sum(1 for rec in r.comm.records if "scan" in rec.source or "dot_general" in rec.source) / n
+                for n, r in runs.items()}
+    assert per_step[2] == per_step[6] > 0  # every iteration's collectives recorded: the report multiplies
+
+
+def test_fori_loop_is_a_scan_over_the_step_numbers():
+    program = ss.jit(lambda x: ss.lax.fori_loop(0, 5, lambda i, v: v * 2 + i, x)).trace(np.ones(3))
+    assert [e.op for e in program.eqns] == ["constant", "scan"]  # the step numbers, then one loop
+    assert ss.jit(lambda x: ss.lax.fori_loop(0, 5, lambda i, v: v * 2 + i, x))(np.ones(3)).tolist() == [58.0] * 3

@@ -1,0 +1,154 @@
+"""A ``scan`` partitioned once: its body becomes one loop of the schedule, run ``length`` times.
+
+The scan's operands are resharded to the layouts the body runs on: each carry as the scan's
+final carry is laid out (propagation ties the two), the stacked inputs with their scanned dim
+whole, the constants as they are. The body program is propagated on its own from those layouts
+(its carries must come back as they went in) and partitioned by a partitioner of its own that
+shares the schedule's buffer numbers. Inside the loop each step reads its slice of the stacked
+inputs at the loop's counter (``dynamic_slice``), writes its slice of the stacked outputs
+(``dynamic_update_slice``) and overwrites the carries; the body's temporaries are freed inside
+it. After the loop the results are copied out once, so that what a checkpoint records is the
+final value. The report multiplies by itself: every iteration's collectives run under their own
+ids (``Loop.iteration``) and are recorded each time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..sharding.dims import DimSharding, Sharding
+from .builder import ScheduleBuilder
+from .plan import layout_of
+from .reshard import _plain
+from .schedule import Compute, Free, Literal, Loop
+
+
+def _whole_first(s: Sharding) -> Sharding:
+    """``s`` with its first dim unsharded (a scanned dim: every device reads every step)."""
+    return Sharding(s.mesh, (DimSharding(()),) + tuple(s.dims[1:]), s.replicated)
+
+
+def _drop_first(s: Sharding) -> Sharding:
+    return Sharding(s.mesh, tuple(s.dims[1:]), s.replicated)
+
+
+def _local(spec: Sharding, shape, d: int) -> tuple[int, ...]:
+    return tuple(layout_of(spec, shape).local_shape(d))
+
+
+def emit_scan(P, e) -> None:
+    """Partition scan ``e`` through the partitioner ``P``: operands, one loop, results."""
+    from ..propagate import propagate
+    from .partition import _Mat, _Partitioner
+
+    kw = e.kw
+    body, length, nc, nx = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
+    src = f"{', '.join(P.name(o) for o in e.outputs)} scan"
+    carries, xs, consts = e.inputs[:nc], e.inputs[nc:nc + nx], e.inputs[nc + nx:]
+    # carries as the scan's final carry is laid out (propagation ties the two); stacked inputs
+    # and constants as they are held (the scanned dim whole), so the loop moves nothing before
+    # it starts that its body would not move anyway
+    carry_specs = [P.target(o) for o in e.outputs[:nc]]
+    xs_specs = [_whole_first(_plain(P.primary(x))) for x in xs]
+    const_specs = [_plain(P.primary(c)) for c in consts]
+    used = [o in P.users or o in P.is_output for o in e.outputs[nc:]]  # residuals nobody reads: skipped
+
+    # the body, propagated from the layouts it runs on; its ys stay where the body makes them
+    body_in = carry_specs + [_drop_first(s) for s in xs_specs] + const_specs
+    n_user = len(body.outputs) - kw.get("num_res", 0)
+    body_out = carry_specs + [_drop_first(_whole_first(P.target(o))) for o in e.outputs[nc:n_user]] + \
+        [None] * (len(body.outputs) - n_user)
+    body = propagate(replace(body, in_shardings=tuple(body_in), out_shardings=tuple(body_out)))
+    ys = [(o, v) for o, v, u in zip(e.outputs[nc:], body.outputs[nc:], used) if u]
+    first_residual = len(e.outputs) - kw.get("num_res", 0)
+
+    b = P.b
+    init = [P.get(v, s, src) for v, s in zip(carries, carry_specs)]
+    xs_bufs = [P.get(v, s, src) for v, s in zip(xs, xs_specs)]
+    const_bufs = [P.get(v, s, src) for v, s in zip(consts, const_specs)]
+    carry_bufs = list(b.bufs(nc))
+    for i, c in zip(init, carry_bufs):
+        b.emit(lambda d, i=i, c=c: Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(c,)))
+    counter, zero = b.buf(), b.buf()
+    b.emit(lambda d: Literal(0, src, dst=zero, value=np.int32(0)))
+
+    # the body, partitioned once by a partitioner of its own on the schedule's buffer numbers
+    sub = _Partitioner(body)
+    sub.b = ScheduleBuilder(P.devices)
+    sub.b._next_buf = b._next_buf
+    for v, buf, spec in zip(body.inputs[:nc], carry_bufs, carry_specs):
+        sub.mats[v] = [_Mat(spec, buf)]
+    for v, buf, spec, x in zip(body.inputs[nc:nc + nx], xs_bufs, xs_specs, xs):
+        sliced, out = sub.b.buf(), sub.b.buf()
+        rest = _drop_first(spec)
+        sub.b.emit(lambda d, buf=buf, sliced=sliced, spec=spec, x=x: Compute(
+            0, src, op="dynamic_slice", inputs=(buf, counter) + (zero,) * (x.aval.ndim - 1), outputs=(sliced,),
+            params=(("slice_sizes", (1,) + _local(spec, x.aval.shape, d)[1:]),)))
+        sub.b.emit(lambda d, sliced=sliced, out=out, rest=rest, v=v: Compute(
+            0, src, op="reshape", inputs=(sliced,), outputs=(out,), params=(("new_shape", _local(rest, v.aval.shape, d)),)))
+        sub.mats[v] = [_Mat(rest, out)]
+    for v, buf, spec in zip(body.inputs[nc + nx:], const_bufs, const_specs):
+        sub.mats[v] = [_Mat(spec, buf)]
+    for k, be in enumerate(body.eqns):
+        sub.at = k
+        sub.eqn(be)
+    new = [sub.get(v, s, f"{src}: carry {k}") for k, (v, s) in enumerate(zip(body.outputs[:nc], carry_specs))]
+    # a y is written as its users want it (a gradient reduce-scattered into its parameter's
+    # layout); a residual, which only the derivative's scan reads, as the body last held it (a
+    # weight gathered for its matmul stays gathered, as an unrolled loop's would)
+    ys_specs = [_whole_first(P.target(o)) if e.outputs.index(o) < first_residual else
+                Sharding(P.target(o).mesh, (DimSharding(()),) + tuple(sub.mats[v][-1].spec.dims)) for o, v in ys]
+    ys_bufs = [sub.b.buf() for _ in ys]
+    for yb, spec, (o, _) in zip(ys_bufs, ys_specs, ys):
+        b.emit(lambda d, yb=yb, spec=spec, o=o: Literal(0, src, dst=yb, value=np.zeros(_local(spec, o.aval.shape, d), o.aval.dtype)))
+    for (o, v), yb, spec in zip(ys, ys_bufs, ys_specs):
+        y = sub.get(v, _drop_first(spec), f"{src}: y")
+        row = sub.b.buf()
+        sub.b.emit(lambda d, y=y, row=row, spec=spec, o=o: Compute(
+            0, src, op="reshape", inputs=(y,), outputs=(row,), params=(("new_shape", (1,) + _local(spec, o.aval.shape, d)[1:]),)))
+        sub.b.emit(lambda d, row=row, yb=yb, o=o: Compute(
+            0, src, op="dynamic_update_slice", inputs=(yb, row, counter) + (zero,) * (o.aval.ndim - 1), outputs=(yb,)))
+    staged = [sub.b.buf() for _ in new]  # two steps: a carry may become another carry
+    for n, t in zip(new, staged):
+        sub.b.emit(lambda d, n=n, t=t: Compute(0, src, op="stop_gradient", inputs=(n,), outputs=(t,)))
+    for t, c in zip(staged, carry_bufs):
+        sub.b.emit(lambda d, t=t, c=c: Compute(0, src, op="stop_gradient", inputs=(t,), outputs=(c,)))
+    b._next_buf = sub.b._next_buf
+
+    owned = set(carry_bufs) | set(ys_bufs) | set(xs_bufs) | set(const_bufs) | {counter, zero}
+    reads = tuple(dict.fromkeys(const_bufs + xs_bufs + carry_bufs + ys_bufs + [zero]))
+    bodies = _with_frees(sub.b, owned)
+    b.emit(lambda d: Loop(0, src, length=length, reverse=bool(kw["reverse"]), counter=counter, body=bodies[d],
+                          reads_=reads, writes_=tuple(carry_bufs + ys_bufs)))
+
+    # the results, copied out once after the loop
+    for o, buf, spec in zip(list(e.outputs[:nc]) + [o for o, _ in ys], carry_bufs + ys_bufs, carry_specs + ys_specs):
+        out = b.buf()
+        b.emit(lambda d, buf=buf, out=out: Compute(0, src, op="stop_gradient", inputs=(buf,), outputs=(out,)))
+        P.mats[o] = [_Mat(spec, out)]
+    axes = tuple(dict.fromkeys(a.name for s in body.shardings.values() for dim in s.dims for a in dim.axes))
+    P.checkpoint(e, axes if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+
+
+def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
+    """Each device's body with its temporaries freed after their last use in an iteration."""
+    devices = sb.devices
+    last: dict[int, int] = {}
+    for pos, ins in enumerate(sb.instrs[devices[0]]):
+        for buf in tuple(ins.reads()) + tuple(ins.writes()):
+            if buf not in owned:
+                last[buf] = pos
+    dying: dict[int, list[int]] = {}
+    for buf, pos in last.items():
+        dying.setdefault(pos, []).append(buf)
+    out = {}
+    for d in devices:
+        instrs = []
+        for pos, ins in enumerate(sb.instrs[d]):
+            instrs.append(ins)
+            if pos in dying:
+                instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
+        out[d] = tuple(instrs)
+    return out
