@@ -247,6 +247,20 @@ class Executor:
                 self._write([(ins.counter, np.asarray(ins.step(k), np.int32))])
                 for body_ins in ins.iteration(k):
                     await self._step(body_ins)
+        elif kind == "switch":
+            for b in ins.chosen(int(self._read(ins.index))):
+                await self._step(b)
+        elif kind == "while":
+            k = 0
+            while True:
+                cond, body = ins.iteration(k)
+                for c in cond:
+                    await self._step(c)
+                if not bool(self._read(ins.pred)):
+                    break
+                for b in body:
+                    await self._step(b)
+                k += 1
         else:
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {kind!r}")
 

@@ -194,17 +194,26 @@ class Program:
         for e in self.eqns:
             outs = ", ".join(f"{self._name(v)}: {self.type_string(v)}" for v in e.outputs)
             args = ", ".join(self._name(i) for i in e.inputs)
-            params = ", ".join(f"{k}={format_param(v)}" for k, v in e.params if not isinstance(v, Program))
+            params = ", ".join(f"{k}={format_param(v)}" for k, v in e.params if not _programs(v))
             lines.append(f"  {outs} = {e.op}({args}{', ' if args and params else ''}{params})")
             for k, v in e.params:
-                if isinstance(v, Program):  # a region body: its listing, indented
-                    lines += ["    " + line for line in v.pretty().splitlines()]
+                for body in _programs(v):  # a region's, loop's or branch's body: its listing, indented
+                    lines += ["    " + line for line in body.pretty().splitlines()]
         lines.append(f"  return {', '.join(self._name(v) for v in self.outputs)}")
         lines.append("}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.pretty()
+
+
+def _programs(v) -> tuple:
+    """The programs a param holds: itself, or a tuple of them (a switch's branches)."""
+    if isinstance(v, Program):
+        return (v,)
+    if isinstance(v, tuple) and v and all(isinstance(x, Program) for x in v):
+        return v
+    return ()
 
 
 def format_param(v) -> str:

@@ -85,6 +85,9 @@ def _numbered(ins: Instr, i: int) -> Instr:
     return ins
 
 
+WHILE_IDS = 10**15  # ids a while loop may use (its iterations times its instructions)
+
+
 def _number_loops(instrs: Sequence[Instr], first_free: int) -> None:
     """Give each loop a range of ids above every instruction's, one per body instruction and
     iteration (the same on every device: loops sit at the same positions)."""
@@ -94,6 +97,17 @@ def _number_loops(instrs: Sequence[Instr], first_free: int) -> None:
                 object.__setattr__(b, "id", j)
             object.__setattr__(ins, "id_base", first_free)
             first_free += ins.length * len(ins.body)
+        elif ins.kind == "switch":
+            for branch in ins.branches:
+                for j, b in enumerate(branch):
+                    object.__setattr__(b, "id", j)
+            object.__setattr__(ins, "id_base", first_free)
+            first_free += sum(len(b) for b in ins.branches)
+        elif ins.kind == "while":  # as many iterations as the data say: a range no count reaches
+            for j, b in enumerate(ins.cond + ins.body):
+                object.__setattr__(b, "id", j)
+            object.__setattr__(ins, "id_base", first_free)
+            first_free += WHILE_IDS
 
 
 def same_ids(schedules: Iterable[Schedule]) -> bool:

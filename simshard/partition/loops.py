@@ -22,7 +22,7 @@ from ..sharding.dims import DimSharding, Sharding
 from .builder import ScheduleBuilder
 from .plan import layout_of
 from .reshard import _plain
-from .schedule import Compute, Free, Literal, Loop
+from .schedule import Compute, Free, Literal, Loop, Switch, While
 
 
 def _whole_first(s: Sharding) -> Sharding:
@@ -152,3 +152,101 @@ def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
                 instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
         out[d] = tuple(instrs)
     return out
+
+
+def _partition_program(P, program, bindings, out_specs, src: str):
+    """Partition ``program`` (propagated) with its inputs bound to ``bindings`` (spec, buffer) on
+    the schedule's buffer numbers; its builder, and a buffer per output laid out as asked."""
+    from .partition import _Mat, _Partitioner
+
+    sub = _Partitioner(program)
+    sub.b = ScheduleBuilder(P.devices)
+    sub.b._next_buf = P.b._next_buf
+    for v, (spec, buf) in zip(program.inputs, bindings):
+        sub.mats[v] = [_Mat(spec, buf)]
+    for k, e in enumerate(program.eqns):
+        sub.at = k
+        sub.eqn(e)
+    outs = [sub.get(v, s, f"{src}: result {k}") for k, (v, s) in enumerate(zip(program.outputs, out_specs))]
+    P.b._next_buf = sub.b._next_buf
+    return sub.b, outs
+
+
+def emit_while(P, e) -> None:
+    """Partition while-loop ``e``: its condition and body partitioned once into one ``While``."""
+    from ..propagate import propagate
+    from .partition import _Mat
+
+    kw = e.kw
+    cond, body, nc, ncc = kw["cond"], kw["body"], kw["num_carry"], kw["num_cond_consts"]
+    src = f"{', '.join(P.name(o) for o in e.outputs)} while"
+    carries, cconsts, bconsts = e.inputs[:nc], e.inputs[nc:nc + ncc], e.inputs[nc + ncc:]
+    carry_specs = [P.target(o) for o in e.outputs]
+    cconst_specs = [_plain(P.primary(c)) for c in cconsts]
+    bconst_specs = [_plain(P.primary(c)) for c in bconsts]
+    mesh = carry_specs[0].mesh if carry_specs else P.target(e.inputs[0]).mesh
+    replicated = Sharding(mesh, ())  # the condition: one bool every device holds
+    cond = propagate(replace(cond, in_shardings=tuple(carry_specs + cconst_specs), out_shardings=(replicated,)))
+    body = propagate(replace(body, in_shardings=tuple(carry_specs + bconst_specs), out_shardings=tuple(carry_specs)))
+
+    b = P.b
+    init = [P.get(v, s, src) for v, s in zip(carries, carry_specs)]
+    cconst_bufs = [P.get(v, s, src) for v, s in zip(cconsts, cconst_specs)]
+    bconst_bufs = [P.get(v, s, src) for v, s in zip(bconsts, bconst_specs)]
+    carry_bufs = list(b.bufs(nc))
+    for i, c in zip(init, carry_bufs):
+        b.emit(lambda d, i=i, c=c: Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(c,)))
+    pred = b.buf()
+
+    test, (p_buf,) = _partition_program(P, cond, list(zip(carry_specs, carry_bufs)) + list(zip(cconst_specs, cconst_bufs)),
+                                        [replicated], f"{src} condition")
+    test.emit(lambda d: Compute(0, src, op="stop_gradient", inputs=(p_buf,), outputs=(pred,)))
+    step, new = _partition_program(P, body, list(zip(carry_specs, carry_bufs)) + list(zip(bconst_specs, bconst_bufs)),
+                                   carry_specs, f"{src} body")
+    staged = [step.buf() for _ in new]  # two steps: a carry may become another carry
+    for n, t in zip(new, staged):
+        step.emit(lambda d, n=n, t=t: Compute(0, src, op="stop_gradient", inputs=(n,), outputs=(t,)))
+    for t, c in zip(staged, carry_bufs):
+        step.emit(lambda d, t=t, c=c: Compute(0, src, op="stop_gradient", inputs=(t,), outputs=(c,)))
+    P.b._next_buf = max(P.b._next_buf, step._next_buf, test._next_buf)
+
+    owned = set(carry_bufs) | set(cconst_bufs) | set(bconst_bufs) | {pred}
+    tests, steps = _with_frees(test, owned), _with_frees(step, owned)
+    reads = tuple(dict.fromkeys(carry_bufs + cconst_bufs + bconst_bufs))
+    b.emit(lambda d: While(0, src, cond=tests[d], pred=pred, body=steps[d], reads_=reads, writes_=tuple(carry_bufs)))
+    for o, buf, spec in zip(e.outputs, carry_bufs, carry_specs):
+        out = b.buf()
+        b.emit(lambda d, buf=buf, out=out: Compute(0, src, op="stop_gradient", inputs=(buf,), outputs=(out,)))
+        P.mats[o] = [_Mat(spec, out)]
+    axes = tuple(dict.fromkeys(a.name for s in body.shardings.values() for dim in s.dims for a in dim.axes))
+    P.checkpoint(e, axes if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+
+
+def emit_switch(P, e) -> None:
+    """Partition switch ``e``: each branch partitioned once into one ``Switch`` of which every
+    device runs the branch the (replicated) index names, leaving its results in shared buffers."""
+    from ..propagate import propagate
+    from .partition import _Mat
+
+    branches = e.kw["branches"]
+    src = f"{', '.join(P.name(o) for o in e.outputs)} switch"
+    index, operands = e.inputs[0], e.inputs[1:]
+    out_specs = [P.target(o) for o in e.outputs]
+    mesh = P.target(index).mesh
+    index_buf = P.get(index, Sharding(mesh, ()), src)  # every device holds the index
+    in_specs = [_plain(P.primary(v)) for v in operands]
+    in_bufs = [P.get(v, s, src) for v, s in zip(operands, in_specs)]
+    results = list(P.b.bufs(len(e.outputs)))
+    bodies = []
+    for k, br in enumerate(branches):
+        br = propagate(replace(br, in_shardings=tuple(in_specs), out_shardings=tuple(out_specs)))
+        sb, outs = _partition_program(P, br, list(zip(in_specs, in_bufs)), out_specs, f"{src} branch {k}")
+        for o, r in zip(outs, results):
+            sb.emit(lambda d, o=o, r=r: Compute(0, src, op="stop_gradient", inputs=(o,), outputs=(r,)))
+        bodies.append(_with_frees(sb, set(in_bufs) | set(results) | {index_buf}))
+    reads = tuple(dict.fromkeys(in_bufs))
+    P.b.emit(lambda d: Switch(0, src, index=index_buf, branches=tuple(b[d] for b in bodies), reads_=reads,
+                              writes_=tuple(results)))
+    for o, r, spec in zip(e.outputs, results, out_specs):
+        P.mats[o] = [_Mat(spec, r)]
+    P.checkpoint(e, tuple(mesh.axis_names) if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())

@@ -201,10 +201,10 @@ class _Partitioner:
                 self.checkpoints.append(Checkpoint(self.at, k, m.buf, m.spec, src, reassociated))
 
     def eqn(self, e: Eqn) -> None:
-        if e.op == "scan":
-            from .loops import emit_scan
+        if e.op in ("scan", "while", "switch"):
+            from .loops import emit_scan, emit_switch, emit_while
 
-            emit_scan(self, e)
+            {"scan": emit_scan, "while": emit_while, "switch": emit_switch}[e.op](self, e)
             return
         if e.op == "shard_map":
             for o, (spec, buf) in inline_region(self, e).items():

@@ -202,9 +202,64 @@ class Loop(Instr):
         return tuple(replace(b, id=self.id_base + k * m + j) if b.is_collective else b for j, b in enumerate(self.body))
 
 
+@dataclass(frozen=True)
+class While(Instr):
+    """A loop whose trip count the data decide (``lax.while_loop``): run ``cond`` (which leaves a
+    replicated bool in buffer ``pred``, the same on every device), stop when it is false, else
+    run ``body`` (which overwrites the carries) and test again. Iteration ``k`` runs instruction
+    ``j`` of ``cond + body`` under id ``id_base + k * (len(cond) + len(body)) + j``."""
+
+    cond: tuple[Instr, ...]
+    pred: int
+    body: tuple[Instr, ...]
+    reads_: tuple[int, ...]
+    writes_: tuple[int, ...]
+    id_base: int = 0
+    kind: ClassVar[str] = "while"
+
+    def reads(self):
+        return self.reads_
+
+    def writes(self):
+        return self.writes_ + (self.pred,)
+
+    def iteration(self, k: int) -> tuple[tuple[Instr, ...], tuple[Instr, ...]]:
+        both = self.cond + self.body
+        m = len(both)
+        run = tuple(replace(b, id=self.id_base + k * m + j) if b.is_collective else b for j, b in enumerate(both))
+        return run[:len(self.cond)], run[len(self.cond):]
+
+
+@dataclass(frozen=True)
+class Switch(Instr):
+    """Run only ``branches[index]`` (``lax.switch`` / ``lax.cond``): ``index`` is a replicated int
+    buffer (clamped into range), the same on every device, so all take the same branch. Each
+    branch leaves its results in the same buffers. Instruction ``j`` of branch ``k`` runs under id
+    ``id_base + (instructions of the branches before k) + j``."""
+
+    index: int
+    branches: tuple[tuple[Instr, ...], ...]
+    reads_: tuple[int, ...]
+    writes_: tuple[int, ...]
+    id_base: int = 0
+    kind: ClassVar[str] = "switch"
+
+    def reads(self):
+        return self.reads_ + (self.index,)
+
+    def writes(self):
+        return self.writes_
+
+    def chosen(self, k: int) -> tuple[Instr, ...]:
+        k = min(max(int(k), 0), len(self.branches) - 1)
+        start = self.id_base + sum(len(b) for b in self.branches[:k])
+        return tuple(replace(b, id=start + j) if b.is_collective else b for j, b in enumerate(self.branches[k]))
+
+
 INSTRUCTIONS: dict[str, type[Instr]] = {
     c.kind: c
-    for c in (Compute, Literal, Slice, Pad, Free, AllGather, ReduceScatter, AllReduce, AllToAll, CollectivePermute, Loop)
+    for c in (Compute, Literal, Slice, Pad, Free, AllGather, ReduceScatter, AllReduce, AllToAll, CollectivePermute, Loop,
+              While, Switch)
 }
 
 

@@ -180,15 +180,21 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
-    """``body_fun`` while ``cond_fun(val)``; the condition must be known while tracing."""
+    """``body_fun`` while ``cond_fun(val)``. Inside a trace with a condition computed from traced
+    values, one ``while`` op: its trip count is decided at run time, the same on every device."""
+    outer = trace_stack.current()
+    if isinstance(outer, Builder) and not is_explicit(outer.mesh) and not getattr(outer, "scan_body", False):
+        op = _while_op(outer, cond_fun, body_fun, init_val)
+        if op is not None:
+            return op
     val, step = init_val, 0
     while True:
         keep_going = cond_fun(val)
         if isinstance(keep_going, Tracer):
             raise TraceError(
                 "lax.while_loop: the condition depends on traced values, so the trip count is known only at run "
-                "time; simshard does not run data-dependent loops yet. Bound it (lax.fori_loop, or a scan with a "
-                "masked step) or run the function on concrete arrays")
+                "time, and this trace (explicit mode, or a scan's body) cannot record such a loop. Bound it "
+                "(lax.fori_loop, or a scan with a masked step) or run it outside explicit mode")
         if not bool(keep_going):
             return val
         nxt = body_fun(val)
@@ -196,25 +202,124 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
         val, step = nxt, step + 1
 
 
+def _while_op(outer: Builder, cond_fun: Callable, body_fun: Callable, init_val):
+    """Record ``while_loop`` as one op (None: the condition is known while tracing)."""
+    leaves, tree = optree.tree_flatten(init_val, none_is_leaf=False)
+    leaves = [as_tracer(x) for x in leaves]
+    avals = [x.aval for x in leaves]
+    flat_tree = optree.tree_structure(tuple(range(len(leaves))))
+
+    traced = []
+
+    def cond(*flat):
+        pred = cond_fun(optree.tree_unflatten(tree, list(flat)))
+        traced.append(isinstance(pred, Tracer))
+        return pred
+
+    def body(*flat):
+        nxt = body_fun(optree.tree_unflatten(tree, list(flat)))
+        _check_carry(init_val, nxt, 0, "lax.while_loop")
+        return nxt
+
+    c = trace_nested(outer, cond, flat_tree, avals, scan_body=True)
+    if not traced[0]:  # a condition that does not read the carries: a Python loop
+        return None
+    b = trace_nested(outer, body, flat_tree, avals, scan_body=True)
+    if len(c.outputs) != 1 or c.outputs[0].shape != () or c.outputs[0].dtype != np.bool_:
+        raise TraceError(f"lax.while_loop: the condition must return a bool scalar, got "
+                         f"{[str(o.aval) for o in c.outputs]}")
+    for k, (o, x) in enumerate(zip(b.outputs, leaves)):
+        if o.dtype != x.dtype:
+            raise TraceError(f"lax.while_loop: carry {k} enters the body as {x.dtype} and leaves it as {o.dtype}")
+    outs = bind("while", *leaves, *c.captured.values(), *b.captured.values(), cond=c.program(), body=b.program(),
+                num_carry=len(leaves), num_cond_consts=len(c.captured))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return optree.tree_unflatten(tree, list(outs))
+
+
 def switch(index, branches: Sequence[Callable], *operands):
-    """``branches[index](*operands)``, ``index`` clamped into range as in JAX. A traced index runs
-    every branch and selects each output element by element."""
+    """``branches[index](*operands)``, ``index`` clamped into range as in JAX. Inside a trace, a
+    traced index records one ``switch`` op: every branch traced and partitioned once, only the
+    chosen one run. (In explicit mode or a scan's body: every branch runs and a select picks.)"""
     if not branches:
         raise TraceError("lax.switch: no branches")
     if not isinstance(index, Tracer):
         k = int(np.clip(int(np.asarray(index)), 0, len(branches) - 1))
         return branches[k](*operands)
+    outer = trace_stack.current()
+    if isinstance(outer, Builder) and not is_explicit(outer.mesh) and not getattr(outer, "scan_body", False):
+        return _switch_op(outer, index, branches, operands)
     outs = [b(*operands) for b in branches]
-    first = optree.tree_structure(outs[0], none_is_leaf=False)
-    for k, o in enumerate(outs[1:], 1):
-        if optree.tree_structure(o, none_is_leaf=False) != first or _signature(o) != _signature(outs[0]):
-            raise TraceError(f"lax.switch / cond: branch {k} returns {_signature(o)}, branch 0 {_signature(outs[0])}: "
-                             "every branch must return the same structure, shapes and dtypes")
+    _check_branches(outs)
     idx = np.clip(index, 0, len(branches) - 1)
     result = outs[-1]
     for k in range(len(branches) - 2, -1, -1):
         result = optree.tree_map(lambda a, b, k=k: np.where(idx == k, a, b), outs[k], result, none_is_leaf=False)
     return result
+
+
+def _check_branches(outs) -> None:
+    first = optree.tree_structure(outs[0], none_is_leaf=False)
+    for k, o in enumerate(outs[1:], 1):
+        if optree.tree_structure(o, none_is_leaf=False) != first or _signature(o) != _signature(outs[0]):
+            raise TraceError(f"lax.switch / cond: branch {k} returns {_signature(o)}, branch 0 {_signature(outs[0])}: "
+                             "every branch must return the same structure, shapes and dtypes")
+
+
+def _switch_op(outer: Builder, index, branches, operands):
+    """Record ``switch`` as one op. Each branch program takes the operands and every branch's
+    constants (a branch ignores the others'), so that all take the same inputs."""
+    leaves, tree = optree.tree_flatten(tuple(operands), none_is_leaf=False)
+    leaves = [as_tracer(x) for x in leaves]
+    flat_tree = optree.tree_structure(tuple(range(len(leaves))))
+    nested = []
+    for br in branches:
+        nested.append(trace_nested(outer, lambda *flat, br=br: br(*optree.tree_unflatten(tree, list(flat))),
+                                   flat_tree, [x.aval for x in leaves], scan_body=True))
+    _check_branches([optree.tree_unflatten(n.out_tree, n.outputs) for n in nested])
+    consts = [t for n in nested for t in n.captured.values()]
+    programs = []
+    for k, n in enumerate(nested):
+        p = n.program()
+        top = max([v.id for v in p.values()], default=-1) + 1
+        before = [Value(top + i, Aval(t.shape, t.dtype)) for i, t in enumerate(c for m in nested[:k] for c in m.captured.values())]
+        top += len(before)
+        after = [Value(top + i, Aval(t.shape, t.dtype)) for i, t in enumerate(c for m in nested[k + 1:] for c in m.captured.values())]
+        own = p.inputs[len(leaves):]
+        programs.append(replace(p, inputs=p.inputs[:len(leaves)] + tuple(before) + own + tuple(after)))
+    idx = np.asarray(index).astype(np.int32) if not isinstance(index, Tracer) else index.astype(np.int32)
+    outs = bind("switch", idx, *leaves, *consts, branches=tuple(programs))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return optree.tree_unflatten(nested[0].out_tree, list(outs))
+
+
+def _switch_vjp(cts, index, *operands, out, branches, **_):
+    """The chosen branch's derivative: a switch of the branches' vjps on the same index."""
+    from .api import vjp
+
+    if not isinstance(out, tuple):
+        cts, out = (cts,), (out,)
+    cts = [c if c is not None else zeros(o.shape, o.dtype) for c, o in zip(cts, out)]
+    done: list = []
+
+    def all_cotangents():
+        if done:
+            return done[0]
+
+        def branch_vjp(program):
+            def run(*args):
+                ops, ct = list(args[:len(operands)]), list(args[len(operands):])
+                _, f_vjp = vjp(lambda *o: inline(program, *o), *ops)
+                return list(f_vjp(ct))
+            return run
+
+        done.append(switch(index, [branch_vjp(p) for p in branches], *operands, *cts))
+        return done[0]
+
+    return (None,) + tuple((lambda k=k: all_cotangents()[k]) for k in range(len(operands)))
+
+
+define_vjp("switch", _switch_vjp)
 
 
 def cond(pred, true_fun: Callable, false_fun: Callable, *operands):

@@ -580,3 +580,17 @@ def test_a_scan_runs_as_one_loop_on_the_actors_bitwise(mesh4):
     on_ray = ss.run(step, ws, x, backend="ray", ray_mesh=mesh4, **kw)
     assert on_ray.verify.bitwise and [o.tobytes() for o in on_ray.outputs] == [o.tobytes() for o in local.outputs]
     assert on_ray.comm.total_bytes == local.comm.total_bytes > 0
+
+
+def test_a_data_dependent_while_loop_runs_on_the_actors(mesh4):
+    """Every actor tests the (all-reduced) condition itself: they agree on the trip count."""
+    x, w = ss.exact_inputs([(8, 4), (4, 4)], seed=0, max_abs=2)
+
+    def grow(x, w):
+        return ss.lax.while_loop(lambda c: np.sum(np.abs(c[0])) < 1000.0, lambda c: (c[0] @ w + 1.0, c[1] + 1),
+                                 (x, np.int32(0)))
+
+    kw = dict(mesh=ss.Mesh({"x": 4}), in_shardings=(P("x", None), P()))
+    local, on_ray = ss.run(grow, x, w, backend="local", **kw), ss.run(grow, x, w, backend="ray", ray_mesh=mesh4, **kw)
+    assert on_ray.verify.bitwise and int(on_ray.outputs[1]) == int(local.outputs[1]) > 1
+    assert on_ray.outputs[0].tobytes() == local.outputs[0].tobytes()

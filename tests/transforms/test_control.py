@@ -64,8 +64,7 @@ def test_fori_loop_cond_switch_and_while():
     g = ss.jit(lambda i, x: ss.lax.switch(i, [lambda a: a, lambda a: a * 10, lambda a: -a], x))
     assert g(np.int32(1), np.ones(2)).tolist() == [10.0, 10.0] and g(np.int32(7), np.ones(2)).tolist() == [-1.0, -1.0]
     assert ss.lax.while_loop(lambda v: v < 10, lambda v: v * 3, 1) == 27
-    with pytest.raises(ss.TraceError, match="while_loop: the condition depends on traced values"):
-        ss.jit(lambda x: ss.lax.while_loop(lambda v: np.sum(v) < 10, lambda v: v * 3, x))(np.ones(2))
+    assert ss.jit(lambda x: ss.lax.while_loop(lambda v: np.sum(v) < 10, lambda v: v * 3, x))(np.ones(2)).tolist() == [9.0, 9.0]
     with pytest.raises(ss.TraceError, match="every branch must return the same structure"):
         ss.jit(lambda x: ss.lax.cond(np.sum(x) > 0, lambda a: a, lambda a: a[:1], x))(np.ones(2))
 
@@ -99,3 +98,51 @@ def test_fori_loop_is_a_scan_over_the_step_numbers():
     program = ss.jit(lambda x: ss.lax.fori_loop(0, 5, lambda i, v: v * 2 + i, x)).trace(np.ones(3))
     assert [e.op for e in program.eqns] == ["constant", "scan"]  # the step numbers, then one loop
     assert ss.jit(lambda x: ss.lax.fori_loop(0, 5, lambda i, v: v * 2 + i, x))(np.ones(3)).tolist() == [58.0] * 3
+
+
+def _grow(x, w):
+    """Multiply until the total passes a bound: a trip count only the data know."""
+    def cond(c):
+        return np.sum(np.abs(c[0])) < 1000.0
+
+    def body(c):
+        return c[0] @ w + 1.0, c[1] + 1
+
+    return ss.lax.while_loop(cond, body, (x, np.int32(0)))
+
+
+def test_a_while_loop_with_a_data_dependent_trip_count_runs_partitioned():
+    from simshard.partition.schedule import While
+
+    x, w = ss.exact_inputs([(8, 4), (4, 4)], seed=0, max_abs=2)
+    program = ss.jit(_grow).trace(x, w)
+    assert [e.op for e in program.eqns][-1] == "while"
+    res = ss.run(_grow, x, w, mesh=ss.Mesh({"x": 2, "y": 2}), in_shardings=(P("x", None), P(None, "y")), backend="local")
+    assert res.verify.bitwise and int(res.outputs[1]) == 4
+    assert any(isinstance(i, While) for i in res.spmd.schedule(0).instrs)
+    # the condition's total is all-reduced every iteration (4 runs of the body, 5 tests)
+    tests = [r for r in res.comm.records if r.device == 0 and r.kind == "all_reduce"]
+    assert len(tests) == 5
+    with pytest.raises(ss.TraceError, match=r"op while\(f32\[8,4\], i32\[\]\) has no derivative rule"):
+        ss.grad(lambda x: np.sum(_grow(x, w)[0]))(x)
+
+
+def test_a_traced_cond_runs_only_the_taken_branch_and_differentiates_through_it():
+    from simshard.partition.schedule import Switch
+
+    def f(x, w):
+        return ss.lax.cond(np.sum(x) > 0, lambda a: a @ w, lambda a: a - 1, x)
+
+    x, w = ss.exact_inputs([(8, 4), (4, 4)], seed=0, max_abs=2)
+    kw = dict(mesh=ss.Mesh({"x": 2, "y": 2}), in_shardings=(P("x", None), P(None, "y")), backend="local")
+    sources = {}
+    for sign in (1, -1):
+        res = ss.run(f, sign * np.abs(x), w, **kw)
+        assert res.verify.bitwise and any(isinstance(i, Switch) for i in res.spmd.schedule(0).instrs)
+        sources[sign] = {r.source.split(" for ")[-1] for r in res.comm.records if "switch" in r.source}
+    assert all("branch 1" in s for s in sources[1]) and all("branch 0" in s for s in sources[-1])  # only one ran
+    for sign, taken in ((1, lambda x, w: x @ w), (-1, lambda x, w: x - 1)):
+        xs = sign * np.abs(x)
+        got = ss.grad(lambda x, w: np.sum(f(x, w) ** 2), argnums=(0, 1))(xs, w)
+        want = ss.grad(lambda x, w: np.sum(taken(x, w) ** 2), argnums=(0, 1))(xs, w)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
