@@ -226,8 +226,8 @@ def format_param(v) -> str:
         return str(v)
     if isinstance(v, Mesh):
         return f"@{v.name}"
-    if isinstance(v, Program):
-        return f"{{{len(v.eqns)} eqns}}"
+    if _programs(v):
+        return ", ".join(f"{{{len(b.eqns)} eqns}}" for b in _programs(v))
     if isinstance(v, tuple) and v and all(isinstance(x, Sharding) for x in v):
         return "(" + ", ".join(map(str, v)) + ")"
     if isinstance(v, np.dtype):

@@ -83,7 +83,7 @@ def _rule(in_avals, out_avals, *, num_carry, num_xs, **_):
     return b.build()
 
 
-register_op("scan", _eval, _kernel, _rule, shape_dependent_sums=True,
+register_op("scan", _eval, _kernel, _rule, shape_dependent_sums=True, structured=True,
             doc="a loop of `length` steps of the program `body` over carries, scanned inputs and constants")
 
 
@@ -131,7 +131,7 @@ def _while_rule(in_avals, out_avals, *, num_carry, **_):
     return b.build()
 
 
-register_op("while", _while_eval, _while_kernel, _while_rule, shape_dependent_sums=True,
+register_op("while", _while_eval, _while_kernel, _while_rule, shape_dependent_sums=True, structured=True,
             doc="`body` over the carries while `cond` holds (a trip count the data decide)")
 
 
@@ -170,5 +170,5 @@ def _switch_rule(in_avals, out_avals, **_):
     return b.build()
 
 
-register_op("switch", _switch_eval, _switch_kernel, _switch_rule, shape_dependent_sums=True,
+register_op("switch", _switch_eval, _switch_kernel, _switch_rule, shape_dependent_sums=True, structured=True,
             doc="only the branch `branches[index]` runs (lax.switch / lax.cond on a traced predicate)")

@@ -65,6 +65,10 @@ class OpDef:
     vjp: Callable[..., tuple] | None = None
     # The batching rule (module doc); None: vmap refuses the op on a batched operand, naming it.
     batch: Callable[..., tuple] | None = None
+    # An op with a program parameter (scan, while, switch): the partitioner partitions its body
+    # (simshard.partition.loops) and never runs its kernel on blocks; its factor rule guides
+    # propagation only, so the rules-by-execution check skips it (sharded runs check it instead).
+    structured: bool = False
 
     def rules(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> list[FactorRule]:
         """The op's rule followed by any user-added ones, each checked against the shapes."""
@@ -103,6 +107,7 @@ def register_op(
     shape_dependent_sums: bool = False,
     vjp: Callable[..., tuple] | None = None,
     batch: Callable[..., tuple] | None = None,
+    structured: bool = False,
 ) -> OpDef:
     """Add an op to the table. The name must be new unless ``replace_existing``."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -115,7 +120,7 @@ def register_op(
     if vjp is not None and not callable(vjp):
         raise TypeError(f"op {name!r}: vjp must be callable, got {type(vjp).__name__}")
     op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc, region_only,
-               shape_dependent_sums, vjp, batch)
+               shape_dependent_sums, vjp, batch, structured)
     OPS[name] = op
     return op
 

@@ -31,6 +31,21 @@ def _region_example():
     return [Aval((8, 16), F32)], {"body": Program((v,), (), (v,)), "mesh": _MESH, "in_specs": (spec,), "out_specs": (spec,)}
 
 
+def _control_examples():
+    """scan / while / switch with identity bodies: a carry f32[8,16], a scanned x f32[4,16]."""
+    from ..ir.program import Program, Value
+
+    c, x, b = Value(0, Aval((8, 16), F32)), Value(1, Aval((16,), F32)), Value(2, Aval((), np.dtype(bool)))
+    carry, xs, flag, index = Aval((8, 16), F32), Aval((4, 16), F32), Aval((), np.dtype(bool)), Aval((), I32)
+    return {
+        "scan": ([carry, xs], {"body": Program((c, x), (), (c, x)), "length": 4, "reverse": False, "num_carry": 1,
+                               "num_xs": 1, "num_res": 0}),
+        "while": ([carry, flag], {"cond": Program((c, b), (), (b,)), "body": Program((c,), (), (c,)), "num_carry": 1,
+                                  "num_cond_consts": 1}),
+        "switch": ([index, carry], {"branches": (Program((c,), (), (c,)), Program((c,), (), (c,)))}),
+    }
+
+
 # op -> (operand avals, params): one representative call per op.
 EXAMPLES: dict[str, tuple[list[Aval], dict[str, Any]]] = {
     **{n: ([Aval((8, 16), F32)], {}) for n in UNARY},
@@ -74,6 +89,8 @@ EXAMPLES: dict[str, tuple[list[Aval], dict[str, Any]]] = {
     "all_to_all": ([Aval((8, 16), F32)], {"axis_name": "y", "size": 4, "split_axis": 1, "concat_axis": 0, "tiled": True}),
     "axis_index": ([], {"axis_name": "y", "size": 4}),
     "shard_map": _region_example(),
+    "stop_gradient": ([Aval((8, 16), F32)], {}),
+    **_control_examples(),
 }
 
 HEADER = """\
@@ -88,7 +105,10 @@ factors, major to minor (`(ab)` is a dim made of factors `a` then `b`), with the
 results, combined with the rule's reduce op: `sum` unless `reduce=` says otherwise),
 `need_replication` (must be whole when the op runs) or `permutation` (sharded execution needs
 data from other devices). The rules are checked by running every op sharded
-(`tests/ops/test_rules_by_execution.py`, `simshard.ops.check.check_rule`).
+(`tests/ops/test_rules_by_execution.py`, `simshard.ops.check.check_rule`), except those of ops
+with a program parameter (`scan`, `while`, `switch`), which the partitioner partitions by their
+bodies: their rules guide propagation, and sharded runs check them
+(`tests/transforms/test_control.py`).
 
 """
 

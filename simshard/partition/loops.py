@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..propagate.driver import propagate
 from ..sharding.dims import DimSharding, Sharding
 from .builder import ScheduleBuilder
 from .plan import layout_of
@@ -40,9 +41,7 @@ def _local(spec: Sharding, shape, d: int) -> tuple[int, ...]:
 
 def emit_scan(P, e) -> None:
     """Partition scan ``e`` through the partitioner ``P``: operands, one loop, results."""
-    from ..propagate import propagate
-    from .partition import _Mat, _Partitioner
-
+    _Mat = P.Mat
     kw = e.kw
     body, length, nc, nx = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
     src = f"{', '.join(P.name(o) for o in e.outputs)} scan"
@@ -75,9 +74,7 @@ def emit_scan(P, e) -> None:
     b.emit(lambda d: Literal(0, src, dst=zero, value=np.int32(0)))
 
     # the body, partitioned once by a partitioner of its own on the schedule's buffer numbers
-    sub = _Partitioner(body)
-    sub.b = ScheduleBuilder(P.devices)
-    sub.b._next_buf = b._next_buf
+    sub = P.sub(body)
     for v, buf, spec in zip(body.inputs[:nc], carry_bufs, carry_specs):
         sub.mats[v] = [_Mat(spec, buf)]
     for v, buf, spec, x in zip(body.inputs[nc:nc + nx], xs_bufs, xs_specs, xs):
@@ -157,13 +154,9 @@ def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
 def _partition_program(P, program, bindings, out_specs, src: str):
     """Partition ``program`` (propagated) with its inputs bound to ``bindings`` (spec, buffer) on
     the schedule's buffer numbers; its builder, and a buffer per output laid out as asked."""
-    from .partition import _Mat, _Partitioner
-
-    sub = _Partitioner(program)
-    sub.b = ScheduleBuilder(P.devices)
-    sub.b._next_buf = P.b._next_buf
+    sub = P.sub(program)
     for v, (spec, buf) in zip(program.inputs, bindings):
-        sub.mats[v] = [_Mat(spec, buf)]
+        sub.mats[v] = [P.Mat(spec, buf)]
     for k, e in enumerate(program.eqns):
         sub.at = k
         sub.eqn(e)
@@ -174,9 +167,7 @@ def _partition_program(P, program, bindings, out_specs, src: str):
 
 def emit_while(P, e) -> None:
     """Partition while-loop ``e``: its condition and body partitioned once into one ``While``."""
-    from ..propagate import propagate
-    from .partition import _Mat
-
+    _Mat = P.Mat
     kw = e.kw
     cond, body, nc, ncc = kw["cond"], kw["body"], kw["num_carry"], kw["num_cond_consts"]
     src = f"{', '.join(P.name(o) for o in e.outputs)} while"
@@ -225,9 +216,7 @@ def emit_while(P, e) -> None:
 def emit_switch(P, e) -> None:
     """Partition switch ``e``: each branch partitioned once into one ``Switch`` of which every
     device runs the branch the (replicated) index names, leaving its results in shared buffers."""
-    from ..propagate import propagate
-    from .partition import _Mat
-
+    _Mat = P.Mat
     branches = e.kw["branches"]
     src = f"{', '.join(P.name(o) for o in e.outputs)} switch"
     index, operands = e.inputs[0], e.inputs[1:]

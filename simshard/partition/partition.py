@@ -53,12 +53,14 @@ from .builder import ScheduleBuilder
 from .linear import pending_ok
 from .emit import emit_plan
 from .plan import layout_of, local_shapes
+from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
 from .reshard import _plain, plan_reshard, translate
 from .linear import LAYOUT
 from .schedule import Checkpoint, Compute, Literal, Pad, SpmdProgram
 
 IDENTITY_OPS = {"propagation_barrier", "stop_gradient"}
+STRUCTURED = {"scan": emit_scan, "while": emit_while, "switch": emit_switch}  # ops partitioned by their bodies
 TARGET_OPS = {"sharding_constraint", "reshard"}
 
 
@@ -86,6 +88,15 @@ class _Mat:
 
 
 class _Partitioner:
+    Mat = _Mat  # a copy of a value: loops.py makes them without importing this module
+
+    def sub(self, program: Program) -> "_Partitioner":
+        """A partitioner for a body (a loop's, a branch's) on this one's devices and buffer numbers."""
+        inner = _Partitioner(program)
+        inner.b = ScheduleBuilder(self.devices)
+        inner.b._next_buf = self.b._next_buf
+        return inner
+
     def __init__(self, program: Program):
         self.p = program
         devs = None
@@ -201,10 +212,8 @@ class _Partitioner:
                 self.checkpoints.append(Checkpoint(self.at, k, m.buf, m.spec, src, reassociated))
 
     def eqn(self, e: Eqn) -> None:
-        if e.op in ("scan", "while", "switch"):
-            from .loops import emit_scan, emit_switch, emit_while
-
-            {"scan": emit_scan, "while": emit_while, "switch": emit_switch}[e.op](self, e)
+        if e.op in STRUCTURED:
+            STRUCTURED[e.op](self, e)
             return
         if e.op == "shard_map":
             for o, (spec, buf) in inline_region(self, e).items():

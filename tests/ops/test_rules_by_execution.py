@@ -343,6 +343,13 @@ def _annotation(draw, name, mesh):
     return [signed_values(rng, shape, np.float32)], {"sharding": target}
 
 
+@generator("stop_gradient")
+@st.composite
+def _identity(draw, name, mesh):
+    rng, shape, dt = _rng(draw), draw(shapes()), draw(st.sampled_from(FLOATS))
+    return [signed_values(rng, shape, dt)], {}
+
+
 @generator("propagation_barrier")
 @st.composite
 def _barrier(draw, name, mesh):
@@ -414,7 +421,9 @@ def _check_random_case(op_name, data):
 
 
 # Manual-region ops need a whole device group to run; tests/test_manual.py checks them by execution.
-CHECKED = {name for name, op in OPS.items() if not op.region_only}
+# Ops with a program parameter (scan, while, switch) are partitioned by their bodies, never run on
+# blocks by their kernel: tests/transforms/test_control.py checks their sharded runs.
+CHECKED = {name for name, op in OPS.items() if not op.region_only and not op.structured}
 CASES = [(op, run) for op in sorted(CHECKED | set(GENERATORS)) for run in range(HEAVY.get(op, 1))]
 
 

@@ -88,18 +88,19 @@ def test_every_matmul_and_softmax_sum_adds_exactly():
 
 
 def test_training_steps_in_a_scan():
-    """The SGD step over two blocks in ss.lax.scan. dp all-reduces every gradient (bitwise:
-    exact sums); Megatron all-reduces a [batch, seq, d] activation twice per block forward and
-    once more per block backward for the input gradient of its column-parallel layers (the first
-    block's attention input is the data: no gradient), and verifies up to reassociation (layernorm's
-    and softmax's derivatives are not on a grid, so its sharded gradient sums round differently)."""
+    """The SGD step over two blocks in ss.lax.scan (one loop forward, one backward). dp
+    all-reduces every gradient (bitwise: exact sums); Megatron all-reduces a [batch, seq, d]
+    activation twice per block forward and twice per block backward, for the input gradients of its
+    column-parallel layers (a loop computes the carry's gradient at every step, the first block's
+    too, which an unrolled tape would skip), and verifies up to reassociation (layernorm's and
+    softmax's derivatives are not on a grid, so its sharded gradient sums round differently)."""
     prog = programs.load("transformer")
     dp, megatron = (prog.run(s, mode="sgd", backend="local") for s in ("dp", "megatron"))
     grads = tf.TRAIN_LAYERS * sum(int(np.prod(s)) for s in tf.PARAMS.values()) * F32
     assert dp.verify.bitwise
-    # one per layer's gradient of each weight (the scan is unrolled today), and the loss
+    # one per layer's gradient of each weight (each iteration of the backward loop), and the loss
     count = tf.TRAIN_LAYERS * len(tf.PARAMS) + 1
     assert collectives(dp) == {("all_reduce", ("x", "y")): (count, 2 * (G - 1) * grads + 2 * (G - 1) * F32)}
     assert megatron.verify.ok and not megatron.verify.wrong_ops
-    assert collectives(megatron) == {("all_reduce", ("x", "y")): (7, 7 * 2 * (G - 1) * ACT)}
+    assert collectives(megatron) == {("all_reduce", ("x", "y")): (8, 8 * 2 * (G - 1) * ACT)}
     assert "explicit" not in prog.training.strategies  # explicit mode runs forward only
