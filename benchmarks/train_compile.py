@@ -4,8 +4,8 @@
 
 The step is value_and_grad of a squared-error loss over L residual ReLU-MLP layers (Megatron over
 ``y``, the batch over ``x``) and an SGD update; it is traced, propagated and partitioned (no
-execution). The issue's goal is a scan compiled in the time of one layer; today a scan is traced as
-its unrolled loop, so both columns grow with L: the table measures how far that is from the goal.
+execution). A scan is one op whose body is partitioned once (a loop of the schedule), so its
+compile time should not depend on L; the unrolled loop's grows with it.
 A benchmark, not a test: these machines are shared, so read the ratios, not the absolute times.
 """
 
