@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir.program import Aval
 from .factors import factor_rule
+from ..sharding.dims import Sharding
 from .cotangents import call, fit
 from .registry import define_vjp, register_op
 
@@ -133,9 +134,9 @@ def _vjp(ct, lhs, rhs, *, out, contracting, batch, **_):
     def grad(other, other_free, other_batch, other_contracting, ct_other_free, own_batch, own_free, own_contracting, own_rank, own):
         # ct . other over the other's free dims gives [batch, own free, own contracting (in the
         # order of the other's contracting dims)]: transposed back into own's dim order
-        g = call("dot_general", ct, other, contracting=(ct_other_free, tuple(other_free)),
-                 batch=(ct_batch, tuple(other_batch)))
         order = list(own_batch) + list(own_free) + list(own_contracting)
+        g = call("dot_general", ct, other, contracting=(ct_other_free, tuple(other_free)),
+                 batch=(ct_batch, tuple(other_batch)), shardings=_typed_like(own, order))
         perm = tuple(order.index(d) for d in range(own_rank))
         if perm != tuple(range(own_rank)):
             g = call("transpose", g, perm=perm)
@@ -145,6 +146,16 @@ def _vjp(ct, lhs, rhs, *, out, contracting, batch, **_):
         lambda: grad(rhs, rfree, rb, rc, ct_rfree, lb, lfree, lc, np.ndim(lhs), lhs),
         lambda: grad(lhs, lfree, lb, lc, ct_lfree, rb, rfree, rc, np.ndim(rhs), rhs),
     )
+
+
+def _typed_like(own, order):
+    """In explicit mode, the cotangent's type: its primal's (seed 001), dims in ``order`` (the
+    contraction over a sharded batch dim is otherwise ambiguous there). None in auto mode, where
+    propagation places the cotangent."""
+    s = getattr(own, "sharding", None)
+    if s is None or not s.mesh.explicit_axes or len(s.dims) != len(order):
+        return None
+    return (Sharding(s.mesh, tuple(s.dims[d] for d in order), s.replicated),)
 
 
 define_vjp("dot_general", _vjp)

@@ -97,3 +97,20 @@ def test_gradient_sums_over_the_batch(strategy, param_spec, gradient_collective)
     # never all-reduce then slice: with FSDP no gradient is all-reduced
     if strategy == "fsdp":
         assert not any(r.kind == "all_reduce" and r.bytes_sent > 64 for r in res.comm.records)
+
+
+def test_in_explicit_mode_a_cotangent_has_its_primals_type():
+    """Seed 001: under sharding in types the gradient is typed as the parameter, so a contraction
+    over the sharded batch (ambiguous for explicit mode) resolves to it."""
+    mesh = ss.make_mesh((2, 2), ("x", "y"), axis_types=ss.AxisType.Explicit)
+    x, w = ss.exact_inputs([(8, 4), (4, 4)], max_abs=2)
+    seen = {}
+
+    def step(w, x):
+        value, g = ss.value_and_grad(lambda w: np.sum(np.maximum(x @ w, 0) ** 2))(w)
+        seen.setdefault("types", (str(ss.typeof(w)), str(ss.typeof(g))))  # the traced call, not the reference
+        return value, w - 0.125 * g
+
+    res = ss.run(ss.jit(step, in_shardings=(P(None, "y"), P("x", None)), mesh=mesh), w, x)
+    assert res.verify.bitwise and res.program.mode == "explicit"
+    assert seen["types"] == ("float32[4,4@y]", "float32[4,4@y]")
