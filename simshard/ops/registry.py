@@ -125,34 +125,29 @@ def register_op(
     return op
 
 
-def register_rule(op: str, rule: Callable[..., FactorRule]) -> OpDef:
-    """Add a further sharding rule to an existing op (a rule is an equality; more true ones are fine)."""
+def _amend(op: str, what: str, fn, **fields) -> OpDef:
+    """The entry of existing op ``op`` with ``fields`` replaced, ``fn`` checked to be callable."""
     if op not in OPS:
         raise KeyError(f"no op named {op!r}; known ops: {', '.join(sorted(OPS))}")
-    if not callable(rule):
-        raise TypeError(f"rule for {op!r} must be callable")
-    OPS[op] = replace(OPS[op], extra_rules=OPS[op].extra_rules + (rule,))
+    if not callable(fn):
+        raise TypeError(f"{what} for {op!r} must be callable")
+    OPS[op] = replace(OPS[op], **fields)
     return OPS[op]
+
+
+def register_rule(op: str, rule: Callable[..., FactorRule]) -> OpDef:
+    """Add a further sharding rule to an existing op (a rule is an equality; more true ones are fine)."""
+    return _amend(op, "rule", rule, extra_rules=(OPS[op].extra_rules if op in OPS else ()) + (rule,))
 
 
 def define_vjp(op: str, vjp: Callable[..., tuple]) -> OpDef:
     """Give an existing op its derivative rule (module doc), replacing any it had."""
-    if op not in OPS:
-        raise KeyError(f"no op named {op!r}; known ops: {', '.join(sorted(OPS))}")
-    if not callable(vjp):
-        raise TypeError(f"vjp for {op!r} must be callable")
-    OPS[op] = replace(OPS[op], vjp=vjp)
-    return OPS[op]
+    return _amend(op, "vjp", vjp, vjp=vjp)
 
 
 def define_batch(op: str, batch: Callable[..., tuple]) -> OpDef:
     """Give an existing op its batching rule (module doc), replacing any it had."""
-    if op not in OPS:
-        raise KeyError(f"no op named {op!r}; known ops: {', '.join(sorted(OPS))}")
-    if not callable(batch):
-        raise TypeError(f"batching rule for {op!r} must be callable")
-    OPS[op] = replace(OPS[op], batch=batch)
-    return OPS[op]
+    return _amend(op, "batching rule", batch, batch=batch)
 
 
 def get_op(name: str) -> OpDef:

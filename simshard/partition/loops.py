@@ -39,9 +39,35 @@ def _local(spec: Sharding, shape, d: int) -> tuple[int, ...]:
     return tuple(layout_of(spec, shape).local_shape(d))
 
 
+def _copy(b, src: str, pairs) -> None:
+    """``dst = src`` for each pair: an identity kernel, the array itself (no data moves)."""
+    for i, o in pairs:
+        b.emit(lambda d, i=i, o=o: Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(o,)))
+
+
+def _carry_back(b, src: str, new, carry_bufs) -> None:
+    """The carries' new values into their buffers, in two steps: a carry may become another."""
+    staged = [b.buf() for _ in new]
+    _copy(b, src, zip(new, staged))
+    _copy(b, src, zip(staged, carry_bufs))
+
+
+def _results(P, e, src: str, outputs, bufs, specs, axes) -> None:
+    """The loop's results copied out once after it (what a checkpoint records is then the final
+    value), and the op's checkpoint: reassociated over ``axes`` where it computes floats."""
+    for o, buf, spec in zip(outputs, bufs, specs):
+        out = P.b.buf()
+        _copy(P.b, src, [(buf, out)])
+        P.mats[o] = [P.Mat(spec, out)]
+    P.checkpoint(e, tuple(axes) if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+
+
+def _body_axes(program) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(a.name for s in program.shardings.values() for dim in s.dims for a in dim.axes))
+
+
 def emit_scan(P, e) -> None:
     """Partition scan ``e`` through the partitioner ``P``: operands, one loop, results."""
-    _Mat = P.Mat
     kw = e.kw
     body, length, nc, nx = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
     src = f"{', '.join(P.name(o) for o in e.outputs)} scan"
@@ -68,15 +94,14 @@ def emit_scan(P, e) -> None:
     xs_bufs = [P.get(v, s, src) for v, s in zip(xs, xs_specs)]
     const_bufs = [P.get(v, s, src) for v, s in zip(consts, const_specs)]
     carry_bufs = list(b.bufs(nc))
-    for i, c in zip(init, carry_bufs):
-        b.emit(lambda d, i=i, c=c: Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(c,)))
+    _copy(b, src, zip(init, carry_bufs))
     counter, zero = b.buf(), b.buf()
     b.emit(lambda d: Literal(0, src, dst=zero, value=np.int32(0)))
 
     # the body, partitioned once by a partitioner of its own on the schedule's buffer numbers
     sub = P.sub(body)
     for v, buf, spec in zip(body.inputs[:nc], carry_bufs, carry_specs):
-        sub.mats[v] = [_Mat(spec, buf)]
+        sub.mats[v] = [P.Mat(spec, buf)]
     for v, buf, spec, x in zip(body.inputs[nc:nc + nx], xs_bufs, xs_specs, xs):
         sliced, out = sub.b.buf(), sub.b.buf()
         rest = _drop_first(spec)
@@ -85,9 +110,9 @@ def emit_scan(P, e) -> None:
             params=(("slice_sizes", (1,) + _local(spec, x.aval.shape, d)[1:]),)))
         sub.b.emit(lambda d, sliced=sliced, out=out, rest=rest, v=v: Compute(
             0, src, op="reshape", inputs=(sliced,), outputs=(out,), params=(("new_shape", _local(rest, v.aval.shape, d)),)))
-        sub.mats[v] = [_Mat(rest, out)]
+        sub.mats[v] = [P.Mat(rest, out)]
     for v, buf, spec in zip(body.inputs[nc + nx:], const_bufs, const_specs):
-        sub.mats[v] = [_Mat(spec, buf)]
+        sub.mats[v] = [P.Mat(spec, buf)]
     for k, be in enumerate(body.eqns):
         sub.at = k
         sub.eqn(be)
@@ -107,11 +132,7 @@ def emit_scan(P, e) -> None:
             0, src, op="reshape", inputs=(y,), outputs=(row,), params=(("new_shape", (1,) + _local(spec, o.aval.shape, d)[1:]),)))
         sub.b.emit(lambda d, row=row, yb=yb, o=o: Compute(
             0, src, op="dynamic_update_slice", inputs=(yb, row, counter) + (zero,) * (o.aval.ndim - 1), outputs=(yb,)))
-    staged = [sub.b.buf() for _ in new]  # two steps: a carry may become another carry
-    for n, t in zip(new, staged):
-        sub.b.emit(lambda d, n=n, t=t: Compute(0, src, op="stop_gradient", inputs=(n,), outputs=(t,)))
-    for t, c in zip(staged, carry_bufs):
-        sub.b.emit(lambda d, t=t, c=c: Compute(0, src, op="stop_gradient", inputs=(t,), outputs=(c,)))
+    _carry_back(sub.b, src, new, carry_bufs)
     b._next_buf = sub.b._next_buf
 
     owned = set(carry_bufs) | set(ys_bufs) | set(xs_bufs) | set(const_bufs) | {counter, zero}
@@ -120,14 +141,8 @@ def emit_scan(P, e) -> None:
     b.emit(lambda d: Loop(0, src, length=length, reverse=bool(kw["reverse"]), counter=counter, body=bodies[d],
                           reads_=reads, writes_=tuple(carry_bufs + ys_bufs)))
 
-    # the results, copied out once after the loop
-    for o, buf, spec in zip(list(e.outputs[:nc]) + [o for o, _ in ys], carry_bufs + ys_bufs, carry_specs + ys_specs):
-        out = b.buf()
-        b.emit(lambda d, buf=buf, out=out: Compute(0, src, op="stop_gradient", inputs=(buf,), outputs=(out,)))
-        P.mats[o] = [_Mat(spec, out)]
-    axes = tuple(dict.fromkeys(a.name for s in body.shardings.values() for dim in s.dims for a in dim.axes))
-    P.checkpoint(e, axes if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
-
+    _results(P, e, src, list(e.outputs[:nc]) + [o for o, _ in ys], carry_bufs + ys_bufs, carry_specs + ys_specs,
+             _body_axes(body))
 
 def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
     """Each device's body with its temporaries freed after their last use in an iteration."""
@@ -167,7 +182,6 @@ def _partition_program(P, program, bindings, out_specs, src: str):
 
 def emit_while(P, e) -> None:
     """Partition while-loop ``e``: its condition and body partitioned once into one ``While``."""
-    _Mat = P.Mat
     kw = e.kw
     cond, body, nc, ncc = kw["cond"], kw["body"], kw["num_carry"], kw["num_cond_consts"]
     src = f"{', '.join(P.name(o) for o in e.outputs)} while"
@@ -185,38 +199,27 @@ def emit_while(P, e) -> None:
     cconst_bufs = [P.get(v, s, src) for v, s in zip(cconsts, cconst_specs)]
     bconst_bufs = [P.get(v, s, src) for v, s in zip(bconsts, bconst_specs)]
     carry_bufs = list(b.bufs(nc))
-    for i, c in zip(init, carry_bufs):
-        b.emit(lambda d, i=i, c=c: Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(c,)))
+    _copy(b, src, zip(init, carry_bufs))
     pred = b.buf()
 
     test, (p_buf,) = _partition_program(P, cond, list(zip(carry_specs, carry_bufs)) + list(zip(cconst_specs, cconst_bufs)),
                                         [replicated], f"{src} condition")
-    test.emit(lambda d: Compute(0, src, op="stop_gradient", inputs=(p_buf,), outputs=(pred,)))
+    _copy(test, src, [(p_buf, pred)])
     step, new = _partition_program(P, body, list(zip(carry_specs, carry_bufs)) + list(zip(bconst_specs, bconst_bufs)),
                                    carry_specs, f"{src} body")
-    staged = [step.buf() for _ in new]  # two steps: a carry may become another carry
-    for n, t in zip(new, staged):
-        step.emit(lambda d, n=n, t=t: Compute(0, src, op="stop_gradient", inputs=(n,), outputs=(t,)))
-    for t, c in zip(staged, carry_bufs):
-        step.emit(lambda d, t=t, c=c: Compute(0, src, op="stop_gradient", inputs=(t,), outputs=(c,)))
+    _carry_back(step, src, new, carry_bufs)
     P.b._next_buf = max(P.b._next_buf, step._next_buf, test._next_buf)
 
     owned = set(carry_bufs) | set(cconst_bufs) | set(bconst_bufs) | {pred}
     tests, steps = _with_frees(test, owned), _with_frees(step, owned)
     reads = tuple(dict.fromkeys(carry_bufs + cconst_bufs + bconst_bufs))
     b.emit(lambda d: While(0, src, cond=tests[d], pred=pred, body=steps[d], reads_=reads, writes_=tuple(carry_bufs)))
-    for o, buf, spec in zip(e.outputs, carry_bufs, carry_specs):
-        out = b.buf()
-        b.emit(lambda d, buf=buf, out=out: Compute(0, src, op="stop_gradient", inputs=(buf,), outputs=(out,)))
-        P.mats[o] = [_Mat(spec, out)]
-    axes = tuple(dict.fromkeys(a.name for s in body.shardings.values() for dim in s.dims for a in dim.axes))
-    P.checkpoint(e, axes if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+    _results(P, e, src, e.outputs, carry_bufs, carry_specs, _body_axes(body))
 
 
 def emit_switch(P, e) -> None:
     """Partition switch ``e``: each branch partitioned once into one ``Switch`` of which every
     device runs the branch the (replicated) index names, leaving its results in shared buffers."""
-    _Mat = P.Mat
     branches = e.kw["branches"]
     src = f"{', '.join(P.name(o) for o in e.outputs)} switch"
     index, operands = e.inputs[0], e.inputs[1:]
@@ -230,12 +233,11 @@ def emit_switch(P, e) -> None:
     for k, br in enumerate(branches):
         br = propagate(replace(br, in_shardings=tuple(in_specs), out_shardings=tuple(out_specs)))
         sb, outs = _partition_program(P, br, list(zip(in_specs, in_bufs)), out_specs, f"{src} branch {k}")
-        for o, r in zip(outs, results):
-            sb.emit(lambda d, o=o, r=r: Compute(0, src, op="stop_gradient", inputs=(o,), outputs=(r,)))
+        _copy(sb, src, zip(outs, results))
         bodies.append(_with_frees(sb, set(in_bufs) | set(results) | {index_buf}))
     reads = tuple(dict.fromkeys(in_bufs))
     P.b.emit(lambda d: Switch(0, src, index=index_buf, branches=tuple(b[d] for b in bodies), reads_=reads,
                               writes_=tuple(results)))
     for o, r, spec in zip(e.outputs, results, out_specs):
-        P.mats[o] = [_Mat(spec, r)]
+        P.mats[o] = [P.Mat(spec, r)]
     P.checkpoint(e, tuple(mesh.axis_names) if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import optree
 
 from ..errors import TraceError
@@ -38,7 +37,7 @@ def _outside_trace(fn: Callable, *args):
     return jit(fn)(*args)
 
 
-def _leaves(tree, what: str):
+def _leaves(tree):
     """The leaves of ``tree`` as Tracers of the current trace (a value of an enclosing trace that a
     nested one closes over, as that trace's input for it)."""
     leaves, treedef = optree.tree_flatten(tree, none_is_leaf=False)
@@ -70,13 +69,13 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     if builder is None:
         raise TraceError("ss.vjp returns a function of the trace it runs in: call it inside ss.jit / ss.run "
                          "(ss.grad and ss.value_and_grad also work on concrete arrays)")
-    leaves, in_tree = _leaves(primals, "primals")
+    leaves, in_tree = _leaves(primals)
     leaves = _distinct(leaves)
     xs = [t.value for t in leaves]
     start = len(builder.eqns)
     result = f(*optree.tree_unflatten(in_tree, leaves))
     out, aux = result if has_aux else (result, None)
-    out_leaves, out_tree = _leaves(out, "output")
+    out_leaves, out_tree = _leaves(out)
     stop = len(builder.eqns)
     outs = [t.value for t in out_leaves]
 

@@ -84,11 +84,11 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_
             batched_args.append((x, a is not None))
 
         nested = trace_nested(outer, f, in_tree, [Aval(x.shape[1:] if b else x.shape, x.dtype) for x, b in batched_args])
-        inner_inputs, out_leaves, out_tree, inner = nested.inputs, nested.outputs, nested.out_tree, nested.builder
+        inner_inputs, out_leaves, out_tree = nested.inputs, nested.outputs, nested.out_tree
 
         env: dict[Value, tuple[Tracer, bool]] = {t.value: xb for t, xb in zip(inner_inputs, batched_args)}
         env.update((v, (t, False)) for v, t in nested.captured.items())
-        for e in inner.eqns:
+        for e in nested.builder.eqns:
             ins = [env[i][0] if isinstance(i, Value) else np.asarray(i.value) for i in e.inputs]
             bat = [isinstance(i, Value) and env[i][1] for i in e.inputs]
             if not any(bat):

@@ -131,7 +131,7 @@ def _scan_vjp(cts, *operands, out, body, length, reverse, num_carry, num_xs, num
         cts, out = (cts,), (out,)
     nc, nx = num_carry, num_xs
     n_user = len(out) - num_res
-    xs, consts = list(operands[nc:nc + nx]), list(operands[nc + nx:])
+    consts = list(operands[nc + nx:])
     residuals = list(out[n_user:])
     resid_values = list(body.inputs[:nc + nx]) + [o for e in body.eqns for o in e.outputs]
     user_outs = list(body.outputs[:n_user])
