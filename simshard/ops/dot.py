@@ -132,9 +132,11 @@ def _vjp(ct, lhs, rhs, *, out, contracting, batch, **_):
     ct_rfree = tuple(range(nb + len(lfree), nb + len(lfree) + len(rfree)))
 
     def grad(other, other_free, other_batch, other_contracting, ct_other_free, own_batch, own_free, own_contracting, own_rank, own):
-        # ct . other over the other's free dims gives [batch, own free, own contracting (in the
-        # order of the other's contracting dims)]: transposed back into own's dim order
-        order = list(own_batch) + list(own_free) + list(own_contracting)
+        # ct . other over the other's free dims gives [batch, own free, the other's contracting
+        # dims in its own dim order], each the partner of one of own's contracting dims:
+        # transposed back into own's dim order
+        partner = dict(zip(other_contracting, own_contracting))
+        order = list(own_batch) + list(own_free) + [partner[d] for d in sorted(other_contracting)]
         g = call("dot_general", ct, other, contracting=(ct_other_free, tuple(other_free)),
                  batch=(ct_batch, tuple(other_batch)), shardings=_typed_like(own, order))
         perm = tuple(order.index(d) for d in range(own_rank))
