@@ -87,7 +87,9 @@ def test_reductions(f):
     (lambda a, b: np.einsum("ij,kj->ki", a, b), ((3, 4), (5, 4))),
     (lambda a, b: np.einsum("bi,ib->b", a, b), ((3, 4), (4, 3))),
     (lambda a, b: a @ b, ((4,), (4, 2))),
-], ids=["matmul", "batched", "transposed", "batch-and-contract", "vector"])
+    # contracting dims paired out of order: lhs (0, 1) with rhs (1, 0)
+    (lambda a, b: np.tensordot(a, b, axes=([0, 1], [1, 0])), ((2, 3), (3, 2, 4))),
+], ids=["matmul", "batched", "transposed", "batch-and-contract", "vector", "crossed-contraction"])
 def test_contractions(f, shapes, argnum):
     _check(f, *(normal(*s) for s in shapes), argnum=argnum)
 
