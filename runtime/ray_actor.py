@@ -1,11 +1,16 @@
-"""The device actor: one logical device as a Ray asyncio actor.
+"""The device host: a Ray asyncio actor (one worker process) holding one or more logical devices.
 
-It holds only its own shards, its Schedules (shipped once, as msgpack bytes, when a program is
-loaded: ``load``), a ``Mailbox`` per run and, while running, an ``Executor`` over a
-``RayTransport``. ``run`` executes one program and answers with a summary (records, memory,
-transfers); its outputs stay here as Ray objects until the controller asks for them. Peers call
-``deliver`` (a message), ``where`` (how far this device got, for a mismatch report),
-``peer_lost`` and ``abort``.
+Each device (``_Device``) holds only its own shards, its Schedules (shipped once, as msgpack
+bytes, when a program is loaded: ``load``), a ``Mailbox`` per run and, while running, an
+``Executor`` over a ``RayTransport``. ``run`` executes one program on one device and answers
+with a summary (records, memory, transfers); its outputs stay here as Ray objects until the
+controller asks for them. Peers call ``deliver`` (a message), ``where`` (how far a device got, for
+a mismatch report), ``peer_lost`` and ``abort``; every call names the device it is for.
+
+Devices of one host run as asyncio tasks of one event loop, as the local backend's do: a message
+between two of them goes straight into the receiver's mailbox (a copy, no Ray call), one to a
+device of another host is a Ray call on that host (``RemotePeer``). ``RayMesh(devices_per_process=k)``
+chooses how many devices share a host.
 """
 
 from __future__ import annotations
@@ -34,14 +39,114 @@ class _RunState:
         self.error: BaseException | None = None
 
 
-class DeviceActor:
-    """One logical device (a Ray asyncio actor; see the module docstring)."""
+class _Method:
+    """``peer.deliver.remote(...)`` on a device of another host: its host's method, the device named."""
 
-    def __init__(self, device: int, runtime_dir: str):
+    def __init__(self, method, device: int):
+        self.method, self.device = method, device
+
+    def remote(self, *args):
+        return self.method.remote(self.device, *args)
+
+
+class RemotePeer:
+    """A device of another host, called like an actor of its own."""
+
+    local = False
+
+    def __init__(self, handle, device: int):
+        self.handle, self.device = handle, device
+
+    def __getattr__(self, name: str) -> _Method:
+        return _Method(getattr(self.handle, name), self.device)
+
+
+class _LocalMethod:
+    def __init__(self, coro_fn):
+        self.coro_fn = coro_fn
+
+    def remote(self, *args):
+        return asyncio.ensure_future(self.coro_fn(*args))  # awaitable, as an ObjectRef is
+
+
+class LocalPeer:
+    """A device of this host: its methods run as tasks of this event loop, no Ray call."""
+
+    local = True
+
+    def __init__(self, device: "_Device"):
+        self.target = device
+
+    def __getattr__(self, name: str) -> _LocalMethod:
+        return _LocalMethod(getattr(self.target, name))
+
+
+class DeviceHost:
+    """One worker process holding the logical devices ``devices`` (see the module docstring)."""
+
+    def __init__(self, devices, runtime_dir: str):
         bootstrap(runtime_dir)
         from simshard.ops.threads import pin_one_blas_thread
 
         pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
+        self.devices = {int(d): _Device(int(d)) for d in devices}
+
+    def pid(self, device: int | None = None) -> int:
+        return os.getpid()
+
+    def node_id(self, device: int | None = None) -> str:
+        return import_ray().get_runtime_context().get_node_id()
+
+    async def connect(self, hosts: dict, floor: int | None = None) -> int:
+        """Learn every device's host handle (again after a restart); runs below ``floor`` are over."""
+        for d, dev in self.devices.items():
+            peers = {p: LocalPeer(self.devices[p]) if p in self.devices else RemotePeer(h, p)
+                     for p, h in hosts.items() if p != d}
+            dev.connect(peers, floor)
+        return len(hosts)
+
+    # every call below is for one of this host's devices
+    async def load(self, device: int, *args) -> int:
+        return await self.devices[device].load(*args)
+
+    async def unload(self, device: int, key) -> None:
+        await self.devices[device].unload(key)
+
+    async def deliver(self, device: int, *args) -> str:
+        return await self.devices[device].deliver(*args)
+
+    async def where(self, device: int, run_id: int) -> str:
+        return await self.devices[device].where(run_id)
+
+    async def peer_lost(self, device: int, run_id: int, dead: tuple) -> None:
+        await self.devices[device].peer_lost(run_id, dead)
+
+    async def abort(self, device: int, run_id: int) -> None:
+        await self.devices[device].abort(run_id)
+
+    async def run(self, key, run_id: int, trace_values: bool, counts: tuple, *inputs) -> dict[int, dict]:
+        """Run program ``key`` on the devices ``counts`` names ((device, number of input shards)
+        pairs, the shards following in that order, as top-level arguments so Ray resolves them):
+        each device's summary. When one fails, the others here are aborted at once, as the
+        controller would abort them on hearing of it."""
+        tasks, i = {}, 0
+        for d, n in counts:
+            tasks[d] = asyncio.ensure_future(self.devices[d].run(key, run_id, trace_values, *inputs[i:i + n]))
+            i += n
+        pending = set(tasks.values())
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if pending and any(t.exception() is not None or t.result()["status"] != "ok" for t in done):
+                for d in tasks:
+                    await self.devices[d].abort(run_id)  # a no-op on a device that has finished
+        return {d: t.result() if t.exception() is None
+                else {"status": "error", "error": t.exception(), "where": "unknown"} for d, t in tasks.items()}
+
+
+class _Device:
+    """One logical device's state in its host (see the module docstring)."""
+
+    def __init__(self, device: int):
         self.device = device
         self.peers: dict[int, Any] = {}
         self.programs: dict[Any, tuple] = {}  # key -> (Schedule, capacity, algorithm, trace buffers, timeout)
@@ -52,18 +157,11 @@ class DeviceActor:
         self._transport_cls = None
         self.floor = 0  # runs below this id are over (a restart): their messages are stale
 
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node_id(self) -> str:
-        return import_ray().get_runtime_context().get_node_id()
-
-    async def connect(self, peers: dict, floor: int | None = None) -> int:
-        """Learn every peer's handle (again after a restart); runs below ``floor`` are over."""
-        self.peers = {d: h for d, h in peers.items() if d != self.device}
+    def connect(self, peers: dict, floor: int | None = None) -> None:
+        """Every other device as a ``LocalPeer`` or ``RemotePeer``; runs below ``floor`` are over."""
+        self.peers = peers
         if floor is not None:
             self.floor = max(self.floor, floor)
-        return len(self.peers)
 
     def _over(self, run_id: int) -> bool:
         return run_id < self.floor or run_id in self.closed

@@ -1,7 +1,8 @@
 """The mesh of device actors (``RayMesh``) and the controller that runs programs on it.
 
-The controller makes O(1) Ray calls per device per run: a ``ray.put`` per input shard (each
-actor gets only its shards), one ``run`` call, and a wait / get of its summary. Outputs stay on
+The controller makes O(1) Ray calls per device process per run: a ``ray.put`` per input shard
+(each device gets only its shards), one ``run`` call for the process's devices, and a wait / get
+of their summaries. Outputs stay on
 the devices until asked for (``Execution.outputs[device]`` fetches one device's, ``assemble``
 all of them). ``RayMesh.calls`` counts every call the controller made.
 
@@ -38,7 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import ray_actor, ray_start, ray_transport
-from .ray_actor import DeviceActor
+from .ray_actor import DeviceHost
 from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
 from .ray_transport import PutOnce
 
@@ -115,7 +116,9 @@ def _lost_at_load(devices, cause: BaseException, attempts: int) -> BaseException
 
 class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
-    the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count)."""
+    the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count).
+    ``devices_per_process=k``: ``k`` consecutive devices share one actor process (``groups``),
+    messages between them staying in it (see ``runtime/ray_actor.py``)."""
 
     _keys = itertools.count()
     _last_run = -1  # the latest run id (set per mesh by each run)
@@ -123,7 +126,7 @@ class RayMesh:
     def __init__(self, mesh=None, address: str | None = None, node_axes: Sequence[str] | str | None = None, *,
                  devices: Sequence[int] | None = None, actor_cpus: float | None = None,
                  node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
-                 start_timeout: float = 60.0):
+                 start_timeout: float = 60.0, devices_per_process: int = 1):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
@@ -138,6 +141,7 @@ class RayMesh:
                 raise ValueError("RayMesh: with node_axes= the devices must be the mesh's devices")
         self.mesh = mesh
         self.devices = tuple(int(d) for d in devices)
+        self.groups = _process_groups(self.devices, devices_per_process)
         self.address = address
         self.node_axes = node_axes
         self.node_strategy = node_strategy
@@ -147,7 +151,7 @@ class RayMesh:
         self.placement_group = None
         self._options: dict[int, dict] = {}  # each device's actor options, set by start()
         self.start_timeout = float(start_timeout)
-        self.actors: dict[int, Any] = {}
+        self.actors: dict[int, Any] = {}  # device -> the handle of its host actor (shared by its group)
         self.calls: Counter = Counter()
         self._run_ids = itertools.count()
         self._loaded: dict[int, Any] = {}  # id(spmd) -> key
@@ -175,16 +179,16 @@ class RayMesh:
             for d in self.devices:
                 options[d].update(actor_options(self.plan, self.placement_group, d))
         self._options = options  # a restarted device gets the same options (and bundle)
+        self._check_groups()
         # the actor class travels by value, with the modules it runs on: a worker must not import
         # another checkout's runtime before ``bootstrap`` has bound the driver's
         for module in (ray_start, ray_transport, ray_actor):
             ray.cloudpickle.register_pickle_by_value(module)
-        cls = ray.remote(DeviceActor)
         try:
-            self.actors = {d: cls.options(**options[d]).remote(d, RUNTIME_DIR) for d in self.devices}
-            self.calls["remote"] += len(self.devices)
+            for group in self.groups:
+                self._start_host(group)
             try:
-                ray.get([a.connect.remote(self.actors) for a in self.actors.values()], timeout=self.start_timeout)
+                ray.get([self.actors[g[0]].connect.remote(self.actors) for g in self.groups], timeout=self.start_timeout)
             except ray.exceptions.GetTimeoutError:
                 free = ray.available_resources().get("CPU", 0.0)
                 raise RuntimeError(
@@ -195,9 +199,36 @@ class RayMesh:
         except BaseException:
             self.close()
             raise
-        self.calls["remote"] += len(self.devices)
+        self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1
         return self
+
+    def _start_host(self, group: tuple[int, ...]) -> None:
+        """A fresh host actor for the devices ``group`` (their options, CPUs summed)."""
+        ray = import_ray()
+        opts = self._actor_options(group[0])
+        opts["num_cpus"] = opts.get("num_cpus", 0) * len(group)
+        handle = ray.remote(DeviceHost).options(**opts).remote(group, RUNTIME_DIR)
+        self.calls["remote"] += 1
+        for d in group:
+            self.actors[d] = handle
+
+    def _check_groups(self) -> None:
+        """With node_axes, a host's devices must share a node (one placement-group bundle)."""
+        if self.plan is None:
+            return
+        for g in self.groups:
+            bundles = {self.plan.bundle_index(d) for d in g}
+            if len(bundles) > 1:
+                raise ValueError(
+                    f"RayMesh: devices_per_process={len(g)} puts devices {list(g)} in one process, but node_axes="
+                    f"{self.node_axes} places them on {len(bundles)} nodes; choose a devices_per_process dividing "
+                    f"the devices per node ({self.plan.devices_per_node})")
+
+    def _call(self, device: int, method: str, *args):
+        """``method`` of ``device``, on its host actor."""
+        self.calls["remote"] += 1
+        return getattr(self.actors[device], method).remote(device, *args)
 
     def _default_actor_cpus(self, ray) -> float:
         """Half the CPUs the devices will run on, shared out, at most ``ACTOR_CPUS_MAX`` each
@@ -228,14 +259,13 @@ class RayMesh:
             from .nodes import device_nodes
 
             return device_nodes(self.plan, self.placement_group)
-        ids = ray.get([self.actors[d].node_id.remote() for d in self.devices])
-        self.calls["remote"] += len(self.devices)
+        ids = ray.get([self._call(d, "node_id") for d in self.devices])
         self.calls["get"] += 1
         return dict(zip(self.devices, ids))
 
     def close(self) -> None:
         ray = import_ray()
-        for a in self.actors.values():
+        for a in {id(h): h for h in self.actors.values()}.values():
             try:
                 ray.kill(a)
             except Exception:
@@ -252,7 +282,7 @@ class RayMesh:
 
     def pid(self, device: int) -> int:
         ray = import_ray()
-        return ray.get(self.actors[device].pid.remote())
+        return ray.get(self._call(device, "pid"))
 
     # -- programs ------------------------------------------------------------------------------
     def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
@@ -275,10 +305,8 @@ class RayMesh:
         refs = []
         shipped = self._shipped()[key] = {}  # device -> load arguments, to load a restarted device again
         for s in spmd.schedules:
-            a = self.actors[s.device]
             shipped[s.device] = (s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout)
-            refs.append(a.load.remote(key, *shipped[s.device]))
-        self.calls["remote"] += len(refs)
+            refs.append(self._call(s.device, "load", key, *shipped[s.device]))
         for attempt in range(retries + 1):
             try:
                 ray.get(refs)
@@ -297,8 +325,7 @@ class RayMesh:
         """Drop a loaded program from every device (and from what a restart would ship again)."""
         ray = import_ray()
         per = self._shipped().pop(key, {})
-        refs = [self.actors[d].unload.remote(key) for d in per if d in self.actors]
-        self.calls["remote"] += len(refs)
+        refs = [self._call(d, "unload", key) for d in per if d in self.actors]
         if refs:
             try:
                 ray.get(refs)
@@ -370,10 +397,15 @@ class RayMesh:
 
         ray = import_ray()
         run_id = self._last_run = next(self._run_ids)
-        pending: dict[Any, int] = {}
-        for d in spmd.devices:
-            pending[self.actors[d].run.remote(key, run_id, bool(trace_values), *shards[d])] = d
-            self.calls["remote"] += 1
+        pending: dict[Any, tuple[int, ...]] = {}  # one run call per host: its devices of this program
+        for group in self.groups:
+            devs = tuple(d for d in group if d in shards)
+            if devs:
+                counts = tuple((d, len(shards[d])) for d in devs)
+                ref = self.actors[devs[0]].run.remote(key, run_id, bool(trace_values), counts,
+                                                      *(a for d in devs for a in shards[d]))
+                self.calls["remote"] += 1
+                pending[ref] = devs
         results: dict[int, dict] = {}
         dead: dict[int, BaseException] = {}
         told_dead: set[int] = set()
@@ -383,9 +415,9 @@ class RayMesh:
         def abort():
             nonlocal aborted, deadline
             aborted, deadline = True, time.monotonic() + abort_wait
-            for d in pending.values():
-                self.actors[d].abort.remote(run_id)
-                self.calls["remote"] += 1
+            for devs in pending.values():
+                for d in devs:
+                    self._call(d, "abort", run_id)
 
         while pending:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -397,14 +429,15 @@ class RayMesh:
                 abort()  # survivors of a dead device that did not fail in the grace time
                 continue
             for ref in ready:
-                d = pending.pop(ref)
+                devs = pending.pop(ref)
                 self.calls["get"] += 1
                 try:
-                    results[d] = ray.get(ref)
-                except ray.exceptions.RayActorError as e:
-                    dead[d] = e
+                    results.update(ray.get(ref))
+                except ray.exceptions.RayActorError as e:  # the host died, with all its devices
+                    dead.update((d, e) for d in devs)
                 except ray.exceptions.RayTaskError as e:
-                    results[d] = {"status": "error", "error": getattr(e, "cause", e), "where": "unknown"}
+                    results.update((d, {"status": "error", "error": getattr(e, "cause", e), "where": "unknown"})
+                                   for d in devs)
             if aborted or not pending:
                 continue
             if any(r["status"] != "ok" for r in results.values()):
@@ -416,11 +449,12 @@ class RayMesh:
                 # waited for), then fail; whatever still runs after the grace time is aborted
                 told_dead |= set(dead)
                 deadline = time.monotonic() + lost_grace
-                for d in pending.values():
-                    self.actors[d].peer_lost.remote(run_id, tuple(sorted(told_dead)))
-                    self.calls["remote"] += 1
-        for d in pending.values():
-            results[d] = {"status": "aborted", "where": "not answering", "waits": []}
+                for devs in pending.values():
+                    for d in devs:
+                        self._call(d, "peer_lost", run_id, tuple(sorted(told_dead)))
+        for devs in pending.values():
+            for d in devs:
+                results[d] = {"status": "aborted", "where": "not answering", "waits": []}
         if dead or any(r["status"] != "ok" for r in results.values()):
             raise _failure(spmd, results, dead)
         unreceived = [(src, d, k, note) for d in spmd.devices for src, k, note in results[d]["undelivered"]]
@@ -461,8 +495,7 @@ class RayMesh:
     def lost(self, timeout: float = 5.0) -> list[int]:
         """The devices whose actor is dead or does not answer within ``timeout`` seconds."""
         ray = import_ray()
-        refs = {self.actors[d].pid.remote(): d for d in self.devices}
-        self.calls["remote"] += len(refs)
+        refs = {self._call(d, "pid"): d for d in self.devices}
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
         self.calls["wait"] += 1
         gone = {d for r, d in refs.items() if r not in ready}
@@ -480,8 +513,8 @@ class RayMesh:
         return dict(self._options[device])
 
     def repair(self, floor: int | None = None, tries: int = 3) -> list[int]:
-        """Restart every lost device (``lost``): a fresh ``DeviceActor`` for the same device id,
-        every actor given the new handles (and ``floor``: runs below it are over, their late
+        """Restart every lost device (``lost``): a fresh host actor for the same device ids (the
+        lost device's whole process group: they shared its process), every host given the new handles (and ``floor``: runs below it are over, their late
         messages dropped), and every program loaded so far shipped to it again (the schedules'
         msgpack bytes are kept here). Returns the devices restarted."""
         ray = import_ray()
@@ -491,18 +524,18 @@ class RayMesh:
             gone = self.lost()
             if not gone:
                 return restarted
-            cls = ray.remote(DeviceActor)
-            for d in gone:
+            groups = [g for g in self.groups if set(g) & set(gone)]
+            gone = sorted(d for g in groups for d in g)
+            for g in groups:
                 try:
-                    ray.kill(self.actors[d])  # one that did not answer
+                    ray.kill(self.actors[g[0]])  # one that did not answer
                 except Exception:
                     pass
-                self.actors[d] = cls.options(**self._actor_options(d)).remote(d, RUNTIME_DIR)
-                self.calls["remote"] += 1
-            refs = [a.connect.remote(self.actors, floor) for a in self.actors.values()]
-            refs += [self.actors[d].load.remote(k, *per[d]) for k, per in self._shipped().items()
-                     for d in gone if d in per]
+                self._start_host(g)
+            refs = [self.actors[g[0]].connect.remote(self.actors, floor) for g in self.groups]
             self.calls["remote"] += len(refs)
+            refs += [self._call(d, "load", k, *per[d]) for k, per in self._shipped().items()
+                     for d in gone if d in per]
             try:
                 ray.get(refs)
             except ray.exceptions.RayActorError:
@@ -667,6 +700,19 @@ def _run_once(m: RayMesh, spmd, inputs, say, *, keep: bool, device_memory, timeo
     finally:
         if keep:
             m.unload(key)
+
+
+
+
+def _process_groups(devices: tuple[int, ...], per: int) -> tuple[tuple[int, ...], ...]:
+    """The devices in groups of ``per`` consecutive ones in the mesh's device order, one group per
+    host process: devices that differ only in the minor mesh axes share a process, as a node's
+    accelerators share a host (so messages along those axes stay in the process)."""
+    if not isinstance(per, int) or isinstance(per, bool) or per < 1:
+        raise ValueError(f"RayMesh: devices_per_process must be a positive int, not {per!r}")
+    if len(devices) % per:
+        raise ValueError(f"RayMesh: devices_per_process={per} does not divide the {len(devices)} devices")
+    return tuple(devices[i:i + per] for i in range(0, len(devices), per))
 
 
 __all__ = ["Compiled", "RayMesh", "RayResult", "run_ray"]

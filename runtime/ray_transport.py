@@ -1,10 +1,11 @@
 """The Ray transport: one device's side of sending and receiving between device actors.
 
-A send is a fire-and-forget call on the receiving actor's ``deliver`` (``RayTransport._deliver``),
-the array travelling as a Ray object (``ray.put`` once per instruction, from ``INLINE_BYTES`` up)
-or inline below that; a receive waits on the device's own mailbox with the receive timeout. The
-collectives and the executor above it are the local backend's, so outputs and communication
-records are the same, bit for bit and byte for byte.
+A send is a fire-and-forget call on the receiving device's ``deliver`` (``RayTransport._deliver``):
+to a device of another host process a Ray call, the array travelling as a Ray object (``ray.put``
+once per instruction, from ``INLINE_BYTES`` up) or inline below that; to a device of the same
+host a task of this event loop, the array copied (``LocalPeer``). A receive waits on the
+device's own mailbox with the receive timeout. The collectives and the executor above it are the
+local backend's, so outputs and communication records are the same, bit for bit and byte for byte.
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ def make_transport_class():
             peer = self.peers.get(msg.dst)
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
-            payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
+            if peer.local:  # a device of this process: its own copy, as a self-send gets
+                payload = np.array(msg.array, copy=True)
+            elif msg.array.nbytes >= INLINE_BYTES:
+                payload = self._payload(msg)
+            else:
+                payload = msg.array
             # no ack awaited here; the answers are looked at once this device has finished (``late``)
             ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
             self.sent.append((ref, msg.dst, msg.key, msg.note))

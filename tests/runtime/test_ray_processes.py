@@ -1,0 +1,88 @@
+"""Several logical devices per Ray worker process (``RayMesh(devices_per_process=k)``): the same
+bits, records and transfers as the local backend, messages inside a process never through Ray, a
+lost process names its devices and is restarted whole, and 256 devices run on one machine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import simshard as ss  # noqa: E402
+from simshard import P  # noqa: E402
+from simshard.runtime import DeviceLostError, run_local  # noqa: E402
+from simshard.runtime.ray_backend import RayMesh  # noqa: E402
+from test_ray import MEGATRON, MESH, bits, chain, every_collective, mlp  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hosts4(ray_session):
+    """8 devices in 2 processes of 4: a [2, 4] mesh's rows."""
+    with RayMesh(MESH, devices_per_process=4) as devices:
+        yield devices
+
+
+def test_devices_share_processes_by_the_minor_mesh_axes(hosts4):
+    assert hosts4.groups == ((0, 1, 2, 3), (4, 5, 6, 7))
+    pids = {d: hosts4.pid(d) for d in hosts4.devices}
+    assert len(set(pids.values())) == 2 and pids[0] == pids[3] != pids[4] == pids[7]
+
+
+@pytest.mark.parametrize("cols", [6, 32768])  # inline messages, and 1 MiB blocks through the object store
+def test_every_collective_bitwise_and_records_equal_to_local(hosts4, cols):
+    spmd = every_collective(cols=cols)
+    rng = np.random.default_rng(0)
+    inputs = {d: [rng.standard_normal((8, cols)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs)
+    remote = hosts4.run_spmd(spmd, inputs)
+    for d in spmd.devices:
+        assert [bits(a) for a in remote.outputs[d]] == [bits(a) for a in local.outputs[d]], d
+    assert remote.records == local.records
+    assert remote.transfers.matrix() == local.transfers.matrix()  # messages inside a process count too
+    assert remote.memory == local.memory
+
+
+def test_a_compiled_program_runs_with_one_call_per_process(hosts4):
+    args = ss.exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)
+    compiled = hosts4.compile(mlp, *args, in_shardings=MEGATRON)
+    res = compiled(*args)
+    assert bits(res.outputs) == bits(mlp(*args))
+    assert res.records == run_local(compiled.spmd, ss.runtime.shard_inputs(compiled.spmd, *args)).records
+    assert res.controller_calls["remote"] == 2  # one run call per process, not per device
+
+
+def test_a_lost_process_names_its_devices_and_is_restarted_whole(ray_session):
+    spmd = chain()
+    rng = np.random.default_rng(1)
+    inputs = {d: [rng.standard_normal((8, 16)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs)
+    with RayMesh(devices=(0, 1, 2, 3), devices_per_process=2) as devices:
+        key = devices.load(spmd, timeout=30.0)
+        ray.kill(devices.actors[3])  # the process of devices 2 and 3
+        with pytest.raises(DeviceLostError) as err:
+            devices.execute(key, spmd, inputs)
+        assert err.value.device == 2 and err.value.lost == (2, 3)
+        assert "device 2's Ray actor died" in str(err.value)
+        ray.kill(devices.actors[0])
+        res = devices.execute(key, spmd, inputs, retries=1)
+        assert res.attempts == 2 and res.restarted == (0, 1, 2, 3)
+        assert devices.pid(0) == devices.pid(1) != devices.pid(2) == devices.pid(3)
+        for d in spmd.devices:
+            assert [bits(a) for a in res.outputs[d]] == [bits(a) for a in local.outputs[d]], d
+
+
+@pytest.mark.parametrize("per, message", [(3, "does not divide the 8 devices"), (0, "positive int"),
+                                          (2.0, "positive int")])
+def test_a_bad_devices_per_process_is_refused(per, message):
+    with pytest.raises(ValueError, match=message):
+        RayMesh(MESH, devices_per_process=per)
+
+
+def test_256_logical_devices_run_bitwise_on_one_machine(ray_session):
+    mesh = ss.Mesh({"x": 16, "y": 16})
+    args = ss.exact_inputs([(32, 16), (16, 32), (32, 16)], seed=0)
+    res = ss.run(mlp, *args, mesh=mesh, in_shardings=(P("x", None), P(None, "y"), P("y", None)),
+                 backend="ray", devices_per_process=32)
+    assert res.verify.bitwise and len(res.spmd.devices) == 256
+    assert {r.kind for r in res.comm.records} == {"all_reduce"}
