@@ -8,6 +8,8 @@ It imports the compiler's data types; the compiler never imports it.
 * ``executor``: one device running its Schedule (buffers, compute, collectives, memory);
 * ``local``: ``run_local``, every device as an asyncio task in one event loop;
 * ``placement``: global arrays to input shards and output shards back to global arrays;
+* ``device_array``, ``compiled``, ``local_mesh``: arrays that live on the devices, a program
+  compiled once and run again on either backend, and the local backend's ``LocalMesh``;
 * the Ray backend, one Ray actor per device, imported on first use so that ray is needed only by
   those who use it: ``ray_start`` (starting Ray and a device worker), ``ray_transport`` (sending
   between actors), ``ray_actor`` (the device actor), ``ray_mesh`` (``RayMesh``, ``run_ray``);
@@ -22,13 +24,16 @@ from .errors import (
     CollectiveError, DeviceLostError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError,
 )
 from .executor import Executor
+from .compiled import Compiled, Result
+from .device_array import DeviceArray
 from .local import Execution, execute_local, run_local
+from .local_mesh import LocalMesh
 from .placement import assemble_outputs, shard_inputs
 from .transport import InMemoryTransport, Mailbox, Message, Transport, TransferLog
 
 __all__ = [
-    "Channel", "CollectiveError", "DeviceLostError", "DeviceOutOfMemoryError", "Execution", "ExecutionError", "Executor",
-    "InMemoryTransport", "Mailbox", "Message", "PeerTimeoutError", "ScheduleMismatchError", "TransferLog",
+    "Channel", "CollectiveError", "Compiled", "DeviceArray", "DeviceLostError", "DeviceOutOfMemoryError", "Execution", "ExecutionError", "Executor",
+    "InMemoryTransport", "LocalMesh", "Mailbox", "Message", "PeerTimeoutError", "Result", "ScheduleMismatchError", "TransferLog",
     "Transport", "all_gather", "all_reduce", "all_to_all", "assemble_outputs", "broadcast", "collective_permute",
     "execute_local", "reduce_in_order", "reduce_scatter", "run_collective", "run_local", "shard_inputs",
 ]

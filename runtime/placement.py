@@ -29,18 +29,22 @@ def shard_inputs(spmd: SpmdProgram, *arrays) -> dict[int, list[np.ndarray]]:
         raise ValueError(f"the program takes {len(spmd.in_shardings)} inputs, got {len(arrays)}")
     out: dict[int, list[np.ndarray]] = {d: [] for d in spmd.devices}
     for i, a in enumerate(arrays):
-        a = np.asarray(a)
-        spec = spmd.in_shardings[i]
-        if spec is None:
-            for d in out:
-                out[d].append(a.copy())
-            continue
-        shards = layout(spec, a.shape).shard(a)
+        shards = input_shards(spmd, i, np.asarray(a))
         for d in out:
-            if d not in shards:
-                raise ValueError(f"input {i}'s sharding does not place anything on device {d}")
             out[d].append(shards[d])
     return out
+
+
+def input_shards(spmd: SpmdProgram, i: int, a: np.ndarray) -> dict[int, np.ndarray]:
+    """Each device's shard of input ``i``, the global array ``a``."""
+    spec = spmd.in_shardings[i]
+    if spec is None:
+        return {d: a.copy() for d in spmd.devices}
+    shards = layout(spec, a.shape).shard(a)
+    for d in spmd.devices:
+        if d not in shards:
+            raise ValueError(f"input {i}'s sharding does not place anything on device {d}")
+    return shards
 
 
 def output_shapes(spmd: SpmdProgram) -> tuple[tuple[int, ...], ...]:

@@ -41,7 +41,10 @@ import numpy as np
 from . import ray_actor, ray_start, ray_transport
 from .ray_actor import DeviceHost
 from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
+from .compiled import Compiled, Result, compile_on, put as put_arrays
 from .ray_transport import PutOnce
+
+RayResult = Result  # the name a run on a RayMesh has always had
 
 
 class _Outputs(Mapping):
@@ -83,6 +86,10 @@ class _Outputs(Mapping):
                 self._got[d] = tuple(np.array(a, copy=True) for a in flat[i:i + n])
                 i += n
         return self
+
+    def handles(self) -> dict[int, list]:
+        """device -> its output ObjectRefs, left where they are."""
+        return dict(self._refs)
 
     def __iter__(self):
         return iter(self._refs)
@@ -333,19 +340,26 @@ class RayMesh:
                 pass  # a dead device holds nothing any more
             self.calls["get"] += 1
 
-    def compile(self, f, *args, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
-                strategy: str = "user_priority", device_memory=None, timeout: float = 10.0,
-                algorithm: str = "direct") -> "Compiled":
-        """Trace, propagate and partition ``f`` (the arguments of ``ss.run``) and ship the
-        schedules to the device actors once."""
-        from simshard.partition import partition
-        from simshard.propagate.prepare import prepare, static_of
+    def compile(self, f, *args, **options) -> Compiled:
+        """Trace, propagate and partition ``f`` (the arguments of ``ss.run``; DeviceArrays stand for
+        their shapes and, without ``in_shardings``, give their shardings) and ship the schedules to
+        the device actors once (``runtime/compiled.py``)."""
+        return compile_on(self, f, *args, **options)
 
-        program, _ = prepare(f, *args, mesh=self.mesh, in_shardings=in_shardings, out_shardings=out_shardings,
-                              static_argnums=static_argnums, strategy=strategy)
-        spmd = partition(program)
-        key = self.load(spmd, device_memory=device_memory, timeout=timeout, algorithm=algorithm)
-        return Compiled(self, key, spmd, program, static_of(f, static_argnums))
+    # -- arrays on the devices -------------------------------------------------------------------
+    def put(self, x, sharding=None):
+        """``x`` (an array or a pytree) sharded onto the devices: DeviceArrays, each device's shard
+        a Ray object a compiled program hands to its device without passing through this process."""
+        self.start()
+        return put_arrays(self, x, sharding)
+
+    def put_shard(self, array: np.ndarray):
+        self.calls["put"] += 1
+        return import_ray().put(np.ascontiguousarray(array))
+
+    def fetch(self, handles: list) -> list:
+        self.calls["get"] += 1
+        return import_ray().get(list(handles))
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]], *, trace_values: bool = False,
@@ -366,8 +380,9 @@ class RayMesh:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, not {retries}")
         before = Counter(self.calls)
-        put = PutOnce()  # a block several devices hold goes once
-        shards = {d: [put(a) for a in inputs[d]] for d in spmd.devices}
+        put = PutOnce()  # a block several devices hold goes once; a DeviceArray's shards are there already
+        ray = import_ray()
+        shards = {d: [a if isinstance(a, ray.ObjectRef) else put(a) for a in inputs[d]] for d in spmd.devices}
         self.calls["put"] += len(put)
         restarted: list[int] = []
         for attempt in range(retries + 1):
@@ -585,62 +600,6 @@ def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> 
         e = pick[min(pick)]
         return e if isinstance(e, BaseException) else ExecutionError(str(e))
     return ExecutionError(f"the run was aborted without an error (devices: {positions})")
-
-
-class Compiled:
-    """A program loaded on a ``RayMesh``: call it with the function's arguments to run it."""
-
-    def __init__(self, mesh: RayMesh, key, spmd, program, static: frozenset[int]):
-        self.devices = mesh
-        self.key = key
-        self.spmd = spmd
-        self.program = program
-        self.static = static
-
-    def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "RayResult":
-        from simshard.propagate.prepare import dynamic_leaves
-
-        from .placement import shard_inputs
-
-        inputs = shard_inputs(self.spmd, *dynamic_leaves(args, self.static))
-        return RayResult(self, self.devices.execute(self.key, self.spmd, inputs, trace_values=trace_values,
-                                                    retries=retries))
-
-
-class RayResult:
-    """One run of a ``Compiled``: outputs stay on the devices until ``outputs`` / ``shards``."""
-
-    def __init__(self, compiled: Compiled, execution):
-        self.compiled = compiled
-        self.execution = execution
-        self.controller_calls = execution.controller_calls
-
-    @property
-    def outputs(self):
-        from .placement import assemble_outputs
-
-        out = assemble_outputs(self.compiled.spmd, self.execution.outputs.fetch())
-        tree = self.compiled.program.out_tree
-        if tree is None:
-            return out
-        import optree
-
-        return optree.tree_unflatten(tree, list(out))
-
-    def shards(self, device: int) -> tuple[np.ndarray, ...]:
-        return tuple(self.execution.outputs[device])
-
-    @property
-    def comm(self):
-        return self.execution.comm
-
-    @property
-    def memory(self):
-        return self.execution.memory
-
-    @property
-    def records(self):
-        return self.execution.records
 
 
 def _mesh_of(spmd):
