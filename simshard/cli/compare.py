@@ -26,8 +26,9 @@ class ActorPool:
     runs on it (starting 8 actors takes seconds; the schedules differ per strategy, the actors
     need not). On the local backend, nothing."""
 
-    def __init__(self, backend: str, address: str | None):
+    def __init__(self, backend: str, address: str | None, devices_per_process: int | None = None):
         self.backend, self.address, self.meshes = backend, address, {}
+        self.per_process = devices_per_process or 1
 
     def get(self, mesh):
         if self.backend != "ray":
@@ -36,7 +37,7 @@ class ActorPool:
         if key not in self.meshes:
             from simshard.runtime.ray_mesh import RayMesh
 
-            self.meshes[key] = RayMesh(devices=key, address=self.address)
+            self.meshes[key] = RayMesh(devices=key, address=self.address, devices_per_process=self.per_process)
         return self.meshes[key]
 
     def __enter__(self) -> "ActorPool":
@@ -64,7 +65,8 @@ def execute(args, out: Output) -> int:
     meshes = [program.mesh_for(s, mesh) for s in chosen]
     topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
     outcomes = []
-    with out.steps(f"{program.name} on {backend}", len(chosen)) as advance, ActorPool(backend, args.address) as pool:
+    pool = ActorPool(backend, args.address, args.devices_per_process)
+    with out.steps(f"{program.name} on {backend}", len(chosen)) as advance, pool:
         for s, m in zip(chosen, meshes):
             advance(s.name)
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,

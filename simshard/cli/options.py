@@ -177,6 +177,9 @@ def add_run_flags(parser) -> None:
     parser.add_argument("--backend", choices=("ray", "local"), default=None,
                         help="ray: one actor per device (default; SIMSHARD_BACKEND changes it); local: one process")
     parser.add_argument("--address", metavar="ADDR", help="join this Ray cluster (implies --backend ray)")
+    parser.add_argument("--devices-per-process", metavar="K", type=int, default=None,
+                        help="ray: K consecutive devices of the mesh share one worker process, their messages "
+                             "staying in it (must divide the device count; default 1)")
     parser.add_argument("--exact", action="store_true",
                         help="require identical bits: a float sum reassociated by the sharding fails (exit 1) "
                              "instead of passing with its ULP distance")
@@ -208,6 +211,9 @@ def _size_arg(text: str) -> int:
 def backend(args) -> str:
     """``--backend``, else ``ray`` with ``--address``, else the runtime's default (ray, or
     ``SIMSHARD_BACKEND``)."""
+    if getattr(args, "devices_per_process", None) is not None and args.backend == "local":
+        raise UsageError("--devices-per-process places Ray device actors; the local backend runs every device "
+                         "in this process already")
     if args.address is not None:
         if args.backend == "local":
             raise UsageError("--address names a Ray cluster; it does not go with --backend local")

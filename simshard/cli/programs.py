@@ -65,7 +65,7 @@ class Outcome:
 
 def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
                  device_memory: int | None = None, progress=None, ray_mesh=None,
-                 algorithm: str = "direct", mode: str = "forward") -> Outcome:
+                 algorithm: str = "direct", mode: str = "forward", devices_per_process: int | None = None) -> Outcome:
     """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
@@ -77,8 +77,11 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
     options = {"backend": backend, "progress": progress, "algorithm": algorithm, "mode": mode}
     if ray_mesh is not None:
         options["ray_mesh"] = ray_mesh  # its actors: address= went to the RayMesh
-    elif address is not None:
-        options["address"] = address
+    else:
+        if address is not None:
+            options["address"] = address
+        if devices_per_process is not None and backend == "ray":
+            options["devices_per_process"] = devices_per_process
     if device_memory is not None:
         options["device_memory"] = device_memory
     start = time.perf_counter()

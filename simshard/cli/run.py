@@ -32,7 +32,7 @@ def execute(args, out: Output) -> int:
     topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
     with out.spinner(f"{program.name}/{strategy.name}") as stage:
         outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory, progress=stage,
-                               algorithm=args.algorithm, mode=mode)
+                               algorithm=args.algorithm, mode=mode, devices_per_process=args.devices_per_process)
     summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
     res = outcome.result
 

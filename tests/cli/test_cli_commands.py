@@ -318,3 +318,16 @@ def test_the_main_job_on_ray_is_silent_on_stderr_with_quiet():
                        env=dict(env, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "backend ray" in p.stdout and p.stderr == ""
+
+
+def test_devices_per_process_runs_the_devices_in_fewer_ray_processes(capsys, ray_session):
+    ran = main_in_process(capsys, "run", "mlp", "--backend", "ray", "--devices-per-process", "4", "-q")
+    assert ran.code == 0, ran.err
+    assert "backend ray" in ran.out and "bitwise" in ran.out
+
+
+def test_devices_per_process_is_refused_on_the_local_backend_and_when_it_does_not_divide(capsys, ray_session):
+    ran = main_in_process(capsys, "run", "mlp", "--backend", "local", "--devices-per-process", "2")
+    assert ran.code == 2 and "--devices-per-process places Ray device actors" in ran.err
+    ran = main_in_process(capsys, "run", "mlp", "--backend", "ray", "--devices-per-process", "3", "-q")
+    assert ran.code != 0 and "devices_per_process=3 does not divide the 8 devices" in ran.err
