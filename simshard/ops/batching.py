@@ -158,3 +158,18 @@ def _dynamic_update_slice(operands, batched, **params):
 
 define_batch("dynamic_slice", _dynamic_slice)
 define_batch("dynamic_update_slice", _dynamic_update_slice)
+
+
+def _conv2d(operands, batched, **params):
+    """A batch of inputs folds into the conv's own batch dim N; a batch of kernels does not fit
+    one convolution (it would be a grouped one) and is refused by name."""
+    x, w = operands
+    if batched[1]:
+        raise TraceError("vmap over conv2d's kernel (a batch of kernels) is not supported; vmap over its input, "
+                         "or loop over the kernels")
+    b, n = np.shape(x)[0], np.shape(x)[1]
+    y = call("conv2d", call("reshape", x, new_shape=(b * n,) + tuple(np.shape(x)[2:])), w, **params)
+    return (call("reshape", y, new_shape=(b, n) + tuple(np.shape(y)[1:])),)
+
+
+define_batch("conv2d", _conv2d)

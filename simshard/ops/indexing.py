@@ -22,8 +22,7 @@ from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH, PERMUTATION
-from ..errors import TraceError
-from .cotangents import call, fit
+from .cotangents import call, fit, zeros
 from .registry import define_vjp, register_op
 
 
@@ -152,14 +151,32 @@ register_op(
 
 # -- derivatives ---------------------------------------------------------------------------------
 def _slice_vjp(ct, x, *, out, start, limit, strides=None, **_):
-    if strides is not None and any(s != 1 for s in strides):
-        return (lambda: _strided(strides),)
-    widths = tuple((int(s), int(n - l)) for s, l, n in zip(start, limit, x.shape))
-    return (lambda: call("pad", ct, widths=widths, padding_value=np.zeros((), ct.dtype)),)
+    return (lambda: place(ct, x.shape, start, strides),)
 
 
-def _strided(strides):
-    raise TraceError(f"the derivative of a strided slice (strides {tuple(strides)}) is not implemented; slice with step 1")
+def place(g, shape, start, strides=None):
+    """``g`` where a slice from ``start`` with ``strides`` of an array of ``shape`` took it, zeros
+    elsewhere (a slice's transpose): spread out by the strides (``_interleave``), then padded."""
+    widths = []
+    for d, (s, n) in enumerate(zip(start, shape)):
+        k = 1 if strides is None else int(strides[d])
+        m = g.shape[d]
+        if k > 1 and m > 1:
+            g = _interleave(g, d, k)
+        extent = (m - 1) * k + 1 if m else 0
+        widths.append((int(s), int(n - s - extent)))
+    return call("pad", g, widths=tuple(widths), padding_value=np.zeros((), g.dtype))
+
+
+def _interleave(g, d: int, k: int):
+    """``k - 1`` zeros after each element along dim ``d`` but the last: [a, b] -> [a, 0, .., b]."""
+    shape, m = tuple(g.shape), g.shape[d]
+    g = call("reshape", g, new_shape=shape[:d + 1] + (1,) + shape[d + 1:])
+    gap = zeros(shape[:d + 1] + (k - 1,) + shape[d + 1:], g.dtype)
+    g = call("concatenate", g, gap, axis=d + 1)
+    g = call("reshape", g, new_shape=shape[:d] + (m * k,) + shape[d + 1:])
+    limit = shape[:d] + ((m - 1) * k + 1,) + shape[d + 1:]
+    return call("slice", g, start=(0,) * len(shape), limit=limit)
 
 
 def _pad_vjp(ct, x, *, out, widths, **_):

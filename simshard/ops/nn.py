@@ -32,7 +32,9 @@ from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
 from .factors import PERMUTATION, REDUCTION
-from .registry import register_op
+from .cotangents import call, fit
+from .indexing import place
+from .registry import define_vjp, register_op
 
 
 def _params(x: Aval, w: Aval, stride, padding):
@@ -126,3 +128,47 @@ register_op(
     conv2d_rule,
     doc="2-D convolution, x NCHW, w OIHW, `stride` (sh, sw), zero `padding` ((top, bottom), (left, right))",
 )
+
+
+# -- derivative: the kernel's window loop, transposed -------------------------------------------
+def _conv_vjp(ct, x, w, *, out, stride, padding, **_):
+    """Per kernel tap (i, j), as the kernel computes it: the input window the tap saw (a strided
+    slice of the padded input) meets the result's cotangent. The kernel's cotangent at the tap is
+    their contraction over batch and positions; the input's is the cotangent times the tap's
+    weights, put back where the window came from (``place``), summed over taps, unpadded.
+    Only slices, pads and contractions: exact for integer values, sharded like any of them."""
+    (sh, sw), ((top, bottom), (left, right)) = stride, padding
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh, ow = ct.shape[2], ct.shape[3]
+    padded = (n, c, h + top + bottom, wd + left + right)
+
+    def tap(i, j):
+        return (0, 0, i, j), (n, c, i + sh * (oh - 1) + 1, j + sw * (ow - 1) + 1), (1, 1, sh, sw)
+
+    def input_ct():
+        total = None
+        for i in range(kh):
+            for j in range(kw):
+                w_ij = call("reshape", call("slice", w, start=(0, 0, i, j), limit=(o, c, i + 1, j + 1)), new_shape=(o, c))
+                g = call("dot_general", ct, w_ij, contracting=((1,), (0,)), batch=((), ()))  # [n, oh, ow, c]
+                g = place(call("transpose", g, perm=(0, 3, 1, 2)), padded, tap(i, j)[0], tap(i, j)[2])
+                total = g if total is None else total + g
+        return fit(call("slice", total, start=(0, 0, top, left), limit=(n, c, top + h, left + wd)), x)
+
+    def kernel_ct():
+        xp = call("pad", x, widths=((0, 0), (0, 0), (top, bottom), (left, right)), padding_value=np.zeros((), x.dtype))
+        taps = []
+        for i in range(kh):
+            for j in range(kw):
+                start, limit, strides = tap(i, j)
+                window = call("slice", xp, start=start, limit=limit, strides=strides)  # [n, c, oh, ow]
+                g = call("dot_general", ct, window, contracting=((0, 2, 3), (0, 2, 3)), batch=((), ()))  # [o, c]
+                taps.append(call("reshape", g, new_shape=(o, c, 1)))
+        g = taps[0] if len(taps) == 1 else call("concatenate", *taps, axis=2)
+        return fit(call("reshape", g, new_shape=(o, c, kh, kw)), w)
+
+    return (input_ct, kernel_ct)
+
+
+define_vjp("conv2d", _conv_vjp)

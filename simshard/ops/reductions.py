@@ -118,6 +118,22 @@ def _chooser_vjp(ct, x, *, out, axes, **_):
     return (make,)
 
 
+def _prod_vjp(ct, x, *, out, axes, **_):
+    """The product of the other elements of each one's reduction group, exact with zeros (JAX):
+    with no zero in the group, prod / x; with one, the product of the non-zeros at the zero and 0
+    elsewhere; with two or more, 0 everywhere."""
+    def make():
+        zero = x == 0
+        nonzero_prod = expand(np.prod(np.where(zero, np.ones((), x.dtype), x), axis=axes), x.shape, axes)
+        zeros_in_group = expand(np.sum(zero.astype(np.int32), axis=axes), x.shape, axes)
+        none = np.where(zero, np.ones((), x.dtype), x)  # no division by zero where x is one
+        others = np.where(zeros_in_group == 0, nonzero_prod / none,
+                          np.where(zero & (zeros_in_group == 1), nonzero_prod, np.zeros((), x.dtype)))
+        return expand(ct, x.shape, axes) * others
+    return (make,)
+
+
 define_vjp("reduce_sum", _sum_vjp)
+define_vjp("reduce_prod", _prod_vjp)
 define_vjp("reduce_max", _chooser_vjp)
 define_vjp("reduce_min", _chooser_vjp)

@@ -13,6 +13,7 @@ import numpy as np
 from ..ir.program import Aval
 from . import _checks
 from .builder import RuleBuilder
+from .cotangents import call
 from .factors import NEED_REPLICATION, PASS_THROUGH
 from .registry import define_vjp, register_op
 
@@ -51,4 +52,21 @@ def _cumsum_vjp(ct, x, *, out, axis, **_):
     return (lambda: np.sum(ct, axis=axis, keepdims=True) - np.cumsum(ct, axis=axis) + ct,)
 
 
+def _sort_vjp(ct, x, *, out, axis, **_):
+    """Each sorted position's cotangent goes back to the element the (stable) sort put there: a
+    contraction with the one-hot of the sorting permutation, exact for integer values."""
+    def make():
+        rank, n = np.ndim(x), x.shape[axis]
+        perm = call("argsort", x, axis=axis, index_dtype=np.dtype(np.int32))
+        onehot = (np.expand_dims(perm, -1) == np.arange(n)).astype(ct.dtype)  # x.shape + (n,)
+        batch = tuple(d for d in range(rank) if d != axis)
+        g = call("dot_general", ct, onehot, contracting=((axis,), (axis,)), batch=(batch, batch))
+        # g: [the other dims, n]: n back to ``axis``
+        order = batch + (axis,)
+        back = tuple(order.index(d) for d in range(rank))
+        return call("transpose", g, perm=back) if back != tuple(range(rank)) else g
+    return (make,)
+
+
 define_vjp("cumsum", _cumsum_vjp)
+define_vjp("sort", _sort_vjp)

@@ -224,10 +224,19 @@ register_op(
 
 # -- derivatives: the transposed layout op -------------------------------------------------------
 def _broadcast_vjp(ct, x, *, out, shape, broadcast_dimensions, **_):
+    """Sum over the result dims the operand does not have, then over the size-1 dims it was
+    grown along; the operand's dims may map to the result's in any order (a transpose back)."""
     def make():
-        new = [d for d in range(len(shape)) if d not in broadcast_dimensions]
-        grown = [d for k, d in enumerate(broadcast_dimensions) if x.shape[k] == 1 and shape[d] != 1]
-        g = call("reduce_sum", ct, axes=tuple(sorted(new + grown))) if new or grown else ct
+        bd = tuple(broadcast_dimensions)
+        new = tuple(d for d in range(len(shape)) if d not in bd)
+        g = call("reduce_sum", ct, axes=new) if new else ct  # dims: sorted(bd)
+        order = sorted(bd)
+        perm = tuple(order.index(d) for d in bd)
+        if perm != tuple(range(len(bd))):
+            g = call("transpose", g, perm=perm)  # dim k is the operand's dim k
+        grown = tuple(k for k, d in enumerate(bd) if x.shape[k] == 1 and shape[d] != 1)
+        if grown:
+            g = call("reduce_sum", g, axes=grown)
         return call("reshape", g, new_shape=tuple(x.shape)) if tuple(g.shape) != tuple(x.shape) else g
     return (make,)
 

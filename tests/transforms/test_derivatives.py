@@ -100,9 +100,36 @@ def test_contractions(f, shapes, argnum):
     lambda x: np.pad(x, ((1, 0), (2, 1))), lambda x: np.concatenate([x, 2 * x[:1]], axis=0),
     lambda x: x[:, 2], lambda x: np.take(x, np.array([2, 0, 2]), axis=1),
     lambda x: np.where(x > 0, x, 0.0), lambda x: x.astype(np.longdouble),
-], ids=["reshape", "T", "transpose", "broadcast", "slice", "pad", "concatenate", "index", "take", "where", "convert"])
+    lambda x: x[::2, 1::3], lambda x: x[1::2, 3:0:1], lambda x: np.sort(x, axis=1),
+    lambda x: np.sort(x, axis=0), lambda x: np.prod(x, axis=1),
+], ids=["reshape", "T", "transpose", "broadcast", "slice", "pad", "concatenate", "index", "take", "where", "convert",
+        "strided", "strided-empty", "sort1", "sort0", "prod"])
 def test_layout_and_selection(f):
     _check(f, normal(3, 4))
+
+
+def test_prod_with_zeros_and_sort_with_ties_follow_jax():
+    # d prod / d x_i is the product of the others: at one zero, the product of the non-zeros
+    # there and 0 elsewhere; with two zeros, 0 everywhere (no 0/0)
+    x = np.array([[2.0, 0.0, 3.0], [0.0, 5.0, 0.0], [1.0, -2.0, 4.0]])
+    g = ss.grad(lambda x: np.sum(np.prod(x, axis=1)))(x)
+    assert g.tolist() == [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0], [-8.0, 4.0, -2.0]]
+    # ties: each sorted position's cotangent goes to the element a stable sort put there
+    g = ss.grad(lambda x: np.sum(np.sort(x) * np.array([1.0, 10.0, 100.0, 1000.0])))(np.array([3.0, 1.0, 3.0, 1.0]))
+    assert g.tolist() == [100.0, 1.0, 1000.0, 10.0]
+
+
+def test_broadcast_in_dim_with_its_dims_out_of_order():
+    # operand dim 0 -> result dim 2, dim 1 -> result dim 1: the cotangent is transposed back
+    _check(ss.jit(lambda x: ss.lax.broadcast_in_dim(x, (3, 2, 4), (2, 1))), normal(4, 2))
+    _check(ss.jit(lambda x: ss.lax.broadcast_in_dim(x, (3, 2, 4), (2, 0))), normal(1, 3))
+
+
+@pytest.mark.parametrize("argnum", [0, 1])
+@pytest.mark.parametrize("stride, padding", [((1, 1), ((0, 0), (0, 0))), ((2, 1), ((1, 2), (0, 1))), ((3, 2), ((2, 0), (1, 1)))])
+def test_conv2d(stride, padding, argnum):
+    conv = ss.jit(lambda x, w: ss.nn.conv2d(x, w, stride=stride, padding=padding))  # ss.nn runs in a trace only
+    _check(conv, normal(2, 3, 7, 6), normal(4, 3, 3, 2), argnum=argnum)
 
 
 def test_convert_passes_the_cotangent_back_in_the_operand_dtype():
@@ -170,9 +197,24 @@ def test_vjp_inside_a_trace():
     np.testing.assert_allclose(g, 2 * np.cos(x))
 
 
-def test_an_op_without_a_rule_is_named_at_trace_time():
-    with pytest.raises(ss.TraceError, match=r"reverse mode: op sort\(f64\[4\]\) has no derivative rule.*define_vjp"):
-        ss.grad(lambda x: np.sum(np.sort(x) * np.arange(4.0)))(normal(4))
+@pytest.fixture
+def softplus_without_a_derivative():
+    from simshard.ops import OPS
+    from simshard.ops.factors import factor_rule
+
+    ss.register_op("user_softplus_nd", lambda x, **_: (ss.Aval(x.shape, x.dtype),),
+                   lambda x, **_: (np.log1p(np.exp(x)),),
+                   lambda ins, outs, **_: factor_rule("ab->ab", [ins[0].shape], [outs[0].shape]))
+    yield OPS["user_softplus_nd"]
+    del OPS["user_softplus_nd"]
+
+
+def test_an_op_without_a_rule_is_named_at_trace_time(softplus_without_a_derivative):
+    op = softplus_without_a_derivative
+    with pytest.raises(ss.TraceError, match=r"reverse mode: op user_softplus_nd\(f64\[2,2\]\) has no derivative rule.*define_vjp"):
+        ss.grad(lambda x: np.sum(op(x)))(normal(2, 2))
+    with pytest.raises(ss.TraceError, match="op user_softplus_nd has no batching rule"):
+        ss.vmap(op)(normal(3, 2, 2))
     with pytest.raises(ss.TraceError, match="float scalar output"):
         ss.grad(lambda x: x * 2)(normal(3))
 

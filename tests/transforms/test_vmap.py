@@ -28,6 +28,7 @@ CASES = {
     "cumsum-sort-argmax": lambda x: np.cumsum(np.sort(x, axis=1), axis=1) + np.argmax(x, axis=1)[:, None],
     "dynamic": lambda x: ss.lax.dynamic_update_slice(x, ss.lax.dynamic_slice(x, (np.int32(0), np.int32(1)), (2, 2)),
                                                      (np.int32(0), np.int32(2))),
+    "conv2d": lambda x: ss.nn.conv2d(x.reshape(1, 1, 2, 4), np.arange(4.0).reshape(2, 1, 1, 2), padding=((0, 1), (1, 0))),
 }
 
 
@@ -71,5 +72,5 @@ def test_errors_name_the_problem():
         ss.vmap(lambda a, b: a + b)(np.ones(3), np.ones(4))
     with pytest.raises(ss.TraceError, match="batched indices"):
         ss.vmap(lambda x, i: np.take(x, i))(np.ones((2, 3)), np.zeros((2, 1), np.int32))
-    with pytest.raises(ss.TraceError, match="op conv2d has no batching rule"):
-        ss.vmap(lambda x: ss.nn.conv2d(x, np.ones((1, 1, 1, 1))))(np.ones((2, 1, 1, 3, 3)))
+    with pytest.raises(ss.TraceError, match=r"vmap over conv2d's kernel \(a batch of kernels\) is not supported"):
+        ss.vmap(lambda w: ss.nn.conv2d(np.ones((1, 1, 3, 3)), w))(np.ones((2, 1, 1, 1, 1)))
