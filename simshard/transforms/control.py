@@ -4,13 +4,12 @@
 ``scan`` inside a trace records one ``scan`` op whose body is the step traced once (values it
 closes over become the op's constants): the partitioner turns it into one loop of the schedule,
 partitioned once and run ``length`` times (``simshard.partition.loops``), and reverse mode
-differentiates it by a scan of the body's vjp (``_scan_vjp``). Inside explicit mode, and for a
-scan nested in another scan's body, the loop is unrolled instead (the body recorded ``length``
-times). ``fori_loop`` with known bounds is a scan over the step numbers. A trip count or a
-branch that depends on traced values is handled where that stays exact: ``cond`` / ``switch``
-on a traced predicate compute every branch and select (both run); a ``while_loop`` whose
-condition is traced is refused with a TraceError. On concrete values (outside a trace) they run
-as plain Python loops.
+differentiates it by a scan of the body's vjp (``_scan_vjp``). ``fori_loop`` with known bounds
+is a scan over the step numbers; ``while_loop`` records a ``while`` op (its trip count may depend
+on traced values) and ``cond`` / ``switch`` a ``switch`` op that runs only the taken branch.
+Control flow nests: a scan, while or cond inside a scan's body is an op of that body,
+partitioned once with it. Inside explicit mode loops are unrolled and a traced branch computes
+every branch and selects. On concrete values (outside a trace) they run as plain Python loops.
 """
 
 from __future__ import annotations
@@ -67,7 +66,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
     elif length is not None and int(length) != n:
         raise TraceError(f"lax.scan: length={length} but xs have leading size {n}")
     outer = trace_stack.current()
-    if isinstance(outer, Builder) and not is_explicit(outer.mesh) and not getattr(outer, "scan_body", False) and n > 0:
+    if isinstance(outer, Builder) and not is_explicit(outer.mesh) and n > 0:
         return _scan_op(outer, f, init, xs, n, reverse)
     carry, ys = init, [None] * n
     for step in (range(n - 1, -1, -1) if reverse else range(n)):
@@ -99,7 +98,7 @@ def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool):
         return c_next, y
 
     avals = [c.aval for c in carry] + [Aval(x.shape[1:], x.dtype) for x in x_leaves]
-    nested = trace_nested(outer, step, optree.tree_structure(tuple(range(nc + nx))), avals, scan_body=True)
+    nested = trace_nested(outer, step, optree.tree_structure(tuple(range(nc + nx))), avals)
     for k, (a, b) in enumerate(zip(nested.outputs[:nc], carry)):
         if a.dtype != b.dtype:
             raise TraceError(f"lax.scan: carry {k} enters the body as {b.dtype} and leaves it as {a.dtype}: a carry "
@@ -183,7 +182,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     """``body_fun`` while ``cond_fun(val)``. Inside a trace with a condition computed from traced
     values, one ``while`` op: its trip count is decided at run time, the same on every device."""
     outer = trace_stack.current()
-    if isinstance(outer, Builder) and not is_explicit(outer.mesh) and not getattr(outer, "scan_body", False):
+    if isinstance(outer, Builder) and not is_explicit(outer.mesh):
         op = _while_op(outer, cond_fun, body_fun, init_val)
         if op is not None:
             return op
@@ -193,7 +192,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
         if isinstance(keep_going, Tracer):
             raise TraceError(
                 "lax.while_loop: the condition depends on traced values, so the trip count is known only at run "
-                "time, and this trace (explicit mode, or a scan's body) cannot record such a loop. Bound it "
+                "time, and explicit mode cannot record such a loop. Bound it "
                 "(lax.fori_loop, or a scan with a masked step) or run it outside explicit mode")
         if not bool(keep_going):
             return val
@@ -221,10 +220,10 @@ def _while_op(outer: Builder, cond_fun: Callable, body_fun: Callable, init_val):
         _check_carry(init_val, nxt, 0, "lax.while_loop")
         return nxt
 
-    c = trace_nested(outer, cond, flat_tree, avals, scan_body=True)
+    c = trace_nested(outer, cond, flat_tree, avals)
     if not traced[0]:  # a condition that does not read the carries: a Python loop
         return None
-    b = trace_nested(outer, body, flat_tree, avals, scan_body=True)
+    b = trace_nested(outer, body, flat_tree, avals)
     if len(c.outputs) != 1 or c.outputs[0].shape != () or c.outputs[0].dtype != np.bool_:
         raise TraceError(f"lax.while_loop: the condition must return a bool scalar, got "
                          f"{[str(o.aval) for o in c.outputs]}")
@@ -247,7 +246,7 @@ def switch(index, branches: Sequence[Callable], *operands):
         k = int(np.clip(int(np.asarray(index)), 0, len(branches) - 1))
         return branches[k](*operands)
     outer = trace_stack.current()
-    if isinstance(outer, Builder) and not is_explicit(outer.mesh) and not getattr(outer, "scan_body", False):
+    if isinstance(outer, Builder) and not is_explicit(outer.mesh):
         return _switch_op(outer, index, branches, operands)
     outs = [b(*operands) for b in branches]
     _check_branches(outs)
@@ -275,7 +274,7 @@ def _switch_op(outer: Builder, index, branches, operands):
     nested = []
     for br in branches:
         nested.append(trace_nested(outer, lambda *flat, br=br: br(*optree.tree_unflatten(tree, list(flat))),
-                                   flat_tree, [x.aval for x in leaves], scan_body=True))
+                                   flat_tree, [x.aval for x in leaves]))
     _check_branches([optree.tree_unflatten(n.out_tree, n.outputs) for n in nested])
     consts = [t for n in nested for t in n.captured.values()]
     programs = []

@@ -31,9 +31,8 @@ class Nested:
         return Program(inputs=inputs, eqns=tuple(self.builder.eqns), outputs=tuple(t.value for t in self.outputs))
 
 
-def trace_nested(outer: Builder, f: Callable, in_tree, avals: Sequence[Aval], scan_body: bool = False) -> Nested:
+def trace_nested(outer: Builder, f: Callable, in_tree, avals: Sequence[Aval]) -> Nested:
     inner = Builder(outer.mesh, outer.array_methods)
-    inner.scan_body = scan_body or getattr(outer, "scan_body", False)  # a scan inside it unrolls
     inner_of: dict[Value, Value] = {}  # the traces number their values independently: two maps
     captured: dict[Value, Tracer] = {}
 

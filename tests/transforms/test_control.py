@@ -146,3 +146,23 @@ def test_a_traced_cond_runs_only_the_taken_branch_and_differentiates_through_it(
         got = ss.grad(lambda x, w: np.sum(f(x, w) ** 2), argnums=(0, 1))(xs, w)
         want = ss.grad(lambda x, w: np.sum(taken(x, w) ** 2), argnums=(0, 1))(xs, w)
         assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def _nested(ws, x):
+    """A scan whose body holds a cond on a traced predicate and a scan of its own."""
+    def layer(h, w):
+        h = ss.lax.cond(np.sum(h) > 0, lambda h: np.maximum(h @ w, 0), lambda h: h @ w * np.float32(2), h)
+        h, _ = ss.lax.scan(lambda c, k: (c + k, None), h, np.arange(3, dtype=np.float32))
+        return h, np.sum(h)
+    return ss.lax.scan(layer, x, ws)
+
+
+def test_control_flow_nested_in_a_scan_body_is_partitioned_with_it():
+    ws, x = ss.exact_inputs([(3, 4, 4), (8, 4)], seed=1)
+    kw = dict(mesh=ss.Mesh({"x": 2, "y": 2}), in_shardings=(P(None, None, "y"), P("x", None)), backend="local")
+    res = ss.run(_nested, ws, x, **kw)
+    assert res.verify.bitwise
+    body = next(e for e in res.program.eqns if e.op == "scan").kw["body"]
+    assert [e.op for e in body.eqns if e.op in ("switch", "scan")] == ["switch", "scan"]  # not unrolled
+    grad = ss.run(lambda ws, x: ss.grad(lambda ws: np.sum(_nested(ws, x)[0]))(ws), ws, x, **kw)
+    assert grad.verify.bitwise
