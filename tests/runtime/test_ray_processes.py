@@ -86,3 +86,20 @@ def test_256_logical_devices_run_bitwise_on_one_machine(ray_session):
                  backend="ray", devices_per_process=32)
     assert res.verify.bitwise and len(res.spmd.devices) == 256
     assert {r.kind for r in res.comm.records} == {"all_reduce"}
+
+
+def test_control_flow_nested_in_a_scan_runs_on_the_actors(hosts4):
+    def f(ws, x):
+        def layer(h, w):
+            h = ss.lax.cond(np.sum(h) > 0, lambda h: np.maximum(h @ w, 0), lambda h: h @ w - 1, h)
+            # a data-dependent trip count inside the body: halve until small
+            h = ss.lax.while_loop(lambda h: np.max(np.abs(h)) > 64, lambda h: h * np.float32(0.5), h)
+            return h, np.sum(h)
+        return ss.lax.scan(layer, x, ws)
+
+    ws, x = ss.exact_inputs([(3, 4, 4), (8, 4)], seed=1)
+    res = ss.run(f, ws, x, mesh=MESH, in_shardings=(P(None, None, "y"), P("x", None)), backend="ray",
+                 ray_mesh=hosts4)
+    assert res.verify.bitwise
+    body = next(e for e in res.program.eqns if e.op == "scan").kw["body"]
+    assert [e.op for e in body.eqns if e.op in ("switch", "while")] == ["switch", "while"]
