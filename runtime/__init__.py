@@ -10,9 +10,10 @@ It imports the compiler's data types; the compiler never imports it.
 * ``placement``: global arrays to input shards and output shards back to global arrays;
 * ``device_array``, ``compiled``, ``local_mesh``: arrays that live on the devices, a program
   compiled once and run again on either backend, and the local backend's ``LocalMesh``;
-* the Ray backend, one Ray actor per device, imported on first use so that ray is needed only by
+* the Ray backend, one Ray actor per device (or per ``devices_per_process``), imported on first use so that ray is needed only by
   those who use it: ``ray_start`` (starting Ray and a device worker), ``ray_transport`` (sending
-  between actors), ``ray_actor`` (the device actor), ``ray_mesh`` (``RayMesh``, ``run_ray``);
+  between devices), ``socket_channel`` (the sockets between processes of a node), ``ray_actor`` (the
+  device host process), ``ray_mesh`` (``RayMesh``, ``run_ray``);
   ``ray_backend`` gathers their public names.
 """
 

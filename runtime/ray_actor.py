@@ -61,6 +61,28 @@ class RemotePeer:
         return _Method(getattr(self.handle, name), self.device)
 
 
+class _SocketDeliver:
+    def __init__(self, peer: "SocketPeer"):
+        self.peer = peer
+
+    def remote(self, run_id: int, src: int, key, payload, tag, note: str):
+        p = self.peer
+        if isinstance(payload, np.ndarray):  # small: a frame on the socket
+            return p.connection.send(run_id, src, p.device, key, payload, tag, note)
+        return p.handle.deliver.remote(p.device, run_id, src, key, payload, tag, note)  # a Ray object
+
+
+class SocketPeer(RemotePeer):
+    """A device of another process on this node: messages whose array travels inline go over
+    the socket between the two processes (``runtime/socket_channel.py``); Ray objects and every
+    other call go through Ray."""
+
+    def __init__(self, handle, device: int, connection):
+        super().__init__(handle, device)
+        self.connection = connection
+        self.deliver = _SocketDeliver(self)
+
+
 class _LocalMethod:
     def __init__(self, coro_fn):
         self.coro_fn = coro_fn
@@ -90,6 +112,8 @@ class DeviceHost:
 
         pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
         self.devices = {int(d): _Device(int(d)) for d in devices}
+        self.listener = None
+        self.connections: dict[str, Any] = {}  # peer process address -> Connection
 
     def pid(self, device: int | None = None) -> int:
         return os.getpid()
@@ -97,11 +121,43 @@ class DeviceHost:
     def node_id(self, device: int | None = None) -> str:
         return import_ray().get_runtime_context().get_node_id()
 
-    async def connect(self, hosts: dict, floor: int | None = None) -> int:
-        """Learn every device's host handle (again after a restart); runs below ``floor`` are over."""
+    async def listen(self, secret: bytes) -> tuple[str, str]:
+        """Open this process's message socket: (its node id, its address)."""
+        from .socket_channel import Listener
+
+        if self.listener is None:
+            self.listener = Listener(secret, self._deliver_frame)
+            await self.listener.start()
+        return self.node_id(), self.listener.address
+
+    async def _deliver_frame(self, run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
+        return await self.devices[dst].deliver(run_id, src, key, array, tag, note)
+
+    async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
+                      secret: bytes = b"") -> int:
+        """Learn every device's host handle (again after a restart) and, with ``sockets`` (device ->
+        (node id, address) of its process), reach the processes of this node by socket; runs below
+        ``floor`` are over."""
+        from .socket_channel import Connection
+
+        for c in self.connections.values():
+            c.close()
+        self.connections = {}
+        here = self.node_id()
         for d, dev in self.devices.items():
-            peers = {p: LocalPeer(self.devices[p]) if p in self.devices else RemotePeer(h, p)
-                     for p, h in hosts.items() if p != d}
+            peers = {}
+            for p, h in hosts.items():
+                if p == d:
+                    continue
+                if p in self.devices:
+                    peers[p] = LocalPeer(self.devices[p])
+                elif sockets and sockets.get(p) and sockets[p][0] == here:
+                    address = sockets[p][1]
+                    if address not in self.connections:
+                        self.connections[address] = Connection(address, secret)
+                    peers[p] = SocketPeer(h, p, self.connections[address])
+                else:
+                    peers[p] = RemotePeer(h, p)
             dev.connect(peers, floor)
         return len(hosts)
 

@@ -31,6 +31,7 @@ mailbox) or after (the sender, once done, looks at its deliveries' answers).
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -45,6 +46,11 @@ from .compiled import Compiled, Result, compile_on, put as put_arrays
 from .ray_transport import PutOnce
 
 RayResult = Result  # the name a run on a RayMesh has always had
+
+# How messages between device processes travel: "sockets" (between processes of one node, an
+# array under INLINE_BYTES in a frame on a Unix socket; larger ones as Ray objects; other nodes
+# by Ray calls) or "ray" (every message a Ray actor call): runtime/socket_channel.py.
+DATA_PLANES = ("sockets", "ray")
 
 
 class _Outputs(Mapping):
@@ -125,7 +131,8 @@ class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
     the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count).
     ``devices_per_process=k``: ``k`` consecutive devices share one actor process (``groups``),
-    messages between them staying in it (see ``runtime/ray_actor.py``)."""
+    messages between them staying in it (see ``runtime/ray_actor.py``). ``data_plane``: how
+    messages between processes travel (``DATA_PLANES``)."""
 
     _keys = itertools.count()
     _last_run = -1  # the latest run id (set per mesh by each run)
@@ -133,7 +140,7 @@ class RayMesh:
     def __init__(self, mesh=None, address: str | None = None, node_axes: Sequence[str] | str | None = None, *,
                  devices: Sequence[int] | None = None, actor_cpus: float | None = None,
                  node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
-                 start_timeout: float = 60.0, devices_per_process: int = 1):
+                 start_timeout: float = 60.0, devices_per_process: int = 1, data_plane: str = "sockets"):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
@@ -149,6 +156,11 @@ class RayMesh:
         self.mesh = mesh
         self.devices = tuple(int(d) for d in devices)
         self.groups = _process_groups(self.devices, devices_per_process)
+        if data_plane not in DATA_PLANES:
+            raise ValueError(f"RayMesh: data_plane must be one of {', '.join(DATA_PLANES)}, not {data_plane!r}")
+        self.data_plane = data_plane
+        self._secret = os.urandom(16)  # a socket connection must start with it
+        self._sockets: dict[int, tuple[str, str]] = {}  # device -> (node id, address) of its process
         self.address = address
         self.node_axes = node_axes
         self.node_strategy = node_strategy
@@ -195,7 +207,7 @@ class RayMesh:
             for group in self.groups:
                 self._start_host(group)
             try:
-                ray.get([self.actors[g[0]].connect.remote(self.actors) for g in self.groups], timeout=self.start_timeout)
+                self._connect(self.groups, None, timeout=self.start_timeout)
             except ray.exceptions.GetTimeoutError:
                 free = ray.available_resources().get("CPU", 0.0)
                 raise RuntimeError(
@@ -231,6 +243,22 @@ class RayMesh:
                     f"RayMesh: devices_per_process={len(g)} puts devices {list(g)} in one process, but node_axes="
                     f"{self.node_axes} places them on {len(bundles)} nodes; choose a devices_per_process dividing "
                     f"the devices per node ({self.plan.devices_per_node})")
+
+    def _connect(self, new_groups, floor: int | None, timeout: float | None = None) -> None:
+        """Tell every host process where every device is: its handle and, on the sockets data plane,
+        the socket address of its process (``new_groups`` have just started and open theirs)."""
+        ray = import_ray()
+        if self.data_plane == "sockets":
+            got = ray.get([self.actors[g[0]].listen.remote(self._secret) for g in new_groups], timeout=timeout)
+            self.calls["remote"] += len(new_groups)
+            self.calls["get"] += 1
+            for g, where in zip(new_groups, got):
+                self._sockets.update((d, tuple(where)) for d in g)
+        sockets = self._sockets if self.data_plane == "sockets" else None
+        ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self._secret) for g in self.groups],
+                timeout=timeout)
+        self.calls["remote"] += len(self.groups)
+        self.calls["get"] += 1
 
     def _call(self, device: int, method: str, *args):
         """``method`` of ``device``, on its host actor."""
@@ -399,6 +427,7 @@ class RayMesh:
             object.__setattr__(ex, "controller_calls", dict(self.calls - before))
             object.__setattr__(ex, "attempts", attempt + 1)
             object.__setattr__(ex, "restarted", tuple(restarted))
+            object.__setattr__(ex, "data_plane", self.data_plane)
             return ex
         raise AssertionError("unreachable")
 
@@ -547,9 +576,11 @@ class RayMesh:
                 except Exception:
                     pass
                 self._start_host(g)
-            refs = [self.actors[g[0]].connect.remote(self.actors, floor) for g in self.groups]
-            self.calls["remote"] += len(refs)
-            refs += [self._call(d, "load", k, *per[d]) for k, per in self._shipped().items()
+            try:
+                self._connect(groups, floor)
+            except ray.exceptions.RayActorError:
+                pass  # another actor died meanwhile: look again
+            refs = [self._call(d, "load", k, *per[d]) for k, per in self._shipped().items()
                      for d in gone if d in per]
             try:
                 ray.get(refs)

@@ -38,7 +38,8 @@ def execute(args, out: Output) -> int:
 
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
     out.heading(f"{program.name} / {strategy.name}", strategy.about)
-    out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}")
+    plane = getattr(getattr(res, "execution", None), "data_plane", None)
+    out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}" + (f" (data plane: {plane})" if plane else ""))
     if mode != "forward":
         out.line(f"mode {mode}: {program.describe_mode(mode)}")
     out.line(f"topology {options.describe_topology(topology)}")

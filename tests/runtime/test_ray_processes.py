@@ -103,3 +103,22 @@ def test_control_flow_nested_in_a_scan_runs_on_the_actors(hosts4):
     assert res.verify.bitwise
     body = next(e for e in res.program.eqns if e.op == "scan").kw["body"]
     assert [e.op for e in body.eqns if e.op in ("switch", "while")] == ["switch", "while"]
+
+
+@pytest.mark.parametrize("plane", ["ray", "sockets"])
+def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, plane):
+    spmd = every_collective(cols=6)
+    rng = np.random.default_rng(2)
+    inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs)
+    with RayMesh(MESH, devices_per_process=2, data_plane=plane) as devices:
+        remote = devices.run_spmd(spmd, inputs)
+    assert remote.data_plane == plane  # the report says which one ran
+    for d in spmd.devices:
+        assert [bits(a) for a in remote.outputs[d]] == [bits(a) for a in local.outputs[d]], d
+    assert remote.records == local.records and remote.transfers.matrix() == local.transfers.matrix()
+
+
+def test_an_unknown_data_plane_is_refused():
+    with pytest.raises(ValueError, match="data_plane must be one of sockets, ray, not 'grpc'"):
+        RayMesh(MESH, data_plane="grpc")
