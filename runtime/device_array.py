@@ -85,7 +85,7 @@ def place(x, sharding, devices, put: Callable, fetch: Callable) -> DeviceArray:
 def matches(arr: DeviceArray, sharding, where: str) -> None:
     """A DeviceArray handed to a program whose input ``where`` expects ``sharding``: it must lay out
     the same way (nothing is moved behind the user's back); a ValueError naming both otherwise."""
-    if arr.sharding is None and sharding is None:
+    if arr.sharding == sharding:  # the common case, without laying either out
         return
     same = (arr.sharding is not None and sharding is not None and equivalent(arr.sharding, sharding, arr.shape))
     if not same:

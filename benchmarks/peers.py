@@ -1,0 +1,414 @@
+"""simshard against its peers, in one run: PyTorch DTensor's transport (torch.distributed over
+gloo, one process per rank) and JAX (8 host CPU devices), on the same shapes.
+
+    python benchmarks/peers.py                        # the table, with ratios
+    python benchmarks/peers.py --quick                # toy sizes (a smoke run)
+    python benchmarks/peers.py --peer-python /path/to/venv/bin/python --write docs/performance.md
+
+The peers run in subprocesses of ``--peer-python`` (default: this interpreter), so they may live
+in their own environment (``pip install -e '.[peers]'`` puts torch 2.13 CPU and JAX in this one);
+a peer that is not installed is reported as such, not an error. Every figure is the best of a few
+timed repetitions after a warm-up, each from a function returning numbers:
+
+* collectives (all-gather, reduce-scatter, all-reduce, all-to-all over 8 ranks, of a global
+  array of the given size): simshard's is the steady-state time of one collective on the devices'
+  own clocks (``ray_bench.collective_seconds``), on Ray (one process per device, sockets data
+  plane) and on the local backend; torch's the time between barriers; JAX's a jitted
+  collective, ``block_until_ready``.
+* the Megatron MLP ``relu(x @ w1) @ w2`` on a [2, 4] mesh (batch over x, d_ff over y, an
+  all-reduce over y), inputs already on the devices (simshard: DeviceArrays, outputs left on
+  the devices; torch: each rank's shards; JAX: committed arrays), and end to end (put, run, gather).
+* a tiny MLP step on 64 devices ([8, 8]): simshard with 8 devices per process.
+* per-message overhead: a chain of tiny collective-permutes around 8 devices, time per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+MARK_BEGIN = "<!-- peers.py: begin -->"
+MARK_END = "<!-- peers.py: end -->"
+
+
+def best(fn, trials: int = 5) -> float:
+    fn()  # warm-up
+    out = float("inf")
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        fn()
+        out = min(out, time.perf_counter() - t0)
+    return out
+
+
+def mlp_shapes(scale: str, quick: bool) -> tuple[int, int, int]:
+    if quick:
+        return (16, 32, 64)
+    return {"small": (128, 256, 1024), "large": (512, 1024, 4096)}[scale]
+
+
+# -- simshard ----------------------------------------------------------------------------------
+
+
+def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
+    """Seconds of one collective over 8 devices (steady state, devices' clocks)."""
+    sys.path.insert(0, str(HERE))
+    from ray_bench import collective_program, collective_seconds, collective_shape
+
+    from simshard.runtime import run_local
+
+    ids = tuple(range(8))
+    out = {}
+    rm = None
+    if backend == "ray":
+        from simshard.runtime.ray_backend import RayMesh
+
+        rm = RayMesh(devices=ids).start()
+    try:
+        for kind in KINDS:
+            rows, cols = collective_shape(kind, 8, nbytes)
+            rng = np.random.default_rng(1)
+            inputs = {d: [rng.standard_normal((rows, cols)).astype(np.float32)] for d in ids}
+            spmd = collective_program(kind, ids, rows, cols, reps)
+            if rm is None:
+                run = lambda: run_local(spmd, inputs, timeout=120.0)  # noqa: E731
+            else:
+                key = rm.load(spmd, timeout=120.0)
+                run = lambda key=key: rm.execute(key, spmd, inputs)  # noqa: E731
+            run()
+            out[kind] = min(collective_seconds(run(), reps) for _ in range(3))
+    finally:
+        if rm is not None:
+            rm.close()
+    return out
+
+
+def _mlp(x, w1, w2):
+    return np.maximum(x @ w1, 0) @ w2
+
+
+def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int = 1) -> dict:
+    """Seconds per step, inputs resident (DeviceArrays in, outputs left on the devices) and end to
+    end (numpy in, numpy out)."""
+    import simshard as ss
+    from simshard import P
+    from simshard.runtime import LocalMesh
+
+    mesh = ss.Mesh({"x": mesh_shape[0], "y": mesh_shape[1]})
+    rng = np.random.default_rng(0)
+    args = (rng.integers(-2, 3, (batch, d)).astype(np.float32), rng.integers(-2, 3, (d, d_ff)).astype(np.float32),
+            rng.integers(-2, 3, (d_ff, d)).astype(np.float32))
+    specs = (P("x", None), P(None, "y"), P("y", None))
+    if backend == "ray":
+        from simshard.runtime.ray_backend import RayMesh
+
+        devices = RayMesh(mesh, devices_per_process=per_process).start()
+    else:
+        devices = LocalMesh(mesh)
+    try:
+        step = devices.compile(_mlp, *args, in_shardings=specs, timeout=120.0)
+        resident = devices.put(args, specs)
+        got = step(*resident).outputs
+        assert np.array_equal(got, _mlp(*args)), "simshard's MLP differs from numpy"
+        return {"resident": best(lambda: step(*resident).arrays),
+                "end_to_end": best(lambda: step(*args).outputs, 3),
+                "data_plane": getattr(step(*resident).execution, "data_plane", "local")}
+    finally:
+        if backend == "ray":
+            devices.close()
+
+
+def simshard_message_round(backend: str, per_process: int = 1, rounds: int = 200) -> float:
+    """Seconds per round of a chain of tiny collective-permutes around 8 devices."""
+    from simshard.partition import CollectivePermute, Schedule, SpmdProgram
+    from simshard.runtime import run_local
+
+    ids = tuple(range(8))
+    ring = tuple((i, (i + 1) % 8) for i in ids)
+    scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=ring,
+                                                             shape=(4,), dtype="float32", axes=("x",))
+                                           for k in range(rounds)), (rounds,)) for d in ids)
+    spmd = SpmdProgram(None, scheds, (), ())
+    inputs = {d: [np.full(4, d, np.float32)] for d in ids}
+    if backend == "local":
+        return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / rounds
+    from simshard.runtime.ray_backend import RayMesh
+
+    with RayMesh(devices=ids, devices_per_process=per_process) as rm:
+        key = rm.load(spmd, timeout=60.0)
+        return best(lambda: rm.execute(key, spmd, inputs), 3) / rounds
+
+
+# -- peers, each in a subprocess -----------------------------------------------------------------
+
+
+def run_peer(python: str, peer: str, task: dict, timeout: float = 900.0) -> dict:
+    """``peer`` ("torch" or "jax") running ``task`` in a subprocess of ``python``: its numbers,
+    or ``{"error": why}`` (not installed, failed, timed out)."""
+    env = dict(os.environ)
+    if peer == "jax":
+        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+        env["JAX_PLATFORMS"] = "cpu"
+    try:
+        p = subprocess.run([python, __file__, "--worker", peer, json.dumps(task)], capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:g} s"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        errors = [ln for ln in p.stderr.splitlines() if "Error" in ln] or p.stderr.strip().splitlines() or ["no output"]
+        last = errors[-1]
+        return {"error": "not installed" if "No module named" in last else last[:200]}
+    return json.loads(lines[-1])
+
+
+def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    res = {}
+
+    def timed(fn, trials=5):
+        fn()
+        dist.barrier()
+        bestt = float("inf")
+        for _ in range(trials):
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            dist.barrier()
+            bestt = min(bestt, time.perf_counter() - t0)
+        return bestt
+
+    if task["what"] == "collectives":
+        n = task["nbytes"] // 4
+        full = torch.ones(n)
+        shard = torch.ones(n // world)
+        gathered = [torch.empty(n // world) for _ in range(world)]
+        res["all_gather"] = timed(lambda: dist.all_gather(gathered, shard))
+        res["all_reduce"] = timed(lambda: dist.all_reduce(full))
+        try:
+            outs = torch.empty(n // world)
+            res["reduce_scatter"] = timed(lambda: dist.reduce_scatter_tensor(outs, full))
+        except Exception as e:  # gloo has no reduce-scatter in some releases
+            res["reduce_scatter"] = f"unsupported: {str(e).splitlines()[0][:80]}"
+        out_a2a = torch.empty(n // world)
+        try:
+            res["all_to_all"] = timed(lambda: dist.all_to_all_single(out_a2a, shard))
+        except Exception as e:
+            res["all_to_all"] = f"unsupported: {str(e).splitlines()[0][:80]}"
+    else:  # the Megatron MLP on a [mx, my] grid: batch over x, d_ff over y, all-reduce over y
+        mx, my = task["mesh"]
+        batch, d, d_ff = task["shapes"]
+        groups = [dist.new_group([r * my + c for c in range(my)]) for r in range(mx)]
+        group = groups[rank // my]
+        g = torch.Generator().manual_seed(0)
+        x = torch.randint(-2, 3, (batch // mx, d), generator=g).float()
+        w1 = torch.randint(-2, 3, (d, d_ff // my), generator=g).float()
+        w2 = torch.randint(-2, 3, (d_ff // my, d), generator=g).float()
+
+        def step():
+            y = torch.relu(x @ w1) @ w2
+            dist.all_reduce(y, group=group)
+            return y
+
+        res["resident"] = timed(step)
+    if rank == 0:
+        out.put(res)
+    dist.destroy_process_group()
+
+
+def torch_worker(task: dict) -> dict:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    world = task.get("world", 8)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_torch_rank, args=(r, world, port, task, q)) for r in range(world)]
+    for p in procs:
+        p.start()
+    res = q.get(timeout=600)
+    for p in procs:
+        p.join(60)
+    return res
+
+
+def jax_worker(task: dict) -> dict:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    devs = np.array(jax.devices()[:8])
+    res = {}
+
+    def timed(fn, *args, trials=5):
+        jax.block_until_ready(fn(*args))
+        b = float("inf")
+        for _ in range(trials):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            b = min(b, time.perf_counter() - t0)
+        return b
+
+    if task["what"] == "collectives":
+        shard_map = getattr(jax, "shard_map", None)
+        no_check = {"check_vma": False}  # the all-gathered result is replicated: say so, not checked
+        if shard_map is None:
+            from jax.experimental.shard_map import shard_map
+
+            no_check = {"check_rep": False}
+
+        mesh = Mesh(devs, ("d",))
+        n = task["nbytes"] // 4
+        rows = n // 256
+        sharded = jax.device_put(jnp.ones((rows, 256)), NamedSharding(mesh, P("d", None)))
+        partial = jax.device_put(jnp.ones((8 * rows, 256)), NamedSharding(mesh, P("d", None)))  # a whole [rows, 256] per device
+        ops = {
+            "all_gather": (lambda a: jax.lax.all_gather(a, "d", tiled=True), sharded, P("d", None), P()),
+            "reduce_scatter": (lambda a: jax.lax.psum_scatter(a, "d", tiled=True), partial, P("d", None), P("d", None)),
+            "all_reduce": (lambda a: jax.lax.psum(a, "d"), partial, P("d", None), P()),
+            "all_to_all": (lambda a: jax.lax.all_to_all(a, "d", 1, 1, tiled=True), sharded, P("d", None), P("d", None)),
+        }
+        for kind, (body, arr, ins, outs) in ops.items():
+            f = jax.jit(shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs, **no_check))
+            res[kind] = timed(f, arr)
+    else:
+        mx, my = task["mesh"]
+        batch, d, d_ff = task["shapes"]
+        mesh = Mesh(devs[: mx * my].reshape(mx, my), ("x", "y"))
+        rng = np.random.default_rng(0)
+        put = lambda a, s: jax.device_put(jnp.asarray(a), NamedSharding(mesh, s))  # noqa: E731
+        x = put(rng.integers(-2, 3, (batch, d)).astype(np.float32), P("x", None))
+        w1 = put(rng.integers(-2, 3, (d, d_ff)).astype(np.float32), P(None, "y"))
+        w2 = put(rng.integers(-2, 3, (d_ff, d)).astype(np.float32), P("y", None))
+        f = jax.jit(lambda x, w1, w2: jnp.maximum(x @ w1, 0) @ w2, out_shardings=NamedSharding(mesh, P("x", None)))
+        res["resident"] = timed(f, x, w1, w2)
+    return res
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+def _fmt(v) -> str:
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return "-"
+    return f"{v * 1e3:.1f} ms" if v >= 1e-3 else f"{v * 1e6:.0f} us"
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}x" if isinstance(a, float) and isinstance(b, float) and b > 0 else "-"
+
+
+def measure(args) -> dict:
+    quick = args.quick
+    small, large = (1 << 14, 1 << 16) if quick else (1 << 20, 64 << 20)
+    peer = args.peer_python
+    rows = []
+
+    def add(work, ray=None, local=None, torch=None, jax=None):
+        rows.append({"work": work, "simshard ray": ray, "simshard local": local, "torch gloo": torch, "jax": jax})
+
+    for nbytes in (small, large):
+        label = f"{nbytes / (1 << 20):g} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+        r = simshard_collectives(nbytes, "ray")
+        loc = simshard_collectives(nbytes, "local")
+        t = run_peer(peer, "torch", {"what": "collectives", "nbytes": nbytes})
+        j = run_peer(peer, "jax", {"what": "collectives", "nbytes": nbytes})
+        for kind in KINDS:
+            add(f"{label} {kind.replace('_', '-')}, 8 ranks", r[kind], loc[kind], t.get(kind, t.get("error")),
+                j.get(kind, j.get("error")))
+    for scale in ("small", "large"):
+        shapes = mlp_shapes(scale, quick)
+        r = simshard_mlp(*shapes, "ray")
+        loc = simshard_mlp(*shapes, "local")
+        t = run_peer(peer, "torch", {"what": "mlp", "mesh": [2, 4], "shapes": shapes})
+        j = run_peer(peer, "jax", {"what": "mlp", "mesh": [2, 4], "shapes": shapes})
+        name = "x".join(map(str, shapes))
+        add(f"Megatron MLP {name}, 2x4, inputs on the devices", r["resident"], loc["resident"],
+            t.get("resident", t.get("error")), j.get("resident", j.get("error")))
+        r4 = simshard_mlp(*shapes, "ray", per_process=4)
+        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray with 4 devices per process", r4["resident"], None,
+            t.get("resident", t.get("error")), j.get("resident", j.get("error")))
+        add(f"Megatron MLP {name}, 2x4, end to end (put, run, gather)", r["end_to_end"], loc["end_to_end"])
+    tiny = (64, 64, 256) if not quick else (16, 16, 32)
+    r = simshard_mlp(*tiny, "ray", mesh_shape=(8, 8), per_process=8)
+    loc = simshard_mlp(*tiny, "local", mesh_shape=(8, 8))
+    t = run_peer(peer, "torch", {"what": "mlp", "mesh": [8, 8], "shapes": tiny, "world": 64}) if args.torch64 else \
+        {"error": "not run (--torch64)"}
+    add(f"tiny MLP step {'x'.join(map(str, tiny))}, 64 devices (8x8; Ray: 8 per process)", r["resident"],
+        loc["resident"], t.get("resident", t.get("error")))
+    per_message = {"ray (1 device per process)": simshard_message_round("ray", 1),
+                   "ray (8 devices in 1 process)": simshard_message_round("ray", 8),
+                   "local": simshard_message_round("local")}
+    return {"rows": rows, "per_message_round": per_message, "date": datetime.date.today().isoformat(),
+            "load": os.getloadavg()[0], "quick": quick}
+
+
+def table(result: dict) -> str:
+    cols = ["simshard ray", "simshard local", "torch gloo", "jax"]
+    lines = ["| work | " + " | ".join(cols) + " | ray / gloo | ray / JAX |", "|---" * (len(cols) + 3) + "|"]
+    for r in result["rows"]:
+        cells = [_fmt(r[c]) for c in cols]
+        lines.append(f"| {r['work']} | " + " | ".join(cells) + f" | {_ratio(r['simshard ray'], r['torch gloo'])} | "
+                     f"{_ratio(r['simshard ray'], r['jax'])} |")
+    lines.append("")
+    lines.append("Per-message overhead (a chain of 200 tiny collective-permutes around 8 devices, time per round: "
+                 "each device sends one message and receives one): " +
+                 "; ".join(f"{k} {_fmt(v)}" for k, v in result["per_message_round"].items()) + ".")
+    lines.append("")
+    lines.append(f"Measured {result['date']} on this machine ({os.cpu_count()} cores), load average "
+                 f"{result['load']:.2f} at the end{' (--quick sizes)' if result['quick'] else ''}.")
+    return "\n".join(lines)
+
+
+def write_section(path: Path, text: str) -> None:
+    doc = path.read_text()
+    block = f"{MARK_BEGIN}\n{text}\n{MARK_END}"
+    if MARK_BEGIN in doc:
+        head, rest = doc.split(MARK_BEGIN, 1)
+        doc = head + block + rest.split(MARK_END, 1)[1]
+    else:
+        doc = doc.rstrip() + "\n\n## Peers: torch gloo and JAX\n\n`benchmarks/peers.py`, one run:\n\n" + block + "\n"
+    path.write_text(doc)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="toy sizes")
+    ap.add_argument("--peer-python", default=sys.executable, help="the interpreter with torch / jax installed")
+    ap.add_argument("--torch64", action="store_true", help="also run torch with 64 gloo processes (slow to start)")
+    ap.add_argument("--write", metavar="FILE", help="write the table into FILE between the peers.py markers")
+    ap.add_argument("--worker", nargs=2, metavar=("PEER", "TASK"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        peer, task = args.worker
+        print(json.dumps((torch_worker if peer == "torch" else jax_worker)(json.loads(task))))
+        return
+    result = measure(args)
+    text = table(result)
+    print(text)
+    if args.write:
+        write_section(Path(args.write), text)
+
+
+if __name__ == "__main__":
+    main()

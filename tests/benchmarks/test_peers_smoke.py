@@ -1,0 +1,61 @@
+"""benchmarks/peers.py cannot rot: its simshard measurements run at toy sizes and return
+numbers, a peer that is not installed is reported as such (not an error), and the table is written
+into a document between its markers, again and again. Not a speed test."""
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _peers():
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # peers.py imports ray_bench beside it
+    spec = importlib.util.spec_from_file_location("peers", ROOT / "benchmarks" / "peers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+peers = _peers()
+
+
+def positive(v) -> bool:
+    return isinstance(v, float) and math.isfinite(v) and v > 0
+
+
+def test_simshard_measurements_return_times_on_the_local_backend():
+    assert all(positive(v) for v in peers.simshard_collectives(1 << 14, "local", reps=2).values())
+    mlp = peers.simshard_mlp(16, 32, 64, "local")
+    assert positive(mlp["resident"]) and positive(mlp["end_to_end"]) and mlp["data_plane"] == "local"
+    assert positive(peers.simshard_message_round("local", rounds=5))
+
+
+def test_simshard_on_ray_with_several_devices_per_process(ray_session):
+    mlp = peers.simshard_mlp(16, 16, 32, "ray", mesh_shape=(2, 4), per_process=4)
+    assert positive(mlp["resident"]) and mlp["data_plane"] == "sockets"
+
+
+def test_a_peer_that_is_not_installed_is_reported_not_raised(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import no_such_peer_module'\n")
+    fake.chmod(0o755)
+    assert peers.run_peer(str(fake), "torch", {"what": "collectives", "nbytes": 1024}) == {"error": "not installed"}
+
+
+def test_the_table_has_ratios_and_is_rewritten_between_its_markers(tmp_path):
+    result = {"rows": [{"work": "1 MiB all-reduce, 8 ranks", "simshard ray": 0.02, "simshard local": 0.004,
+                        "torch gloo": 0.01, "jax": "not installed"}],
+              "per_message_round": {"local": 2e-4}, "date": "2026-11-24", "load": 0.5, "quick": True}
+    text = peers.table(result)
+    assert "| 1 MiB all-reduce, 8 ranks | 20.0 ms | 4.0 ms | 10.0 ms | not installed | 2.00x | - |" in text
+    doc = tmp_path / "performance.md"
+    doc.write_text("# Performance\n\nintro\n")
+    peers.write_section(doc, text)
+    peers.write_section(doc, text.replace("20.0 ms", "30.0 ms"))
+    body = doc.read_text()
+    assert body.count(peers.MARK_BEGIN) == 1 and "30.0 ms" in body and "20.0 ms" not in body
+    assert body.startswith("# Performance\n\nintro\n")
