@@ -77,6 +77,8 @@ class SocketPeer(RemotePeer):
     the socket between the two processes (``runtime/socket_channel.py``); Ray objects and every
     other call go through Ray."""
 
+    socket = True
+
     def __init__(self, handle, device: int, connection):
         super().__init__(handle, device)
         self.connection = connection
@@ -91,13 +93,25 @@ class _LocalMethod:
         return asyncio.ensure_future(self.coro_fn(*args))  # awaitable, as an ObjectRef is
 
 
+class _LocalDeliver:
+    def __init__(self, device: "_Device"):
+        self.device = device
+
+    def remote(self, *args):
+        done = asyncio.get_running_loop().create_future()  # delivered at once: no task per message
+        done.set_result(self.device.deliver_now(*args))
+        return done
+
+
 class LocalPeer:
-    """A device of this host: its methods run as tasks of this event loop, no Ray call."""
+    """A device of this host: a message goes straight into its mailbox, its other methods run as
+    tasks of this event loop; no Ray call."""
 
     local = True
 
     def __init__(self, device: "_Device"):
         self.target = device
+        self.deliver = _LocalDeliver(device)
 
     def __getattr__(self, name: str) -> _LocalMethod:
         return _LocalMethod(getattr(self.target, name))
@@ -131,7 +145,7 @@ class DeviceHost:
         return self.node_id(), self.listener.address
 
     async def _deliver_frame(self, run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
-        return await self.devices[dst].deliver(run_id, src, key, array, tag, note)
+        return self.devices[dst].deliver_now(run_id, src, key, array, tag, note)
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
                       secret: bytes = b"") -> int:
@@ -254,6 +268,9 @@ class _Device:
             self.finished.discard(old)
 
     async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> str:
+        return self.deliver_now(run_id, src, key, array, tag, note)
+
+    def deliver_now(self, run_id: int, src: int, key, array, tag, note: str) -> str:
         """Put a peer's message in run ``run_id``'s mailbox. The answer, which the sender looks at
         when it has finished: "ok"; "finished" (this device had completed the run without
         receiving it: a schedule mismatch); "over" (a run left, failed or aborted)."""

@@ -48,7 +48,7 @@ from .ray_transport import PutOnce
 RayResult = Result  # the name a run on a RayMesh has always had
 
 # How messages between device processes travel: "sockets" (between processes of one node, an
-# array under INLINE_BYTES in a frame on a Unix socket; larger ones as Ray objects; other nodes
+# array under SOCKET_BYTES in a frame on a Unix socket; larger ones as Ray objects; other nodes
 # by Ray calls) or "ray" (every message a Ray actor call): runtime/socket_channel.py.
 DATA_PLANES = ("sockets", "ray")
 

@@ -19,6 +19,11 @@ import numpy as np
 
 from .ray_start import INLINE_BYTES, import_ray
 
+# Up to this size a message to a device of another process on this node is a socket frame; from
+# it up, a Ray object put once per instruction (an all-gather's block read in place by all its
+# receivers beats a copy per receiver).
+SOCKET_BYTES = 8 << 20
+
 
 class PutOnce:
     """``ray.put`` each distinct array once, by identity: a block several devices hold, an array
@@ -68,6 +73,8 @@ def make_transport_class():
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
             if peer.local:  # a device of this process: its own copy, as a self-send gets
                 payload = np.array(msg.array, copy=True)
+            elif getattr(peer, "socket", False) and msg.array.nbytes < SOCKET_BYTES:
+                payload = msg.array  # a frame on the socket to the peer's process
             elif msg.array.nbytes >= INLINE_BYTES:
                 payload = self._payload(msg)
             else:

@@ -12,7 +12,7 @@ had finished. Every connection starts with the mesh's secret, which the controll
 the peers' addresses: another local process cannot inject messages.
 
 Ray stays the control plane (load, run, abort, where) and carries what the sockets do not: arrays
-from ``INLINE_BYTES`` up (as Ray objects, put once and read in place by every receiver on the
+from ``ray_transport.SOCKET_BYTES`` up (as Ray objects, put once and read in place by every receiver on the
 node) and messages to other nodes.
 """
 
