@@ -343,7 +343,7 @@ def bench_startup(devices: int = 64, batch: int = 64, d: int = 64, d_ff: int = 2
     xs = 8 if devices % 8 == 0 and devices >= 16 else (2 if devices % 2 == 0 and devices >= 4 else 1)
     smesh = ss.Mesh({"x": xs, "y": devices // xs})
     args = mlp_args(batch, d, d_ff)
-    rm = RayMesh(smesh)
+    rm = RayMesh(smesh, devices_per_process=1)  # the start-up of one actor per device
     t0 = time.perf_counter()
     try:
         rm.start()

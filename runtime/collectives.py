@@ -449,13 +449,8 @@ def signature(instr, dtype=None, shape=None) -> tuple:
 def participants(instr) -> tuple[int, ...]:
     """The devices an instruction exchanges data between (for a permute: every device in a pair)."""
     if instr.kind == "collective_permute":
-        seen: list[int] = []
-        for s, t in instr.pairs:
-            for d in (s, t):
-                if d not in seen:
-                    seen.append(d)
-        return tuple(seen)
-    return tuple(instr.group)
+        return tuple(dict.fromkeys(d for pair in instr.pairs for d in pair))  # first-seen order
+    return instr.group if isinstance(instr.group, tuple) else tuple(instr.group)
 
 
 async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: str = "direct") -> np.ndarray:

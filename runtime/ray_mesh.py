@@ -131,7 +131,9 @@ class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
     the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count).
     ``devices_per_process=k``: ``k`` consecutive devices share one actor process (``groups``),
-    messages between them staying in it (see ``runtime/ray_actor.py``). ``data_plane``: how
+    messages between them staying in it (see ``runtime/ray_actor.py``); by default one device per
+    process up to ``max(8, 2 * CPUs)`` devices on a local Ray, more beyond (``auto_per_process``),
+    and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
     messages between processes travel (``DATA_PLANES``)."""
 
     _keys = itertools.count()
@@ -140,7 +142,7 @@ class RayMesh:
     def __init__(self, mesh=None, address: str | None = None, node_axes: Sequence[str] | str | None = None, *,
                  devices: Sequence[int] | None = None, actor_cpus: float | None = None,
                  node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
-                 start_timeout: float = 60.0, devices_per_process: int = 1, data_plane: str = "sockets"):
+                 start_timeout: float = 60.0, devices_per_process: int | None = None, data_plane: str = "sockets"):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
@@ -155,6 +157,8 @@ class RayMesh:
                 raise ValueError("RayMesh: with node_axes= the devices must be the mesh's devices")
         self.mesh = mesh
         self.devices = tuple(int(d) for d in devices)
+        if devices_per_process is None:
+            devices_per_process = 1 if address is not None or node_axes is not None else auto_per_process(len(self.devices))
         self.groups = _process_groups(self.devices, devices_per_process)
         if data_plane not in DATA_PLANES:
             raise ValueError(f"RayMesh: data_plane must be one of {', '.join(DATA_PLANES)}, not {data_plane!r}")
@@ -692,6 +696,15 @@ def _run_once(m: RayMesh, spmd, inputs, say, *, keep: bool, device_memory, timeo
             m.unload(key)
 
 
+
+
+def auto_per_process(n: int, cpus: int | None = None) -> int:
+    """Devices per process on a local Ray when not given: one each while there are at most
+    ``max(8, 2 * cpus)`` devices; beyond that the smallest count dividing ``n`` that keeps the
+    processes within that bound (a process per device costs a worker start and context switches:
+    64 of them take ~25 s to start on 2 cores)."""
+    bound = max(8, 2 * (cpus or os.cpu_count() or 1))
+    return next(k for k in range(1, n + 1) if n % k == 0 and n // k <= bound)
 
 
 def _process_groups(devices: tuple[int, ...], per: int) -> tuple[tuple[int, ...], ...]:

@@ -122,3 +122,19 @@ def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, 
 def test_an_unknown_data_plane_is_refused():
     with pytest.raises(ValueError, match="data_plane must be one of sockets, ray, not 'grpc'"):
         RayMesh(MESH, data_plane="grpc")
+
+
+@pytest.mark.parametrize("n, cpus, per", [(8, 2, 1), (64, 2, 8), (256, 2, 32), (16, 8, 1), (64, 8, 4), (12, 2, 2), (7, 1, 1)])
+def test_devices_per_process_by_default_keeps_the_processes_few(n, cpus, per):
+    from simshard.runtime.ray_mesh import auto_per_process
+
+    assert auto_per_process(n, cpus) == per
+
+
+def test_a_large_mesh_groups_its_devices_by_default_a_cluster_does_not():
+    from simshard.runtime.ray_mesh import auto_per_process
+
+    big = ss.Mesh({"x": 8, "y": 8})
+    assert len(RayMesh(big).groups) == 64 // auto_per_process(64)  # no actor starts until start()
+    assert RayMesh(MESH).groups == tuple((d,) for d in range(8))
+    assert len(RayMesh(big, address="127.0.0.1:1").groups) == 64  # on a cluster: one process per device
