@@ -28,7 +28,7 @@ class ActorPool:
 
     def __init__(self, backend: str, address: str | None, devices_per_process: int | None = None):
         self.backend, self.address, self.meshes = backend, address, {}
-        self.per_process = devices_per_process or 1
+        self.per_process = devices_per_process  # None: RayMesh's default
 
     def get(self, mesh):
         if self.backend != "ray":
