@@ -16,6 +16,7 @@ chooses how many devices share a host.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from collections import deque
 from typing import Any
@@ -117,8 +118,24 @@ class LocalPeer:
         return _LocalMethod(getattr(self.target, name))
 
 
+class HeldId:
+    """An array a host process keeps for the driver (a run's output): its id in ``DeviceHost.held``."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, id: int):
+        self.id = id
+
+    def __reduce__(self):
+        return (HeldId, (self.id,))
+
+
 class DeviceHost:
-    """One worker process holding the logical devices ``devices`` (see the module docstring)."""
+    """One worker process holding the logical devices ``devices`` (see the module docstring).
+
+    A run's outputs stay in this process (``held``), named by ``HeldId``s: a later run takes them
+    as inputs without any copy or Ray object, the driver fetches them on demand (``fetch``) and
+    releases them when its handles go (``release``)."""
 
     def __init__(self, devices, runtime_dir: str):
         bootstrap(runtime_dir)
@@ -128,6 +145,29 @@ class DeviceHost:
         self.devices = {int(d): _Device(int(d)) for d in devices}
         self.listener = None
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
+        self.held: dict[int, np.ndarray] = {}
+        self._held_ids = itertools.count()
+
+    def _hold(self, array: np.ndarray) -> HeldId:
+        i = next(self._held_ids)
+        self.held[i] = array
+        return HeldId(i)
+
+    def _resolve(self, x):
+        if isinstance(x, HeldId):
+            try:
+                return self.held[x.id]
+            except KeyError:
+                raise ValueError(f"an input is an array this process no longer holds (id {x.id}): it was "
+                                 "released, or the process was restarted; put it again") from None
+        return x
+
+    async def fetch(self, ids) -> list[np.ndarray]:
+        return [self._resolve(HeldId(i)) for i in ids]
+
+    async def release(self, ids) -> None:
+        for i in ids:
+            self.held.pop(i, None)
 
     def pid(self, device: int | None = None) -> int:
         return os.getpid()
@@ -200,6 +240,7 @@ class DeviceHost:
         each device's summary. When one fails, the others here are aborted at once, as the
         controller would abort them on hearing of it."""
         tasks, i = {}, 0
+        inputs = [self._resolve(x) for x in inputs]
         for d, n in counts:
             tasks[d] = asyncio.ensure_future(self.devices[d].run(key, run_id, trace_values, *inputs[i:i + n]))
             i += n
@@ -209,8 +250,12 @@ class DeviceHost:
             if pending and any(t.exception() is not None or t.result()["status"] != "ok" for t in done):
                 for d in tasks:
                     await self.devices[d].abort(run_id)  # a no-op on a device that has finished
-        return {d: t.result() if t.exception() is None
-                else {"status": "error", "error": t.exception(), "where": "unknown"} for d, t in tasks.items()}
+        results = {d: t.result() if t.exception() is None
+                   else {"status": "error", "error": t.exception(), "where": "unknown"} for d, t in tasks.items()}
+        for r in results.values():
+            if r.get("status") == "ok":
+                r["outputs"] = [self._hold(o) for o in r["outputs"]]
+        return results
 
 
 class _Device:
@@ -353,14 +398,13 @@ class _Device:
             if exc is not None:
                 waits = [transport.lost] if transport.lost else list(transport.waiting)
                 return {"status": "error", "error": exc, "where": ex.where(), "waits": waits}
-            ray = import_ray()
             outs = st.task.result()
             undelivered = [(m.src, m.key, m.note) for m in st.mailbox.undelivered()]
             self._close(run_id, ex.where(), completed=True)  # from here on a message is late
             late = await transport.late(timeout if timeout is not None else 5.0)
             return {
                 "status": "ok",
-                "outputs": [ray.put(np.asarray(o)) for o in outs],  # stay here until asked for
+                "outputs": [np.asarray(o) for o in outs],  # the host keeps them (DeviceHost.run)
                 "records": tuple(ex.records),
                 "memory": ex.memory(),
                 "transfers": list(transport.log.entries),

@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import ray_actor, ray_start, ray_transport
-from .ray_actor import DeviceHost
+from .ray_actor import DeviceHost, HeldId
 from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
 from .compiled import Compiled, Result, compile_on, put as put_arrays
 from .ray_transport import PutOnce
@@ -53,55 +53,86 @@ RayResult = Result  # the name a run on a RayMesh has always had
 DATA_PLANES = ("sockets", "ray")
 
 
-class _Outputs(Mapping):
-    """device -> its output shards, fetched from the device actor on first access."""
+class Held:
+    """The driver's handle on an array a device's host process keeps (a run's output): passed to a
+    later run of the same device it stays where it is; ``RayMesh.fetch`` brings it here. When the
+    last handle goes, the array is released (batched into the mesh's next call on that host)."""
 
-    def __init__(self, refs: Mapping[int, list], calls: Counter):
-        self._refs = dict(refs)
+    __slots__ = ("host", "id", "_released")
+
+    def __init__(self, host, id: int, released: dict):
+        self.host, self.id, self._released = host, id, released
+
+    def __del__(self):
+        try:
+            self._released.setdefault(self.host, []).append(self.id)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def _fetch_held(handles: Sequence[Held], calls: Counter) -> list[np.ndarray]:
+    """Every handle's array, one Ray call per host process."""
+    ray = import_ray()
+    by_host: dict[Any, list[int]] = {}
+    for i, h in enumerate(handles):
+        by_host.setdefault(h.host, []).append(i)
+    refs = {host: host.fetch.remote([handles[i].id for i in idx]) for host, idx in by_host.items()}
+    calls["fetch"] += len(refs)  # one per host process, counted apart from the runs' calls
+    calls["get"] += 1
+    got = dict(zip(refs, ray.get(list(refs.values()))))
+    out: list = [None] * len(handles)
+    for host, idx in by_host.items():
+        for i, a in zip(idx, got[host]):
+            out[i] = np.array(a, copy=True)
+    return out
+
+
+class _Outputs(Mapping):
+    """device -> its output shards, kept by its host process and fetched from it on first access."""
+
+    def __init__(self, held: Mapping[int, list], calls: Counter):
+        self._held = dict(held)
         self._calls = calls
         self._got: dict[int, tuple[np.ndarray, ...]] = {}
 
     def __getitem__(self, device: int) -> tuple[np.ndarray, ...]:
         if device not in self._got:
-            if device not in self._refs:
+            if device not in self._held:
                 raise KeyError(device)
             ray = import_ray()
-            self._calls["get"] += 1
             try:
-                got = ray.get(self._refs[device])
-            except ray.exceptions.ObjectLostError as e:  # OwnerDiedError too: the actor held them
+                self._got[device] = tuple(_fetch_held(self._held[device], self._calls))
+            except ray.exceptions.RayActorError as e:  # the process died, and the arrays it kept
                 raise _outputs_lost(device, e) from e
-            self._got[device] = tuple(np.array(a, copy=True) for a in got)
         return self._got[device]
 
     def fetch(self) -> "_Outputs":
-        """Every device's shards in one call."""
-        missing = [d for d in self._refs if d not in self._got]
+        """Every device's shards, one call per host process."""
+        missing = [d for d in self._held if d not in self._got]
         if missing:
             ray = import_ray()
-            self._calls["get"] += 1
             try:
-                flat = ray.get([r for d in missing for r in self._refs[d]])
-            except ray.exceptions.ObjectLostError:
+                flat = _fetch_held([h for d in missing for h in self._held[d]], self._calls)
+            except ray.exceptions.RayActorError:
                 for d in missing:  # which device's: fetch one by one
                     self[d]
                 raise
             i = 0
             for d in missing:
-                n = len(self._refs[d])
-                self._got[d] = tuple(np.array(a, copy=True) for a in flat[i:i + n])
+                n = len(self._held[d])
+                self._got[d] = tuple(flat[i:i + n])
                 i += n
         return self
 
     def handles(self) -> dict[int, list]:
-        """device -> its output ObjectRefs, left where they are."""
-        return dict(self._refs)
+        """device -> its outputs' ``Held`` handles, left where they are."""
+        return dict(self._held)
 
     def __iter__(self):
-        return iter(self._refs)
+        return iter(self._held)
 
     def __len__(self) -> int:
-        return len(self._refs)
+        return len(self._held)
 
 
 def _outputs_lost(device: int, cause: BaseException) -> BaseException:
@@ -165,6 +196,7 @@ class RayMesh:
         self.data_plane = data_plane
         self._secret = os.urandom(16)  # a socket connection must start with it
         self._sockets: dict[int, tuple[str, str]] = {}  # device -> (node id, address) of its process
+        self._released: dict[Any, list[int]] = {}  # host handle -> ids of kept arrays nobody holds
         self.address = address
         self.node_axes = node_axes
         self.node_strategy = node_strategy
@@ -390,8 +422,37 @@ class RayMesh:
         return import_ray().put(np.ascontiguousarray(array))
 
     def fetch(self, handles: list) -> list:
-        self.calls["get"] += 1
-        return import_ray().get(list(handles))
+        """Arrays of shards on the devices: ``Held`` ones from their host processes, Ray objects
+        (``put``) from the object store."""
+        ray = import_ray()
+        self._release_dropped()
+        held = [i for i, h in enumerate(handles) if isinstance(h, Held)]
+        out = list(handles)
+        for i, a in zip(held, _fetch_held([handles[i] for i in held], self.calls)):
+            out[i] = a
+        refs = [i for i, h in enumerate(handles) if not isinstance(h, Held)]
+        if refs:
+            self.calls["get"] += 1
+            for i, a in zip(refs, ray.get([handles[i] for i in refs])):
+                out[i] = a
+        return out
+
+    def _arg(self, device: int, shard):
+        """A shard as a run's argument: a kept array by its id, if its process is the device's."""
+        if not isinstance(shard, Held):
+            return shard
+        if shard.host is not self.actors.get(device):
+            raise ValueError(f"device {device} is given an array kept by another process (an output of a run "
+                             "on another RayMesh, or before the device was restarted): put it again")
+        return HeldId(shard.id)
+
+    def _release_dropped(self) -> None:
+        """Tell each host process which of its kept arrays the driver has no handle on any more."""
+        while self._released:
+            host, ids = self._released.popitem()
+            if host in {id(h): h for h in self.actors.values()}.values():
+                host.release.remote(ids)
+                self.calls["release"] += 1  # bookkeeping, not part of a run
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]], *, trace_values: bool = False,
@@ -414,7 +475,7 @@ class RayMesh:
         before = Counter(self.calls)
         put = PutOnce()  # a block several devices hold goes once; a DeviceArray's shards are there already
         ray = import_ray()
-        shards = {d: [a if isinstance(a, ray.ObjectRef) else put(a) for a in inputs[d]] for d in spmd.devices}
+        shards = {d: [a if isinstance(a, (ray.ObjectRef, Held)) else put(a) for a in inputs[d]] for d in spmd.devices}
         self.calls["put"] += len(put)
         restarted: list[int] = []
         for attempt in range(retries + 1):
@@ -444,6 +505,7 @@ class RayMesh:
         from .transport import TransferLog
 
         ray = import_ray()
+        self._release_dropped()
         run_id = self._last_run = next(self._run_ids)
         pending: dict[Any, tuple[int, ...]] = {}  # one run call per host: its devices of this program
         for group in self.groups:
@@ -451,7 +513,7 @@ class RayMesh:
             if devs:
                 counts = tuple((d, len(shards[d])) for d in devs)
                 ref = self.actors[devs[0]].run.remote(key, run_id, bool(trace_values), counts,
-                                                      *(a for d in devs for a in shards[d]))
+                                                      *(self._arg(d, a) for d in devs for a in shards[d]))
                 self.calls["remote"] += 1
                 pending[ref] = devs
         results: dict[int, dict] = {}
@@ -524,7 +586,8 @@ class RayMesh:
         records = tuple(r for d in spmd.devices for r in results[d]["records"])
         memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
         values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
-        outputs = _Outputs({d: results[d]["outputs"] for d in spmd.devices}, self.calls)
+        outputs = _Outputs({d: [Held(self.actors[d], h.id, self._released) for h in results[d]["outputs"]]
+                            for d in spmd.devices}, self.calls)
         timeline = {d: results[d]["timeline"] for d in spmd.devices}
         return Execution(spmd, outputs, records, memory, log, values, timeline)
 

@@ -113,6 +113,7 @@ def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, 
     local = run_local(spmd, inputs)
     with RayMesh(MESH, devices_per_process=2, data_plane=plane) as devices:
         remote = devices.run_spmd(spmd, inputs)
+        remote.outputs.fetch()  # the outputs stay in the device processes until fetched
     assert remote.data_plane == plane  # the report says which one ran
     for d in spmd.devices:
         assert [bits(a) for a in remote.outputs[d]] == [bits(a) for a in local.outputs[d]], d
