@@ -80,23 +80,23 @@ def test_a_device_array_sharded_otherwise_is_refused_naming_both(devices):
         compiled(devices.put(x, P("y", None)))
 
 
-def test_outputs_stay_in_their_processes_until_no_handle_is_left(devices):
-    if isinstance(devices, LocalMesh):
-        pytest.skip("the local backend's arrays are this process's")
+def test_outputs_stay_in_their_processes_until_no_handle_is_left(ray_session):
     import gc
 
     import ray
 
+    from simshard.runtime.ray_backend import RayMesh
+
     x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
-    double = devices.compile(lambda a: a * 2, x, in_shardings=(P("x", None),), out_shardings=P("x", None))
-    kept = double(devices.put(x, P("x", None))).arrays
-    again = double(kept)  # a kept output is the next run's input where it is: no put, no copy
-    assert again.controller_calls.get("put", 0) == 0 and np.array_equal(again.outputs, x * 4)
-    handle = kept.shards[0]
-    host, held_id = handle.host, handle.id
-    assert np.array_equal(ray.get(host.fetch.remote([held_id]))[0], x[:4] * 2)
-    del kept, handle, again
-    gc.collect()
-    double(devices.put(x, P("x", None)))  # the mesh's next call on the host releases what nobody holds
-    with pytest.raises(ray.exceptions.RayTaskError, match="no longer holds"):
-        ray.get(host.fetch.remote([held_id]))
+    with RayMesh(MESH, devices_per_process=8) as devices:
+        double = devices.compile(lambda a: a * 2, x, in_shardings=(P("x", None),), out_shardings=P("x", None))
+        kept = double(devices.put(x, P("x", None))).arrays
+        again = double(kept)  # a kept output is the next run's input where it is: no put, no copy
+        assert again.controller_calls.get("put", 0) == 0 and np.array_equal(again.outputs, x * 4)
+        host, held_id = kept.shards[0].host, kept.shards[0].id
+        assert np.array_equal(ray.get(host.fetch.remote([held_id]))[0], x[:4] * 2)
+        del kept, again
+        gc.collect()
+        double(devices.put(x, P("x", None)))  # the mesh's next call on the host releases what nobody holds
+        with pytest.raises(ray.exceptions.RayTaskError, match="no longer holds"):
+            ray.get(host.fetch.remote([held_id]))
