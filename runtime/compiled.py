@@ -4,8 +4,8 @@
 schedules on ``devices`` (a ``RayMesh`` or a ``LocalMesh``); the ``Compiled`` it returns is called
 with ``f``'s arguments, numpy arrays or ``DeviceArray``s already on the devices, and gives a
 ``Result``: outputs assembled on demand (``outputs``) or left on the devices (``arrays``), and
-what the run cost. A devices object provides ``mesh``, ``load``, ``execute``, ``put_shard`` (one
-shard onto the devices: a handle) and ``fetch`` (handles back to arrays).
+what the run cost. A devices object provides ``mesh``, ``load``, ``execute``, ``put_shards`` (each
+device's block onto it: device -> handle) and ``fetch`` (handles back to arrays).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def put(devices, x, sharding=None):
     for i, (a, spec) in enumerate(zip(leaves, specs)):
         a = np.asarray(a)
         s = resolve_sharding(spec, Aval(a.shape, a.dtype), f"put: leaf {i}", devices.mesh)
-        out.append(place(a, s, devices.devices, devices.put_shard, devices.fetch))
+        out.append(place(a, s, devices.devices, devices.put_shards, devices.fetch))
     return optree.tree_unflatten(tree, out)
 
 

@@ -69,17 +69,16 @@ class DeviceArray:
 
 
 def place(x, sharding, devices, put: Callable, fetch: Callable) -> DeviceArray:
-    """``x`` sharded by ``sharding`` (a Sharding, or None for every device a whole copy), each
-    device's shard handed to ``put`` (a block several devices hold is put once)."""
+    """``x`` sharded by ``sharding`` (a Sharding, or None for every device a whole copy): ``put``
+    takes every device's block (device -> array) and gives its handles (device -> handle)."""
     x = np.asarray(x)
     if sharding is None:
-        handle = put(x)
-        return DeviceArray(x.shape, x.dtype, None, {d: handle for d in devices}, fetch)
+        return DeviceArray(x.shape, x.dtype, None, put({d: x for d in devices}), fetch)
     blocks = layout(sharding, x.shape).shard(x)
     missing = sorted(set(devices) - set(blocks))
     if missing:
         raise ValueError(f"the sharding {sharding} places nothing on devices {missing}")
-    return DeviceArray(x.shape, x.dtype, sharding, {d: put(blocks[d]) for d in devices}, fetch)
+    return DeviceArray(x.shape, x.dtype, sharding, put({d: blocks[d] for d in devices}), fetch)
 
 
 def matches(arr: DeviceArray, sharding, where: str) -> None:

@@ -54,10 +54,12 @@ class LocalMesh:
         """As ``RayMesh.put``: DeviceArrays whose shards are read-only arrays of this process."""
         return put(self, x, sharding)
 
-    def put_shard(self, array: np.ndarray) -> np.ndarray:
-        a = np.array(array, copy=True)
-        a.flags.writeable = False
-        return a
+    def put_shards(self, blocks) -> dict[int, np.ndarray]:
+        out = {}
+        for d, block in blocks.items():
+            out[d] = np.array(block, copy=True)
+            out[d].flags.writeable = False
+        return out
 
     def fetch(self, handles: list) -> list:
         return list(handles)

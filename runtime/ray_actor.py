@@ -162,6 +162,10 @@ class DeviceHost:
                                  "released, or the process was restarted; put it again") from None
         return x
 
+    async def hold(self, *arrays) -> list[int]:
+        """Keep arrays the driver puts here (its own copies, not views of the object store)."""
+        return [self._hold(np.array(a, copy=True)).id for a in arrays]
+
     async def fetch(self, ids) -> list[np.ndarray]:
         return [self._resolve(HeldId(i)) for i in ids]
 

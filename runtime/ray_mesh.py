@@ -413,13 +413,27 @@ class RayMesh:
     # -- arrays on the devices -------------------------------------------------------------------
     def put(self, x, sharding=None):
         """``x`` (an array or a pytree) sharded onto the devices: DeviceArrays, each device's shard
-        a Ray object a compiled program hands to its device without passing through this process."""
+        kept by its host process (``put_shards``), where a compiled program uses it as it is."""
         self.start()
         return put_arrays(self, x, sharding)
 
-    def put_shard(self, array: np.ndarray):
-        self.calls["put"] += 1
-        return import_ray().put(np.ascontiguousarray(array))
+    def put_shards(self, blocks) -> dict[int, "Held"]:
+        """Each device's block into its host process, which keeps it (one call per process, a
+        block several of its devices hold sent once): ``Held`` handles."""
+        ray = import_ray()
+        calls = []
+        for group in self.groups:
+            devs = [d for d in group if d in blocks]
+            if not devs:
+                continue
+            unique = list({id(blocks[d]): blocks[d] for d in devs}.values())
+            which = [next(k for k, u in enumerate(unique) if u is blocks[d]) for d in devs]
+            calls.append((self.actors[devs[0]], devs, which, self.actors[devs[0]].hold.remote(*unique)))
+        self.calls["hold"] += len(calls)
+        self.calls["get"] += 1
+        ids = ray.get([c[-1] for c in calls])
+        return {d: Held(host, got[k], self._released)
+                for (host, devs, which, _), got in zip(calls, ids) for d, k in zip(devs, which)}
 
     def fetch(self, handles: list) -> list:
         """Arrays of shards on the devices: ``Held`` ones from their host processes, Ray objects
