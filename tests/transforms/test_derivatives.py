@@ -126,10 +126,129 @@ def test_broadcast_in_dim_with_its_dims_out_of_order():
 
 
 @pytest.mark.parametrize("argnum", [0, 1])
-@pytest.mark.parametrize("stride, padding", [((1, 1), ((0, 0), (0, 0))), ((2, 1), ((1, 2), (0, 1))), ((3, 2), ((2, 0), (1, 1)))])
+@pytest.mark.parametrize("stride, padding", [((1, 1), ((0, 0), (0, 0))), ((2, 1), ((1, 2), (0, 1))), ((3, 2), ((2, 0), (1, 1))),
+                                             ((4, 3), ((3, 4), (2, 2)))])
 def test_conv2d(stride, padding, argnum):
     conv = ss.jit(lambda x, w: ss.nn.conv2d(x, w, stride=stride, padding=padding))  # ss.nn runs in a trace only
     _check(conv, normal(2, 3, 7, 6), normal(4, 3, 3, 2), argnum=argnum)
+
+
+# -- exact on integer values: conv2d, strided slice, sort, reduce_prod ---------------------------
+def _ints(shape, lo=-3, hi=4, nonzero=False):
+    """Small integer values as float64: every sum and product of the rules below is exact."""
+    x = RNG.integers(lo, hi, shape).astype(np.float64)
+    return np.where(x == 0, 1.0, x) if nonzero else x
+
+
+def _affine_grad(F, x: np.ndarray) -> np.ndarray:
+    """The exact gradient of ``F`` at ``x`` where ``F`` is affine in each element on its own
+    (conv2d, slice, prod): ``F`` with the element set to 1 minus ``F`` with it set to 0."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        at = {}
+        for v in (0.0, 1.0):
+            y = x.copy()
+            y[i] = v
+            at[v] = F(y)
+        g[i] = at[1.0] - at[0.0]
+    return g
+
+
+def _exact_grads(fn, args, kernel):
+    """ss.grad of ``sum(fn(*args) * ct)`` for an integer ``ct``, and the affine reference from
+    the numpy ``kernel``, per argument."""
+    ct = _ints(np.shape(kernel(*args)))
+    got = ss.grad(lambda *a: np.sum(fn(*a) * ct), argnums=tuple(range(len(args))))(*args)
+    want = [_affine_grad(lambda y, k=k: np.sum(kernel(*args[:k], y, *args[k + 1:]) * ct), a) for k, a in enumerate(args)]
+    return got, want
+
+
+@pytest.mark.parametrize("x_shape, w_shape, stride, padding", [
+    ((1, 1, 4, 4), (1, 1, 1, 1), (1, 1), ((0, 0), (0, 0))),  # 1x1 kernel
+    ((2, 3, 7, 6), (4, 3, 3, 2), (2, 3), ((1, 2), (0, 1))),  # strides that leave the last rows unread
+    ((1, 2, 5, 4), (3, 2, 2, 2), (4, 3), ((3, 4), (2, 2))),  # stride > kernel, padding >= kernel
+    ((2, 2, 3, 5), (2, 2, 3, 5), (1, 1), ((0, 0), (0, 0))),  # one window: the whole input
+    ((1, 2, 4, 3), (2, 2, 2, 3), (7, 5), ((2, 2), (1, 1))),  # strides past the last window: one per dim
+    ((3, 1, 6, 6), (2, 1, 3, 3), (2, 2), ((1, 1), (1, 1))),
+], ids=["1x1", "uneven-stride", "stride-over-kernel", "whole-input", "stride-over-input", "same"])
+def test_conv2d_gradients_are_exact_on_integer_values(x_shape, w_shape, stride, padding):
+    from simshard.ops import OPS
+
+    def kernel(x, w):
+        return OPS["conv2d"].kernel(x, w, stride=stride, padding=padding)[0]
+
+    conv = lambda x, w: ss.nn.conv2d(x, w, stride=stride, padding=padding)  # noqa: E731
+    (gx, gw), (want_x, want_w) = _exact_grads(conv, (_ints(x_shape), _ints(w_shape)), kernel)
+    np.testing.assert_array_equal(gx, want_x)
+    np.testing.assert_array_equal(gw, want_w)
+
+
+STRIDED = [
+    ((7,), (1,), (7,), (3,)),
+    ((5, 8), (0, 1), (5, 8), (2, 3)),
+    ((9, 4), (2, 1), (8, 4), (3, 2)),  # limits the strides do not reach
+    ((4, 6, 5), (1, 0, 2), (4, 5, 5), (2, 4, 1)),  # a stride-1 dim among strided ones
+    ((6, 5), (0, 0), (6, 5), (7, 9)),  # strides beyond the dims: one element each
+    ((5, 3), (2, 0), (2, 3), (2, 1)),  # an empty result
+]
+
+
+@pytest.mark.parametrize("shape, start, limit, strides", STRIDED,
+                         ids=["1d", "2d", "unaligned-limit", "3d-mixed", "stride-over-size", "empty"])
+def test_strided_slice_puts_the_cotangent_back_at_the_strided_positions(shape, start, limit, strides):
+    window = tuple(slice(s, l, k) for s, l, k in zip(start, limit, strides))
+    cut = lambda x: ss.lax.slice(x, start, limit, strides)  # noqa: E731
+    (g,), (want,) = _exact_grads(cut, (_ints(shape),), lambda x: x[window])
+    np.testing.assert_array_equal(g, want)  # the cotangent at the window, zeros elsewhere
+    if want[window].size:
+        _check(ss.jit(cut), normal(*shape))
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 4, 5), 0), ((3, 4, 5), 1), ((3, 4, 5), 2), ((2, 7), 1), ((6,), 0)])
+def test_sort_with_ties_sends_each_cotangent_to_the_element_the_stable_sort_put_there(shape, axis):
+    x = RNG.integers(0, 3, shape).astype(np.float64)  # three values: many ties
+    if len(shape) == 1:
+        x[:] = 2.0  # all tied: the identity permutation
+    ct = RNG.permutation(x.size).reshape(shape).astype(np.float64)  # distinct: a misrouted one shows
+    g = ss.grad(lambda x: np.sum(np.sort(x, axis=axis) * ct))(x)
+    want = np.zeros_like(x)
+    np.put_along_axis(want, np.argsort(x, axis=axis, kind="stable"), ct, axis=axis)
+    np.testing.assert_array_equal(g, want)
+    _check(lambda x: np.sort(x, axis=axis), normal(*shape))
+
+
+@pytest.mark.parametrize("zeros", [0, 1, 2, 3])
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (0, 1, 2)], ids=str)
+def test_prod_gradient_is_exact_with_zeros(axes, zeros):
+    """No zero in a group: prod / x; one: the others' product at the zero, 0 elsewhere; two or
+    more: 0. Zeros placed at random, so partial reductions mix the three kinds of group."""
+    x = _ints((3, 4, 2), -2, 3, nonzero=True)
+    x.flat[RNG.choice(x.size, zeros, replace=False)] = 0.0
+    (g,), (want,) = _exact_grads(lambda x: np.prod(x, axis=axes), (x,), lambda x: np.prod(x, axis=axes))
+    np.testing.assert_array_equal(g, want)
+    if zeros == 0:
+        _check(lambda x: np.prod(x, axis=axes), positive(3, 4, 2))
+
+
+def test_prod_gradient_with_zeros_in_float32():
+    x = np.array([[2.0, 0.0, 3.0], [0.0, 5.0, 0.0], [1.0, -2.0, 4.0]], np.float32)
+    g = ss.grad(lambda x: np.sum(np.prod(x, axis=0)))(x)
+    assert g.dtype == np.float32 and g.tolist() == [[0.0, -10.0, 0.0], [2.0, 0.0, 12.0], [0.0, 0.0, 0.0]]
+
+
+def test_vmap_of_these_gradients_equals_the_loop():
+    """Per-example gradients: the rules' ops (argsort, one-hot contractions, pads, selects) batch."""
+    xs = RNG.integers(-1, 2, (4, 3, 5)).astype(np.float64)  # zeros and ties
+    w = _ints((2, 1, 2, 2))
+    losses = [
+        lambda x: np.sum(np.prod(x, axis=1) * np.arange(3.0)),
+        lambda x: np.sum(np.sort(x, axis=1) * np.arange(15.0).reshape(3, 5)),
+        lambda x: np.sum(ss.lax.slice(x, (0, 1), (3, 5), (2, 3)) * 3.0),
+        lambda x: np.sum(ss.nn.conv2d(x[None, None], w, stride=(2, 1), padding=((1, 0), (0, 1)))),
+    ]
+    for loss in losses:
+        batched = ss.vmap(ss.grad(loss))(xs)
+        np.testing.assert_array_equal(batched, np.stack([ss.grad(loss)(x) for x in xs]))
 
 
 def test_convert_passes_the_cotangent_back_in_the_operand_dtype():
