@@ -340,12 +340,13 @@ class Executor:
             raise self._fail(CollectiveError, f"device {me} {self.where()}: {e}") from None
         in_shape = x.shape if x is not None else ()
         self._write([(ins.dst, out)])
-        if me in participants(ins):
+        group = participants(ins)
+        if me in group:
             t = self.transport.log.totals(me, ins.id)
             self.records.append(
                 CommRecord(
                     device=me, instr=ins.id, position=self.position, source=ins.source, kind=ins.kind,
-                    axes=tuple(getattr(ins, "axes", ())), group=participants(ins), bytes_sent=t.sent,
+                    axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=t.sent,
                     bytes_received=t.received, messages_sent=t.messages_sent, messages_received=t.messages_received,
                     min_bytes=analytic_min_bytes(ins, me, in_shape, out.shape, out.dtype.itemsize),
                     peers=t.peer_rows(),

@@ -188,7 +188,7 @@ class DeviceHost:
             await self.listener.start()
         return self.node_id(), self.listener.address
 
-    async def _deliver_frame(self, run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
+    def _deliver_frame(self, run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
         return self.devices[dst].deliver_now(run_id, src, key, array, tag, note)
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
@@ -419,4 +419,5 @@ class _Device:
                 "where": ex.where(),
             }
         finally:
+            transport.release()  # a run that failed or was aborted leaves no shared memory behind
             self._close(run_id, ex.where())

@@ -47,9 +47,9 @@ from .ray_transport import PutOnce
 
 RayResult = Result  # the name a run on a RayMesh has always had
 
-# How messages between device processes travel: "sockets" (between processes of one node, an
-# array under SOCKET_BYTES in a frame on a Unix socket; larger ones as Ray objects; other nodes
-# by Ray calls) or "ray" (every message a Ray actor call): runtime/socket_channel.py.
+# How messages between device processes travel: "sockets" (between processes of one node, a frame
+# on a Unix socket, an array from SHM_BYTES up in a shared-memory file the frame names; other
+# nodes by Ray calls) or "ray" (every message a Ray actor call): runtime/socket_channel.py.
 DATA_PLANES = ("sockets", "ray")
 
 
@@ -342,6 +342,11 @@ class RayMesh:
             except Exception:
                 pass
         self.actors = {}
+        from .socket_channel import remove_shared, shared_memory_prefix
+
+        prefix = shared_memory_prefix(self._secret)
+        if prefix:
+            remove_shared(prefix)  # what processes killed mid-run left in this node's shared memory
         if self.placement_group is not None:
             from .nodes import remove
 

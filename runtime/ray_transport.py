@@ -1,9 +1,11 @@
 """The Ray transport: one device's side of sending and receiving between device actors.
 
-A send is a fire-and-forget call on the receiving device's ``deliver`` (``RayTransport._deliver``):
-to a device of another host process a Ray call, the array travelling as a Ray object (``ray.put``
-once per instruction, from ``INLINE_BYTES`` up) or inline below that; to a device of the same
-host a task of this event loop, the array copied (``LocalPeer``). A receive waits on the
+A send is fire-and-forget (``RayTransport._deliver``): to a device of another process of this
+node on the sockets data plane, a frame on the socket to its process (``socket_channel.py``: a
+large array in shared memory); to any other device of another process, a Ray call on its
+``deliver``, the array travelling as a Ray object (``ray.put`` once per instruction, from
+``INLINE_BYTES`` up) or inline below that; to a device of the same host a task of this event
+loop, the array copied (``LocalPeer``). A receive waits on the
 device's own mailbox with the receive timeout. The collectives and the executor above it are the
 local backend's, so outputs and communication records are the same, bit for bit and byte for byte.
 """
@@ -18,12 +20,6 @@ from typing import Any
 import numpy as np
 
 from .ray_start import INLINE_BYTES, import_ray
-
-# Up to this size a message to a device of another process on this node is a socket frame; from
-# it up, a Ray object put once per instruction (an all-gather's block read in place by all its
-# receivers beats a copy per receiver).
-SOCKET_BYTES = 8 << 20
-
 
 class PutOnce:
     """``ray.put`` each distinct array once, by identity: a block several devices hold, an array
@@ -62,6 +58,7 @@ def make_transport_class():
             self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
             self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
+            self._shared = None  # SharedBlocks: the shared-memory files of large socket messages
             self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
 
         async def _deliver(self, msg: Message) -> None:
@@ -73,8 +70,9 @@ def make_transport_class():
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
             if peer.local:  # a device of this process: its own copy, as a self-send gets
                 payload = np.array(msg.array, copy=True)
-            elif getattr(peer, "socket", False) and msg.array.nbytes < SOCKET_BYTES:
-                payload = msg.array  # a frame on the socket to the peer's process
+            elif getattr(peer, "socket", False):  # a frame on the socket to the peer's process
+                self.sent.append((self._frame(peer, msg), msg.dst, msg.key, msg.note))
+                return
             elif msg.array.nbytes >= INLINE_BYTES:
                 payload = self._payload(msg)
             else:
@@ -82,6 +80,24 @@ def make_transport_class():
             # no ack awaited here; the answers are looked at once this device has finished (``late``)
             ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
             self.sent.append((ref, msg.dst, msg.key, msg.note))
+
+        def _frame(self, peer, msg: Message):
+            """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
+            (written once per instruction however many peers it goes to)."""
+            from .socket_channel import SHM_BYTES, SharedBlocks, shared_memory_prefix
+
+            shared = None
+            if msg.array.nbytes >= SHM_BYTES and shared_memory_prefix(peer.connection.secret):
+                if self._shared is None:
+                    self._shared = SharedBlocks(shared_memory_prefix(peer.connection.secret))
+                shared = self._shared.put(msg.array, scope=msg.key[0])
+            return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
+                                        shared=shared)
+
+        def release(self) -> None:
+            """Unlink the shared-memory files this run wrote (their receivers have mapped them)."""
+            if self._shared is not None:
+                self._shared.release()
 
         def _payload(self, msg: Message):
             """The array as a Ray object, put once per instruction however many peers it goes to
@@ -96,11 +112,16 @@ def make_transport_class():
             run when they arrived: a schedule mismatch that would otherwise pass unnoticed."""
             if not self.sent:
                 return []
+            # a socket frame's answer is settled by a sync on its connection (socket_channel.py)
+            for c in {getattr(self.peers[dst], "connection", None) for _, dst, _, _ in self.sent} - {None}:
+                c.sync()
             try:
                 answers = await asyncio.wait_for(
                     asyncio.gather(*(r for r, *_ in self.sent), return_exceptions=True), timeout)
             except asyncio.TimeoutError:
                 return []  # a receiver too busy to answer: nothing known
+            finally:
+                self.release()
             return [(dst, key, note) for (_, dst, key, note), a in zip(self.sent, answers) if a == "finished"]
 
         async def _collect(self, dst: int, src: int, key, timeout) -> Message:

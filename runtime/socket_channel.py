@@ -5,36 +5,177 @@ A Ray actor call costs the sender and the receiver hundreds of microseconds; the
 static and the processes long-lived, so each host process opens one listening socket once
 (``Listener``, an abstract Unix socket: no file to clean up) and its peers on the same node
 connect to it on first use (``Connection``, one per pair of processes, shared by their devices).
-A message is one frame: a sequence number, a pickled header (run, source, destination, key, tag,
-note, dtype, shape) and the array's bytes; the receiver answers every frame with the answer its
-device's ``deliver`` gave, so the sender still learns of a message that arrived after its receiver
-had finished. Every connection starts with the mesh's secret, which the controller hands out with
-the peers' addresses: another local process cannot inject messages.
+Every connection starts with the mesh's secret, which the controller hands out with the peers'
+addresses: another local process cannot inject messages.
 
-Ray stays the control plane (load, run, abort, where) and carries what the sockets do not: arrays
-from ``ray_transport.SOCKET_BYTES`` up (as Ray objects, put once and read in place by every receiver on the
-node) and messages to other nodes.
+A message is one frame: a sequence number, a pickled header (run, source, destination, key, tag,
+note, dtype, shape) and the array's bytes. The receiver reads a body straight into the array it
+hands on (no staging copy for a large one) and answers only what the sender must hear of: a frame
+its device refused ("finished", "over", an error). The sender learns that everything else arrived
+from a sync frame (``Connection.sync``): answered once every frame before it on the stream has
+been handed on, so one answer per connection and run replaces one per message.
+
+A large array does not cross the socket: the sender writes it once into a file of the node's
+shared memory (``SharedBlocks``, one file per array however many peers it goes to, as one Ray
+object serves all its readers) and the frame names the file; the receiver maps it read-only and
+hands on a view of the mapping, so the kernel copies its bytes once instead of twice per
+receiver. The sender unlinks its files once its receivers have mapped them (a sync has been
+answered); the mappings live as long as the receivers' arrays.
+
+Ray stays the control plane (load, run, abort, where) and carries messages to other nodes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
+import mmap
 import os
 import pickle
+import socket
 import struct
-from typing import Awaitable, Callable
+from typing import Callable
 
 import numpy as np
 
-_FRAME = struct.Struct("<QII")  # sequence number, header bytes, body bytes
+_FRAME = struct.Struct("<QII")  # sequence number, header bytes (0: a sync frame), body bytes
 _ANSWER = struct.Struct("<QI")  # sequence number, answer bytes
+_STAGE = 1 << 18  # the receive buffer for frame prefixes, headers and small bodies
+_IN_PLACE = 1 << 16  # a body from this size up is read straight into its array
+_SMALL = 1 << 16  # a body below this size is sent in one write with its header
+_BUFFER = 4 << 20  # the socket buffers asked for (see _widen)
+SHM_DIR = "/dev/shm"  # the node's shared memory (Linux); without it every body goes through the socket
+SHM_BYTES = 2 << 20  # an array from this size up travels in shared memory (SharedBlocks)
 
-Deliver = Callable[..., Awaitable[str]]  # (run_id, src, dst, key, array, tag, note) -> answer
+Deliver = Callable[..., str]  # (run_id, src, dst, key, array, tag, note) -> answer ("ok" or why not)
+
+
+def _widen(transport) -> None:
+    """Ask for socket buffers of a few MiB (the kernel caps them at net.core.wmem_max): a large
+    frame then crosses in a few system calls instead of one per default-sized buffer."""
+    sock = transport.get_extra_info("socket")
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, option, _BUFFER)
+        except OSError:
+            pass
+
+
+class _Receiver(asyncio.BufferedProtocol):
+    """One incoming connection: frames parsed from a staging buffer, large bodies received in
+    place, each frame handed to ``deliver`` in stream order."""
+
+    def __init__(self, secret: bytes, deliver: Deliver):
+        self.secret, self.deliver = secret, deliver
+        self.authed = False
+        self.stage = bytearray(_STAGE)
+        self.start = self.end = 0  # the unparsed bytes are stage[start:end]
+        self.body: tuple | None = None  # (header, array, its bytes, bytes filled) of a body read in place
+        self.transport = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        _widen(transport)
+
+    def get_buffer(self, sizehint: int):
+        if self.body is not None:
+            _, _, flat, filled = self.body
+            return flat[filled:]
+        if self.end == len(self.stage):
+            self._compact(self.end - self.start + _STAGE // 4)
+        return memoryview(self.stage)[self.end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.body is not None:
+            header, array, flat, filled = self.body
+            filled += nbytes
+            if filled < len(flat):
+                self.body = (header, array, flat, filled)
+                return
+            self.body = None
+            self._hand_on(header, array)
+            return
+        self.end += nbytes
+        try:
+            self._parse()
+        except Exception:  # a malformed stream: drop the connection rather than guess
+            self.transport.close()
+
+    def _compact(self, need: int) -> None:
+        """Move the unparsed bytes to the front, in a larger buffer if ``need`` bytes do not fit
+        (a new buffer: asyncio may still hold a view of the old one)."""
+        rest = self.stage[self.start:self.end]
+        if need > len(self.stage):
+            self.stage = bytearray(max(need, 2 * len(self.stage)))
+        self.stage[:len(rest)] = rest
+        self.start, self.end = 0, len(rest)
+
+    def _parse(self) -> None:
+        stage = self.stage
+        if not self.authed:
+            if self.end - self.start < len(self.secret):
+                return
+            if bytes(stage[self.start:self.start + len(self.secret)]) != self.secret:
+                self.transport.close()
+                return
+            self.authed = True
+            self.start += len(self.secret)
+        while self.end - self.start >= _FRAME.size:
+            seq, hn, bn = _FRAME.unpack_from(stage, self.start)
+            if hn == 0:  # sync: every frame before it has been handed on
+                self.start += _FRAME.size
+                self._answer(seq, "sync")
+                continue
+            head_end = self.start + _FRAME.size + hn
+            if self.end < head_end:
+                if head_end - self.start > len(stage):
+                    self._compact(head_end - self.start)
+                return
+            have = self.end - head_end
+            if bn > have and bn < _IN_PLACE:
+                if head_end - self.start + bn > len(stage) - self.start:
+                    self._compact(head_end - self.start + bn)
+                return  # a small body not complete yet: wait for it in the stage
+            header = pickle.loads(stage[self.start + _FRAME.size:head_end])
+            dtype, shape, shared = header[-3:]
+            if shared is not None:  # the body is a file of shared memory: map it, no bytes follow
+                self.start = head_end
+                self._hand_on(header, map_shared(shared, dtype, shape))
+                continue
+            array = np.empty(shape, dtype=dtype)
+            if array.nbytes != bn:
+                raise ValueError(f"a frame's body has {bn} bytes for a {dtype}{list(shape)} array")
+            flat = memoryview(array.reshape(-1).view(np.uint8)) if bn else memoryview(b"")
+            got = min(bn, have)
+            if got:
+                flat[:got] = stage[head_end:head_end + got]
+            self.start = head_end + got
+            if got < bn:  # a large body: the rest goes straight into the array
+                self.body = (header, array, flat, got)
+                self.start = self.end = 0
+                return
+            self._hand_on(header, array)
+        if self.start == self.end:
+            self.start = self.end = 0
+
+    def _hand_on(self, header: tuple, array: np.ndarray) -> None:
+        seq, (run_id, src, dst, key, tag, note) = header[0], header[1:7]
+        try:
+            answer = self.deliver(run_id, src, dst, key, array, tag, note)
+        except Exception as e:  # the receiving device could not take it: the sender hears why
+            answer = f"error: {type(e).__name__}: {e}"
+        if answer != "ok":
+            self._answer(seq, answer)
+
+    def _answer(self, seq: int, answer: str) -> None:
+        data = answer.encode()
+        self.transport.write(_ANSWER.pack(seq, len(data)) + data)
 
 
 class Listener:
-    """This process's socket: frames in, each handed to ``deliver`` and answered."""
+    """This process's socket: frames in, each handed to ``deliver`` (a plain function, called in
+    stream order on the event loop)."""
 
     def __init__(self, secret: bytes, deliver: Deliver):
         self.secret, self.deliver = secret, deliver
@@ -42,24 +183,9 @@ class Listener:
         self.server = None
 
     async def start(self) -> str:
-        self.server = await asyncio.start_unix_server(self._serve, path=self.address)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_unix_server(lambda: _Receiver(self.secret, self.deliver), path=self.address)
         return self.address
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            if await reader.readexactly(len(self.secret)) != self.secret:
-                return
-            while True:
-                seq, hn, bn = _FRAME.unpack(await reader.readexactly(_FRAME.size))
-                run_id, src, dst, key, tag, note, dtype, shape = pickle.loads(await reader.readexactly(hn))
-                body = await reader.readexactly(bn) if bn else b""
-                array = np.frombuffer(body, dtype=dtype).reshape(shape)  # read-only, as a Ray object's view
-                answer = (await self.deliver(run_id, src, dst, key, array, tag, note)).encode()
-                writer.write(_ANSWER.pack(seq, len(answer)) + answer)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass  # the sending process went away, or this one is closing
-        finally:
-            writer.close()
 
     def close(self) -> None:
         if self.server is not None:
@@ -68,13 +194,14 @@ class Listener:
 
 class Connection:
     """This process's side of the socket to one peer process: ``send`` writes a frame at once (in
-    order, after the connection opened) and returns a future of the receiver's answer."""
+    order, after the connection opened) and returns a future of the receiver's answer, which is
+    "ok" once a later ``sync`` has been answered and nothing else was said of the frame."""
 
     def __init__(self, address: str, secret: bytes):
         self.address, self.secret = address, secret
         self.writer: asyncio.StreamWriter | None = None
         self.waiting: list[bytes] | None = []  # frames written before the connection opened
-        self.answers: dict[int, asyncio.Future] = {}
+        self.answers: dict[int, asyncio.Future] = {}  # seq -> its answer, frames and syncs
         self.seq = itertools.count()
         self.failed: BaseException | None = None
         asyncio.ensure_future(self._open())
@@ -85,6 +212,7 @@ class Connection:
         except OSError as e:
             self._fail(e)
             return
+        _widen(writer.transport)
         writer.write(self.secret)
         for frame in self.waiting:
             writer.write(frame)
@@ -96,6 +224,12 @@ class Connection:
             while True:
                 seq, n = _ANSWER.unpack(await reader.readexactly(_ANSWER.size))
                 answer = (await reader.readexactly(n)).decode()
+                if answer == "sync":  # every frame before it was taken: those not answered are ok
+                    for s in [s for s in self.answers if s <= seq]:
+                        fut = self.answers.pop(s)
+                        if not fut.done():
+                            fut.set_result("ok")
+                    continue
                 fut = self.answers.pop(seq, None)
                 if fut is not None and not fut.done():
                     fut.set_result(answer)
@@ -109,22 +243,125 @@ class Connection:
                 fut.set_exception(self.failed)
         self.answers.clear()
 
-    def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str) -> asyncio.Future:
+    def _future(self) -> tuple[int, asyncio.Future]:
         fut = asyncio.get_running_loop().create_future()
         if self.failed is not None:
             fut.set_exception(self.failed)
-            return fut
+            return -1, fut
         seq = next(self.seq)
         self.answers[seq] = fut
-        array = np.asarray(array)
-        header = pickle.dumps((run_id, src, dst, key, tag, note, array.dtype.str, array.shape))
-        frame = _FRAME.pack(seq, len(header), array.nbytes) + header + array.tobytes()  # C order, any strides
+        return seq, fut
+
+    def _write(self, *parts) -> None:
         if self.writer is None:
-            self.waiting.append(frame)
+            self.waiting.append(b"".join(parts))
         else:
-            self.writer.write(frame)
+            for p in parts:
+                self.writer.write(p)
+
+    def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str,
+             shared: str | None = None) -> asyncio.Future:
+        """A frame carrying ``array``, or only naming it when it is in shared memory already (the
+        file ``shared``, written by ``SharedBlocks``)."""
+        seq, fut = self._future()
+        if seq < 0:
+            return fut
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            array = array.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        header = pickle.dumps((seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared))
+        body = 0 if shared is not None else array.nbytes
+        prefix = _FRAME.pack(seq, len(header), body) + header
+        if shared is not None:
+            self._write(prefix)
+        elif array.nbytes < _SMALL:
+            self._write(prefix + array.tobytes())
+        else:  # no copy of a large body on this side (the kernel's copy is the only one)
+            self._write(prefix, memoryview(array.reshape(-1).view(np.uint8)))
+        return fut
+
+    def sync(self) -> asyncio.Future:
+        """A frame the receiver answers once it has handed on every frame sent before it; its
+        answer settles those frames' futures as "ok" (unless the receiver said otherwise)."""
+        seq, fut = self._future()
+        if seq >= 0:
+            self._write(_FRAME.pack(seq, 0, 0))
         return fut
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+class SharedBlocks:
+    """The shared-memory files one device's run has written: ``put`` writes an array once (by
+    identity: an all-gather's block sent to seven peers is one file), ``release`` unlinks them all
+    (after the receivers have mapped them, or when the run is over)."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix  # the mesh's: what is left after a crash can be found and removed
+        self.names: list[str] = []
+        self.scope, self.files = None, {}  # id(array) -> (array, name) within one instruction
+
+    def put(self, array: np.ndarray, scope=None) -> str:
+        """The file holding ``array``, written on its first ``put`` in ``scope`` (an instruction)."""
+        if scope != self.scope:
+            self.scope, self.files = scope, {}
+        hit = self.files.get(id(array))
+        if hit is None:
+            name = f"{self.prefix}-{os.urandom(8).hex()}"  # unique across the devices of a process
+            fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            try:
+                view = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+                while view:  # one write call moves it all, unless the kernel stops short
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            self.names.append(name)
+            hit = self.files[id(array)] = (array, name)  # the array kept: its id is not reused meanwhile
+        return hit[1]
+
+    def release(self) -> None:
+        for name in self.names:
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+            except FileNotFoundError:
+                pass
+        self.names, self.scope, self.files = [], None, {}
+
+
+def shared_memory_prefix(secret: bytes) -> str | None:
+    """The name prefix of one mesh's shared-memory files (derived from its secret, so the driver
+    can find leftovers), or None where the node has no shared-memory directory."""
+    if not os.path.isdir(SHM_DIR):
+        return None
+    return "simshard-" + hashlib.sha256(secret).hexdigest()[:16]
+
+
+def map_shared(name: str, dtype, shape) -> np.ndarray:
+    """A read-only array over the shared-memory file ``name`` (the mapping outlives the file)."""
+    shape = tuple(shape)
+    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if n == 0:
+        return np.empty(shape, dtype=dtype)
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+    try:
+        mm = mmap.mmap(fd, n, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    return np.frombuffer(mm, dtype=dtype).reshape(shape)
+
+
+def remove_shared(prefix: str) -> int:
+    """Unlink every file a mesh's runs left in shared memory (a process that died mid-run)."""
+    if not os.path.isdir(SHM_DIR):
+        return 0
+    gone = 0
+    for name in os.listdir(SHM_DIR):
+        if name.startswith(prefix + "-"):
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+                gone += 1
+            except FileNotFoundError:
+                pass
+    return gone

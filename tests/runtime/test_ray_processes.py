@@ -4,6 +4,8 @@ lost process names its devices and is restarted whole, and 256 devices run on on
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -105,15 +107,21 @@ def test_control_flow_nested_in_a_scan_runs_on_the_actors(hosts4):
     assert [e.op for e in body.eqns if e.op in ("switch", "while")] == ["switch", "while"]
 
 
-@pytest.mark.parametrize("plane", ["ray", "sockets"])
-def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, plane):
-    spmd = every_collective(cols=6)
+@pytest.mark.parametrize("plane, cols", [("ray", 6), ("sockets", 6), ("sockets", 65536)])
+def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, plane, cols):
+    """cols=65536: 2 MiB blocks, which the sockets plane moves through shared-memory files."""
+    from simshard.runtime.socket_channel import SHM_DIR, shared_memory_prefix
+
+    spmd = every_collective(cols=cols)
     rng = np.random.default_rng(2)
-    inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
+    inputs = {d: [rng.standard_normal((8, cols)).astype(np.float32)] for d in spmd.devices}
     local = run_local(spmd, inputs)
     with RayMesh(MESH, devices_per_process=2, data_plane=plane) as devices:
         remote = devices.run_spmd(spmd, inputs)
         remote.outputs.fetch()  # the outputs stay in the device processes until fetched
+        prefix = shared_memory_prefix(devices._secret)
+        if prefix:  # every file a run wrote is gone once its receivers have mapped it
+            assert not [n for n in os.listdir(SHM_DIR) if n.startswith(prefix)]
     assert remote.data_plane == plane  # the report says which one ran
     for d in spmd.devices:
         assert [bits(a) for a in remote.outputs[d]] == [bits(a) for a in local.outputs[d]], d

@@ -1,10 +1,13 @@
 """The socket channel between device processes of one node (``runtime/socket_channel.py``), in
-one process: frames carry any array exactly and in order, every frame is answered, a connection
-without the mesh's secret delivers nothing, and a closed peer fails the waiting answers."""
+one process: frames carry any array exactly and in order (small ones through the staging buffer,
+large ones received in place, frames straddling the buffer's end), a sync settles every frame
+before it while a refused frame is answered with its reason, a connection without the mesh's
+secret delivers nothing, and a closed peer fails the waiting answers."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 import numpy as np
 import pytest
@@ -12,7 +15,11 @@ import pytest
 from simshard.runtime.socket_channel import Connection, Listener
 
 ARRAYS = [np.arange(12, dtype=np.float32).reshape(3, 4), np.float64(2.5) * np.ones(()), np.zeros((0, 3), np.int32),
-          np.array([True, False]), np.arange(20, dtype=np.int64).reshape(4, 5)[:, ::2]]  # the last not contiguous
+          np.array([True, False]), np.arange(20, dtype=np.int64).reshape(4, 5)[:, ::2],  # not contiguous
+          np.arange(3 << 18, dtype=np.float32).reshape(-1, 256),  # 3 MiB: received in place
+          np.arange(40_000, dtype=np.int16)]  # 80 KB: in place, after the staging buffer's leftovers
+# enough mid-sized frames to wrap the staging buffer several times
+ARRAYS += [np.full(5_000 + 97 * k, k, np.float64) for k in range(40)]
 
 
 def _run(coro):
@@ -23,7 +30,7 @@ def test_frames_carry_every_array_exactly_and_in_order():
     async def main():
         got = []
 
-        async def deliver(run_id, src, dst, key, array, tag, note):
+        def deliver(run_id, src, dst, key, array, tag, note):
             got.append((run_id, src, dst, key, array, tag, note))
             return "finished" if key == (99,) else "ok"
 
@@ -32,7 +39,11 @@ def test_frames_carry_every_array_exactly_and_in_order():
         conn = Connection(listener.address, b"s" * 16)
         answers = [conn.send(7, 1, 2, (k, 0), a, ("tag", k), f"note {k}") for k, a in enumerate(ARRAYS)]
         answers.append(conn.send(7, 1, 2, (99,), np.ones(1), None, ""))
-        assert await asyncio.gather(*answers) == ["ok"] * len(ARRAYS) + ["finished"]
+        refused = await asyncio.wait_for(answers[-1], 5)  # answered at once, no sync needed
+        assert refused == "finished"
+        assert not any(a.done() for a in answers[:-1])  # "ok" is not said frame by frame...
+        await asyncio.wait_for(conn.sync(), 5)
+        assert [a.result() for a in answers] == ["ok"] * len(ARRAYS) + ["finished"]  # ...a sync settles them
         conn.close()
         listener.close()
         return got
@@ -42,14 +53,13 @@ def test_frames_carry_every_array_exactly_and_in_order():
     for (run_id, src, dst, key, array, tag, note), want in zip(got, ARRAYS):
         assert (run_id, src, dst, tag, note) == (7, 1, 2, ("tag", key[0]), f"note {key[0]}")
         assert array.dtype == want.dtype and array.shape == want.shape and array.tobytes() == np.ascontiguousarray(want).tobytes()
-        assert not array.flags.writeable  # a view of the frame, as a Ray object's is
 
 
 def test_a_connection_without_the_secret_delivers_nothing_and_a_closed_peer_fails_its_answers():
     async def main():
         got = []
 
-        async def deliver(*args):
+        def deliver(*args):
             got.append(args)
             return "ok"
 
@@ -72,3 +82,34 @@ def test_a_peer_that_is_not_listening_fails_the_send_not_hangs():
             await asyncio.wait_for(conn.send(0, 0, 1, (0,), np.ones(2), None, ""), 5)
 
     _run(main())
+
+
+def test_a_large_array_travels_as_a_shared_memory_file_mapped_by_its_receiver(tmp_path, monkeypatch):
+    from simshard.runtime import socket_channel as sc
+
+    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))  # any directory works; /dev/shm is the fast one
+    big = np.arange(1 << 20, dtype=np.float32).reshape(1024, 1024)
+
+    async def main():
+        got = []
+        listener = Listener(b"s" * 16, lambda *a: (got.append(a), "ok")[1])
+        await listener.start()
+        conn = Connection(listener.address, b"s" * 16)
+        blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
+        name = blocks.put(big, scope=1)
+        assert blocks.put(big, scope=1) == name  # one file for an array sent to several peers
+        answers = [conn.send(0, 1, 2, (k,), big, None, "", shared=name) for k in range(2)]
+        await asyncio.wait_for(conn.sync(), 5)
+        assert [a.result() for a in answers] == ["ok", "ok"]
+        assert os.listdir(tmp_path) == [name]
+        blocks.release()
+        conn.close()
+        listener.close()
+        return got
+
+    got = _run(main())
+    assert os.listdir(tmp_path) == []  # unlinked; the receivers' mappings outlive the file
+    for args in got:
+        array = args[4]
+        assert np.array_equal(array, big) and not array.flags.writeable  # a read-only view of the mapping
+    assert sc.remove_shared(sc.shared_memory_prefix(b"s" * 16)) == 0
