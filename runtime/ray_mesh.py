@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -40,7 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import ray_actor, ray_start, ray_transport
-from .ray_actor import DeviceHost, HeldId
+from .ray_actor import DeviceHost
 from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
 from .compiled import Compiled, Result, compile_on, put as put_arrays
 from .ray_transport import PutOnce
@@ -456,14 +457,20 @@ class RayMesh:
                 out[i] = a
         return out
 
-    def _arg(self, device: int, shard):
-        """A shard as a run's argument: a kept array by its id, if its process is the device's."""
-        if not isinstance(shard, Held):
-            return shard
-        if shard.host is not self.actors.get(device):
-            raise ValueError(f"device {device} is given an array kept by another process (an output of a run "
-                             "on another RayMesh, or before the device was restarted): put it again")
-        return HeldId(shard.id)
+    def _args(self, devs, shards: Mapping[int, list]) -> tuple[tuple, list]:
+        """The shards of devices ``devs`` as a run call's arguments: (the (position, id) of each
+        array their process keeps, the arguments with None in those places)."""
+        held, args = [], []
+        for d in devs:
+            for shard in shards[d]:
+                if isinstance(shard, Held):
+                    if shard.host is not self.actors.get(d):
+                        raise ValueError(f"device {d} is given an array kept by another process (an output of a "
+                                         "run on another RayMesh, or before the device was restarted): put it again")
+                    held.append((len(args), shard.id))
+                    shard = None
+                args.append(shard)
+        return tuple(held), args
 
     def _release_dropped(self) -> None:
         """Tell each host process which of its kept arrays the driver has no handle on any more."""
@@ -531,8 +538,8 @@ class RayMesh:
             devs = tuple(d for d in group if d in shards)
             if devs:
                 counts = tuple((d, len(shards[d])) for d in devs)
-                ref = self.actors[devs[0]].run.remote(key, run_id, bool(trace_values), counts,
-                                                      *(self._arg(d, a) for d in devs for a in shards[d]))
+                held, args = self._args(devs, shards)
+                ref = self.actors[devs[0]].run.remote(key, run_id, bool(trace_values), counts, held, *args)
                 self.calls["remote"] += 1
                 pending[ref] = devs
         results: dict[int, dict] = {}
@@ -561,7 +568,8 @@ class RayMesh:
                 devs = pending.pop(ref)
                 self.calls["get"] += 1
                 try:
-                    results.update(ray.get(ref))
+                    summary = ray.get(ref)
+                    results.update(pickle.loads(summary) if isinstance(summary, bytes) else summary)
                 except ray.exceptions.RayActorError as e:  # the host died, with all its devices
                     dead.update((d, e) for d in devs)
                 except ray.exceptions.RayTaskError as e:
@@ -605,7 +613,7 @@ class RayMesh:
         records = tuple(r for d in spmd.devices for r in results[d]["records"])
         memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
         values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
-        outputs = _Outputs({d: [Held(self.actors[d], h.id, self._released) for h in results[d]["outputs"]]
+        outputs = _Outputs({d: [Held(self.actors[d], i, self._released) for i in results[d]["outputs"]]
                             for d in spmd.devices}, self.calls)
         timeline = {d: results[d]["timeline"] for d in spmd.devices}
         return Execution(spmd, outputs, records, memory, log, values, timeline)
