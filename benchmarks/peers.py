@@ -149,6 +149,28 @@ def simshard_message_round(backend: str, per_process: int = 1, rounds: int = 200
         return best(lambda: rm.execute(key, spmd, inputs), 3) / rounds
 
 
+def simshard_message_hop(backend: str, per_process: int = 1, hops: int = 2000) -> float:
+    """Seconds per message with one message in flight: devices 0 and 1 pass a tiny array back and
+    forth (a chain of one-pair collective-permutes), so each hop is one message's whole latency."""
+    from simshard.partition import CollectivePermute, Schedule, SpmdProgram
+    from simshard.runtime import run_local
+
+    ids = (0, 1)
+    scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} hop", src=k, dst=k + 1,
+                                                             pairs=((k % 2, 1 - k % 2),), shape=(4,), dtype="float32",
+                                                             axes=("x",))
+                                           for k in range(hops)), (hops,)) for d in ids)
+    spmd = SpmdProgram(None, scheds, (), ())
+    inputs = {d: [np.full(4, d, np.float32)] for d in ids}
+    if backend == "local":
+        return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / hops
+    from simshard.runtime.ray_backend import RayMesh
+
+    with RayMesh(devices=ids, devices_per_process=per_process) as rm:
+        key = rm.load(spmd, timeout=60.0)
+        return best(lambda: rm.execute(key, spmd, inputs), 3) / hops
+
+
 # -- peers, each in a subprocess -----------------------------------------------------------------
 
 
@@ -192,7 +214,18 @@ def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
             bestt = min(bestt, time.perf_counter() - t0)
         return bestt
 
-    if task["what"] == "collectives":
+    if task["what"] == "hop":  # ranks 0 and 1 pass a tiny tensor back and forth
+        buf, hops = torch.zeros(4), task["hops"]
+
+        def chain():
+            for k in range(hops):
+                if rank == k % 2:
+                    dist.send(buf, 1 - rank)
+                else:
+                    dist.recv(buf, 1 - rank)
+
+        res["hop"] = timed(chain, 3) / hops
+    elif task["what"] == "collectives":
         n = task["nbytes"] // 4
         full = torch.ones(n)
         shard = torch.ones(n // world)
@@ -357,6 +390,10 @@ def measure(args) -> dict:
         {"error": "not run (--torch64)"}
     add(f"tiny MLP step {'x'.join(map(str, tiny))}, 64 devices (8x8; Ray: 8 per process)", r["resident"],
         loc["resident"], t.get("resident", t.get("error")))
+    t = run_peer(peer, "torch", {"what": "hop", "hops": 2000, "world": 2})
+    add("one message in flight (2 devices, time per message)", simshard_message_hop("ray", 1),
+        simshard_message_hop("local"), t.get("hop", t.get("error")))
+    add("one message in flight, both devices in one Ray process", simshard_message_hop("ray", 2))
     per_message = {"ray (1 device per process)": simshard_message_round("ray", 1),
                    "ray (8 devices in 1 process)": simshard_message_round("ray", 8),
                    "local": simshard_message_round("local")}
@@ -372,8 +409,8 @@ def table(result: dict) -> str:
         lines.append(f"| {r['work']} | " + " | ".join(cells) + f" | {_ratio(r['simshard ray'], r['torch gloo'])} | "
                      f"{_ratio(r['simshard ray'], r['jax'])} |")
     lines.append("")
-    lines.append("Per-message overhead (a chain of 200 tiny collective-permutes around 8 devices, time per round: "
-                 "each device sends one message and receives one): " +
+    lines.append("Messages in rounds (a chain of 200 tiny collective-permutes around 8 devices, time per round: "
+                 "each device sends one message and receives one, 8 at once): " +
                  "; ".join(f"{k} {_fmt(v)}" for k, v in result["per_message_round"].items()) + ".")
     lines.append("")
     lines.append(f"Measured {result['date']} on this machine ({os.cpu_count()} cores), load average "

@@ -32,11 +32,13 @@ def test_simshard_measurements_return_times_on_the_local_backend():
     mlp = peers.simshard_mlp(16, 32, 64, "local")
     assert positive(mlp["resident"]) and positive(mlp["end_to_end"]) and mlp["data_plane"] == "local"
     assert positive(peers.simshard_message_round("local", rounds=5))
+    assert positive(peers.simshard_message_hop("local", hops=6))
 
 
 def test_simshard_on_ray_with_several_devices_per_process(ray_session):
     mlp = peers.simshard_mlp(16, 16, 32, "ray", mesh_shape=(2, 4), per_process=4)
     assert positive(mlp["resident"]) and mlp["data_plane"] == "sockets"
+    assert positive(peers.simshard_message_hop("ray", per_process=1, hops=6))
 
 
 def test_a_peer_that_is_not_installed_is_reported_not_raised(tmp_path):
