@@ -320,7 +320,7 @@ class RayMesh:
             else:
                 # too few nodes: keep the fraction small, placement_group_for refuses the plan clearly
                 total = node_cpus[shape.num_nodes - 1] if len(node_cpus) >= shape.num_nodes else 1.0
-        return max(0.001, min(ACTOR_CPUS_MAX, int(max(total, 0.0) / (2 * per) * 1e4) / 1e4))
+        return max(1e-4, min(ACTOR_CPUS_MAX, int(max(total, 0.0) / (2 * per) * 1e4) / 1e4))  # Ray's finest grid
 
     def device_nodes(self) -> dict[int, str]:
         """Each device to the Ray node id its actor was placed on (with ``node_axes``; ``start``
