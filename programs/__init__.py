@@ -186,6 +186,15 @@ class ProgramDef:
         f, kw = self._call(s, self.mesh_for(s, mesh), mode)
         return prepare(f, *self.inputs_for(s, mode), **kw)[0]
 
+    def estimate(self, strategy: Strategy | str | None = None, *, mesh=None, mode: str = FORWARD, topology=None):
+        """What ``run`` would record (communication, memory) and the alpha-beta time under
+        ``topology``, without data: ``simshard.report.estimate``."""
+        from simshard.report.estimate import estimate
+
+        s = self.strategy(strategy)
+        f, kw = self._call(s, self.mesh_for(s, mesh), mode)
+        return estimate(f, *self.inputs_for(s, mode), topology=topology, **kw)
+
     def run(self, strategy: Strategy | str | None = None, *, mesh=None, mode: str = FORWARD, **run_options):
         """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through), as a
         forward pass or (``mode="sgd"`` / ``"adam"``) as a training step."""

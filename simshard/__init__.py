@@ -65,6 +65,11 @@ from .report import CommRecord, CommReport, Link, MemoryReport, Topology, Verify
 
 __all__ += ["CommRecord", "CommReport", "Link", "MemoryReport", "Topology", "VerifyReport", "exact_inputs"]
 
+# What a run would record, without data or execution (ShapeDtype arguments welcome).
+from .report.estimate import estimate  # noqa: E402
+
+__all__ += ["estimate"]
+
 
 def run(f, *args, **kwargs):
     """Run ``f(*args)`` sharded, verify it bit for bit and report its cost (see ``simshard.runtime.api.run``).

@@ -1,0 +1,336 @@
+"""A program's cost without data: every device's schedule walked on shapes and dtypes alone.
+
+``estimate`` traces, propagates and partitions ``f`` as ``ss.run`` does (its arguments may be
+``ShapeDtype``s), then ``estimate_spmd`` walks the schedules in SPMD lockstep, a buffer being only
+its ``Block`` (shape, dtype): a compute instruction's result comes from its op's ``abstract_eval``
+on the local operands, a collective's from its members' blocks. What it records is what an
+executed run records, field for field: the communication records of the direct collective
+algorithms (``runtime/collectives.py``: the same messages, empty chunks not sent, the same
+per-peer bytes) and each device's live bytes and peak (``runtime/executor.py``'s accounting).
+``tests/report/test_estimate.py`` holds the two equal over the programs library.
+
+With a ``Topology`` it adds the alpha-beta time (``CommReport.estimate``). A ``while_loop`` (its
+trip count is data) and a ``cond`` / ``switch`` (its branch is data) cannot be walked without
+data: they are refused, naming the op.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..ir.program import Aval
+from ..ops.registry import OPS
+from ..partition.schedule import Instr, SpmdProgram
+from ..sharding.layout import layout
+from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunks
+from .memory import DeviceMemory, MemoryReport
+from .topology import Topology
+
+
+class EstimateError(ValueError):
+    """A schedule the estimate cannot walk without data (named: the instruction and its op)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A buffer as the estimate knows it: its local shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def along(self, axis: int, length: int) -> "Block":
+        """This block with dim ``axis`` cut (or grown) to ``length``."""
+        return Block(self.shape[:axis] + (int(length),) + self.shape[axis + 1:], self.dtype)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run would record, without running: ``comm`` and ``memory`` as an executed run's,
+    ``time`` under ``topology`` (None without one)."""
+
+    comm: CommReport
+    memory: MemoryReport
+    spmd: SpmdProgram
+    topology: Topology | None = None
+
+    @property
+    def time(self) -> TimeEstimate | None:
+        return None if self.topology is None else self.comm.estimate(self.topology)
+
+    @property
+    def program(self):
+        return self.spmd.program
+
+
+def estimate(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
+             strategy: str = "user_priority", topology: Topology | None = None) -> Estimate:
+    """The communication and memory ``ss.run(f, *args, ...)`` would record, and the alpha-beta
+    time under ``topology``, without data and without executing: ``args`` may be ``ShapeDtype``s
+    (or arrays, of which only the shape and dtype are read)."""
+    import optree
+
+    from ..partition import partition
+    from ..propagate.prepare import prepare
+    from ..tracing.tracer import ShapeDtype
+
+    def abstract(a):
+        return ShapeDtype(a.shape, a.dtype) if isinstance(a, np.ndarray) else a
+
+    program, _ = prepare(f, *optree.tree_map(abstract, args), mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
+                         static_argnums=static_argnums, strategy=strategy)
+    spmd = partition(program)
+    return estimate_spmd(spmd, topology=topology)
+
+
+def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]] | None = None,
+                  topology: Topology | None = None) -> Estimate:
+    """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
+    to the local shapes of the program's inputs under ``spmd.in_shardings``."""
+    if input_blocks is None:
+        input_blocks = _input_blocks(spmd)
+    devices = {s.device: _Device(s.device) for s in spmd.schedules}
+    for s in spmd.schedules:
+        devices[s.device].start(s.inputs, input_blocks[s.device])
+    _walk(devices, {s.device: s.instrs for s in spmd.schedules}, top=True)
+    records = tuple(r for d in spmd.devices for r in devices[d].records)
+    memory = MemoryReport(tuple(devices[d].memory() for d in spmd.devices))
+    return Estimate(CommReport(records), memory, spmd, topology)
+
+
+def _input_blocks(spmd: SpmdProgram) -> dict[int, list[Block]]:
+    avals = [v.aval for v in spmd.program.inputs] if spmd.program is not None else None
+    if avals is None:
+        raise EstimateError("estimate_spmd needs input_blocks for a schedule without its program")
+    out: dict[int, list[Block]] = {d: [] for d in spmd.devices}
+    for aval, spec in zip(avals, spmd.in_shardings):
+        dtype = np.dtype(aval.dtype)
+        lay = None if spec is None else layout(spec, aval.shape)
+        for d in spmd.devices:
+            out[d].append(Block(tuple(aval.shape) if lay is None else tuple(lay.local_shape(d)), dtype))
+    return out
+
+
+class _Device:
+    """One device's buffers as blocks, and the executor's memory accounting over them."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self.buffers: dict[int, Block] = {}
+        self.live = 0
+        self.input_bytes = 0
+        self.position = -1
+        self.top: Instr | None = None  # the top-level instruction running (a loop, for its body)
+        self.peak = (0, -1, None, "inputs")
+        self.records: list[CommRecord] = []
+
+    def start(self, inputs: Sequence[int], blocks: Sequence[Block]) -> None:
+        self.write(list(zip(inputs, blocks)))
+        self.input_bytes = self.live
+
+    def read(self, buf: int, ins: Instr) -> Block:
+        try:
+            return self.buffers[buf]
+        except KeyError:
+            raise EstimateError(f"device {self.device}: [{ins.id}] {ins.kind} from {ins.source!r} reads buffer "
+                                f"b{buf}, which it does not hold") from None
+
+    def write(self, outs: Sequence[tuple[int, Block]]) -> None:
+        new = sum(b.nbytes for _, b in outs)
+        replaced = sum(self.buffers[k].nbytes for k, _ in outs if k in self.buffers)
+        needed = self.live + new
+        if needed > self.peak[0]:
+            top = self.top
+            self.peak = (needed, self.position, None if top is None else top.id, "inputs" if top is None else top.source)
+        for k, b in outs:
+            self.buffers[k] = b
+        self.live = needed - replaced
+
+    def free(self, bufs: Sequence[int]) -> None:
+        for k in bufs:
+            self.live -= self.buffers.pop(k).nbytes
+
+    def memory(self) -> DeviceMemory:
+        peak, pos, instr, source = self.peak
+        return DeviceMemory(self.device, peak, pos, instr, source, self.input_bytes, self.live, None)
+
+
+def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], top: bool = False) -> None:
+    """Run the aligned instruction lists of every device, one SPMD step at a time."""
+    order = sorted(instrs)
+    n = len(instrs[order[0]]) if order else 0
+    for pos in range(n):
+        step = {d: instrs[d][pos] for d in order}
+        if top:
+            for d in order:
+                devices[d].position, devices[d].top = pos, step[d]
+        first = step[order[0]]
+        if first.is_collective:
+            _collective(devices, step)
+        elif first.kind == "loop":
+            for k in range(first.length):
+                for d in order:
+                    devices[d].write([(step[d].counter, Block((), np.dtype(np.int32)))])
+                _walk(devices, {d: step[d].iteration(k) for d in order})
+        elif first.kind in ("while", "switch"):
+            what = "its trip count" if first.kind == "while" else "the branch it takes"
+            raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
+                                "an estimate does not have; run the program (ss.run) to cost it")
+        else:
+            for d in order:
+                _local(devices[d], step[d])
+
+
+def _local(dev: _Device, ins: Instr) -> None:
+    kind = ins.kind
+    if kind == "compute":
+        op = OPS[ins.op]
+        avals = op.abstract_eval(*(Aval(b.shape, b.dtype) for b in (dev.read(k, ins) for k in ins.inputs)),
+                                 **dict(ins.params))
+        dev.write([(k, Block(tuple(a.shape), np.dtype(a.dtype))) for k, a in zip(ins.outputs, avals)])
+    elif kind == "literal":
+        v = np.asarray(ins.value)
+        dev.write([(ins.dst, Block(v.shape, v.dtype))])
+    elif kind == "slice":
+        src = dev.read(ins.src, ins)
+        dev.write([(ins.dst, Block(tuple(np.asarray(ix).size for ix in ins.index), src.dtype))])
+    elif kind == "pad":
+        dev.write([(ins.dst, Block(tuple(int(s) for s in ins.shape), dev.read(ins.src, ins).dtype))])
+    elif kind == "free":
+        dev.free(ins.bufs)
+    else:
+        raise EstimateError(f"[{ins.id}] {ins.kind} from {ins.source!r}: no estimate for this instruction kind")
+
+
+# -- collectives: the direct algorithms' messages ----------------------------------------------------
+
+
+class _Log:
+    """Per device, per peer: (messages, bytes) sent and received in one collective."""
+
+    def __init__(self):
+        self.peers: dict[int, dict[int, list[int]]] = {}  # device -> peer -> [msgs out, bytes out, msgs in, bytes in]
+
+    def send(self, src: int, dst: int, nbytes: int) -> None:
+        a = self.peers.setdefault(src, {}).setdefault(dst, [0, 0, 0, 0])
+        a[0] += 1
+        a[1] += nbytes
+        b = self.peers.setdefault(dst, {}).setdefault(src, [0, 0, 0, 0])
+        b[2] += 1
+        b[3] += nbytes
+
+
+def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
+    kind = next(iter(step.values())).kind
+    srcs: dict[int, Block | None] = {}
+    for d, ins in step.items():
+        is_source = kind != "collective_permute" or any(s == d for s, _ in ins.pairs)
+        srcs[d] = devices[d].read(ins.src, ins) if is_source else None
+    log = _Log()
+    outs = _COLLECTIVES[kind](step, srcs, log)
+    for d, ins in step.items():
+        dev = devices[d]
+        out = outs[d]
+        dev.write([(ins.dst, out)])
+        group = _participants(ins)
+        if d not in group:
+            continue
+        peers = log.peers.get(d, {})
+        x = srcs[d]
+        dev.records.append(CommRecord(
+            device=d, instr=ins.id, position=dev.position, source=ins.source, kind=kind,
+            axes=tuple(getattr(ins, "axes", ())), group=group,
+            bytes_sent=sum(v[1] for v in peers.values()), bytes_received=sum(v[3] for v in peers.values()),
+            messages_sent=sum(v[0] for v in peers.values()), messages_received=sum(v[2] for v in peers.values()),
+            min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize),
+            peers=tuple((p, v[1], v[3]) for p, v in sorted(peers.items())),
+        ))
+
+
+def _participants(ins) -> tuple[int, ...]:
+    if ins.kind == "collective_permute":
+        return tuple(dict.fromkeys(d for pair in ins.pairs for d in pair))
+    return tuple(ins.group)
+
+
+def _pieces(x: Block, axis: int, splits: Sequence[int]) -> list[Block]:
+    return [x.along(axis, s) for s in splits]
+
+
+def _all_gather(step, srcs, log):
+    out = {}
+    for me, ins in step.items():
+        axis = ins.axis % len(srcs[me].shape)
+        for p in ins.group:
+            if p != me:
+                log.send(me, p, srcs[me].nbytes)
+        blocks = [srcs[p] for p in ins.group]
+        out[me] = srcs[me].along(axis, sum(b.shape[axis] for b in blocks))
+    return out
+
+
+def _reduce_scatter(step, srcs, log):
+    out = {}
+    for me, ins in step.items():
+        x = srcs[me]
+        axis = ins.axis % len(x.shape)
+        pieces = _pieces(x, axis, ins.splits)
+        for j, p in enumerate(ins.group):
+            if p != me and ins.splits[j]:
+                log.send(me, p, pieces[j].nbytes)
+        out[me] = pieces[list(ins.group).index(me)]
+    return out
+
+
+def _all_reduce(step, srcs, log):
+    out = {}
+    for me, ins in step.items():
+        x = srcs[me]
+        g = len(ins.group)
+        sizes = balanced_chunks(math.prod(x.shape), g)
+        i = list(ins.group).index(me)
+        for j, p in enumerate(ins.group):
+            if p != me and sizes[j]:
+                log.send(me, p, sizes[j] * x.dtype.itemsize)  # step 0: the reduce-scatter
+            if p != me and sizes[i]:
+                log.send(me, p, sizes[i] * x.dtype.itemsize)  # step 1: the all-gather of its chunk
+        out[me] = x
+    return out
+
+
+def _all_to_all(step, srcs, log):
+    out = {}
+    pieces = {me: _pieces(srcs[me], ins.split_axis % len(srcs[me].shape), ins.splits) for me, ins in step.items()}
+    for me, ins in step.items():
+        group = list(ins.group)
+        for j, p in enumerate(group):
+            if p != me:
+                log.send(me, p, pieces[me][j].nbytes)
+        axis = ins.concat_axis % len(srcs[me].shape)
+        got = [pieces[p][list(step[p].group).index(me)] for p in group]
+        out[me] = got[0].along(axis, sum(b.shape[axis] for b in got))
+    return out
+
+
+def _collective_permute(step, srcs, log):
+    out = {}
+    for me, ins in step.items():
+        for s, t in ins.pairs:
+            if s == me and t != me:
+                log.send(me, t, srcs[me].nbytes)
+        sources = [s for s, t in ins.pairs if t == me]
+        out[me] = srcs[sources[0]] if sources else Block(tuple(int(n) for n in ins.shape), np.dtype(ins.dtype))
+    return out
+
+
+_COLLECTIVES = {"all_gather": _all_gather, "reduce_scatter": _reduce_scatter, "all_reduce": _all_reduce,
+                "all_to_all": _all_to_all, "collective_permute": _collective_permute}
+
+__all__ = ["Block", "Estimate", "EstimateError", "estimate", "estimate_spmd"]

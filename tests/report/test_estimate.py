@@ -1,0 +1,79 @@
+"""``ss.estimate``: the communication records and memory an executed run records, without data
+(``simshard/report/estimate.py``). Every program and strategy of the library, forward and as a
+training step, and random programs with random (uneven) shardings: the estimate's records and
+memory report equal the local backend's, field for field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import simshard as ss
+from simshard import P, programs
+from simshard.report.estimate import EstimateError, estimate, estimate_spmd
+from simshard.report.topology import Link, Topology
+from simshard.runtime.local import run_local
+from simshard.runtime.placement import shard_inputs
+
+from partition.helpers import exact_values
+from partition.test_random_programs import programs as random_programs
+
+
+def _cases():
+    for name in programs.names():
+        prog = programs.load(name)
+        for s in prog.strategies:
+            for mode in prog.modes[:2]:  # forward, and SGD where the program trains
+                if mode == "forward" or prog.training.trains(s):
+                    yield pytest.param(name, s.name, mode, id=f"{name}-{s.name}-{mode}")
+
+
+@pytest.mark.parametrize("name, strategy, mode", list(_cases()))
+def test_the_estimate_records_what_an_executed_run_records(name, strategy, mode):
+    prog = programs.load(name)
+    ran = prog.run(strategy, mode=mode, backend="local")
+    est = prog.estimate(strategy, mode=mode)
+    assert est.comm.records == ran.comm.records
+    assert est.memory == ran.memory
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(random_programs())
+def test_random_programs_with_uneven_shardings(prog):
+    mesh, (n, k), fn, (in_a, in_b), out = prog
+    rng = np.random.default_rng(0)
+    a, b = exact_values(rng, (n, k)), exact_values(rng, (n, k))
+    out = out if out.rank == fn(a, b).ndim else None
+    program = ss.propagate(ss.trace(fn, a, b, in_shardings=(in_a, in_b), out_shardings=out, mesh=mesh))
+    spmd = ss.partition(program)
+    ran = run_local(spmd, shard_inputs(spmd, a, b))
+    est = estimate_spmd(spmd)
+    assert est.comm.records == ran.records
+    assert est.memory == ran.memory
+
+
+def test_shape_dtypes_in_and_the_alpha_beta_time_of_a_topology():
+    def mlp(x, w1, w2):
+        return np.maximum(x @ w1, 0) @ w2
+
+    mesh = ss.Mesh({"x": 2, "y": 4})
+    specs = (P("x", None), P(None, "y"), P("y", None))
+    topo = Topology({"x": Link(25e9, 5e-6), "y": Link(300e9, 1e-6)})
+    args = ss.exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)
+    ran = ss.run(mlp, *args, mesh=mesh, in_shardings=specs, backend="local")
+    est = ss.estimate(mlp, *(ss.ShapeDtype(a.shape, a.dtype) for a in args), mesh=mesh, in_shardings=specs,
+                      topology=topo)
+    assert est.comm.records == ran.comm.records and est.memory == ran.memory
+    assert est.time.total == ran.comm.estimate(topo).total > 0
+    # one all-reduce of the [8, 32] float32 partial over y (4 devices): 3 chunks of 256 bytes in per step, 2 steps
+    (kind,) = {r.kind for r in est.comm.records}
+    assert kind == "all_reduce" and {r.bytes_received for r in est.comm.records} == {2 * 3 * (8 * 32 * 4 // 4)}
+
+
+def test_data_dependent_control_flow_is_refused_naming_the_op():
+    def f(x):
+        return ss.lax.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0, x)
+
+    with pytest.raises(EstimateError, match=r"while .*trip count depends on the data"):
+        estimate(f, ss.ShapeDtype((8, 4), np.float32), mesh=ss.Mesh({"x": 2}), in_shardings=(P("x", None),))
