@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from . import options
 from .output import Output
-from .programs import chosen_mode, load_program, run_strategy, strategies
+from .programs import chosen_mode, estimate_strategy, load_program, run_strategy, strategies
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import compare_table
 
@@ -65,17 +65,21 @@ def execute(args, out: Output) -> int:
     meshes = [program.mesh_for(s, mesh) for s in chosen]
     topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
     outcomes = []
-    pool = ActorPool(backend, args.address, args.devices_per_process)
-    with out.steps(f"{program.name} on {backend}", len(chosen)) as advance, pool:
+    estimated = options.estimating(args)
+    pool = ActorPool("none" if estimated else backend, args.address, args.devices_per_process)
+    with out.steps(f"{program.name} {'estimated' if estimated else 'on ' + backend}", len(chosen)) as advance, pool:
         for s, m in zip(chosen, meshes):
             advance(s.name)
+            if estimated:
+                outcomes.append(estimate_strategy(program, s, mesh, mode))
+                continue
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,
                                          progress=lambda stage, name=s.name: advance(f"{name}: {stage}", count=False),
                                          ray_mesh=pool.get(m), algorithm=args.algorithm, mode=mode))
     summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
 
     out.heading(program.name, program.about)
-    out.line(f"{len(chosen)} strategies, backend {backend}")
+    out.line(f"{len(chosen)} strategies, " + ("estimated without running" if estimated else f"backend {backend}"))
     out.line(f"mode {mode}: {program.describe_mode(mode)}"
              + (" (--mode forward for the forward pass only)" if mode != "forward" else ""))
     if forward_only:
@@ -83,10 +87,11 @@ def execute(args, out: Output) -> int:
     out.line(f"topology {options.describe_topology(topology)}")
     out.print(compare_table(summaries))
     for s in summaries:
-        if s.error is not None or not s.verified:
+        if s.error is not None or not (s.verified or s.estimated):
             out.line(f"{s.name}: {s.error or s.first_divergence}")
     if args.json:
-        write_json(args.json, document("compare", program, mesh, backend, topology, args.exact, summaries, mode))
+        write_json(args.json, document("compare", program, mesh, "none" if estimated else backend, topology,
+                                       args.exact, summaries, mode))
     if args.plot:
         from .plot import plot_strategies
 

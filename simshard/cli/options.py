@@ -196,7 +196,23 @@ def add_run_flags(parser) -> None:
                              "the program has one (default: run forward; compare the SGD step where there is one)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON (docs/json-schema.md)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    parser.add_argument("--estimate", action="store_true",
+                        help="do not run: cost the strategies from their partitioned schedules alone (ss.estimate: "
+                             "the communication and memory a run records, on a mesh of any size; nothing verified)")
     add_topology_flags(parser)
+
+
+def estimating(args) -> bool:
+    """``--estimate`` (or the ``estimate`` command), checked against the flags only a run honours."""
+    if not getattr(args, "estimate", False):
+        return False
+    if args.algorithm != "direct":
+        raise UsageError(f"--estimate models the direct collectives only, not --algorithm {args.algorithm}")
+    for flag, value in (("--device-memory", args.device_memory), ("--address", args.address),
+                        ("--devices-per-process", args.devices_per_process)):
+        if value is not None:
+            raise UsageError(f"{flag} applies to a run; --estimate runs nothing")
+    return True
 
 
 def _size_arg(text: str) -> int:

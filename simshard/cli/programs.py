@@ -61,6 +61,16 @@ class Outcome:
     failure: str | None = None  # set when replicas disagreed and no result exists
     error: str | None = None  # set when the run could not finish (a device ran out of memory)
     seconds: float = 0.0
+    estimated: bool = False  # result is an ss.estimate Estimate (comm, memory), nothing ran
+
+
+def estimate_strategy(program, strategy, mesh, mode: str = "forward") -> Outcome:
+    """Cost ``strategy`` of ``program`` on ``mesh`` without running it (``ProgramDef.estimate``):
+    the communication and memory a run would record."""
+    m = program.mesh_for(strategy, mesh)
+    start = time.perf_counter()
+    est = program.estimate(strategy, mesh=m, mode=mode)
+    return Outcome(strategy, m, est, seconds=time.perf_counter() - start, estimated=True)
 
 
 def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,

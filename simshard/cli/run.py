@@ -1,13 +1,16 @@
 """``simshard run PROGRAM``: run one strategy, verify it, and report its communication (per op,
 collective and mesh axes, bytes beside the analytic minimum, estimated time) and its peak memory
-per device; ``--json`` / ``--trace`` write the same as JSON and as a Chrome trace."""
+per device; ``--json`` / ``--trace`` write the same as JSON and as a Chrome trace.
+
+``simshard estimate PROGRAM`` (or ``run --estimate``) reports the same communication and memory
+without running: from the partitioned schedules alone (``ss.estimate``), on meshes of any size."""
 
 from __future__ import annotations
 
 from . import options
 from .errors import UsageError
 from .output import Output
-from .programs import chosen_mode, load_program, run_strategy
+from .programs import chosen_mode, estimate_strategy, load_program, run_strategy
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import comm_table, memory_table, verdict
 
@@ -20,6 +23,13 @@ def add_parser(sub) -> None:
     options.add_run_flags(p)
     p.add_argument("--trace", metavar="FILE", help="write the collectives as a Chrome trace (chrome://tracing, Perfetto)")
     p.set_defaults(execute=execute)
+    e = sub.add_parser("estimate", help="cost one strategy without running it: the communication and memory a run "
+                       "would record, on a mesh of any size", description=options.description(__doc__))
+    e.add_argument("program", help="a library program (e.g. mlp) or a .py file defining PROGRAM")
+    e.add_argument("--strategy", "-s", help="the strategy to cost (default: the program's first)")
+    options.add_run_flags(e)
+    e.add_argument("--trace", metavar="FILE", help="write the collectives as a Chrome trace (chrome://tracing, Perfetto)")
+    e.set_defaults(execute=execute, estimate=True)
 
 
 def execute(args, out: Output) -> int:
@@ -30,16 +40,25 @@ def execute(args, out: Output) -> int:
     mode = chosen_mode(program, args.mode)
     used = program.mesh_for(strategy, mesh)
     topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
+    estimated = options.estimating(args)
     with out.spinner(f"{program.name}/{strategy.name}") as stage:
-        outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory, progress=stage,
-                               algorithm=args.algorithm, mode=mode, devices_per_process=args.devices_per_process)
+        if estimated:
+            outcome = estimate_strategy(program, strategy, mesh, mode)
+        else:
+            outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory,
+                                   progress=stage, algorithm=args.algorithm, mode=mode,
+                                   devices_per_process=args.devices_per_process)
     summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
     res = outcome.result
 
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
     out.heading(f"{program.name} / {strategy.name}", strategy.about)
     plane = getattr(getattr(res, "execution", None), "data_plane", None)
-    out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}" + (f" (data plane: {plane})" if plane else ""))
+    if estimated:
+        out.line(f"mesh {mesh_text} ({used.size} devices), estimated without running")
+    else:
+        out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}"
+                 + (f" (data plane: {plane})" if plane else ""))
     if mode != "forward":
         out.line(f"mode {mode}: {program.describe_mode(mode)}")
     out.line(f"topology {options.describe_topology(topology)}")
@@ -51,7 +70,8 @@ def execute(args, out: Output) -> int:
             out.line("communication: none (no collectives)")
         out.print(memory_table(res.memory))
     if args.json:
-        write_json(args.json, document("run", program, mesh, backend, topology, args.exact, [summary], mode))
+        write_json(args.json, document("estimate" if estimated else "run", program, mesh,
+                                       "none" if estimated else backend, topology, args.exact, [summary], mode))
     if args.trace:
         if res is None:
             raise UsageError("--trace: the run produced no communication report (it did not finish, or its outputs "

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the estimated field, the estimate command, backend none
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class StrategySummary:
     wall_time_s: float  # how long the run took here (tracing to verification)
     error: str | None = None  # why the run could not finish (a device out of memory), else None
     cheapest: bool = False
+    estimated: bool = False  # costed by ss.estimate without running: nothing was verified
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,22 +53,29 @@ def summarize(outcome, topology, exact: bool) -> StrategySummary:
         return StrategySummary(**base, verified=False, bitwise=False, max_ulp=None, first_divergence=outcome.failure,
                                total_bytes=None, min_bytes=None, bytes_per_axis=None, messages=None, collectives=None,
                                estimated_time_s=None, peak_memory_bytes=None, max_peak_memory_bytes=None)
-    v, comm, memory = res.verify, res.comm, res.memory
+    comm, memory = res.comm, res.memory
+    if outcome.estimated:
+        return StrategySummary(**base, verified=False, bitwise=False, max_ulp=None, first_divergence=None,
+                               **_costs(comm, memory, mesh, topology), estimated=True)
+    v = res.verify
     verified = v.bitwise if exact else v.ok
     # what to name: the first wrong op or output; when nothing is wrong, the first reassociated op
     first = v.first_divergence if not v.ok or not v.reassociations else v.reassociations[0]
+    return StrategySummary(
+        **base, verified=verified, bitwise=v.bitwise, max_ulp=v.max_ulp,
+        first_divergence=first.describe() if first is not None else None, **_costs(comm, memory, mesh, topology))
+
+
+def _costs(comm, memory, mesh, topology) -> dict:
+    """The cost fields of a summary, from a communication and a memory report (run or estimated)."""
     per_axis: dict[str, int] = {}
     for row in comm.summary("axis"):
         per_axis[row["axis"]] = row["sent"]
     peaks = memory.peaks
-    return StrategySummary(
-        **base, verified=verified, bitwise=v.bitwise, max_ulp=v.max_ulp,
-        first_divergence=first.describe() if first is not None else None,
-        total_bytes=comm.total_bytes, min_bytes=comm.total_min_bytes, bytes_per_axis=per_axis,
-        messages=comm.total_messages, collectives=len({r.instr for r in comm.records}),
-        estimated_time_s=float(comm.estimate(topology).total),
-        peak_memory_bytes=[peaks.get(d, 0) for d in range(mesh.size)], max_peak_memory_bytes=memory.max_peak,
-    )
+    return dict(total_bytes=comm.total_bytes, min_bytes=comm.total_min_bytes, bytes_per_axis=per_axis,
+                messages=comm.total_messages, collectives=len({r.instr for r in comm.records}),
+                estimated_time_s=float(comm.estimate(topology).total),
+                peak_memory_bytes=[peaks.get(d, 0) for d in range(mesh.size)], max_peak_memory_bytes=memory.max_peak)
 
 
 def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]:
@@ -76,7 +84,7 @@ def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]
     from dataclasses import replace
 
     candidates = [(s.estimated_time_s, s.total_bytes, s.max_peak_memory_bytes, i)
-                  for i, s in enumerate(summaries) if s.verified and s.estimated_time_s is not None]
+                  for i, s in enumerate(summaries) if (s.verified or s.estimated) and s.estimated_time_s is not None]
     best = min(candidates)[-1] if candidates else None
     return [replace(s, cheapest=(i == best)) for i, s in enumerate(summaries)]
 
@@ -87,7 +95,7 @@ def exit_code(summaries: Sequence[StrategySummary]) -> int:
 
     if any(s.error for s in summaries):
         return EXIT_RUN
-    return EXIT_OK if all(s.verified for s in summaries) else EXIT_FAILED
+    return EXIT_OK if all(s.verified or s.estimated for s in summaries) else EXIT_FAILED
 
 
 def document(command: str, program, mesh, backend: str, topology, exact: bool,

@@ -18,6 +18,9 @@ def verdict(s: StrategySummary, result, exact: bool) -> Text:
     """One line (two when something differs): verified how, or the first divergence."""
     if s.error is not None:
         return Text.assemble(("the run could not finish: ", "bold red"), s.error)
+    if s.estimated:
+        return Text.assemble(("estimated, not run: ", "bold cyan"), "the communication and memory a run records, "
+                             "from the partitioned schedules without data (nothing verified)")
     if result is not None and s.bitwise:
         v = result.verify
         ops = f"; {len(v.op_checks)} ops checked one by one" if v.op_checks else ""
@@ -72,7 +75,7 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     axes = sorted({a for s in summaries for a in (s.bytes_per_axis or {})})
     meshes = {tuple(s.mesh.items()) for s in summaries}
     t = Table(title="strategies side by side", title_justify="left",
-              caption="* cheapest: least estimated time of the verified (then fewest bytes, least memory)",
+              caption="* cheapest: least estimated time of the verified or estimated (then fewest bytes, least memory)",
               caption_justify="left")
     t.add_column("strategy")
     if len(meshes) > 1:
@@ -86,6 +89,8 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     for s in summaries:
         if s.error is not None:
             ok = Text("OUT OF MEMORY", style="bold red")
+        elif s.estimated:
+            ok = Text("estimated", style="cyan")
         elif s.bitwise:
             ok = Text("bitwise", style="green")
         elif s.verified:

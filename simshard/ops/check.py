@@ -268,6 +268,17 @@ def check_rule(
             if tuple(np.shape(o)) != tuple(w):
                 raise AssertionError(f"{where}: device {dev}: result {k} has local shape {np.shape(o)}, its layout says {w}")
             local_out[k][dev] = np.asarray(o)
+        # the op's abstract_eval is its shape function on local blocks too (ss.estimate walks
+        # schedules with it): the localised params must give the kernel's local results
+        try:
+            local_avals = op.abstract_eval(*(Aval(a.shape, a.dtype) for a in ins), **p)
+        except Exception as e:
+            raise AssertionError(f"{where}: device {dev}: abstract_eval refuses the local params {p} on local shapes "
+                                 f"{[a.shape for a in ins]}: {e}") from e
+        for k, (o, a) in enumerate(zip(outs, local_avals)):
+            if tuple(np.shape(o)) != tuple(a.shape) or np.asarray(o).dtype != np.dtype(a.dtype):
+                raise AssertionError(f"{where}: device {dev}: result {k} is {np.asarray(o).dtype}{list(np.shape(o))} "
+                                     f"on the device, abstract_eval of its local params says {a}")
 
     for k, (lay, shards, e) in enumerate(zip(out_lays, local_out, expected)):
         try:

@@ -62,11 +62,23 @@ def _slice_kernel(x, *, start, limit, strides=None, **_):
     return (np.array(x[tuple(slice(s, l, st) for s, l, st in zip(start, limit, strides))]),)
 
 
+def _slice_local(params: dict, in_shapes, out_shapes) -> dict:
+    """A dim kept whole (start 0, stride 1, as long as the result) may be sharded: on a device its
+    limit is the local block's length, not the global one."""
+    (x,), (out,) = in_shapes, out_shapes
+    ndim = len(x)
+    strides = params.get("strides") or (1,) * ndim
+    limit = tuple(n if s == 0 and st == 1 and n == o else l
+                  for s, l, st, n, o in zip(params["start"], params["limit"], strides, x, out))
+    return {**params, "limit": limit}
+
+
 register_op(
     "slice",
     _slice_eval,
     _slice_kernel,
     lambda in_avals, out_avals, **_: _mismatch_rule(in_avals, out_avals),
+    local_params=_slice_local,
     doc="x[start:limit:strides] per dim; sliced dims are permutation factors",
 )
 

@@ -3,7 +3,8 @@
 Every result dim is its own pass-through factor (``()->([a, b])``): any sharding works and each
 device builds just its block. Their kernels take an optional ``out_index`` keyword: per dim, the
 global indices of the block to produce (a device's ``Layout.indices``); without it they build the
-whole array. Their params stay global on every device (``local_params`` is the identity).
+whole array, and their ``abstract_eval`` gives that block's shape (the whole result's without it).
+Their params stay global on every device (``local_params`` is the identity).
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ def _check_out_index(op: str, shape, out_index) -> None:
 
 
 # -- iota --------------------------------------------------------------------------------------
-def _iota_eval(*avals, shape, dimension, dtype, **_):
+def _iota_eval(*avals, shape, dimension, dtype, out_index=None, **_):
     _checks.arity("iota", avals, 0)
     shape = _checks.shape("iota", shape)
     if not shape:
         raise ValueError("iota: shape must have rank >= 1")
     _checks.axis("iota", dimension, len(shape), "dimension")
-    return (Aval(shape, _dtype("iota", dtype)),)
+    _check_out_index("iota", shape, out_index)
+    return (Aval(_block_shape(shape, out_index), _dtype("iota", dtype)),)
 
 
 def _iota_kernel(*, shape, dimension, dtype, out_index=None, **_):
@@ -60,12 +62,13 @@ register_op("iota", _iota_eval, _iota_kernel, nullary_rule, doc="0, 1, 2, ... al
 
 
 # -- full --------------------------------------------------------------------------------------
-def _full_eval(*avals, shape, fill_value, dtype, **_):
+def _full_eval(*avals, shape, fill_value, dtype, out_index=None, **_):
     _checks.arity("full", avals, 0)
     shape = _checks.shape("full", shape)
     if np.ndim(fill_value) != 0:
         raise ValueError(f"full: fill_value must be a scalar, got shape {np.shape(fill_value)}")
-    return (Aval(shape, _dtype("full", dtype)),)
+    _check_out_index("full", shape, out_index)
+    return (Aval(_block_shape(shape, out_index), _dtype("full", dtype)),)
 
 
 def _full_kernel(*, shape, fill_value, dtype, out_index=None, **_):
@@ -77,11 +80,13 @@ register_op("full", _full_eval, _full_kernel, nullary_rule, doc="`shape` filled 
 
 
 # -- constant ----------------------------------------------------------------------------------
-def _constant_eval(*avals, value, **_):
+def _constant_eval(*avals, value, out_index=None, **_):
     _checks.arity("constant", avals, 0)
     if not isinstance(value, np.ndarray):
         raise ValueError(f"constant: value must be a numpy array, got {type(value).__name__}")
-    return (Aval(value.shape, value.dtype),)
+    _check_out_index("constant", value.shape, out_index)
+    shape = value.shape if value.ndim == 0 else _block_shape(value.shape, out_index)
+    return (Aval(shape, value.dtype),)
 
 
 def _constant_kernel(*, value, out_index=None, **_):

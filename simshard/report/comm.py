@@ -87,6 +87,12 @@ def balanced_chunks(n: int, g: int) -> list[int]:
     return [q + (1 if i < r else 0) for i in range(g)]
 
 
+def balanced_chunk(n: int, g: int, i: int) -> int:
+    """``balanced_chunks(n, g)[i]`` without the list (an 8,192-device group asks per device)."""
+    q, r = divmod(int(n), int(g))
+    return q + (1 if i < r else 0)
+
+
 def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: Sequence[int], itemsize: int) -> int:
     """Bytes ``device`` must receive to run the collective ``instr`` (a schedule instruction)
     whose local input / output shapes are ``in_shape`` / ``out_shape``. See the module docstring."""
@@ -98,7 +104,7 @@ def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: S
         return (len(instr.group) - 1) * n_out * itemsize
     if kind == "all_reduce":
         g = len(instr.group)
-        c = balanced_chunks(n_in, g)[instr.group.index(device)]
+        c = balanced_chunk(n_in, g, instr.group.index(device))
         return ((g - 1) * c + (n_in - c)) * itemsize
     if kind == "all_to_all":
         i = instr.group.index(device)

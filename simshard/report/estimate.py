@@ -16,6 +16,7 @@ data: they are refused, naming the op.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -210,21 +211,24 @@ def _local(dev: _Device, ins: Instr) -> None:
 
 
 # -- collectives: the direct algorithms' messages ----------------------------------------------------
+#
+# Each collective is costed once per group, then per member in O(1): a direct collective over g
+# devices sends g(g-1) messages, which an 8,192-device all-reduce could not enumerate. A record's
+# per-peer rows (``CommRecord.peers``) are O(g) themselves: they are written for groups of up to
+# PEER_ROWS devices and left empty beyond (the totals are exact either way).
+
+PEER_ROWS = 64
 
 
-class _Log:
-    """Per device, per peer: (messages, bytes) sent and received in one collective."""
+@dataclass
+class _Traffic:
+    """One member's side of a collective: totals, and its per-peer rows (peer, sent, received)."""
 
-    def __init__(self):
-        self.peers: dict[int, dict[int, list[int]]] = {}  # device -> peer -> [msgs out, bytes out, msgs in, bytes in]
-
-    def send(self, src: int, dst: int, nbytes: int) -> None:
-        a = self.peers.setdefault(src, {}).setdefault(dst, [0, 0, 0, 0])
-        a[0] += 1
-        a[1] += nbytes
-        b = self.peers.setdefault(dst, {}).setdefault(src, [0, 0, 0, 0])
-        b[2] += 1
-        b[3] += nbytes
+    sent: int = 0
+    received: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    peers: tuple = ()
 
 
 def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
@@ -233,24 +237,30 @@ def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
     for d, ins in step.items():
         is_source = kind != "collective_permute" or any(s == d for s, _ in ins.pairs)
         srcs[d] = devices[d].read(ins.src, ins) if is_source else None
-    log = _Log()
-    outs = _COLLECTIVES[kind](step, srcs, log)
+    if kind == "collective_permute":
+        results = _collective_permute(step, srcs)
+    else:
+        results = {}
+        groups: dict[tuple, list[int]] = {}
+        for d, ins in step.items():
+            groups.setdefault(tuple(ins.group), []).append(d)
+        for group, members in groups.items():
+            results.update(_COLLECTIVES[kind](group, members, step, srcs))
     for d, ins in step.items():
         dev = devices[d]
-        out = outs[d]
+        out, traffic = results[d]
         dev.write([(ins.dst, out)])
         group = _participants(ins)
         if d not in group:
             continue
-        peers = log.peers.get(d, {})
         x = srcs[d]
         dev.records.append(CommRecord(
             device=d, instr=ins.id, position=dev.position, source=ins.source, kind=kind,
-            axes=tuple(getattr(ins, "axes", ())), group=group,
-            bytes_sent=sum(v[1] for v in peers.values()), bytes_received=sum(v[3] for v in peers.values()),
-            messages_sent=sum(v[0] for v in peers.values()), messages_received=sum(v[2] for v in peers.values()),
+            axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=traffic.sent,
+            bytes_received=traffic.received, messages_sent=traffic.messages_sent,
+            messages_received=traffic.messages_received,
             min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize),
-            peers=tuple((p, v[1], v[3]) for p, v in sorted(peers.items())),
+            peers=traffic.peers,
         ))
 
 
@@ -260,77 +270,149 @@ def _participants(ins) -> tuple[int, ...]:
     return tuple(ins.group)
 
 
-def _pieces(x: Block, axis: int, splits: Sequence[int]) -> list[Block]:
-    return [x.along(axis, s) for s in splits]
+@functools.lru_cache(maxsize=4096)
+def _split_sums(splits: tuple) -> tuple[int, int]:
+    """(total length, how many chunks are not empty) of a collective's ``splits``."""
+    return sum(splits), sum(1 for c in splits if c)
 
 
-def _all_gather(step, srcs, log):
-    out = {}
-    for me, ins in step.items():
-        axis = ins.axis % len(srcs[me].shape)
-        for p in ins.group:
-            if p != me:
-                log.send(me, p, srcs[me].nbytes)
-        blocks = [srcs[p] for p in ins.group]
-        out[me] = srcs[me].along(axis, sum(b.shape[axis] for b in blocks))
-    return out
+def _rows(group: Sequence[int], me: int, sent, received) -> tuple:
+    """Per-peer rows for a small group: ``sent(j)`` / ``received(j)`` bytes to / from member j,
+    None where no message goes."""
+    if len(group) > PEER_ROWS:
+        return ()
+    rows = []
+    for j, p in enumerate(group):
+        if p == me:
+            continue
+        s, r = sent(j), received(j)
+        if s is not None or r is not None:
+            rows.append((p, s or 0, r or 0))
+    return tuple(sorted(rows))
 
 
-def _reduce_scatter(step, srcs, log):
-    out = {}
-    for me, ins in step.items():
-        x = srcs[me]
+def _all_gather(group, members, step, srcs):
+    g = len(group)
+    axis = step[members[0]].axis % len(srcs[members[0]].shape)
+    sizes = [srcs[p].nbytes for p in group]
+    total = sum(sizes)
+    out_len = sum(srcs[p].shape[axis] for p in group)
+    res = {}
+    for me in members:
+        b = srcs[me].nbytes
+        t = _Traffic((g - 1) * b, total - b, g - 1, g - 1,
+                     _rows(group, me, lambda j: b, lambda j: sizes[j]))
+        res[me] = (srcs[me].along(axis, out_len), t)
+    return res
+
+
+def _reduce_scatter(group, members, step, srcs):
+    g = len(group)
+    index = {p: j for j, p in enumerate(group)}
+    res = {}
+    for me in members:
+        ins, x = step[me], srcs[me]
         axis = ins.axis % len(x.shape)
-        pieces = _pieces(x, axis, ins.splits)
-        for j, p in enumerate(ins.group):
-            if p != me and ins.splits[j]:
-                log.send(me, p, pieces[j].nbytes)
-        out[me] = pieces[list(ins.group).index(me)]
-    return out
+        row = x.nbytes // x.shape[axis] if x.shape[axis] else 0  # bytes per index along the axis
+        i = index[me]
+        total, nonempty = _split_sums(ins.splits)
+        mine = ins.splits[i] * row
+        got = (g - 1) if ins.splits[i] else 0  # each peer sends its contribution to my chunk
+        live = nonempty - (1 if ins.splits[i] else 0)  # the peers whose chunk is not empty
+        t = _Traffic((total - ins.splits[i]) * row, got * mine, live, got,
+                     _rows(group, me, lambda j: ins.splits[j] * row if ins.splits[j] else None,
+                           lambda j: mine if got else None))
+        res[me] = (x.along(axis, ins.splits[i]), t)
+    return res
 
 
-def _all_reduce(step, srcs, log):
-    out = {}
-    for me, ins in step.items():
+def _all_reduce(group, members, step, srcs):
+    g = len(group)
+    index = {p: j for j, p in enumerate(group)}
+    chunks: dict[int, tuple] = {}  # buffer size -> (its chunk sizes, how many are not empty)
+    res = {}
+    for me in members:
         x = srcs[me]
-        g = len(ins.group)
-        sizes = balanced_chunks(math.prod(x.shape), g)
-        i = list(ins.group).index(me)
-        for j, p in enumerate(ins.group):
-            if p != me and sizes[j]:
-                log.send(me, p, sizes[j] * x.dtype.itemsize)  # step 0: the reduce-scatter
-            if p != me and sizes[i]:
-                log.send(me, p, sizes[i] * x.dtype.itemsize)  # step 1: the all-gather of its chunk
-        out[me] = x
-    return out
+        item = x.dtype.itemsize
+        n = math.prod(x.shape)
+        if n not in chunks:
+            sizes = balanced_chunks(n, g)
+            chunks[n] = (sizes, sum(1 for c in sizes if c))
+        sizes, nonempty = chunks[n]
+        i = index[me]
+        others = n - sizes[i]  # step 0 sends the others' chunks, step 1 gets them back
+        n_others = nonempty - (1 if sizes[i] else 0)
+        own = (g - 1) if sizes[i] else 0  # step 0 gets my chunk from each peer, step 1 sends it to each
+        nbytes = (others + own * sizes[i]) * item
+        both = lambda j: ((sizes[j] + (sizes[i] if own else 0)) * item  # noqa: E731
+                          if sizes[j] or own else None)
+        res[me] = (x, _Traffic(nbytes, nbytes, n_others + own, n_others + own, _rows(group, me, both, both)))
+    return res
 
 
-def _all_to_all(step, srcs, log):
-    out = {}
-    pieces = {me: _pieces(srcs[me], ins.split_axis % len(srcs[me].shape), ins.splits) for me, ins in step.items()}
-    for me, ins in step.items():
-        group = list(ins.group)
-        for j, p in enumerate(group):
-            if p != me:
-                log.send(me, p, pieces[me][j].nbytes)
-        axis = ins.concat_axis % len(srcs[me].shape)
-        got = [pieces[p][list(step[p].group).index(me)] for p in group]
-        out[me] = got[0].along(axis, sum(b.shape[axis] for b in got))
-    return out
+def _all_to_all(group, members, step, srcs):
+    g = len(group)
+    index = {p: j for j, p in enumerate(group)}
+
+    def row(p):  # bytes per index along p's split axis
+        x, axis = srcs[p], step[p].split_axis % len(srcs[p].shape)
+        return x.nbytes // x.shape[axis] if x.shape[axis] else 0
+
+    rows = {p: row(p) for p in group}
+    same = len({tuple(step[p].splits) for p in group}) == 1  # the usual case: sums instead of a loop
+    row_total = sum(rows.values())
+    first = step[members[0]]
+    concat_total = sum(srcs[p].shape[first.concat_axis % len(srcs[p].shape)] for p in group)
+    res = {}
+    for me in members:
+        ins, x = step[me], srcs[me]
+        i = index[me]
+        sent = (_split_sums(ins.splits)[0] - ins.splits[i]) * rows[me]
+        if same:
+            received = ins.splits[i] * (row_total - rows[me])
+        else:
+            received = sum(step[p].splits[i] * rows[p] for p in group if p != me)
+        axis = ins.concat_axis % len(x.shape)
+        split_axis = ins.split_axis % len(x.shape)
+        if axis != split_axis:
+            length = concat_total
+        elif same:
+            length = g * ins.splits[i]
+        else:
+            length = sum(step[p].splits[i] for p in group)
+        out = x.along(split_axis, ins.splits[i]).along(axis, length)
+        t = _Traffic(sent, received, g - 1, g - 1,
+                     _rows(group, me, lambda j: ins.splits[j] * rows[me],
+                           lambda j: step[group[j]].splits[i] * rows[group[j]]))
+        res[me] = (out, t)
+    return res
 
 
-def _collective_permute(step, srcs, log):
-    out = {}
+def _collective_permute(step, srcs):
+    res = {}
+    traffic: dict[int, dict[int, list[int]]] = {}  # device -> peer -> [sent, received, msgs out, msgs in]
     for me, ins in step.items():
         for s, t in ins.pairs:
             if s == me and t != me:
-                log.send(me, t, srcs[me].nbytes)
+                nbytes = srcs[me].nbytes
+                a = traffic.setdefault(me, {}).setdefault(t, [0, 0, 0, 0])
+                a[0] += nbytes
+                a[2] += 1
+                b = traffic.setdefault(t, {}).setdefault(me, [0, 0, 0, 0])
+                b[1] += nbytes
+                b[3] += 1
+    for me, ins in step.items():
         sources = [s for s, t in ins.pairs if t == me]
-        out[me] = srcs[sources[0]] if sources else Block(tuple(int(n) for n in ins.shape), np.dtype(ins.dtype))
-    return out
+        out = srcs[sources[0]] if sources else Block(tuple(int(n) for n in ins.shape), np.dtype(ins.dtype))
+        peers = traffic.get(me, {})
+        t = _Traffic(sum(v[0] for v in peers.values()), sum(v[1] for v in peers.values()),
+                     sum(v[2] for v in peers.values()), sum(v[3] for v in peers.values()),
+                     tuple((p, v[0], v[1]) for p, v in sorted(peers.items())))
+        res[me] = (out, t)
+    return res
 
 
 _COLLECTIVES = {"all_gather": _all_gather, "reduce_scatter": _reduce_scatter, "all_reduce": _all_reduce,
-                "all_to_all": _all_to_all, "collective_permute": _collective_permute}
+                "all_to_all": _all_to_all}
 
 __all__ = ["Block", "Estimate", "EstimateError", "estimate", "estimate_spmd"]

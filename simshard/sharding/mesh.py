@@ -94,6 +94,18 @@ class Mesh:
         object.__setattr__(self, "name", str(name))
         object.__setattr__(self, "axis_types", _axis_types(axis_types, len(names)))
 
+    def __hash__(self) -> int:
+        # meshes key many caches (layouts, reshard plans) and may list thousands of device ids:
+        # hash them once (not pickled: another process hashes strings differently)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     # -- axis types ------------------------------------------------------------------------
     def axes_of_type(self, axis_type: AxisType) -> tuple[str, ...]:
         return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t == axis_type)
@@ -181,9 +193,6 @@ class Mesh:
             pos = {d: i for i, d in enumerate(self.device_ids)}
             object.__setattr__(self, "_pos", pos)
         return pos
-
-    def __hash__(self) -> int:
-        return hash((self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mesh):

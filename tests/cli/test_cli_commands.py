@@ -331,3 +331,33 @@ def test_devices_per_process_is_refused_on_the_local_backend_and_when_it_does_no
     assert ran.code == 2 and "--devices-per-process places Ray device actors" in ran.err
     ran = main_in_process(capsys, "run", "mlp", "--backend", "ray", "--devices-per-process", "3", "-q")
     assert ran.code != 0 and "devices_per_process=3 does not divide the 8 devices" in ran.err
+
+
+# -- estimate -------------------------------------------------------------------------------------
+
+def test_compare_estimate_reports_what_the_runs_report_without_running(capsys, tmp_path):
+    ran, est = tmp_path / "ran.json", tmp_path / "est.json"
+    assert main_in_process(capsys, "compare", TINY, "--json", str(ran), "-q").code == 0
+    r = main_in_process(capsys, "compare", TINY, "--estimate", "--json", str(est), "-q")
+    assert r.code == 0, r.err
+    assert _row(r.out, "rows *")[1] == "estimated"
+    runs, ests = json.loads(ran.read_text()), json.loads(est.read_text())
+    assert ests["backend"] == "none" and ests["cheapest"] == runs["cheapest"]
+    costs = ("total_bytes", "min_bytes", "bytes_per_axis", "messages", "collectives", "estimated_time_s",
+             "peak_memory_bytes", "max_peak_memory_bytes")
+    for a, b in zip(runs["strategies"], ests["strategies"]):
+        assert b["estimated"] and not b["verified"] and not a["estimated"]
+        assert {k: a[k] for k in costs} == {k: b[k] for k in costs}
+
+
+def test_the_estimate_command_costs_a_mesh_too_large_to_run(capsys):
+    r = main_in_process(capsys, "estimate", "mlp", "--strategy", "megatron", "--mesh", "x=32,y=32", "-q")
+    assert r.code == 0, r.err
+    assert "(1024 devices), estimated without running" in r.out and "estimated, not run" in r.out
+    assert "all_reduce" in r.out
+
+
+@pytest.mark.parametrize("flag, value", [("--algorithm", "ring"), ("--device-memory", "1KiB")])
+def test_estimate_refuses_the_flags_only_a_run_honours(capsys, flag, value):
+    r = main_in_process(capsys, "estimate", TINY, flag, value, "-q")
+    assert r.code == 2 and flag in r.err

@@ -140,7 +140,7 @@ def test_the_checker_catches_what_the_schema_forbids(capsys, tmp_path):
     broken["backend"] = "gpu"
     broken["extra"] = 1
     assert sorted(check(broken, schema, schema)) == [
-        "$.backend: 'gpu' not in ['local', 'ray']", "$.strategies[0]: missing 'total_bytes'",
+        "$.backend: 'gpu' not in ['local', 'ray', 'none']", "$.strategies[0]: missing 'total_bytes'",
         "$.strategies[1].verified: 'yes' is not of type boolean", "$: unexpected property 'extra'",
     ]
 
