@@ -52,7 +52,7 @@ from .assign import candidates
 from .builder import ScheduleBuilder
 from .linear import pending_ok
 from .emit import emit_plan
-from .plan import layout_of, local_shapes
+from .plan import largest_block, layout_of, local_shapes
 from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
 from .reshard import _plain, plan_reshard, translate
@@ -333,10 +333,8 @@ class _Partitioner:
         res_elems = 0
         for o, s in zip(e.outputs, out_sh):
             cost += self.settle_cost(o, s)
-            L = layout_of(s, o.aval.shape)
-            res_elems += max(math.prod(L.local_shape(d)) for d in L.devices)
-        in_elems = sum(max(math.prod(layout_of(s, sh).local_shape(d)) for d in layout_of(s, sh).devices)
-                       for s, sh, v in zip(in_sh, in_shapes, is_val) if v)
+            res_elems += largest_block(layout_of(s, o.aval.shape))
+        in_elems = sum(largest_block(layout_of(s, sh)) for s, sh, v in zip(in_sh, in_shapes, is_val) if v)
         return ((cost, res_elems, in_elems), rule, A, tuple(in_sh), tuple(out_sh))
 
     def settle_cost(self, v: Value, s: Sharding, depth: int = 4) -> int:

@@ -47,6 +47,20 @@ def layout_of(spec, shape) -> Layout:
 _SHAPES: dict[int, tuple] = {}
 
 
+_LARGEST: dict[int, tuple] = {}
+
+
+def largest_block(L: Layout) -> int:
+    """Elements of the largest block any device holds (computed once per layout object)."""
+    hit = _LARGEST.get(id(L))
+    if hit is None or hit[0] is not L:
+        hit = (L, max((math.prod(s) for s in local_shapes(L).values()), default=0))
+        if len(_LARGEST) > 8192:
+            _LARGEST.clear()
+        _LARGEST[id(L)] = hit
+    return hit[1]
+
+
 def local_shapes(L: Layout) -> dict[int, tuple[int, ...]]:
     """Every device's local shape (computed once per layout object)."""
     hit = _SHAPES.get(id(L))

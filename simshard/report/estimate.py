@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -163,8 +163,12 @@ class _Device:
         return DeviceMemory(self.device, peak, pos, instr, source, self.input_bytes, self.live, None)
 
 
-def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], top: bool = False) -> None:
-    """Run the aligned instruction lists of every device, one SPMD step at a time."""
+def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], top: bool = False,
+          memo: dict | None = None) -> None:
+    """Run the aligned instruction lists of every device, one SPMD step at a time. ``memo`` keeps
+    each compute's result blocks by (instruction, operand blocks): devices share instruction
+    objects, so a mesh of thousands evaluates each distinct local shape once."""
+    memo = {} if memo is None else memo
     order = sorted(instrs)
     n = len(instrs[order[0]]) if order else 0
     for pos in range(n):
@@ -176,26 +180,51 @@ def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], to
         if first.is_collective:
             _collective(devices, step)
         elif first.kind == "loop":
-            for k in range(first.length):
-                for d in order:
-                    devices[d].write([(step[d].counter, Block((), np.dtype(np.int32)))])
-                _walk(devices, {d: step[d].iteration(k) for d in order})
+            _loop(devices, step, order, memo)
         elif first.kind in ("while", "switch"):
             what = "its trip count" if first.kind == "while" else "the branch it takes"
             raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
                                 "an estimate does not have; run the program (ss.run) to cost it")
         else:
             for d in order:
-                _local(devices[d], step[d])
+                _local(devices[d], step[d], memo)
 
 
-def _local(dev: _Device, ins: Instr) -> None:
+def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequence[int], memo: dict) -> None:
+    """A scan's iterations. Its carries keep their shapes, so an iteration that leaves every
+    device's buffers as it found them is the same for every later one: walked once, its records
+    repeated under each iteration's ids (a 96-layer scan costs one layer's walk). The counter is
+    written for every iteration as the executor writes it, so the memory peak stays exact."""
+    first = step[order[0]]
+    counter = Block((), np.dtype(np.int32))
+    same = False
+    for k in range(first.length):
+        for d in order:
+            devices[d].write([(step[d].counter, counter)])
+        if same:
+            for d in order:
+                dev = devices[d]
+                shift = k * len(step[d].body)
+                dev.records.extend(replace(r, instr=r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
+            continue
+        before = {d: (dict(devices[d].buffers), devices[d].live) for d in order}
+        start = {d: len(devices[d].records) for d in order}
+        _walk(devices, {d: step[d].iteration(k) for d in order}, memo=memo)
+        if k == 0:
+            same = all(devices[d].buffers == before[d][0] and devices[d].live == before[d][1] for d in order)
+            marks = {d: (start[d], len(devices[d].records)) for d in order}
+
+
+def _local(dev: _Device, ins: Instr, memo: dict) -> None:
     kind = ins.kind
     if kind == "compute":
-        op = OPS[ins.op]
-        avals = op.abstract_eval(*(Aval(b.shape, b.dtype) for b in (dev.read(k, ins) for k in ins.inputs)),
-                                 **dict(ins.params))
-        dev.write([(k, Block(tuple(a.shape), np.dtype(a.dtype))) for k, a in zip(ins.outputs, avals)])
+        blocks = tuple(dev.read(k, ins) for k in ins.inputs)
+        key = (id(ins), blocks)
+        out = memo.get(key)
+        if out is None:
+            avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **dict(ins.params))
+            out = memo[key] = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+        dev.write(list(zip(ins.outputs, out)))
     elif kind == "literal":
         v = np.asarray(ins.value)
         dev.write([(ins.dst, Block(v.shape, v.dtype))])
