@@ -67,29 +67,29 @@ def softmax(s):
     return fixed_point(e / e.sum(axis=-1, keepdims=True), 4)
 
 
-def heads(t):
-    """[b, s, d] -> [b, heads, s, d_head]."""
-    b, s, _ = t.shape
-    return t.reshape(b, s, HEADS, D_HEAD).transpose(0, 2, 1, 3)
+def heads(t, n: int = HEADS):
+    """[b, s, d] -> [b, n, s, d / n]."""
+    b, s, d = t.shape
+    return t.reshape(b, s, n, d // n).transpose(0, 2, 1, 3)
 
 
 def merge_heads(t):
     """[b, heads, s, d_head] -> [b, s, d]."""
-    b, _, s, _ = t.shape
-    return t.transpose(0, 2, 1, 3).reshape(b, s, D)
+    b, h, s, dh = t.shape
+    return t.transpose(0, 2, 1, 3).reshape(b, s, h * dh)
 
 
 def attention_core(q, k, v):
     """Causal attention of [b, h, s, dh] queries, keys, values; the key dim is never split."""
-    s = np.einsum("bhsd,bhtd->bhst", q, k) * D_HEAD**-0.5  # a Python float: keeps float32
+    s = np.einsum("bhsd,bhtd->bhst", q, k) * q.shape[-1] ** -0.5  # a Python float: keeps float32
     causal = np.tril(np.ones((q.shape[2], k.shape[2]), dtype=bool))
     p = softmax(np.where(causal, s, -np.inf))
     return np.einsum("bhst,bhtd->bhsd", p, v)
 
 
-def block(params, x):
+def block(params, x, n_heads: int = HEADS):
     h = layernorm(x)
-    q, k, v = heads(h @ params["wq"]), heads(h @ params["wk"]), heads(h @ params["wv"])
+    q, k, v = heads(h @ params["wq"], n_heads), heads(h @ params["wk"], n_heads), heads(h @ params["wv"], n_heads)
     k, v = ss.with_sharding_annotation(k, "keys"), ss.with_sharding_annotation(v, "values")
     x1 = x + merge_heads(attention_core(q, k, v)) @ params["wo"]
     return x1 + np.maximum(layernorm(x1) @ params["w1"], 0) @ params["w2"]

@@ -1,0 +1,171 @@
+"""A decoder-only transformer's training step (layers in a scan), at a size that runs and at the
+sizes people rent devices for: ``tiny`` (the default ``PROGRAM``: exact, bitwise on 8 devices),
+``gpt2-small`` and a 7B configuration (``program(name)``: ``ShapeDtype`` inputs, for
+``ss.estimate`` on thousands of devices).
+
+    h = scan(block, x, layer params)          pre-LN blocks of programs/transformer.py
+    logits = layernorm(h) @ unembed            the final LayerNorm, then the vocabulary projection
+
+The input is the embedded token stream ``x`` [batch, seq, d] (the embedding lookup is left out);
+the training loss is the library's squared error of the logits against labels of the same shape,
+not a cross-entropy. Parameters: ``12 L d^2`` in the blocks (a 4d MLP) plus ``d V`` in the
+unembedding: 85M + 39M for GPT-2 small, 6.4B + 0.13B for ``7b``.
+
+Strategies over a mesh with axes ``x`` and ``y`` (what each moves is in its ``about``):
+
+* ``dp``: the batch over every device, parameters replicated: a training step all-reduces every
+  gradient.
+* ``fsdp``: the batch over every device and every parameter sharded over all devices along its
+  largest dim (ZeRO-3): weights all-gathered for use, gradients reduce-scattered.
+* ``megatron``: tensor parallel over every device: heads split (wq/wk/wv by columns, wo by rows),
+  the MLP column- then row-parallel, the vocabulary projection column-parallel.
+* ``sequence``: the sequence over every device, parameters replicated.
+* ``2d``: data parallel over ``x`` and Megatron over ``y``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import simshard as ss
+from simshard import P
+from simshard.programs import ProgramDef, Strategy, Training
+
+from .transformer import block, layernorm
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    layers: int
+    d: int
+    heads: int
+    d_ff: int
+    vocab: int
+    seq: int
+    batch: int
+
+    @property
+    def layer_params(self) -> dict[str, tuple[int, ...]]:
+        d, f, n = self.d, self.d_ff, self.layers
+        return {"wq": (n, d, d), "wk": (n, d, d), "wv": (n, d, d), "wo": (n, d, d), "w1": (n, d, f), "w2": (n, f, d)}
+
+    @property
+    def param_count(self) -> int:
+        return sum(int(np.prod(s)) for s in self.layer_params.values()) + self.d * self.vocab
+
+
+CONFIGS = {
+    # the transformer program's block (d_head 4: every softmax scale exact), two layers, vocab 64
+    "tiny": Config("tiny", layers=2, d=32, heads=8, d_ff=64, vocab=64, seq=8, batch=64),
+    "gpt2-small": Config("gpt2-small", layers=12, d=768, heads=12, d_ff=3072, vocab=50257, seq=1024, batch=512),
+    "7b": Config("7b", layers=32, d=4096, heads=32, d_ff=16384, vocab=32000, seq=2048, batch=1024),
+}
+
+
+def forward(cfg: Config):
+    """``f(params, x)``: the blocks in ``ss.lax.scan`` over the stacked layer parameters, the final
+    LayerNorm and the vocabulary projection."""
+
+    def f(params, x):
+        layers = {k: params[k] for k in cfg.layer_params}
+        h = ss.lax.scan(lambda h, p: (block(p, h, cfg.heads), None), x, layers)[0]
+        return layernorm(h) @ params["unembed"]
+
+    return f
+
+
+def _abstract(cfg: Config) -> tuple:
+    params = {k: ss.ShapeDtype(s, np.float32) for k, s in cfg.layer_params.items()}
+    params["unembed"] = ss.ShapeDtype((cfg.d, cfg.vocab), np.float32)
+    act = (cfg.batch, cfg.seq, cfg.d)
+    return params, ss.ShapeDtype(act, np.float32), ss.ShapeDtype((cfg.batch, cfg.seq, cfg.vocab), np.float32)
+
+
+def _exact(cfg: Config) -> tuple:
+    """Weights in {-1, 0, 1}, activations integers in [-8, 8], labels in [-2, 2]: exact in float32
+    through the blocks (programs/transformer.py's bounds, per layer) and the projection, whose
+    LayerNorm outputs are multiples of 1/4 below sqrt(d) summed d at a time."""
+    names = list(cfg.layer_params)
+    shapes = [cfg.layer_params[n] for n in names] + [(cfg.d, cfg.vocab)]
+    ws = ss.exact_inputs(shapes, seed=1, max_abs=1)
+    params = dict(zip(names + ["unembed"], ws))
+    x = ss.exact_inputs((cfg.batch, cfg.seq, cfg.d), seed=0, max_abs=8)
+    y = ss.exact_inputs((cfg.batch, cfg.seq, cfg.vocab), seed=9, max_abs=2)
+    return params, x, y
+
+
+def _inputs(cfg: Config) -> tuple:
+    return _exact(cfg) if cfg.name == "tiny" else _abstract(cfg)
+
+
+# -- layouts -------------------------------------------------------------------------------------
+COLUMNS, ROWS = ("wq", "wk", "wv", "w1"), ("wo", "w2")
+
+
+def _megatron(axes, cfg: Config) -> dict:
+    specs = {k: P(None, None, axes) for k in COLUMNS} | {k: P(None, axes, None) for k in ROWS}
+    return specs | {"unembed": P(None, axes)}
+
+
+def _fsdp(axes, cfg: Config) -> dict:
+    def largest(shape):  # the layer dim stays whole
+        dims = list(shape[1:]) if len(shape) == 3 else list(shape)
+        k = int(np.argmax(dims))
+        spec = [None] * len(dims)
+        spec[k] = axes
+        return P(*([None] if len(shape) == 3 else []), *spec)
+
+    return {k: largest(s) for k, s in cfg.layer_params.items()} | {"unembed": largest((cfg.d, cfg.vocab))}
+
+
+def layout(cfg: Config, strategy: str, mesh) -> tuple:
+    """``(param_specs, x_spec, y_spec)`` of a strategy on a mesh whose axes are ``x`` and ``y``."""
+    axes = tuple(mesh.axis_names)
+    if strategy == "dp":
+        return P(), P(axes, None, None), P(axes, None, None)
+    if strategy == "fsdp":
+        return _fsdp(axes, cfg), P(axes, None, None), P(axes, None, None)
+    if strategy == "megatron":
+        return _megatron(axes, cfg), P(), P(None, None, axes)
+    if strategy == "sequence":
+        return P(), P(None, axes, None), P(None, axes, None)
+    if strategy == "2d":
+        major, minor = axes[0], axes[1:]
+        return _megatron(minor, cfg), P(major, None, None), P(major, None, minor)
+    raise ValueError(f"gpt: no layout for strategy {strategy!r}")
+
+
+ABOUT = {
+    "dp": "data parallel: batch over x and y, parameters replicated; every gradient all-reduced",
+    "fsdp": "fully sharded (ZeRO-3): batch over x and y, each parameter split along its largest dim; weights "
+            "all-gathered for use, gradients reduce-scattered",
+    "megatron": "tensor parallel over x and y: heads and MLP split, vocabulary projection column-parallel",
+    "sequence": "sequence parallel over x and y, parameters replicated; keys and values all-gathered",
+    "2d": "data parallel over x, Megatron over y",
+}
+
+
+def program(name: str = "tiny") -> ProgramDef:
+    """The training step of configuration ``name`` (``CONFIGS``) as a library program."""
+    cfg = CONFIGS[name]
+    f = forward(cfg)
+    default = ss.Mesh({"x": 2, "y": 4})
+    strategies = tuple(Strategy(s, ABOUT[s], in_shardings=layout(cfg, s, default)[:2]) for s in ABOUT)
+    return ProgramDef(
+        name="gpt" if name == "tiny" else f"gpt-{name}",
+        about=f"decoder-only transformer ({cfg.name}: {cfg.layers} layers, d {cfg.d}, {cfg.heads} heads, "
+              f"vocab {cfg.vocab}, {cfg.param_count / 1e6:,.0f}M parameters), layers in a scan",
+        fn=f,
+        inputs=lambda: _inputs(cfg)[:2],
+        mesh={"x": 2, "y": 4},
+        strategies=strategies,
+        extras={"config": cfg},
+        training=Training("the squared error of the logits against labels", lambda: _inputs(cfg),
+                          lambda strategy, mesh: layout(cfg, strategy.name, mesh), forward=f),
+    )
+
+
+PROGRAM = program("tiny")
