@@ -124,7 +124,9 @@ def emit_scan(P, e) -> None:
                 Sharding(P.target(o).mesh, (DimSharding(()),) + tuple(sub.mats[v][-1].spec.dims)) for o, v in ys]
     ys_bufs = [sub.b.buf() for _ in ys]
     for yb, spec, (o, _) in zip(ys_bufs, ys_specs, ys):
-        b.emit(lambda d, yb=yb, spec=spec, o=o: Literal(0, src, dst=yb, value=np.zeros(_local(spec, o.aval.shape, d), o.aval.dtype)))
+        # zeros made on the device (the full op), not carried in the schedule as an array
+        b.emit(lambda d, yb=yb, spec=spec, o=o: Compute(0, src, op="full", inputs=(), outputs=(yb,), params=(
+            ("shape", _local(spec, o.aval.shape, d)), ("fill_value", 0), ("dtype", np.dtype(o.aval.dtype)))))
     for (o, v), yb, spec in zip(ys, ys_bufs, ys_specs):
         y = sub.get(v, _drop_first(spec), f"{src}: y")
         row = sub.b.buf()

@@ -400,7 +400,16 @@ class _Partitioner:
         outs = self.b.bufs(len(e.outputs))
         kw = e.kw
         if not e.inputs and e.op == "constant":
-            self.b.emit(lambda d: Literal(0, src, dst=outs[0], value=op.kernel(**kw, out_index=out_lay[0].indices(d))[0]))
+            blocks: dict = {}  # devices holding one block (its index arrays shared) share its Literal
+
+            def literal(d):
+                ix = out_lay[0].indices(d)
+                key = tuple(id(i) for i in ix)
+                if key not in blocks:
+                    blocks[key] = Literal(0, src, dst=outs[0], value=op.kernel(**kw, out_index=ix)[0])
+                return blocks[key]
+
+            self.b.emit(literal)
         else:
             out_shapes = [local_shapes(L) for L in out_lay]
             seen: dict = {}

@@ -76,13 +76,17 @@ def _slice(move, before, after, L, L2, shape, item, mesh):
 
 def slice_positions(L: Layout, L2: Layout) -> dict | None:
     pos = {}
+    seen: dict[tuple[int, int], tuple | None] = {}  # by index arrays: devices share them (flat_layout)
     for d in L.devices:
         per = []
         for outer, inner in zip(L.index_map[d], L2.index_map[d]):
-            q = positions(outer, inner)
-            if q is None:
+            key = (id(outer), id(inner))
+            if key not in seen:
+                q = positions(outer, inner)
+                seen[key] = None if q is None else tuple(int(i) for i in q)
+            if seen[key] is None:
                 return None
-            per.append(tuple(int(i) for i in q))
+            per.append(seen[key])
         pos[d] = tuple(per)
     return pos
 

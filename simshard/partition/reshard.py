@@ -193,10 +193,14 @@ def _lower_bound(A, B, shape, item) -> int:
     """Bytes every device must receive at least: the elements of its new block it does not hold."""
     LA, LB = layout_of(A, shape), layout_of(B, shape)
     total = 0
+    common: dict[tuple[int, int], int] = {}  # by index arrays: devices share them (flat_layout)
     for d in LB.devices:
         have = 1
         for a, b in zip(LB.index_map[d], LA.index_map[d]):
-            have *= len(np.intersect1d(a, b, assume_unique=True))
+            key = (id(a), id(b))
+            if key not in common:
+                common[key] = len(np.intersect1d(a, b, assume_unique=True))
+            have *= common[key]
         total += (block_size(LB, d) - have) * item
     return total
 

@@ -219,11 +219,20 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
     kind = ins.kind
     if kind == "compute":
         blocks = tuple(dev.read(k, ins) for k in ins.inputs)
-        key = (id(ins), blocks)
-        out = memo.get(key)
-        if out is None:
-            avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **dict(ins.params))
-            out = memo[key] = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+        by_id = (id(ins), blocks)
+        out = memo.get(by_id)
+        if out is None:  # devices may hold equal instructions as distinct objects: try by value
+            try:
+                by_value = (ins.op, ins.params, blocks)
+                out = memo.get(by_value)
+            except TypeError:  # a param that does not hash (an array): by identity only
+                by_value = None
+            if out is None:
+                avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **dict(ins.params))
+                out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+                if by_value is not None:
+                    memo[by_value] = out
+            memo[by_id] = out
         dev.write(list(zip(ins.outputs, out)))
     elif kind == "literal":
         v = np.asarray(ins.value)

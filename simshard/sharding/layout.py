@@ -249,9 +249,10 @@ def layout(spec, shape: Sequence[int]) -> Layout:
 MAX_INDEX_ENTRIES = 1 << 27  # global indices a layout lists over all devices and dims (1 GiB of int64)
 
 
-def _check_size(spec, mesh: Mesh, shape: tuple[int, ...], blocks: Sequence[int]) -> None:
-    """Refuse, before allocating, a layout whose index lists would not fit in memory."""
-    entries = mesh.size * sum(blocks) + sum(shape)
+def _check_size(spec, mesh: Mesh, shape: tuple[int, ...], blocks: Sequence[int], shared: bool = False) -> None:
+    """Refuse, before allocating, a layout whose index lists would not fit in memory (``shared``:
+    devices holding the same block share its index array, so each distinct block counts once)."""
+    entries = (mesh.size * len(shape) + 2 * sum(shape)) if shared else mesh.size * sum(blocks) + sum(shape)
     if entries > MAX_INDEX_ENTRIES:
         raise ShardingError(
             "too-large",
@@ -269,15 +270,19 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
         axes = s.dims[k].axes
         n = math.prod(mesh.axis_size(a) for a in axes)
         per_dim.append((axes, math.ceil(d / n) if n else d))
-    _check_size(s, mesh, shape, [block for _, block in per_dim])
+    _check_size(s, mesh, shape, [block for _, block in per_dim], shared=True)
     index_map = {}
+    ranges: dict[tuple[int, int], np.ndarray] = {}  # devices holding one block share its (read-only) indices
     for dev in mesh.device_ids:
         idx = []
         for (axes, block), d in zip(per_dim, shape):
             j = 0
             for a in axes:
                 j = j * mesh.axis_size(a) + mesh.axis_index(dev, a)
-            idx.append(_frozen(np.arange(min(j * block, d), min((j + 1) * block, d))))
+            lo, hi = min(j * block, d), min((j + 1) * block, d)
+            if (lo, hi) not in ranges:
+                ranges[(lo, hi)] = _frozen(np.arange(lo, hi))
+            idx.append(ranges[(lo, hi)])
         index_map[dev] = tuple(idx)
     return Layout(mesh, shape, index_map, s.unreduced, s.reduce_op)
 
