@@ -1,0 +1,17 @@
+"""benchmarks/estimate_scale.py cannot rot: a small case runs and its figures are the estimate's."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_small_case_reports_the_estimates_figures():
+    spec = importlib.util.spec_from_file_location("estimate_scale", ROOT / "benchmarks" / "estimate_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    r = bench.run_case("mlp:dp:2x4")
+    est = bench.load("mlp").estimate("dp", mesh={"x": 2, "y": 4}, mode="sgd")
+    assert r["devices"] == 8 and r["seconds"] > 0
+    assert r["received_per_device"] == est.comm.total_received / 8 > 0
+    assert r["max_peak"] == est.memory.max_peak
