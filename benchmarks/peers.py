@@ -128,47 +128,36 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
             devices.close()
 
 
-def simshard_message_round(backend: str, per_process: int = 1, rounds: int = 200) -> float:
-    """Seconds per round of a chain of tiny collective-permutes around 8 devices."""
+def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int) -> float:
+    """Seconds per step of a chain of tiny collective-permutes over devices ``ids``, step ``k``
+    moving a 4-element array along ``pairs(k)``."""
     from simshard.partition import CollectivePermute, Schedule, SpmdProgram
     from simshard.runtime import run_local
 
-    ids = tuple(range(8))
-    ring = tuple((i, (i + 1) % 8) for i in ids)
-    scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=ring,
+    scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=pairs(k),
                                                              shape=(4,), dtype="float32", axes=("x",))
-                                           for k in range(rounds)), (rounds,)) for d in ids)
+                                           for k in range(steps)), (steps,)) for d in ids)
     spmd = SpmdProgram(None, scheds, (), ())
     inputs = {d: [np.full(4, d, np.float32)] for d in ids}
     if backend == "local":
-        return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / rounds
+        return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
     from simshard.runtime.ray_backend import RayMesh
 
     with RayMesh(devices=ids, devices_per_process=per_process) as rm:
         key = rm.load(spmd, timeout=60.0)
-        return best(lambda: rm.execute(key, spmd, inputs), 3) / rounds
+        return best(lambda: rm.execute(key, spmd, inputs), 3) / steps
+
+
+def simshard_message_round(backend: str, per_process: int = 1, rounds: int = 200) -> float:
+    """Seconds per round of a chain of tiny collective-permutes around 8 devices (8 messages at once)."""
+    ring = tuple((i, (i + 1) % 8) for i in range(8))
+    return _permute_chain(tuple(range(8)), lambda k: ring, rounds, backend, per_process)
 
 
 def simshard_message_hop(backend: str, per_process: int = 1, hops: int = 2000) -> float:
     """Seconds per message with one message in flight: devices 0 and 1 pass a tiny array back and
-    forth (a chain of one-pair collective-permutes), so each hop is one message's whole latency."""
-    from simshard.partition import CollectivePermute, Schedule, SpmdProgram
-    from simshard.runtime import run_local
-
-    ids = (0, 1)
-    scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} hop", src=k, dst=k + 1,
-                                                             pairs=((k % 2, 1 - k % 2),), shape=(4,), dtype="float32",
-                                                             axes=("x",))
-                                           for k in range(hops)), (hops,)) for d in ids)
-    spmd = SpmdProgram(None, scheds, (), ())
-    inputs = {d: [np.full(4, d, np.float32)] for d in ids}
-    if backend == "local":
-        return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / hops
-    from simshard.runtime.ray_backend import RayMesh
-
-    with RayMesh(devices=ids, devices_per_process=per_process) as rm:
-        key = rm.load(spmd, timeout=60.0)
-        return best(lambda: rm.execute(key, spmd, inputs), 3) / hops
+    forth, so each hop is one message's whole latency."""
+    return _permute_chain((0, 1), lambda k: ((k % 2, 1 - k % 2),), hops, backend, per_process)
 
 
 # -- peers, each in a subprocess -----------------------------------------------------------------
