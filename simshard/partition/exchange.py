@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .plan import Step, block_size, layout_of
+from .plan import Step, block_size, common_count, layout_of
 from .realize import contribution_class, positions
 from .schedule import CollectivePermute, Compute, Literal, Slice
 
@@ -116,7 +116,7 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         rec[t] += n * itemsize
     minimum = {}
     for d in devices:
-        have = math.prod(len(np.intersect1d(a, b, assume_unique=True)) for a, b in zip(L2.index_map[d], L.index_map[d])) if rank else 1
+        have = math.prod(common_count(a, b) for a, b in zip(L2.index_map[d], L.index_map[d])) if rank else 1
         if contribution_class(L2, d) != contribution_class(L, d):
             have = 0
         minimum[d] = (block_size(L2, d) - have) * itemsize

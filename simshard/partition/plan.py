@@ -47,6 +47,17 @@ def layout_of(spec, shape) -> Layout:
 _SHAPES: dict[int, tuple] = {}
 
 
+def common_count(a: np.ndarray, b: np.ndarray) -> int:
+    """How many global indices two index arrays (each without repeats) share: O(1)-ish for the
+    contiguous ranges of block layouts, a sorted intersection otherwise."""
+    if not len(a) or not len(b):
+        return 0
+    lo_a, hi_a, lo_b, hi_b = int(a.min()), int(a.max()), int(b.min()), int(b.max())
+    if hi_a - lo_a + 1 == len(a) and hi_b - lo_b + 1 == len(b):  # both whole ranges
+        return max(0, min(hi_a, hi_b) - max(lo_a, lo_b) + 1)
+    return len(np.intersect1d(a, b, assume_unique=True))
+
+
 _LARGEST: dict[int, tuple] = {}
 
 

@@ -41,7 +41,7 @@ from ..sharding.dims import DimSharding, Sharding
 from .atoms import State, refine
 from .exchange import plan_exchange
 from .greedy import Move, next_move, pending_plan
-from .plan import ReshardPlan, Step, block_size, layout_of, split_even
+from .plan import ReshardPlan, Step, block_size, common_count, layout_of, split_even
 from .realize import _same_block, realize
 
 MAX_STEPS = 64
@@ -199,7 +199,7 @@ def _lower_bound(A, B, shape, item) -> int:
         for a, b in zip(LB.index_map[d], LA.index_map[d]):
             key = (id(a), id(b))
             if key not in common:
-                common[key] = len(np.intersect1d(a, b, assume_unique=True))
+                common[key] = common_count(a, b)
             have *= common[key]
         total += (block_size(LB, d) - have) * item
     return total
