@@ -107,32 +107,40 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
         try:
             with open(file) as f:
                 data = json.load(f)
-            data = {"links": {a: _link_dict(l) for a, l in (data.get("links") or {}).items()},
+            nodes = data.get("nodes")
+            data = {**data, "links": {a: _link_dict(l) for a, l in (data.get("links") or {}).items()},
                     "default": _link_dict(data["default"]) if data.get("default") is not None else None}
+            if nodes is not None:
+                data["nodes"] = {**nodes, "link": _link_dict(nodes.get("link"))}
             topo = Topology.from_dict(data)
         except OSError as e:
             raise UsageError(f"--topology: cannot read {file!r}: {e.strerror}") from None
         except (ValueError, TypeError, AttributeError, KeyError) as e:
-            raise UsageError(f"--topology {file}: expected {{\"links\": {{axis: {{\"bandwidth\": B/s, \"latency\": s}}}}, "
-                             f"\"default\": {{...}}}}: {e}") from None
-        links, default = dict(topo.links), topo.default or DEFAULT_LINK
+            raise UsageError(f"--topology {file}: expected {{\"links\": {{axis: {{\"bandwidth\": B/s, \"latency\": s}} "
+                             f"or a link class}}, \"default\": {{...}}, \"nodes\": {{\"size\": devices, \"link\": ...}}}}: "
+                             f"{e}") from None
+        links, default, nodes = dict(topo.links), topo.default or DEFAULT_LINK, topo.nodes
     else:
         bw_default, bw = _per_axis(bandwidth, parse_bandwidth, "--bandwidth")
         lat_default, lat = _per_axis(latency, parse_latency, "--latency")
         default = Link(bw_default if bw_default is not None else DEFAULT_LINK.bandwidth,
                        lat_default if lat_default is not None else DEFAULT_LINK.latency)
         links = {a: Link(bw.get(a, default.bandwidth), lat.get(a, default.latency)) for a in dict.fromkeys([*bw, *lat])}
+        nodes = None
     unknown = sorted(set(links) - set(axes))
     if unknown and axes:
         raise UsageError(f"the topology names mesh axes {', '.join(unknown)} that the mesh does not have "
                          f"(axes: {', '.join(axes)})")
-    return Topology({a: links[a] for a in axes if a in links}, default)  # in mesh order
+    return Topology({a: links[a] for a in axes if a in links}, default, nodes)  # in mesh order
 
 
 def _link_dict(link) -> dict:
-    """A link of a topology file: numbers, or strings with units ("25GB/s", "5us")."""
+    """A link of a topology file: numbers, strings with units ("25GB/s", "5us"), or the name of
+    a link class ("nvlink", "infiniband": report/topology.py's LINK_CLASSES)."""
+    if isinstance(link, str):
+        return link
     if not isinstance(link, dict):
-        raise ValueError(f"a link is an object with bandwidth and latency, got {link!r}")
+        raise ValueError(f"a link is an object with bandwidth and latency, or a link class name, got {link!r}")
     out = dict(link)
     if isinstance(out.get("bandwidth"), str):
         out["bandwidth"] = parse_bandwidth(out["bandwidth"])
@@ -151,6 +159,8 @@ def describe_topology(topo: Topology) -> str:
     parts = [f"{a}: {link(l)}" for a, l in topo.links.items()]
     if topo.default is not None:
         parts.append(f"{'other axes' if parts else 'every axis'}: {link(topo.default)}")
+    if topo.nodes is not None:
+        parts.append(f"nodes of {topo.nodes.size} devices, joined by {link(topo.nodes.link)} (hierarchical collectives)")
     return "; ".join(parts)
 
 

@@ -273,8 +273,7 @@ class CommReport:
         rows = []
         for instr in sorted(per):
             recs = per[instr]
-            link = topology.link(recs[0].axes)
-            times = [(record_seconds(r, link), r.device) for r in recs]
+            times = [(topology.seconds(r), r.device) for r in recs]
             t, dev = max(times)
             rows.append((instr, t, recs[0].kind, recs[0].source, recs[0].axes, dev))
         return TimeEstimate(sum(r[1] for r in rows), tuple(rows), topology)

@@ -1,5 +1,10 @@
 """The alpha-beta model of the links: per mesh axis a ``Link`` (bandwidth, latency), a
-``Topology`` of them, and the seconds one device spends in one collective (``record_seconds``).
+``Topology`` of them, and the seconds one device spends in one collective (``Topology.seconds``).
+
+Links may be named by class (``LINK_CLASSES``: NVLink, PCIe, InfiniBand, Ethernet). A topology
+with ``Nodes`` groups consecutive devices into nodes joined by a slower link; a collective whose
+group spans nodes is costed as the hierarchical algorithm a real library runs there (inside each
+node on the axes' link, across nodes on the node link), not as the flat one simshard executes.
 
 Both the communication report's estimate and the Chrome trace's timeline read time from here.
 """
@@ -27,6 +32,40 @@ class Link:
             raise ValueError(f"link latency must be >= 0, got {self.latency}")
 
 
+# Link classes, per device and direction (what one device can push on it), with a per-message
+# latency of the order the hardware's software stacks reach. Sources: NVIDIA's H100 NVLink 4
+# (900 GB/s both ways), PCIe 5.0 x16 (64 GB/s each way), InfiniBand NDR (400 Gb/s a port), 100 GbE.
+LINK_CLASSES: dict[str, "Link"] = {}
+
+
+def link_of(spec) -> "Link":
+    """A ``Link``, the name of a link class, or ``{"bandwidth": B/s, "latency": s}``."""
+    if isinstance(spec, Link):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return LINK_CLASSES[spec]
+        except KeyError:
+            raise ValueError(f"unknown link class {spec!r} (known: {', '.join(LINK_CLASSES)})") from None
+    if isinstance(spec, dict):
+        return Link(**spec)
+    raise ValueError(f"a link is a Link, a link class name or a dict of bandwidth and latency, got {spec!r}")
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """Devices in mesh order, ``size`` consecutive ones to a node; nodes talk over ``link``."""
+
+    size: int
+    link: "Link"
+
+    def __post_init__(self):
+        if int(self.size) < 1:
+            raise ValueError(f"a node holds at least one device, got size {self.size}")
+        object.__setattr__(self, "size", int(self.size))
+        object.__setattr__(self, "link", link_of(self.link))
+
+
 @dataclass(frozen=True)
 class Topology:
     """Per mesh axis, the link that devices differing along it use.
@@ -51,6 +90,12 @@ class Topology:
 
     links: Mapping[str, Link] = field(default_factory=dict)
     default: Link | None = None
+    nodes: Nodes | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "links", {a: link_of(l) for a, l in self.links.items()})
+        if self.default is not None:
+            object.__setattr__(self, "default", link_of(self.default))
 
     @staticmethod
     def uniform(bandwidth: float, latency: float = 0.0) -> "Topology":
@@ -71,22 +116,34 @@ class Topology:
             chosen = [self.default]
         return Link(min(c.bandwidth for c in chosen), max(c.latency for c in chosen))
 
+    def seconds(self, r: "CommRecord") -> float:
+        """One device's time in one collective: the flat formula on the axes' link, or the
+        hierarchical one when ``nodes`` puts the collective's group on several nodes."""
+        link = self.link(r.axes)
+        if self.nodes is None:
+            return record_seconds(r, link)
+        return hierarchical_seconds(r, link, self.nodes)
+
     def to_dict(self) -> dict:
-        return {
+        out = {
             "links": {a: asdict(l) for a, l in self.links.items()},
             "default": asdict(self.default) if self.default else None,
         }
+        if self.nodes is not None:
+            out["nodes"] = {"size": self.nodes.size, "link": asdict(self.nodes.link)}
+        return out
 
     @staticmethod
     def from_dict(d: Mapping) -> "Topology":
         """The inverse of ``to_dict``: ``{"links": {axis: {"bandwidth": B/s, "latency": s}},
         "default": {...} or null}`` (``latency`` may be left out: 0)."""
-        unknown = set(d) - {"links", "default"}
+        unknown = set(d) - {"links", "default", "nodes"}
         if unknown:
-            raise ValueError(f"topology: unknown keys {sorted(unknown)} (expected 'links' and 'default')")
-        default = d.get("default")
-        return Topology({a: Link(**l) for a, l in (d.get("links") or {}).items()},
-                        Link(**default) if default is not None else None)
+            raise ValueError(f"topology: unknown keys {sorted(unknown)} (expected 'links', 'default', 'nodes')")
+        default, nodes = d.get("default"), d.get("nodes")
+        return Topology({a: link_of(l) for a, l in (d.get("links") or {}).items()},
+                        link_of(default) if default is not None else None,
+                        Nodes(nodes["size"], nodes["link"]) if nodes is not None else None)
 
 
 def record_seconds(r: "CommRecord", link: Link) -> float:
@@ -94,3 +151,49 @@ def record_seconds(r: "CommRecord", link: Link) -> float:
     m = max(r.messages_sent, r.messages_received)
     b = max(r.bytes_sent, r.bytes_received)
     return link.latency * m + b / link.bandwidth
+
+
+def hierarchical_seconds(r: "CommRecord", intra: Link, nodes: Nodes) -> float:
+    """One device's time in a collective whose group spans ``a`` devices on each of ``b`` nodes
+    (``g = a b``), run hierarchically, for a payload ``N`` recovered from the record's analytic
+    minimum (docs/cost-model.md):
+
+    * all-reduce: reduce-scatter and all-gather inside the node, all-reduce of ``N/a`` across:
+      ``2(a-1)(alpha_i + N/(a beta_i)) + 2(b-1)(alpha_o + N/(a b beta_o))``;
+    * all-gather (``N`` the gathered result) and reduce-scatter (``N`` the reduced buffer): the
+      ``N/g`` blocks across nodes first, then ``N/a`` inside: ``(b-1)(alpha_o + N/(g beta_o)) +
+      (a-1)(alpha_i + N/(a beta_i))``;
+    * all-to-all (``B`` each device's buffer): ``B/g`` to each of ``a-1`` node peers and ``g-a``
+      others: ``(a-1)(alpha_i + B/(g beta_i)) + (g-a)(alpha_o + B/(g beta_o))``;
+    * collective-permute: the flat formula, on the node link if a pair crosses nodes.
+
+    A group inside one node, or spread unevenly over nodes, takes the flat formula (on the node
+    link when it spans nodes)."""
+    per_node: dict[int, int] = {}
+    for dev in r.group:
+        per_node[dev // nodes.size] = per_node.get(dev // nodes.size, 0) + 1
+    b = len(per_node)
+    if b == 1:
+        return record_seconds(r, intra)
+    if r.kind == "collective_permute" or len(set(per_node.values())) != 1:
+        return record_seconds(r, nodes.link)
+    g, a = len(r.group), next(iter(per_node.values()))
+    out, inn = nodes.link, intra
+    if r.kind == "all_reduce":
+        n = r.min_bytes * g / (2 * (g - 1))
+        return 2 * (a - 1) * (inn.latency + n / (a * inn.bandwidth)) + 2 * (b - 1) * (out.latency + n / (g * out.bandwidth))
+    if r.kind in ("all_gather", "reduce_scatter"):
+        n = r.min_bytes * g / (g - 1)
+        return (b - 1) * (out.latency + n / (g * out.bandwidth)) + (a - 1) * (inn.latency + n / (a * inn.bandwidth))
+    if r.kind == "all_to_all":
+        n = r.min_bytes * g / (g - 1)
+        return (a - 1) * (inn.latency + n / (g * inn.bandwidth)) + (g - a) * (out.latency + n / (g * out.bandwidth))
+    return record_seconds(r, out)
+
+
+LINK_CLASSES.update({
+    "nvlink": Link(450e9, 1e-6),
+    "pcie": Link(64e9, 2e-6),
+    "infiniband": Link(50e9, 5e-6),
+    "ethernet": Link(12.5e9, 10e-6),
+})

@@ -19,7 +19,7 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Mapping
 
-from .topology import Topology, record_seconds
+from .topology import Topology
 
 if TYPE_CHECKING:
     from .comm import CommRecord, CommReport
@@ -88,8 +88,8 @@ def chrome_trace(report: "CommReport", topology: "Topology", *, name: str = "sim
     start = 0.0
     for instr in schedule_order(report.records):
         recs = sorted(by_instr[instr], key=lambda r: r.device)
-        link = topology.link(recs[0].axes)
-        times = {r.device: record_seconds(r, link) for r in recs}
+        times = {r.device: topology.seconds(r) for r in recs}
+        link = topology.link(recs[0].axes)  # the axes' link (with nodes: its intra-node part)
         span = max(times.values())
         for r in recs:
             events.append({

@@ -361,3 +361,18 @@ def test_the_estimate_command_costs_a_mesh_too_large_to_run(capsys):
 def test_estimate_refuses_the_flags_only_a_run_honours(capsys, flag, value):
     r = main_in_process(capsys, "estimate", TINY, flag, value, "-q")
     assert r.code == 2 and flag in r.err
+
+
+def test_a_topology_file_with_link_classes_and_nodes(capsys, tmp_path):
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"links": {"y": "nvlink"}, "default": "infiniband",
+                                "nodes": {"size": 4, "link": "infiniband"}}))
+    out = tmp_path / "out.json"
+    r = main_in_process(capsys, "run", TINY, "--topology", str(topo), "--json", str(out), "-q")
+    assert r.code == 0, r.err
+    assert "nodes of 4 devices, joined by 50.00 GB/s + 5.00 us/message (hierarchical collectives)" in r.out
+    from test_json_schema import validate
+
+    doc = json.loads(out.read_text())
+    validate(doc)  # the nodes are part of the documented schema
+    assert doc["topology"]["nodes"] == {"size": 4, "link": {"bandwidth": 50e9, "latency": 5e-6}}
