@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -42,10 +42,10 @@ class Block:
 
     shape: tuple[int, ...]
     dtype: np.dtype
+    nbytes: int = field(init=False, compare=False, repr=False)  # computed once: the walk asks often
 
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
+    def __post_init__(self):
+        object.__setattr__(self, "nbytes", math.prod(self.shape) * self.dtype.itemsize)
 
     def along(self, axis: int, length: int) -> "Block":
         """This block with dim ``axis`` cut (or grown) to ``length``."""
