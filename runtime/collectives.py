@@ -46,7 +46,6 @@ from them).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -445,18 +444,6 @@ def signature(instr, dtype=None, shape=None) -> tuple:
     else:
         raise CollectiveError(f"{kind} is not a collective")
     return (kind,) + body + (None if dtype is None else np.dtype(dtype).str,)
-
-
-def participants(instr) -> tuple[int, ...]:
-    """The devices an instruction exchanges data between (for a permute: every device in a pair)."""
-    if instr.kind == "collective_permute":
-        return _pair_members(tuple(instr.pairs))
-    return instr.group if isinstance(instr.group, tuple) else tuple(instr.group)
-
-
-@functools.lru_cache(maxsize=4096)
-def _pair_members(pairs: tuple) -> tuple[int, ...]:
-    return tuple(dict.fromkeys(d for pair in pairs for d in pair))  # first-seen order
 
 
 async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: str = "direct") -> np.ndarray:

@@ -48,12 +48,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from simshard.ops.registry import OPS
-from simshard.partition.schedule import Instr, Schedule
+from simshard.partition.schedule import Instr, Schedule, participants
 from simshard.report.comm import CommRecord, analytic_min_bytes
 from simshard.report.memory import DeviceMemory
 from simshard.units import fmt_bytes
 
-from .collectives import Channel, check_algorithm, participants, run_collective, signature
+from .collectives import Channel, check_algorithm, run_collective, signature
 from .errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError
 from .transport import Deadlock, DuplicateMessage, PeerFinished, PeerLost, RecvTimeout, TagMismatch, Transport, TransportError
 

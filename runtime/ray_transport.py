@@ -84,12 +84,12 @@ def make_transport_class():
         def _frame(self, peer, msg: Message):
             """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
             (written once per instruction however many peers it goes to)."""
-            from .socket_channel import SHM_BYTES, SharedBlocks, shared_memory_prefix
+            from .socket_channel import SHM_BYTES, SharedBlocks
 
-            shared = None
-            if msg.array.nbytes >= SHM_BYTES and shared_memory_prefix(peer.connection.secret):
+            shared, prefix = None, peer.connection.shared_prefix
+            if msg.array.nbytes >= SHM_BYTES and prefix:
                 if self._shared is None:
-                    self._shared = SharedBlocks(shared_memory_prefix(peer.connection.secret))
+                    self._shared = SharedBlocks(prefix)
                 shared = self._shared.put(msg.array, scope=msg.key[0])
             return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
                                         shared=shared)

@@ -199,6 +199,7 @@ class Connection:
 
     def __init__(self, address: str, secret: bytes):
         self.address, self.secret = address, secret
+        self.shared_prefix = shared_memory_prefix(secret)  # None: no shared memory on this node
         self.writer: asyncio.StreamWriter | None = None
         self.waiting: list[bytes] | None = []  # frames written before the connection opened
         self.answers: dict[int, asyncio.Future] = {}  # seq -> its answer, frames and syncs

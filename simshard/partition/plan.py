@@ -44,9 +44,6 @@ def layout_of(spec, shape) -> Layout:
     return _layout_cached(spec, tuple(shape))
 
 
-_SHAPES: dict[int, tuple] = {}
-
-
 def common_count(a: np.ndarray, b: np.ndarray) -> int:
     """How many global indices two index arrays (each without repeats) share: O(1)-ish for the
     contiguous ranges of block layouts, a sorted intersection otherwise."""
@@ -58,29 +55,30 @@ def common_count(a: np.ndarray, b: np.ndarray) -> int:
     return len(np.intersect1d(a, b, assume_unique=True))
 
 
-_LARGEST: dict[int, tuple] = {}
+_PER_LAYOUT: dict[int, tuple] = {}  # id(layout) -> (layout, its local shapes, its largest block)
 
 
-def largest_block(L: Layout) -> int:
-    """Elements of the largest block any device holds (computed once per layout object)."""
-    hit = _LARGEST.get(id(L))
+def _per_layout(L: Layout) -> tuple:
+    """Every device's local shape and the largest block's elements, computed once per layout
+    object (the object kept with them, so a reused id cannot hit)."""
+    hit = _PER_LAYOUT.get(id(L))
     if hit is None or hit[0] is not L:
-        hit = (L, max((math.prod(s) for s in local_shapes(L).values()), default=0))
-        if len(_LARGEST) > 8192:
-            _LARGEST.clear()
-        _LARGEST[id(L)] = hit
-    return hit[1]
+        shapes = {d: tuple(len(ix) for ix in L.index_map[d]) for d in L.devices}
+        hit = (L, shapes, max((math.prod(s) for s in shapes.values()), default=0))
+        if len(_PER_LAYOUT) > 8192:
+            _PER_LAYOUT.clear()
+        _PER_LAYOUT[id(L)] = hit
+    return hit
 
 
 def local_shapes(L: Layout) -> dict[int, tuple[int, ...]]:
     """Every device's local shape (computed once per layout object)."""
-    hit = _SHAPES.get(id(L))
-    if hit is None or hit[0] is not L:
-        hit = (L, {d: tuple(len(ix) for ix in L.index_map[d]) for d in L.devices})
-        if len(_SHAPES) > 8192:
-            _SHAPES.clear()
-        _SHAPES[id(L)] = hit
-    return hit[1]
+    return _per_layout(L)[1]
+
+
+def largest_block(L: Layout) -> int:
+    """Elements of the largest block any device holds (computed once per layout object)."""
+    return _per_layout(L)[2]
 
 
 def block_size(L: Layout, d: int) -> int:

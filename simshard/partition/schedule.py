@@ -10,6 +10,7 @@ round-trip exactly (``to_bytes`` / ``from_bytes``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
@@ -254,6 +255,19 @@ class Switch(Instr):
         k = min(max(int(k), 0), len(self.branches) - 1)
         start = self.id_base + sum(len(b) for b in self.branches[:k])
         return tuple(replace(b, id=start + j) if b.is_collective else b for j, b in enumerate(self.branches[k]))
+
+
+def participants(instr) -> tuple[int, ...]:
+    """The devices a collective instruction exchanges data between (for a permute: every device
+    named in a pair, in first-seen order)."""
+    if instr.kind == "collective_permute":
+        return _pair_members(tuple(instr.pairs))
+    return instr.group if isinstance(instr.group, tuple) else tuple(instr.group)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pair_members(pairs: tuple) -> tuple[int, ...]:
+    return tuple(dict.fromkeys(d for pair in pairs for d in pair))
 
 
 INSTRUCTIONS: dict[str, type[Instr]] = {

@@ -25,9 +25,9 @@ import numpy as np
 
 from ..ir.program import Aval
 from ..ops.registry import OPS
-from ..partition.schedule import Instr, SpmdProgram
+from ..partition.schedule import Instr, SpmdProgram, participants
 from ..sharding.layout import layout
-from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunks
+from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunk
 from .memory import DeviceMemory, MemoryReport
 from .topology import Topology
 
@@ -207,12 +207,12 @@ def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequenc
                 shift = k * len(step[d].body)
                 dev.records.extend(replace(r, instr=r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
             continue
-        before = {d: (dict(devices[d].buffers), devices[d].live) for d in order}
-        start = {d: len(devices[d].records) for d in order}
+        if k == 0:
+            before = {d: (dict(devices[d].buffers), devices[d].live, len(devices[d].records)) for d in order}
         _walk(devices, {d: step[d].iteration(k) for d in order}, memo=memo)
         if k == 0:
-            same = all(devices[d].buffers == before[d][0] and devices[d].live == before[d][1] for d in order)
-            marks = {d: (start[d], len(devices[d].records)) for d in order}
+            same = all((devices[d].buffers, devices[d].live) == before[d][:2] for d in order)
+            marks = {d: (before[d][2], len(devices[d].records)) for d in order}
 
 
 def _local(dev: _Device, ins: Instr, memo: dict) -> None:
@@ -288,7 +288,7 @@ def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
         dev = devices[d]
         out, traffic = results[d]
         dev.write([(ins.dst, out)])
-        group = _participants(ins)
+        group = participants(ins)
         if d not in group:
             continue
         x = srcs[d]
@@ -300,12 +300,6 @@ def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
             min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize),
             peers=traffic.peers,
         ))
-
-
-def _participants(ins) -> tuple[int, ...]:
-    if ins.kind == "collective_permute":
-        return tuple(dict.fromkeys(d for pair in ins.pairs for d in pair))
-    return tuple(ins.group)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -367,23 +361,21 @@ def _reduce_scatter(group, members, step, srcs):
 def _all_reduce(group, members, step, srcs):
     g = len(group)
     index = {p: j for j, p in enumerate(group)}
-    chunks: dict[int, tuple] = {}  # buffer size -> (its chunk sizes, how many are not empty)
     res = {}
     for me in members:
         x = srcs[me]
         item = x.dtype.itemsize
         n = math.prod(x.shape)
-        if n not in chunks:
-            sizes = balanced_chunks(n, g)
-            chunks[n] = (sizes, sum(1 for c in sizes if c))
-        sizes, nonempty = chunks[n]
-        i = index[me]
-        others = n - sizes[i]  # step 0 sends the others' chunks, step 1 gets them back
-        n_others = nonempty - (1 if sizes[i] else 0)
-        own = (g - 1) if sizes[i] else 0  # step 0 gets my chunk from each peer, step 1 sends it to each
-        nbytes = (others + own * sizes[i]) * item
-        both = lambda j: ((sizes[j] + (sizes[i] if own else 0)) * item  # noqa: E731
-                          if sizes[j] or own else None)
+        mine = balanced_chunk(n, g, index[me])
+        others = n - mine  # step 0 sends the others' chunks, step 1 gets them back
+        n_others = min(n, g) - (1 if mine else 0)  # balanced chunks: min(n, g) are not empty
+        own = (g - 1) if mine else 0  # step 0 gets my chunk from each peer, step 1 sends it to each
+        nbytes = (others + own * mine) * item
+
+        def both(j, n=n, mine=mine, own=own, item=item):
+            c = balanced_chunk(n, g, j)
+            return (c + (mine if own else 0)) * item if c or own else None
+
         res[me] = (x, _Traffic(nbytes, nbytes, n_others + own, n_others + own, _rows(group, me, both, both)))
     return res
 

@@ -35,10 +35,15 @@ class Link:
 # Link classes, per device and direction (what one device can push on it), with a per-message
 # latency of the order the hardware's software stacks reach. Sources: NVIDIA's H100 NVLink 4
 # (900 GB/s both ways), PCIe 5.0 x16 (64 GB/s each way), InfiniBand NDR (400 Gb/s a port), 100 GbE.
-LINK_CLASSES: dict[str, "Link"] = {}
+LINK_CLASSES: dict[str, Link] = {
+    "nvlink": Link(450e9, 1e-6),
+    "pcie": Link(64e9, 2e-6),
+    "infiniband": Link(50e9, 5e-6),
+    "ethernet": Link(12.5e9, 10e-6),
+}
 
 
-def link_of(spec) -> "Link":
+def link_of(spec) -> Link:
     """A ``Link``, the name of a link class, or ``{"bandwidth": B/s, "latency": s}``."""
     if isinstance(spec, Link):
         return spec
@@ -57,7 +62,7 @@ class Nodes:
     """Devices in mesh order, ``size`` consecutive ones to a node; nodes talk over ``link``."""
 
     size: int
-    link: "Link"
+    link: Link
 
     def __post_init__(self):
         if int(self.size) < 1:
@@ -190,10 +195,3 @@ def hierarchical_seconds(r: "CommRecord", intra: Link, nodes: Nodes) -> float:
         return (a - 1) * (inn.latency + n / (g * inn.bandwidth)) + (g - a) * (out.latency + n / (g * out.bandwidth))
     return record_seconds(r, out)
 
-
-LINK_CLASSES.update({
-    "nvlink": Link(450e9, 1e-6),
-    "pcie": Link(64e9, 2e-6),
-    "infiniband": Link(50e9, 5e-6),
-    "ethernet": Link(12.5e9, 10e-6),
-})
