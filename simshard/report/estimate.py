@@ -47,6 +47,10 @@ class Block:
     def __post_init__(self):
         object.__setattr__(self, "nbytes", math.prod(self.shape) * self.dtype.itemsize)
 
+    def per_index(self, axis: int) -> int:
+        """Bytes of one index along dim ``axis`` (a slice of the block one element thick)."""
+        return self.nbytes // self.shape[axis] if self.shape[axis] else 0
+
     def along(self, axis: int, length: int) -> "Block":
         """This block with dim ``axis`` cut (or grown) to ``length``."""
         return Block(self.shape[:axis] + (int(length),) + self.shape[axis + 1:], self.dtype)
@@ -345,7 +349,7 @@ def _reduce_scatter(group, members, step, srcs):
     for me in members:
         ins, x = step[me], srcs[me]
         axis = ins.axis % len(x.shape)
-        row = x.nbytes // x.shape[axis] if x.shape[axis] else 0  # bytes per index along the axis
+        row = x.per_index(axis)
         i = index[me]
         total, nonempty = _split_sums(ins.splits)
         mine = ins.splits[i] * row
@@ -384,11 +388,7 @@ def _all_to_all(group, members, step, srcs):
     g = len(group)
     index = {p: j for j, p in enumerate(group)}
 
-    def row(p):  # bytes per index along p's split axis
-        x, axis = srcs[p], step[p].split_axis % len(srcs[p].shape)
-        return x.nbytes // x.shape[axis] if x.shape[axis] else 0
-
-    rows = {p: row(p) for p in group}
+    rows = {p: srcs[p].per_index(step[p].split_axis % len(srcs[p].shape)) for p in group}
     same = len({tuple(step[p].splits) for p in group}) == 1  # the usual case: sums instead of a loop
     row_total = sum(rows.values())
     first = step[members[0]]
