@@ -176,6 +176,8 @@ class Program:
         s = self.shardings.get(v) or self.annotation(v)
         if s is None:
             return str(v.aval)
+        if not hasattr(s, "type_string"):  # a placement list: a layout, not a tensor-dim type
+            return f"{v.aval}{{{s}}}"
         try:
             return s.type_string(v.aval.shape, v.aval.dtype)
         except ShardingError:

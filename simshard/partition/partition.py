@@ -48,8 +48,11 @@ from ..ops.factors import REDUCTION
 from ..ir.program import Eqn, Literal as PLiteral, Program, Value
 from ..sharding.reduce_ops import REDUCE_OPS
 from ..sharding.dims import Sharding
+from ..sharding.layout import Layout
+from ..sharding.placements import DTensorSpec
 from .assign import candidates
 from .builder import ScheduleBuilder
+from .exact import functorial_layouts
 from .linear import pending_ok
 from .emit import emit_plan
 from .plan import largest_block, layout_of, local_shapes
@@ -123,6 +126,10 @@ class _Partitioner:
         self.wanted: dict[Value, Sharding] = {}
         for v, t in zip(program.outputs, self.out_targets):
             self.wanted.setdefault(v, t)
+        # outputs whose out sharding is a placement list no Sharding states: its exact layout
+        self.exact_out = {k: layout_of(s, v.aval.shape) for k, (v, s) in enumerate(zip(program.outputs, program.out_shardings))
+                          if isinstance(s, DTensorSpec)}
+        self.exact_want = {program.outputs[k]: L for k, L in self.exact_out.items()}
 
     # -- values --------------------------------------------------------------------------------
     def target(self, v: Value) -> Sharding:
@@ -143,6 +150,8 @@ class _Partitioner:
                 s = info.result_shardings[k]
             if s is None:
                 s = self.p.shardings[v]
+            if isinstance(s, DTensorSpec):  # how the op rules see it; self.exact_out has its layout
+                s = self.p.shardings[v]
             out.append(_plain(s))
         return out
 
@@ -159,7 +168,7 @@ class _Partitioner:
         """A buffer holding ``v`` laid out as ``spec`` (resharding the cheapest copy if needed)."""
         best = None
         for m in self.mats[v]:
-            if m.spec == spec:
+            if type(m.spec) is type(spec) and m.spec == spec:  # a Layout compares only with a Layout
                 return m.buf
             pl = self.plan(v, spec, m)
             if best is None or pl.bytes < best[0].bytes:
@@ -173,7 +182,12 @@ class _Partitioner:
         return buf
 
     def primary(self, v: Value) -> Sharding:
-        return self.mats[v][0].spec
+        """The tensor-dim sharding ``v`` is held as (its propagated one when only an exact layout
+        holds it): what the op rules start from."""
+        for m in self.mats[v]:
+            if isinstance(m.spec, Sharding):
+                return m.spec
+        return self.target(v)
 
     def literal(self, lit: PLiteral) -> int:
         key = (_lit_key(lit.value), str(lit.aval.dtype))
@@ -185,21 +199,31 @@ class _Partitioner:
 
     # -- driver --------------------------------------------------------------------------------
     def run(self) -> SpmdProgram:
-        ins = []
-        for v in self.p.inputs:
+        ins, in_specs = [], []
+        for k, v in enumerate(self.p.inputs):
             buf = self.b.buf()
-            self.mats[v] = [_Mat(self.target(v), buf)]
+            given = self.p.in_shardings[k] if k < len(self.p.in_shardings) else None
+            if isinstance(given, DTensorSpec):  # held exactly as the placements lay it out
+                self.mats[v] = [_Mat(layout_of(given, v.aval.shape), buf)]
+                in_specs.append(given)
+            else:
+                self.mats[v] = [_Mat(self.target(v), buf)]
+                in_specs.append(self.target(v))
             ins.append(buf)
         for k, e in enumerate(self.p.eqns):
             self.at = k
             self.eqn(e)
             self.checkpoint(e)
-        outs = []
+        outs, out_specs = [], []
         for k, (v, t) in enumerate(zip(self.p.outputs, self.out_targets)):
-            outs.append(self.get(v, t, f"output {k}"))
+            if k in self.exact_out:
+                outs.append(self.get(v, self.exact_out[k], f"output {k}"))
+                out_specs.append(self.p.out_shardings[k])
+            else:
+                outs.append(self.get(v, t, f"output {k}"))
+                out_specs.append(t)
         schedules = self.b.finish(ins, outs)
-        return SpmdProgram(self.p, schedules, tuple(self.target(v) for v in self.p.inputs), tuple(self.out_targets),
-                           tuple(self.checkpoints))
+        return SpmdProgram(self.p, schedules, tuple(in_specs), tuple(out_specs), tuple(self.checkpoints))
 
     def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = ()) -> None:
         """Record where each result of ``e`` lives right after ``e`` ran (its first copy)."""
@@ -226,7 +250,10 @@ class _Partitioner:
             return
         if e.op in TARGET_OPS and isinstance(e.inputs[0], Value):
             spec = e.kw.get("sharding")
-            spec = _plain(spec) if isinstance(spec, Sharding) else self.target(e.outputs[0])
+            if isinstance(spec, DTensorSpec):  # a layout only placements state: held exactly
+                spec = layout_of(spec, e.outputs[0].aval.shape)
+            else:
+                spec = _plain(spec) if isinstance(spec, Sharding) else self.target(e.outputs[0])
             v = e.inputs[0]
             buf = self.get(v, spec, f"{e.op} {self.name(e.outputs[0])}")
             self.mats[e.outputs[0]] = [_Mat(spec, buf)]
@@ -245,12 +272,14 @@ class _Partitioner:
             except TypeError:
                 params.append((k, ("id", id(v))))
         ins = tuple(
-            (i.aval, tuple(m.spec for m in self.mats[i])) if isinstance(i, Value) else ("lit", i.aval, _lit_key(i.value))
+            (i.aval, tuple(_spec_key(m.spec) for m in self.mats[i])) if isinstance(i, Value) else ("lit", i.aval, _lit_key(i.value))
             for i in e.inputs
         )
         return (e.op, tuple(params), ins, tuple((o.aval, self.want(o)) for o in e.outputs))
 
     def generic(self, e: Eqn) -> None:
+        if self.functorial(e):
+            return
         try:
             key = self._signature(e)
         except TypeError:
@@ -303,6 +332,53 @@ class _Partitioner:
         if key is not None:
             self.memo[key] = (rule, A, in_sh, out_sh)
         self._emit(e, rule, A, in_sh, out_sh, mesh)
+
+    def functorial(self, e: Eqn) -> bool:
+        """Run ``e`` where its operands lie when one of them (or a result wanted so) has an exact
+        layout no Sharding states and the op is functorial over what each device holds
+        (``exact``): no communication, results keep their exact layouts. False otherwise."""
+        ins = [self.mats[i][0].spec if isinstance(i, Value) else None for i in e.inputs]
+        wanted = [self.exact_want.get(o) for o in e.outputs]
+        if not e.inputs or not (any(isinstance(s, Layout) for s in ins) or any(w is not None for w in wanted)):
+            return False
+        op = get_op(e.op)
+        in_avals, out_avals = [i.aval for i in e.inputs], [o.aval for o in e.outputs]
+        try:
+            rules = op.rules(in_avals, out_avals, **e.kw)
+        except Exception:
+            return False
+        lays = [layout_of(s, i.aval.shape) if s is not None else None for s, i in zip(ins, e.inputs)]
+        for rule in rules:
+            got = functorial_layouts(rule, lays, [a.shape for a in in_avals], [a.shape for a in out_avals])
+            if got is None or any(w is not None and not L.same_as(w) for L, w in zip(got, wanted)):
+                continue
+            self._run_local(e, op, rule, [self.mats[i][0].buf if isinstance(i, Value) else self.literal(i) for i in e.inputs],
+                            lays, got)
+            return True
+        return False
+
+    def _run_local(self, e: Eqn, op, rule, bufs, in_lay, out_lay) -> None:
+        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
+        out_shapes = [local_shapes(L) for L in out_lay]
+        outs = self.b.bufs(len(e.outputs))
+        seen: dict = {}
+
+        def make(d):
+            ins = tuple(tuple(s[d]) if s is not None else tuple(i.aval.shape) for s, i in zip(in_shapes, e.inputs))
+            outs_d = tuple(tuple(s[d]) for s in out_shapes)
+            if (ins, outs_d) not in seen:
+                params = op.local_params(dict(e.kw), list(ins), list(outs_d))
+                seen[(ins, outs_d)] = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+            return seen[(ins, outs_d)]
+
+        self.b.emit(make)
+        for o, L, buf in zip(e.outputs, out_lay, outs):
+            self.mats[o] = [_Mat(L, buf)]
+        # a BLAS kernel orders its sums by the block shapes: every axis the blocks vary over may
+        # reassociate (the op rules' pass-through factors otherwise leave the arithmetic alone)
+        axes = tuple(in_lay[0].mesh.axis_names if op.shape_dependent_sums else ())
+        self.checkpoint(e, axes if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
 
     def _on(self, spec: Sharding | None, mesh: Mesh) -> Sharding | None:
         if spec is None:
@@ -462,6 +538,12 @@ def _axis(a) -> str:
 def _with_pending(s: Sharding, axes, op: str, keep: bool = False) -> Sharding:
     unr = tuple(s.unreduced) + tuple(a for a in axes if a not in s.unreduced) if keep else tuple(axes)
     return Sharding(s.mesh, s.dims, (), unr, op)
+
+
+def _spec_key(spec):
+    """A copy's spec as a memo key: a Layout (unhashable: it compares by content) by identity; the
+    partitioner holds every Layout it keys on for its whole run."""
+    return ("layout", id(spec)) if isinstance(spec, Layout) else spec
 
 
 def _lit_key(v):

@@ -36,7 +36,8 @@ from ..errors import ShardingError
 from ..sharding.mesh import Mesh
 from ..ops import get_op
 from ..ir.program import Literal, Program, Value
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import DimSharding, Sharding, dims_view
+from ..sharding.placements import DTensorSpec
 from . import engine
 from .direction import Direction
 from .graph import ELEMENTWISE, OPAQUE_OPS, OTHER, Graph, Node, ResultRef, State, classify, identity_rule
@@ -97,7 +98,7 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
     annotations: list[tuple[Hashable, Sharding, str]] = []
     for k, v in enumerate(program.inputs):
         shapes[v] = v.aval.shape
-        s = program.in_shardings[k] if k < len(program.in_shardings) else None
+        s = dims_view(program.in_shardings[k], v.aval.shape) if k < len(program.in_shardings) else None
         initial[v] = s
         if s is not None:
             name = program.input_names[k] if k < len(program.input_names) else str(k)
@@ -109,8 +110,8 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
         for j, v in enumerate(e.outputs):
             shapes[v] = v.aval.shape
             s = e.shardings[j] if j < len(e.shardings) else None
-            if s is None and e.op in TARGET_OPS and isinstance(kw.get("sharding"), Sharding):
-                s = kw["sharding"]
+            if s is None and e.op in TARGET_OPS and isinstance(kw.get("sharding"), (Sharding, DTensorSpec)):
+                s = dims_view(kw["sharding"], v.aval.shape)
             initial[v] = s
             if s is not None:
                 _check(program, v, s, f"sharding of the result of {e.op}")
@@ -145,7 +146,7 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
         nodes.append(Node(len(nodes), e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw, tuple(alternatives)))
     results: list[Sharding | None] = []
     for k, v in enumerate(program.outputs):
-        s = program.out_shardings[k] if k < len(program.out_shardings) else None
+        s = dims_view(program.out_shardings[k], v.aval.shape) if k < len(program.out_shardings) else None
         if s is not None:
             _check(program, v, s, f"output sharding {k}")
             annotations.append((ResultRef(k), s, f"output {k}"))

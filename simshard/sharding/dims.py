@@ -208,6 +208,25 @@ class Sharding:
         convert.require_same(layout(spec, shape), layout(s, shape), str(spec), str(s))
         return s
 
+    @staticmethod
+    def nearest(spec: "DTensorSpec", shape: Sequence[int]) -> "Sharding":
+        """The tensor-dimension sharding naming the same axes on the same dims as a placement
+        list (mesh order, split factors ignored), with its pending reductions, closed. Its layout
+        may differ from the spec's: it is how propagation sees a value whose exact layout only the
+        placement list states (``from_dtensor`` is the exact conversion)."""
+        from .placements import cut_dim, pending_op
+
+        spec = spec.normalized(len(shape))
+        dims: list[list[AxisRef]] = [[] for _ in shape]
+        for axis, p in zip(spec.mesh.axis_names, spec.placements):
+            if cut_dim(p) is not None:
+                dims[cut_dim(p)].append(AxisRef(axis))
+        ops = {pending_op(p) for p in spec.placements} - {None}
+        if len(ops) > 1:
+            raise ShardingError("mixed-reduce-ops", f"{spec} mixes Partial ops {sorted(ops)}; a value carries one reduce op")
+        unreduced = tuple(AxisRef(a) for a, p in zip(spec.mesh.axis_names, spec.placements) if pending_op(p) is not None)
+        return Sharding(spec.mesh, tuple(DimSharding(tuple(d)) for d in dims), (), unreduced, ops.pop() if ops else "sum")
+
     def layout(self, shape: Sequence[int]) -> "Layout":
         """Which elements each device holds (Shardy's flat ceil-and-pad rule); see ``layout``."""
         return flat_layout(self, tuple(int(d) for d in shape))
@@ -299,6 +318,14 @@ class Sharding:
             op = "" if self.reduce_op == "sum" else f"({self.reduce_op})"
             out += f", unreduced{op}={{" + ", ".join(map(str, self.unreduced)) + "}"
         return out + ">"
+
+
+def dims_view(spec, shape: Sequence[int]) -> "Sharding | None":
+    """How propagation and the op rules see a value's sharding: a ``Sharding`` as it is, a
+    placement list (a value whose layout only placements state) as ``Sharding.nearest``."""
+    from .placements import DTensorSpec
+
+    return Sharding.nearest(spec, shape) if isinstance(spec, DTensorSpec) else spec
 
 
 @dataclass(frozen=True)

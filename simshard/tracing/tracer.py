@@ -20,7 +20,8 @@ import optree
 from ..errors import ShardingError, TraceError
 from ..ir import trace_stack
 from ..ir.program import Aval, Program
-from ..sharding.dims import NamedSharding, Sharding
+from ..sharding.dims import NamedSharding, Sharding, dims_view
+from ..sharding.layout import layout
 from ..sharding.partition_spec import P
 from ..sharding.placements import DTensorSpec
 from . import array_methods
@@ -97,13 +98,27 @@ def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None
         if isinstance(spec, NamedSharding):
             return spec.to_sharding(aval.ndim)
         if isinstance(spec, DTensorSpec):
-            return Sharding.from_dtensor(spec, aval.shape)
+            return _placements(spec, aval.shape)
         if isinstance(spec, Sharding):
             spec.check_rank(aval.shape)
             return spec
     except ShardingError as e:
         raise ShardingError(e.rule, f"{where}: {e.detail}", axis=e.axis, dim=e.dim) from None
     raise ShardingError("invalid-spec", f"{where}: {spec!r} is not a sharding")
+
+
+def _placements(spec: DTensorSpec, shape) -> Sharding | DTensorSpec:
+    """A placement list as its exact tensor-dimension sharding where one exists, else as itself:
+    the value keeps the layout the placements state (nested uneven chunks, stripes, user
+    placements); nothing is converted to a nearby layout."""
+    try:
+        return Sharding.from_dtensor(spec, shape)
+    except ShardingError as e:
+        if e.rule != "not-expressible":
+            raise
+    spec = spec.normalized(len(shape))
+    layout(spec, shape)  # the placements must fit the shape
+    return spec
 
 
 _UNSET = object()  # stands for a None sharding while broadcasting (None is no pytree leaf)
@@ -173,12 +188,12 @@ def trace(
             inputs.append(v)
             input_names.append(label)
             in_sh.append(sharding)
-            tracers.append(Tracer(builder, v, sharding, weak=is_python_scalar(leaf)))
+            tracers.append(Tracer(builder, v, dims_view(sharding, aval.shape), weak=is_python_scalar(leaf)))
         tracer_args.append(optree.tree_unflatten(treedef, tracers))
     it = iter(tracer_args)
     call_args = [a if i in static else next(it) for i, a in enumerate(args)]
 
-    explicit_mode.begin(builder, [Tracer(builder, v, s) for v, s in zip(inputs, in_sh)])
+    explicit_mode.begin(builder, [Tracer(builder, v, dims_view(s, v.aval.shape)) for v, s in zip(inputs, in_sh)])
     with trace_stack.tracing(builder):
         out = fun(*call_args, **kwargs)
         out_leaves, out_tree = optree.tree_flatten(out, none_is_leaf=False)

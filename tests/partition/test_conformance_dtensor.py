@@ -155,24 +155,7 @@ def op_inputs(case, rng):
     return arrays
 
 
-XFAIL_OPS = {
-    "reshape_noncontig": (
-        "a.t().reshape(32) of a Shard(0) [8,4] tensor: DTensor returns _StridedShard(0, split_factor=4) "
-        "(rank r holds r, r+8, r+16, r+24) without communication. A simshard program value carries a "
-        "tensor-dimension sharding (Shardy's model), and no such sharding, sub-axes included, puts a "
-        "mesh axis on the minor factor of a merged dim while its major factor stays whole; the output "
-        "sharding cannot even be stated (ShardingError not-expressible), and any expressible one costs bytes"
-    ),
-}
-
-
-def _op_params():
-    for c in OPS:
-        marks = [pytest.mark.xfail(strict=True, reason=XFAIL_OPS[c["id"]])] if c["id"] in XFAIL_OPS else []
-        yield pytest.param(c, id=c["id"], marks=marks)
-
-
-@pytest.mark.parametrize("case", list(_op_params()))
+@pytest.mark.parametrize("case", OPS, ids=[c["id"] for c in OPS])
 def test_dtensor_ops_case(case):
     mesh = mesh_of(case)
     fn = FUNCS[case["op"]]
@@ -188,3 +171,77 @@ def test_dtensor_ops_case(case):
     if case.get("error"):
         return  # DTensor refused; simshard computes it (values checked above)
     assert ran.total_received <= dtensor_best(case) + 1e-9, f"simshard {ran.total_received} B, DTensor {dtensor_best(case)} B"
+
+
+@pytest.mark.parametrize("case", OPS, ids=[c["id"] for c in OPS])
+def test_dtensor_ops_case_through_run(case):
+    """The same cases through ``ss.run`` with the case's placement lists as they are, DTensor's
+    nested uneven and strided layouts included: bitwise, the output laid out as DTensor's (where
+    it named one), and no more bytes than DTensor moved."""
+    mesh = mesh_of(case)
+    fn = FUNCS[case["op"]]
+    args = op_inputs(case, np.random.default_rng(0))
+    in_sh = tuple(spec(mesh, inp["placements"]) for inp in case["inputs"])
+    out_sh = spec(mesh, case["out_placements"]) if case.get("out_placements") else None
+    res = ss.run(fn, *args, in_shardings=in_sh, out_shardings=out_sh, mesh=mesh, backend="local")
+    assert res.verify.bitwise, res.verify
+    np.testing.assert_array_equal(res.outputs, fn(*args))
+    if out_sh is not None:
+        shape = np.shape(res.outputs)
+        assert ss.layout(res.spmd.out_shardings[0], shape).same_as(ss.layout(out_sh, shape))
+    if not case.get("error"):
+        assert res.comm.total_received <= dtensor_best(case) + 1e-9
+
+
+def test_reshape_of_transpose_is_strided_without_communication():
+    """``a.t().reshape(32)`` of a Shard(0) (8, 4) tensor: rank r holds r, r+8, r+16, r+24 of the
+    result (DTensor's ``_StridedShard(0, split_factor=4)``) and nothing moves."""
+    case = next(c for c in OPS if c["id"] == "reshape_noncontig")
+    mesh = mesh_of(case)
+    a = op_inputs(case, np.random.default_rng(1))[0]
+    res = ss.run(lambda a: a.T.reshape(32), a, in_shardings=spec(mesh, ["Shard(0)"]),
+                 out_shardings=spec(mesh, case["out_placements"]), mesh=mesh, backend="local")
+    assert res.comm.total_bytes == 0 and res.verify.bitwise
+    for r in range(8):
+        np.testing.assert_array_equal(res.shards(r)[0], a.T.reshape(32)[r::8])
+
+
+# -- layouts through ss.run ------------------------------------------------------------------------------
+LAYOUTS = json.loads((DATA / "dtensor_layout.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", LAYOUTS, ids=[c["id"] for c in LAYOUTS])
+def test_dtensor_layout_case_runs(case):
+    """Every recorded layout is a program value: an element-wise step runs on it where it lies
+    (no byte moved), each rank holding exactly DTensor's indices, and the result keeps it."""
+    mesh = mesh_of(case)
+    shape = tuple(case["global_shape"])
+    placements = spec(mesh, case["placements"])
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    res = ss.run(lambda a: a * 2.0 + 1.0, x, in_shardings=placements, out_shardings=placements, mesh=mesh,
+                 backend="local")
+    assert res.verify.bitwise and res.comm.total_bytes == 0
+    expected = x * 2.0 + 1.0
+    for rank in case["ranks"]:
+        got = res.shards(rank["rank"])[0]
+        assert got.shape == tuple(rank["local_shape"])
+        if None not in rank["global_indices_per_dim"]:  # None: not observable, the block is empty
+            held = expected[np.ix_(*[np.asarray(ix, dtype=np.int64) for ix in rank["global_indices_per_dim"]])]
+            np.testing.assert_array_equal(got, held)
+
+
+@pytest.mark.parametrize("case", REDIST, ids=[c["id"] for c in REDIST])
+def test_dtensor_redistribute_case_through_run(case):
+    """Each redistribute as a program: the identity from the source placements to the target
+    ones, run bitwise, no more bytes than DTensor (Partial targets, which DTensor refuses, local)."""
+    mesh = mesh_of(case)
+    shape = tuple(case["global_shape"])
+    x = (np.random.default_rng(0).integers(-4, 5, size=shape)).astype(np.float32)
+    res = ss.run(lambda a: a, x, in_shardings=spec(mesh, case["src"]), out_shardings=spec(mesh, case["dst"]),
+                 mesh=mesh, backend="local")
+    assert res.verify.bitwise, res.verify
+    assert ss.layout(res.spmd.out_shardings[0], shape).same_as(ss.layout(spec(mesh, case["dst"]), shape))
+    if case["error"]:
+        assert res.comm.total_bytes == 0 or "Partial" in "".join(case["src"])
+    else:
+        assert res.comm.total_received <= dtensor_best(case) + 1e-9

@@ -1,0 +1,114 @@
+"""Ops on values laid out as only a placement list (or an index set) states: run where they lie.
+
+A tensor-dimension sharding cuts each dim into contiguous blocks; DTensor's placements also
+state nested uneven chunks (``[S(0), S(0)]`` on 10 rows over 2x4: 2,2,1,0 | 2,2,1,0), stripes
+(``_StridedShard``) and user placements. A value so laid out keeps its exact ``Layout`` in the
+partitioner, and an op runs on it without communication when the op is *functorial* over the
+held indices: per device, every factor of the op's rule is held as one index set by all the
+tensors carrying it, and the factors whose kind needs a whole dim (reduction, need-replication,
+permutation) are held whole, in order. The local kernel then computes, on each device, the
+result block at exactly the product of those index sets, whatever their order or stride: the
+seed's "it is a batch dimension" case, for element-wise ops, batch dims, transposes and
+reshapes alike. ``a.t().reshape(32)`` of a ``Shard(0)`` (8, 4) tensor is such a case: each
+device holds column r of the transpose, and the merged dim's index set ``{r, r+8, r+16, r+24}``
+is DTensor's ``_StridedShard`` output, with no byte moved.
+
+Where the op is not functorial over what a device holds (a sharded contraction, a sort dim), the
+partitioner reshards the operand to a tensor-dimension sharding with the planner's exchange,
+as for any other reshard.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..ops.factors import PASS_THROUGH, FactorRule
+from ..sharding.layout import Layout
+
+
+def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shapes: Sequence[Sequence[int]],
+                       result_shapes: Sequence[Sequence[int]]) -> list[Layout] | None:
+    """The layout of each result when every device runs the op on the blocks it holds under
+    ``operands`` (None for a literal operand, held whole), or None when the op is not functorial
+    over them (module docstring). Pending (partial) operands are not run this way."""
+    laid = [L for L in operands if L is not None]
+    if not laid or any(L.unreduced for L in laid) or rule.inexact:
+        return None
+    mesh = laid[0].mesh
+    if any(L.mesh.device_ids != mesh.device_ids for L in laid):
+        return None
+    sizes = rule.sizes
+    whole = {f for f, _ in rule.factors if rule.kind(f) != PASS_THROUGH}
+    index_map = [{} for _ in result_shapes]
+    for d in mesh.device_ids:
+        held: dict[str, np.ndarray] = {}
+        for L, dims, shape in zip(operands, rule.operands, shapes):
+            blocks = L.indices(d) if L is not None else tuple(np.arange(n) for n in shape)
+            for fs, ix in zip(dims, blocks):
+                parts = _factor_sets(ix, [sizes[f] for f in fs])
+                if parts is None:
+                    return None
+                for f, part in zip(fs, parts):
+                    if f not in held:
+                        held[f] = part
+                    elif not np.array_equal(held[f], part):
+                        return None
+        for f in whole & held.keys():
+            if not np.array_equal(held[f], np.arange(sizes[f])):
+                return None
+        for r, dims in enumerate(rule.results):
+            index_map[r][d] = tuple(_product([held.get(f, np.arange(sizes[f])) for f in fs], [sizes[f] for f in fs])
+                                    for fs in dims)
+    return [Layout(mesh, tuple(int(n) for n in shape), _shared(m)) for shape, m in zip(result_shapes, index_map)]
+
+
+def _factor_sets(ix: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray] | None:
+    """Split a dim's held indices into one index set per factor (major to minor), or None when
+    they are not the product of such sets in lexicographic order (what the local kernel keeps
+    when it reshapes the block)."""
+    ix = np.asarray(ix)
+    if not sizes:  # a dim with no factor has size 1
+        return [] if np.array_equal(ix, [0]) else None
+    if len(sizes) == 1:
+        return [ix]
+    digits, rest = [], ix
+    for n in reversed(sizes):
+        digits.append(rest % n)
+        rest = rest // n
+    digits.reverse()
+    sets = [np.array(list(dict.fromkeys(dg.tolist())), dtype=np.int64) for dg in digits]
+    if not np.array_equal(_product(sets, sizes), ix):
+        return None
+    return sets
+
+
+def _product(sets: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
+    """The indices of a dim made of factors ``sizes``, held as ``sets`` (lexicographic order)."""
+    if not sets:
+        return np.zeros(1, dtype=np.int64)
+    out = np.zeros(1, dtype=np.int64)
+    for s, n in zip(sets, sizes):
+        out = (out[:, None] * n + np.asarray(s, dtype=np.int64)[None, :]).reshape(-1)
+    return out
+
+
+def _shared(index_map: dict) -> dict:
+    """Devices holding equal index arrays share one (read-only) array, as the layouts do."""
+    seen: dict[bytes, np.ndarray] = {}
+    out = {}
+    for d, ixs in index_map.items():
+        shared = []
+        for ix in ixs:
+            key = np.asarray(ix, dtype=np.int64).tobytes()
+            if key not in seen:
+                a = np.array(ix, dtype=np.int64)
+                a.setflags(write=False)
+                seen[key] = a
+            shared.append(seen[key])
+        out[d] = tuple(shared)
+    return out
+
+
+__all__ = ["functorial_layouts"]
