@@ -82,3 +82,13 @@ def run(f, *args, **kwargs):
 
 
 __all__ += ["run"]
+
+
+def __getattr__(name):
+    # ``ss.dtensor``: PyTorch DTensor's vocabulary (distribute_tensor, DTensor, CommDebugMode, ...).
+    # It runs on the devices, so it lives in the runtime, imported on first use like ``run``'s.
+    if name == "dtensor":
+        import importlib
+
+        return importlib.import_module("simshard.runtime.dtensor")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
