@@ -29,6 +29,12 @@ def is_shardy_text(text: str) -> bool:
     return t.startswith("<") or t.startswith("#sdy")
 
 
+def is_sharding_text(x: Any) -> bool:
+    """Text that spells a whole sharding: Shardy's, or a bracketed placement list (``"[S(0), R]"``);
+    not a bare word such as an axis name."""
+    return isinstance(x, str) and (is_shardy_text(x) or x.strip()[:1] in ("[", "("))
+
+
 def from_spelling(spec: Any, mesh: Mesh | None, where: str = "sharding") -> Any:
     """``spec`` with text and bare placement lists read against ``mesh`` (ShardingError naming
     ``where`` when there is no mesh or the text does not read); anything else unchanged."""

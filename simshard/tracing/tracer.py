@@ -93,8 +93,8 @@ def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None
     last two on ``mesh``)."""
     if spec is None:
         return None
+    spec = from_spelling(spec, mesh, where)  # its errors name ``where`` themselves
     try:
-        spec = from_spelling(spec, mesh, where)
         if isinstance(spec, P):
             if mesh is None:
                 raise ShardingError("no-mesh", f"{where}: P(...) needs a mesh (pass mesh= or use ss.set_mesh)")
