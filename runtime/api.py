@@ -190,7 +190,7 @@ def run(
 
     from .comm_debug import observe, program_info
 
-    observe(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution.records, program_info(program))
+    observe(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution.records, program_info(program, spmd))
     try:
         outputs = assemble_outputs(spmd, execution.outputs)
     except ReplicaMismatchError as e:

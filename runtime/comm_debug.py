@@ -65,13 +65,14 @@ def observe(label: str, records: Iterable, info: Mapping[str, Any] | None = None
         m._events.append(event)
 
 
-def program_info(program) -> dict[str, Any]:
-    """A program's input and output shardings by name, for ``get_sharding_info``."""
+def program_info(program, spmd=None) -> dict[str, Any]:
+    """A program's input and output shardings by name (the outputs as the partitioned program
+    leaves them), for ``get_sharding_info``."""
     if program is None:
         return {}
     names = tuple(getattr(program, "input_names", ()) or ())
     ins = tuple(getattr(program, "in_shardings", ()) or ())
-    outs = tuple(getattr(program, "out_shardings", ()) or ())
+    outs = tuple(spmd.out_shardings if spmd is not None else (getattr(program, "out_shardings", ()) or ()))
     return {"inputs": ", ".join(f"{n}: {s}" for n, s in zip(names, ins)),
             "outputs": ", ".join(f"{i}: {s}" for i, s in enumerate(outs))}
 

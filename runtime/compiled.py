@@ -110,7 +110,7 @@ class Compiled:
 
         execution = self.devices.execute(self.key, self.spmd, self.inputs(*args), trace_values=trace_values,
                                          retries=retries)
-        observe("compiled call", execution.records, program_info(self.program))
+        observe("compiled call", execution.records, program_info(self.program, self.spmd))
         return Result(self, execution)
 
 
