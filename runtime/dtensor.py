@@ -22,6 +22,7 @@ the device whose shard you want (a driver holds every device's). A plain ``ss.Me
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -34,6 +35,7 @@ from simshard.sharding.placements import (
     DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, cut_dim,
     parse_placement,
 )
+from simshard.sharding.reduce_ops import ReduceOp, register_reduce_op
 from simshard.sharding.spelling import from_spelling
 
 from .comm_debug import CommDebugMode
@@ -157,6 +159,45 @@ def init_device_mesh(device_type: str, mesh_shape: Sequence[int], *, mesh_dim_na
     return Mesh(list(zip(names, (int(n) for n in mesh_shape))))
 
 
+def NormPartial(norm_type: float = 2) -> Partial:
+    """torch's ``NormPartial``: each device holds the ``norm_type``-norm of its part, the value is
+    the norm of those norms (combine: ``(|a|^p + |b|^p)^(1/p)``; 1: ``|a| + |b|``, 2: ``sqrt(a^2 +
+    b^2)``, inf: ``max``), identity 0. A user reduce op, registered as ``norm<p>``."""
+    p = float(norm_type)
+    if p <= 0:
+        raise ShardingError("unknown-reduce-op", f"NormPartial({norm_type}): the norm type must be positive")
+    name = "norm_inf" if p == math.inf else f"norm{int(p) if p.is_integer() else str(p).replace('.', '_')}"
+    if p == math.inf:
+        combine = _norm_inf
+    elif p == 1:
+        combine = _norm1
+    elif p == 2:
+        combine = _norm2
+    else:
+        combine = _NormP(p)
+    return Partial(ReduceOp(name, combine, idempotent=(p == math.inf), identity_value=0))
+
+
+def _norm1(a, b):
+    return np.abs(a) + np.abs(b)
+
+
+def _norm2(a, b):
+    return np.sqrt(a * a + b * b)
+
+
+def _norm_inf(a, b):
+    return np.maximum(np.abs(a), np.abs(b))
+
+
+@dataclass(frozen=True)
+class _NormP:
+    p: float
+
+    def __call__(self, a, b):
+        return (np.abs(a) ** self.p + np.abs(b) ** self.p) ** (1.0 / self.p)
+
+
 def redistribute(dtensor: DTensor, placements) -> DTensor:
     """``dtensor.redistribute(placements=placements)``."""
     return dtensor.redistribute(placements=placements)
@@ -261,6 +302,6 @@ def _global_shape(spec: DTensorSpec, blocks: Mapping[int, Any]) -> tuple[int, ..
 
 
 __all__ = [
-    "CommDebugMode", "DTensor", "DTensorSpec", "Partial", "Placement", "Replicate", "Shard", "StridedShard",
-    "distribute_tensor", "init_device_mesh", "redistribute",
+    "CommDebugMode", "DTensor", "DTensorSpec", "NormPartial", "Partial", "Placement", "ReduceOp", "Replicate", "Shard",
+    "StridedShard", "distribute_tensor", "init_device_mesh", "redistribute", "register_reduce_op",
 ]

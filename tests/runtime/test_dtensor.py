@@ -168,3 +168,68 @@ def test_local_mesh_host_and_device_arrays_interoperate():
     b = dt.distribute_tensor(w, devices, "[R, R]")
     res = devices.compile(lambda a, b: a @ b, a, b)(a, b)
     assert same_bits(res.outputs, x @ w)
+
+
+# -- a user reduction: NormPartial ------------------------------------------------------------------
+def pythagorean_parts():
+    """Per device of a 2x2 mesh, partial 2-norms; every element has at most two non-zero
+    contributions (3, 4 / 5, 12 / 6, 8 / 8, 15), so every association of the combine is exact."""
+    z = np.zeros((4, 2), np.float32)
+    parts = {d: z.copy() for d in range(4)}
+    parts[0][0, 0], parts[1][0, 0] = 3, 4      # -> 5 (over y)
+    parts[0][1, 1], parts[2][1, 1] = 5, 12     # -> 13 (over x)
+    parts[1][2, 0], parts[3][2, 0] = 6, 8      # -> 10 (over x)
+    parts[2][3, 1], parts[3][3, 1] = 8, 15     # -> 17 (over y)
+    parts[3][3, 0] = 7                         # -> 7 (one contribution)
+    return parts
+
+
+def norm_of(parts) -> np.ndarray:
+    return np.sqrt(sum(p.astype(np.float64) ** 2 for p in parts.values())).astype(np.float32)
+
+
+@pytest.mark.parametrize("dst", ["[R, R]", "[S(0), R]", "[R, S(0)]", "[S(0), S(1)]", "[S(1), S(0)]"])
+def test_norm_partial_reduces_like_a_built_in(dst):
+    """Partial(norm2) on both mesh axes, redistributed to Replicate and to Shard: the planner's
+    all-reduce / reduce-scatter combine the norms in canonical order, bit for bit numpy's norm."""
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    norm = dt.NormPartial(2)
+    assert str(norm) == "P(norm2)"
+    parts = pythagorean_parts()
+    d = dt.DTensor.from_local(parts, mesh, [norm, norm])
+    want = norm_of(parts)
+    assert same_bits(np.asarray(d), want)  # assembled in canonical order
+    e = d.redistribute(placements=dst)
+    kinds = {r.kind for r in e.last_comm.records}
+    assert kinds and kinds <= {"all_reduce", "reduce_scatter"}
+    assert all(r.bytes_received == r.min_bytes for r in e.last_comm.records)
+    L = ss.layout(e.spec, want.shape)
+    for dev, local in e.to_local().items():
+        assert same_bits(local, want[np.ix_(*L.indices(dev))]), f"device {dev}"
+
+
+def test_norm_partial_on_one_axis_and_in_a_program():
+    mesh = ss.Mesh({"x": 2, "y": 2})
+    norm = dt.NormPartial(2)
+    parts = pythagorean_parts()
+    # [S(0), P(norm2)]: rows split over x, each row block's norm pending over y
+    blocks = {d: parts[d][:2] if mesh.coords(d)[0] == 0 else parts[d][2:] for d in range(4)}
+    d = dt.DTensor.from_local(blocks, mesh, [dt.Shard(0), norm])
+    assert d.shape == (4, 2)
+    rows = d.redistribute(placements="[S(0), R]")
+    assert same_bits(rows.to_local(1), norm_of({0: blocks[0], 1: blocks[1]}))
+    assert {r.kind for r in rows.last_comm.records} == {"all_reduce"}
+    # ss.run: a program input pending a norm is reduced before the first op reads it
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    res = ss.run(lambda a: a * 2 + 1, x, mesh=mesh, in_shardings=[norm, dt.Shard(1)])
+    assert res.verify.bitwise and same_bits(res.outputs, x * 2 + 1)
+    assert [r.kind for r in res.comm.records][:1] == ["all_reduce"]
+
+
+def test_norm_partial_kinds():
+    assert str(dt.NormPartial(1)) == "P(norm1)" and str(dt.NormPartial(float("inf"))) == "P(norm_inf)"
+    mesh = ss.Mesh({"x": 2})
+    d = dt.DTensor.from_local([np.float32([3, -4]), np.float32([-4, 3])], mesh, [dt.NormPartial(1)])
+    assert same_bits(d.full_tensor(), np.float32([7, 7]))
+    with pytest.raises(ShardingError, match="must be positive"):
+        dt.NormPartial(0)
