@@ -90,5 +90,5 @@ def __getattr__(name):
     if name == "dtensor":
         import importlib
 
-        return importlib.import_module("simshard.runtime.dtensor")
+        return importlib.import_module("simshard.dtensor")  # simshard.runtime.dtensor (_moved.PUBLIC)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
