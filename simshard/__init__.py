@@ -11,8 +11,8 @@ from . import _moved
 from .errors import ReplicaMismatchError, ShardingError
 from .sharding import (
     REDUCE_OPS, AxisRef, AxisType, DimSharding, DTensorSpec, Layout, Mesh, NamedSharding, P, Partial, Placement,
-    RaggedShard, Replicate, Shard, Sharding, StridedShard, equivalent, layout, make_mesh, parse_partition_spec,
-    parse_placement, parse_placements, render, show,
+    RaggedShard, ReduceOp, Replicate, Shard, Sharding, StridedShard, equivalent, layout, make_mesh,
+    parse_partition_spec, parse_placement, parse_placements, register_reduce_op, render, show,
 )
 from .ir import Aval, Program
 from . import ops
@@ -36,7 +36,7 @@ __all__ = [
     "explicit_axes", "get_abstract_mesh", "jit", "lax", "numpy", "reshard", "set_mesh", "trace", "typeof",
     "use_mesh",
     "AxisRef", "DimSharding", "DTensorSpec", "Layout", "Mesh", "NamedSharding", "P", "Partial",
-    "Placement", "RaggedShard", "REDUCE_OPS", "ReplicaMismatchError", "Replicate", "Shard",
+    "Placement", "RaggedShard", "REDUCE_OPS", "ReduceOp", "ReplicaMismatchError", "register_reduce_op", "Replicate", "Shard",
     "Sharding", "ShardingError", "StridedShard", "Utilization", "equivalent", "fhe_spec", "layout",
     "make_mesh", "parse_partition_spec", "parse_placement", "parse_placements", "render", "show", "utilization",
     "Aval", "Program", "ShapeDtype", "TraceError", "evaluate", "get_mesh", "jit", "name", "ops",
@@ -82,3 +82,13 @@ def run(f, *args, **kwargs):
 
 
 __all__ += ["run"]
+
+
+def __getattr__(name):
+    # ``ss.dtensor``: PyTorch DTensor's vocabulary (distribute_tensor, DTensor, CommDebugMode, ...).
+    # It runs on the devices, so it lives in the runtime, imported on first use like ``run``'s.
+    if name == "dtensor":
+        import importlib
+
+        return importlib.import_module("simshard.dtensor")  # simshard.runtime.dtensor (_moved.PUBLIC)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,10 @@ the old name, with a ``DeprecationWarning`` naming the new path; docs/architectu
 moves. Three old modules share their name with a function of the package root (``ss.trace``,
 ``ss.layout``, ``ss.show``); importing a submodule binds it on its parent, which would replace
 the function, so those three are entered in ``sys.modules`` up front, as they were before.
+
+``PUBLIC`` paths are not moves but public names of modules that live in the runtime
+(``simshard.dtensor`` is ``simshard.runtime.dtensor``): found the same way, on first import,
+without a warning, so the compiler's modules never import the runtime.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ MOVED = {  # old module -> its new home; a package's submodules move with it
     "simshard.prepare": "simshard.propagate.prepare",
     "simshard.report.units": "simshard.units",
 }
+PUBLIC = {"simshard.dtensor": "simshard.runtime.dtensor"}  # public path -> the runtime module it names
 SHADOWED = {"simshard.trace": "simshard.tracing.tracer", "simshard.layout": "simshard.sharding.layout",
             "simshard.show": "simshard.sharding.show"}
 
@@ -63,9 +68,11 @@ class _Alias(importlib.abc.Loader):
 
 
 class MovedFinder(importlib.abc.MetaPathFinder):
-    """Finds the old paths in ``MOVED`` (see the module docstring)."""
+    """Finds the old paths in ``MOVED`` and the ``PUBLIC`` ones (see the module docstring)."""
 
     def find_spec(self, name, path=None, target=None):
+        if name in PUBLIC:
+            return importlib.util.spec_from_loader(name, _Alias(PUBLIC[name]))
         new = new_home(name)
         if new is None:
             return None

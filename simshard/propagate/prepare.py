@@ -28,7 +28,7 @@ def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_a
     from ..tracing.tracer import trace
     from . import propagate
 
-    in_shardings, out_shardings = parse_text(in_shardings, mesh), parse_text(out_shardings, mesh)
+    in_shardings, out_shardings = parse_text(in_shardings, mesh, "in_shardings"), parse_text(out_shardings, mesh, "out_shardings")
     if _traces_itself(f):
         if in_shardings is not None or out_shardings is not None:
             raise TypeError("give shardings either to ss.jit / sjit or to ss.run, not both")
@@ -59,21 +59,20 @@ def dynamic_leaves(args: Sequence, static) -> list[np.ndarray]:
     return [np.asarray(x) for x in optree.tree_leaves(tuple(dynamic), none_is_leaf=False)]
 
 
-def parse_text(spec: Any, mesh):
-    """Shardy text (``'<@mesh, [{"x"}, {}]>'``) anywhere in an in/out_shardings tree, parsed
-    against ``mesh``; every other entry as given."""
-    from ..errors import ShardingError
+def parse_text(spec: Any, mesh, where: str = "sharding"):
+    """Text (Shardy's ``'<@mesh, [{"x"}, {}]>'`` or placement text ``"[S(0), R]"``) and bare
+    placement lists anywhere in an in/out_shardings tree, read against ``mesh``
+    (``sharding.spelling``); every other entry as given. Without ``mesh`` they stay as they are,
+    for the trace to read on the ambient mesh (``ss.set_mesh``)."""
     from ..sharding.partition_spec import P
-    from ..sharding.dims import Sharding
+    from ..sharding.spelling import from_spelling, is_placement_list
 
-    if isinstance(spec, str):
-        if mesh is None:
-            raise ShardingError("no-mesh", f"the sharding {spec!r} is Shardy text; pass mesh= to resolve its mesh")
-        return Sharding.parse(spec, {mesh.name: mesh})
+    if isinstance(spec, str) or is_placement_list(spec):
+        return spec if mesh is None else from_spelling(spec, mesh, where)
     if isinstance(spec, P):
         return spec
     if type(spec) in (tuple, list):
-        return type(spec)(parse_text(s, mesh) for s in spec)
+        return type(spec)(parse_text(s, mesh, f"{where}[{i}]") for i, s in enumerate(spec))
     if isinstance(spec, dict):
-        return {k: parse_text(v, mesh) for k, v in spec.items()}
+        return {k: parse_text(v, mesh, f"{where}[{k!r}]") for k, v in spec.items()}
     return spec

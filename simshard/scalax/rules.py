@@ -19,12 +19,15 @@ from .pytree import leaf_aval, named_tree_map, register_dataclasses_in
 
 
 def is_spec_leaf(x) -> bool:
-    """A leaf a rule may produce: None, a P, or one of simshard's concrete shardings."""
+    """A leaf a rule may produce: None, a P, one of simshard's concrete shardings, a placement
+    list or sharding text (read on the mesh by ``sharding.spelling``; a bare word is none)."""
     from ..sharding.dims import NamedSharding
     from ..sharding.placements import DTensorSpec
     from ..sharding.dims import Sharding
+    from ..sharding.spelling import is_placement_list, is_sharding_text
 
-    return x is None or isinstance(x, (P, NamedSharding, Sharding, DTensorSpec))
+    return (x is None or isinstance(x, (P, NamedSharding, Sharding, DTensorSpec)) or is_placement_list(x)
+            or is_sharding_text(x))
 
 
 def is_rule_leaf(x) -> bool:

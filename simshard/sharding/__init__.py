@@ -22,11 +22,11 @@ from .mesh import AxisType, Mesh, make_mesh
 from .partition_spec import P, parse_partition_spec
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, parse_placement, parse_placements
 from .ragged import RaggedShard
-from .reduce_ops import REDUCE_OPS
+from .reduce_ops import REDUCE_OPS, ReduceOp, register_reduce_op
 from .show import render, show
 
 __all__ = [
     "AxisRef", "AxisType", "DTensorSpec", "DimSharding", "Layout", "Mesh", "NamedSharding", "P", "Partial",
-    "Placement", "REDUCE_OPS", "RaggedShard", "Replicate", "Shard", "Sharding", "StridedShard", "equivalent",
+    "Placement", "REDUCE_OPS", "RaggedShard", "ReduceOp", "register_reduce_op", "Replicate", "Shard", "Sharding", "StridedShard", "equivalent",
     "layout", "make_mesh", "parse_partition_spec", "parse_placement", "parse_placements", "render", "show",
 ]

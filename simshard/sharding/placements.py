@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ShardingError
 from .mesh import Mesh
-from .reduce_ops import REDUCE_OPS
+from .reduce_ops import REDUCE_OPS, ReduceOp, register_reduce_op
 
 
 def chunk(a: np.ndarray, k: int) -> list[np.ndarray]:
@@ -92,11 +92,16 @@ class Replicate(Placement):
 
 @dataclass(frozen=True)
 class Partial(Placement):
-    """Every coordinate holds a contribution; the value is their reduction (sum by default)."""
+    """Every coordinate holds a contribution; the value is their reduction (sum by default).
+
+    ``reduce_op`` names a registered op, or is a user ``ReduceOp``, registered here and then
+    named (so placements compare and print by name)."""
 
     reduce_op: str = "sum"
 
     def __post_init__(self):
+        if isinstance(self.reduce_op, ReduceOp):
+            object.__setattr__(self, "reduce_op", register_reduce_op(self.reduce_op).name)
         if self.reduce_op not in REDUCE_OPS:
             raise ShardingError("unknown-reduce-op", f"Partial({self.reduce_op!r}): op must be one of {', '.join(REDUCE_OPS)}")
 

@@ -24,6 +24,7 @@ from ..sharding.dims import NamedSharding, Sharding, dims_view
 from ..sharding.layout import layout
 from ..sharding.partition_spec import P
 from ..sharding.placements import DTensorSpec
+from ..sharding.spelling import from_spelling, is_placement_list
 from . import array_methods
 from .context import get_mesh
 from .explicit import mode as explicit_mode
@@ -83,13 +84,17 @@ def _path_name(arg_name: str, path: tuple) -> str:
 
 
 def _is_sharding_leaf(x) -> bool:
-    return x is None or isinstance(x, (Sharding, NamedSharding, DTensorSpec, P))
+    """One sharding, not a tree of them: a placement list (``[Shard(0), Replicate()]``) and text count as one."""
+    return x is None or isinstance(x, (Sharding, NamedSharding, DTensorSpec, P, str)) or is_placement_list(x)
 
 
 def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None:
-    """Any accepted sharding spelling for a value of type ``aval``, as a Sharding."""
+    """Any accepted sharding spelling for a value of type ``aval``, as a Sharding: P,
+    NamedSharding, Sharding, DTensorSpec, Shardy or placement text, a bare placement list (the
+    last two on ``mesh``)."""
     if spec is None:
         return None
+    spec = from_spelling(spec, mesh, where)  # its errors name ``where`` themselves
     try:
         if isinstance(spec, P):
             if mesh is None:
@@ -104,7 +109,23 @@ def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None
             return spec
     except ShardingError as e:
         raise ShardingError(e.rule, f"{where}: {e.detail}", axis=e.axis, dim=e.dim) from None
-    raise ShardingError("invalid-spec", f"{where}: {spec!r} is not a sharding")
+    raise ShardingError("invalid-spec", f"{where}: {_short(spec)} is not a sharding")
+
+
+def _short(x) -> str:
+    """A value as an error shows it: arrays by dtype and shape, never their contents."""
+    def show(leaf):
+        if isinstance(leaf, (np.ndarray, ShapeDtype)) or hasattr(leaf, "__array__") and hasattr(leaf, "shape"):
+            return _Shown(f"{np.dtype(leaf.dtype).name}{list(leaf.shape)} array")
+        return leaf
+
+    text = repr(optree.tree_map(show, x, none_is_leaf=True, is_leaf=_is_sharding_leaf))
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+class _Shown(str):
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _placements(spec: DTensorSpec, shape) -> Sharding | DTensorSpec:
@@ -137,8 +158,13 @@ def _broadcast_prefix(spec_tree, tree, what: str) -> list:
 
     try:
         full = optree.tree_broadcast_prefix(specs, tree, is_leaf=leaf)
-    except ValueError as e:
-        raise ShardingError("structure-mismatch", f"{what} does not match the structure of the values: {e}") from None
+    except ValueError:
+        shown = optree.tree_map(lambda s: None if s is _UNSET else s, specs, is_leaf=leaf, none_is_leaf=True)
+        raise ShardingError(
+            "structure-mismatch",
+            f"{what} is {_short(shown)}, which is no sharding and not a prefix of the value's structure "
+            f"({_short(tree)}); give one sharding (a P, a DTensorSpec, a placement list such as "
+            "[Shard(0), Replicate()] with mesh=, text) or one per leaf") from None
     leaves = optree.tree_leaves(full, is_leaf=leaf)
     return [None if s is _UNSET else s for s in leaves]
 
@@ -176,7 +202,7 @@ def trace(
     inputs, input_names, in_sh = [], [], []
     tracer_args = []
     for k, (arg, (paths, leaves, treedef)) in enumerate(zip(dyn_args, leaves_per_arg)):
-        specs = _broadcast_prefix(in_shardings[k], arg, f"in_shardings[{k}]")
+        specs = _broadcast_prefix(in_shardings[k], arg, f"in_shardings[{k}] (argument {dyn_names[k]})")
         tracers = []
         for path, leaf, spec in zip(paths, leaves, specs):
             label = _path_name(dyn_names[k], path)

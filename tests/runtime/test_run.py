@@ -267,3 +267,52 @@ def test_an_unknown_keyword_is_refused_naming_it(kw, words):
     with pytest.raises(TypeError) as e:
         ss.run(lambda a: a + 1, np.ones((4, 4), np.float32), mesh=ss.Mesh({"x": 2}), backend="local", **kw)
     assert words in str(e.value)
+
+
+# -- DTensor spellings: placement text and bare placement lists with mesh= ---------------------------
+def test_placement_lists_and_text_wherever_a_sharding_goes(args):
+    """in_shardings / out_shardings take bare placement lists and placement text (one mechanism:
+    ``sharding.spelling``), mixed with P; the run is the Megatron run of the P spelling."""
+    ref = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON)
+    res = ss.run(mlp, *args, mesh=MESH, in_shardings=([Shard(0), Replicate()], "[R, S(1)]", P("y", None)),
+                 out_shardings="[Shard(0), Replicate()]")
+    assert res.verify.bitwise and np.array_equal(res.outputs, mlp(*args))
+    assert res.program.in_shardings == ref.program.in_shardings
+    assert res.comm.total_bytes == ref.comm.total_bytes
+    one = ss.run(lambda a: a * 2, args[0], mesh=MESH, in_shardings=[Replicate(), Shard(1)])  # one list: every argument
+    assert str(one.program.in_shardings[0]) == '<@mesh, [{}, {"y"}]>'
+
+
+def test_a_bad_in_sharding_names_the_argument_not_the_array(args):
+    x = args[0]
+    with pytest.raises(ss.ShardingError) as e:
+        ss.run(lambda a: a * 2, x, mesh=MESH, in_shardings=((P("x"), P("y")),))
+    msg = str(e.value)
+    assert "in_shardings[0] (argument a)" in msg and "float32[16, 32] array" in msg
+    assert str(x[0, 0]) not in msg and "array([" not in msg
+    with pytest.raises(ss.ShardingError, match=r"^no-mesh: input a: the placement list \[S\(0\), R\] needs a mesh"):
+        ss.run(lambda a: a * 2, x, in_shardings=[Shard(0), Replicate()])
+
+
+def test_reshard_and_constraints_take_dtensor_spellings(args):
+    x = args[0]
+
+    def f(a):
+        b = ss.reshard(a * 2, DTensorSpec(MESH, [Replicate(), Shard(1)]))
+        c = ss.with_sharding_constraint(b + 1, [Shard(1), Replicate()])
+        return ss.reshard(c, "[S(0), S(0)]")
+
+    res = ss.run(f, x, mesh=MESH, in_shardings="[S(0), R]")
+    assert res.verify.bitwise and np.array_equal(res.outputs, (x * 2 + 1))
+    lines = res.program.pretty()
+    assert 'reshard(%1, sharding=<@mesh, [{}, {"y"}]>)' in lines
+    assert 'sharding_constraint(%3, sharding=<@mesh, [{}, {"x"}]>)' in lines
+    assert '[{"x", "y"}, {}]' in lines
+
+
+def test_reshard_refuses_a_layout_no_program_value_carries():
+    def g(a):
+        return ss.reshard(a, "[S(0), S(0)]")
+
+    with pytest.raises(ss.ShardingError, match="not-expressible: reshard: DTensorSpec"):
+        ss.run(g, np.zeros((10, 3), np.float32), mesh=MESH)

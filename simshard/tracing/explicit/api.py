@@ -23,6 +23,8 @@ from ...sharding.partition_spec import P
 from ...sharding.dims import NamedSharding
 from ...ir.program import Aval
 from ...sharding.dims import Sharding
+from ...sharding.placements import DTensorSpec
+from ...sharding.spelling import from_spelling, is_placement_list
 from . import mode
 from .errors import DuplicateSpecError
 from .rules import check_divisible
@@ -70,14 +72,17 @@ def _check_duplicates(p: P) -> None:
         )
 
 
-def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None) -> Sharding | None:
-    """``out_sharding`` (a P, NamedSharding, typeof(...).sharding or Sharding) as a Sharding on
-    the trace's mesh, checked as JAX checks it: duplicate axes, rank, and (explicit mode) evenness."""
+def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None, shape=None) -> Sharding | None:
+    """``out_sharding`` (a P, NamedSharding, typeof(...).sharding or Sharding; a DTensorSpec, a
+    placement list or text given the result's ``shape``) as a Sharding on the trace's mesh,
+    checked as JAX checks it: duplicate axes, rank, and (explicit mode) evenness."""
     if spec is None:
         return None
     mesh = mode.current_mesh()
     if isinstance(spec, TypeSharding):
         spec = spec.spec
+    if isinstance(spec, str) or is_placement_list(spec) or isinstance(spec, DTensorSpec):
+        return _from_placements(spec, rank, api_name, shape, mesh)
     if isinstance(spec, (tuple, list)) and not isinstance(spec, P):
         spec = P(*spec)
     if isinstance(spec, NamedSharding):
@@ -111,6 +116,22 @@ def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None) -
     return sharding
 
 
+def _from_placements(spec, rank: int, api_name: str, shape, mesh) -> Sharding:
+    """A DTensor spelling (``DTensorSpec``, placement list, text) as the exact Sharding of a value
+    of ``shape`` (ShardingError where no tensor-dimension sharding lays data out the same way)."""
+    spec = from_spelling(spec, _trace_mesh(mesh) if mesh is not None else None, api_name)
+    if isinstance(spec, Sharding):
+        spec.check_rank((0,) * rank)
+        return spec
+    if shape is None or len(shape) != rank:
+        raise ShardingError("invalid-spec", f"{api_name}: a placement list needs the value's shape here; give a P")
+    m = _trace_mesh(spec.mesh)
+    try:
+        return Sharding.from_dtensor(DTensorSpec(m, spec.placements), tuple(shape))
+    except ShardingError as e:
+        raise ShardingError(e.rule, f"{api_name}: {e.detail}", axis=e.axis, dim=e.dim) from None
+
+
 def _trace_mesh(mesh: Mesh) -> Mesh:
     """Shardings live on the trace's own mesh (same axes; its axis types may differ from now's)."""
     trace = trace_stack.current()
@@ -138,7 +159,7 @@ def bind_out(op: str, *inputs, out_sharding=None, api_name: str | None = None, *
     if out_sharding is None:
         return bind(op, *inputs, **params)
     (aval,) = get_op(op).abstract_eval(*(_aval_of(x) for x in inputs), **params)
-    sharding = resolve(out_sharding, aval.ndim, api_name or op)
+    sharding = resolve(out_sharding, aval.ndim, api_name or op, shape=aval.shape)
     if mode.is_explicit():
         check_even(sharding, aval.shape)
         return bind(op, *inputs, shardings=(sharding,), **params)
@@ -149,7 +170,7 @@ def apply_out(x, out_sharding, api_name: str):
     """``out_sharding`` for a result that an op already produced (a composite's last value)."""
     if out_sharding is None:
         return x
-    sharding = resolve(out_sharding, x.ndim, api_name)
+    sharding = resolve(out_sharding, x.ndim, api_name, shape=x.shape)
     if mode.is_explicit():
         return _reshard(x, sharding)
     return constrain(x, sharding)
@@ -167,7 +188,7 @@ def _reshard(x, sharding: Sharding):
 # -- reshard -------------------------------------------------------------------------------------
 def reshard(xs, out_shardings):
     """Give ``xs`` (an array or a pytree of them) the sharding ``out_shardings`` (a P, NamedSharding,
-    or a pytree prefix of them). In explicit mode this is how a value's type changes; in auto mode
+    Sharding, DTensorSpec, placement list or text, or a pytree prefix of them). In explicit mode this is how a value's type changes; in auto mode
     it is a hard sharding requirement at that point of the program."""
     leaves, tree = optree.tree_flatten(xs, none_is_leaf=False)
     specs = _prefix(out_shardings, xs, "reshard out_shardings")
@@ -178,7 +199,7 @@ def reshard(xs, out_shardings):
                 f"Reshard should only be used with out_shardings which are non-None and have a non-empty mesh. Got sharding {s}."
             )
         x = as_tracer(x)
-        sharding = resolve(s, x.ndim, "reshard")
+        sharding = resolve(s, x.ndim, "reshard", shape=x.shape)
         out.append(_reshard(x, sharding) if mode.is_explicit() else _auto_reshard(x, sharding))
     return optree.tree_unflatten(tree, out)
 
@@ -188,7 +209,7 @@ def _auto_reshard(x, sharding: Sharding):
 
 
 def _is_spec_leaf(x) -> bool:
-    return x is None or isinstance(x, (P, NamedSharding, Sharding, TypeSharding))
+    return x is None or isinstance(x, (P, NamedSharding, Sharding, TypeSharding, DTensorSpec, str)) or is_placement_list(x)
 
 
 def _prefix(specs, tree, what: str) -> list:
