@@ -109,7 +109,7 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
         kw = e.kw
         for j, v in enumerate(e.outputs):
             shapes[v] = v.aval.shape
-            s = e.shardings[j] if j < len(e.shardings) else None
+            s = dims_view(e.shardings[j], v.aval.shape) if j < len(e.shardings) else None
             if s is None and e.op in TARGET_OPS and isinstance(kw.get("sharding"), (Sharding, DTensorSpec)):
                 s = dims_view(kw["sharding"], v.aval.shape)
             initial[v] = s

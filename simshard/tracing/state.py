@@ -18,7 +18,7 @@ from ..errors import TraceError, UnsupportedAttributeError
 from ..ir import trace_stack
 from ..ir.program import Aval, Eqn, Literal, Value
 from ..ops import get_op
-from ..sharding.dims import Sharding
+from ..sharding.dims import Sharding, dims_view
 
 __all__ = ["Builder", "TraceError", "Tracer", "as_tracer", "bind", "constant", "current_builder", "name"]
 
@@ -279,7 +279,7 @@ def bind(op: str, *inputs, shardings: Sequence[Sharding | None] | None = None, *
     tracers_in = [i for i in inputs]
     result_shardings = builder.on_bind(eqn, tracers_in) if builder.on_bind else eqn.shardings
     builder.eqns.append(eqn)
-    tracers = tuple(Tracer(builder, v, s) for v, s in zip(outputs, result_shardings))
+    tracers = tuple(Tracer(builder, v, dims_view(s, v.aval.shape)) for v, s in zip(outputs, result_shardings))
     return tracers[0] if len(tracers) == 1 else tracers
 
 

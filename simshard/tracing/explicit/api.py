@@ -23,6 +23,7 @@ from ...sharding.partition_spec import P
 from ...sharding.dims import NamedSharding
 from ...ir.program import Aval
 from ...sharding.dims import Sharding
+from ...sharding.layout import layout
 from ...sharding.placements import DTensorSpec
 from ...sharding.spelling import from_spelling, is_placement_list
 from . import mode
@@ -129,7 +130,11 @@ def _from_placements(spec, rank: int, api_name: str, shape, mesh) -> Sharding:
     try:
         return Sharding.from_dtensor(DTensorSpec(m, spec.placements), tuple(shape))
     except ShardingError as e:
-        raise ShardingError(e.rule, f"{api_name}: {e.detail}", axis=e.axis, dim=e.dim) from None
+        if e.rule != "not-expressible" or mode.is_explicit():  # an explicit type is a tensor-dim sharding
+            raise ShardingError(e.rule, f"{api_name}: {e.detail}", axis=e.axis, dim=e.dim) from None
+    exact = DTensorSpec(m, spec.placements).normalized(rank)
+    layout(exact, tuple(shape))  # the placements must fit the value
+    return exact  # the value keeps the layout only the placements state (partition/exact.py)
 
 
 def _trace_mesh(mesh: Mesh) -> Mesh:
