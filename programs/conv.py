@@ -18,7 +18,7 @@ strategy each (every strategy carries its own mesh and, where the layer differs,
   (N = 64k) on {1,4,1} with blocks of 32k slots and on {2,8,1} with 16k, sharded like ``y4`` / ``x2y8``.
 
 Specs are written in the seed's ArraySharding form (per dim the mesh axis that splits it, -1 for
-none). ``ss.nn.conv2d`` is NCHW by OIHW, so the arrays carry a batch dim of 1. ``report()``
+none) and passed as its text, ``{-1, y, -1, -1}``. ``ss.nn.conv2d`` is NCHW by OIHW, so the arrays carry a batch dim of 1. ``report()``
 prints, per strategy, the verification, which factors are element-wise and which reduce shards
 (read from the propagated program's factor rules), the collectives the schedules ran, and the
 slot utilization of the ciphertext arrays (input and output; the kernel is plaintext), and the
@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from functools import partial
 
 import simshard as ss
-from simshard import P
 from simshard.fhe import CKKS, ConvLayer, LayerCost, conv_cost
 from simshard.ops.factors import REDUCTION
 from simshard.ops.registry import get_op
@@ -87,9 +86,10 @@ def case(name: str) -> Case:
     return next(c for c in CASES if c.name == name)
 
 
-def spec_to_p(spec) -> P:
-    """The seed's ArraySharding ``{y, -1}`` as a mesh-free PartitionSpec ``P('y', None)``."""
-    return P(*(None if a == -1 else a for a in spec))
+def spec_text(spec) -> str:
+    """The seed's ArraySharding as its text, ``{-1, y, -1, -1}``, which in/out_shardings accept
+    (``Sharding.from_text``) on the strategy's mesh."""
+    return "{" + ", ".join(str(a) for a in spec) + "}"
 
 
 def case_inputs(c: Case) -> tuple:
@@ -97,8 +97,8 @@ def case_inputs(c: Case) -> tuple:
 
 
 def _strategy(c: Case) -> Strategy:
-    return Strategy(c.name, c.about, in_shardings=(spec_to_p(c.x_spec), spec_to_p(c.w_spec)),
-                    out_shardings=spec_to_p(c.out_spec), mesh=c.mesh, inputs=partial(case_inputs, c))
+    return Strategy(c.name, c.about, in_shardings=(spec_text(c.x_spec), spec_text(c.w_spec)),
+                    out_shardings=spec_text(c.out_spec), mesh=c.mesh, inputs=partial(case_inputs, c))
 
 
 # -- what a run shows --------------------------------------------------------------------------------

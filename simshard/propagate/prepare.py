@@ -60,16 +60,17 @@ def dynamic_leaves(args: Sequence, static) -> list[np.ndarray]:
 
 
 def parse_text(spec: Any, mesh):
-    """Shardy text (``'<@mesh, [{"x"}, {}]>'``) anywhere in an in/out_shardings tree, parsed
-    against ``mesh``; every other entry as given."""
+    """Sharding text anywhere in an in/out_shardings tree, parsed against ``mesh``: Shardy's
+    ``'<@mesh, [{"x"}, {}]>'`` or an ArraySharding ``'{x, -1}'`` (``Sharding.from_text``); every
+    other entry as given."""
     from ..errors import ShardingError
     from ..sharding.partition_spec import P
     from ..sharding.dims import Sharding
 
     if isinstance(spec, str):
         if mesh is None:
-            raise ShardingError("no-mesh", f"the sharding {spec!r} is Shardy text; pass mesh= to resolve its mesh")
-        return Sharding.parse(spec, {mesh.name: mesh})
+            raise ShardingError("no-mesh", f"the sharding {spec!r} is text; pass mesh= to resolve its mesh")
+        return Sharding.from_text(spec, mesh)
     if isinstance(spec, P):
         return spec
     if type(spec) in (tuple, list):
