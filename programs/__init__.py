@@ -111,8 +111,9 @@ class ProgramDef:
     # manual region's per-device code); None: ``fn`` on every mesh
     reference_for: Callable[[Mesh], Callable] | None = None
     training: Training | None = None
-    # the program's own cost of a strategy (ProgramCost), ranked before bytes; None: bytes and time
-    cost: Callable[[Strategy], ProgramCost] | None = None
+    # the program's own cost of a strategy on a mesh (ProgramCost, or None where it has none),
+    # ranked before bytes; None: bytes and time only
+    cost: Callable[[Strategy, Mesh], ProgramCost | None] | None = None
 
     def __post_init__(self):
         seen = [s.name for s in self.strategies]
@@ -162,9 +163,13 @@ class ProgramDef:
         raise ShardingError("unknown-strategy",
                             f"program {self.name!r} has no strategy {name!r} (it has: {', '.join(self.strategy_names)})")
 
-    def cost_of(self, strategy: "Strategy | str | None" = None) -> ProgramCost | None:
-        """The program's own cost of ``strategy`` (None when the program has no cost model)."""
-        return None if self.cost is None else self.cost(self.strategy(strategy))
+    def cost_of(self, strategy: "Strategy | str | None" = None, mesh=None) -> ProgramCost | None:
+        """The program's own cost of ``strategy`` on ``mesh`` (None: the strategy's own), or None
+        when the program has no cost model or none for that mesh."""
+        if self.cost is None:
+            return None
+        s = self.strategy(strategy)
+        return self.cost(s, self.mesh_for(s, mesh))
 
     def mesh_for(self, strategy: Strategy | str | None = None, mesh: Mesh | Mapping[str, int] | None = None) -> Mesh:
         """The mesh a run uses: ``mesh`` if given, else the strategy's, else the program's."""

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 
 import simshard as ss
+from simshard.errors import ShardingError
 from simshard.fhe import CKKS, ConvLayer, LayerCost, conv_cost
 from simshard.ops.factors import REDUCTION
 from simshard.ops.registry import get_op
@@ -173,15 +174,21 @@ def utilization(c: Case) -> list[SlotUse]:
     return rows
 
 
-def ckks_cost(c: Case) -> LayerCost:
-    """The CKKS operations of case ``c``'s layer on its ciphertext mesh (docs/fhe.md)."""
-    return conv_cost(ConvLayer.from_shapes(c.x_shape, c.w_shape), c.mesh, CKKS(c.ring_degree))
+def ckks_cost(c: Case, mesh=None) -> LayerCost:
+    """The CKKS operations of case ``c``'s layer on ``mesh`` (None: its own ciphertext mesh;
+    docs/fhe.md)."""
+    return conv_cost(ConvLayer.from_shapes(c.x_shape, c.w_shape), c.mesh if mesh is None else mesh,
+                     CKKS(c.ring_degree))
 
 
-def program_cost(strategy: Strategy) -> ProgramCost:
+def program_cost(strategy: Strategy, mesh) -> ProgramCost | None:
     """``PROGRAM.cost``: rank a strategy among those of the same layer and N by total rotations,
-    then levels, plaintext multiplies and rescales."""
-    cost = ckks_cost(case(strategy.name))
+    then levels, plaintext multiplies and rescales; None on a mesh that is no ciphertext mesh for
+    the layer (axes other than x, y, z, or blocks that do not fit)."""
+    try:
+        cost = ckks_cost(case(strategy.name), mesh)
+    except ShardingError:
+        return None
     t = cost.total
     return ProgramCost(
         model="CKKS", group=f"{cost.layer}, {cost.ckks}",

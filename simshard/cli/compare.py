@@ -77,7 +77,7 @@ def execute(args, out: Output) -> int:
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,
                                          progress=lambda stage, name=s.name: advance(f"{name}: {stage}", count=False),
                                          ray_mesh=pool.get(m), algorithm=args.algorithm, mode=mode))
-    summaries = mark_cheapest([summarize(o, topology, args.exact, program.cost_of(o.strategy)) for o in outcomes])
+    summaries = mark_cheapest([summarize(o, topology, args.exact, program.cost_of(o.strategy, o.mesh)) for o in outcomes])
 
     out.heading(program.name, program.about)
     out.line(f"{len(chosen)} strategies, " + ("estimated without running" if estimated else f"backend {backend}"))

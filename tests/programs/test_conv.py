@@ -93,3 +93,10 @@ def test_strategies_of_a_layer_are_ranked_by_ckks_rotations():
     assert dict(y4.values)["rotations"] == 4096 and dict(x2y8.values)["rotations"] == 784
     assert dict(conv.PROGRAM.cost_of("y4").values)["per ciphertext"] == "16*2"
     assert dict(conv.PROGRAM.cost_of("x2y8").values)["per ciphertext"] == "1+8"
+
+
+def test_the_ckks_cost_follows_the_mesh_a_strategy_runs_on():
+    on_own = conv.PROGRAM.cost_of("resnet50_x2y8")
+    on_y4 = conv.PROGRAM.cost_of("resnet50_x2y8", {"x": 1, "y": 4, "z": 1})
+    assert dict(on_own.values)["rotations"] == 784 and dict(on_y4.values)["rotations"] == 4096
+    assert conv.PROGRAM.cost_of("y4", {"a": 2, "b": 2}) is None  # no ciphertext mesh: no CKKS cost
