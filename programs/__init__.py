@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 from simshard.errors import ShardingError
 from simshard.sharding.mesh import Mesh
 
-__all__ = ["ProgramDef", "Strategy", "Training", "load", "names"]
+__all__ = ["ProgramCost", "ProgramDef", "Strategy", "Training", "load", "names"]
 
 FORWARD = "forward"
 
@@ -82,6 +82,21 @@ class Training:
 
 
 @dataclass(frozen=True)
+class ProgramCost:
+    """A program's own cost of one strategy, the one its domain pays (CKKS operations on a
+    ciphertext mesh, say), ranked ahead of communication by ``compare``.
+
+    Only strategies of one ``group`` (computing the same layer) are ranked against each other,
+    by ``key``, smaller first; ``values`` are the columns shown, name -> int, float or text.
+    """
+
+    model: str
+    group: str
+    key: tuple[int | float, ...]
+    values: tuple[tuple[str, int | float | str], ...]
+
+
+@dataclass(frozen=True)
 class ProgramDef:
     """A program of the library: its function, its inputs, its default mesh and its strategies."""
 
@@ -96,6 +111,9 @@ class ProgramDef:
     # manual region's per-device code); None: ``fn`` on every mesh
     reference_for: Callable[[Mesh], Callable] | None = None
     training: Training | None = None
+    # the program's own cost of a strategy on a mesh (ProgramCost, or None where it has none),
+    # ranked before bytes; None: bytes and time only
+    cost: Callable[[Strategy, Mesh], ProgramCost | None] | None = None
 
     def __post_init__(self):
         seen = [s.name for s in self.strategies]
@@ -144,6 +162,14 @@ class ProgramDef:
                 return s
         raise ShardingError("unknown-strategy",
                             f"program {self.name!r} has no strategy {name!r} (it has: {', '.join(self.strategy_names)})")
+
+    def cost_of(self, strategy: "Strategy | str | None" = None, mesh=None) -> ProgramCost | None:
+        """The program's own cost of ``strategy`` on ``mesh`` (None: the strategy's own), or None
+        when the program has no cost model or none for that mesh."""
+        if self.cost is None:
+            return None
+        s = self.strategy(strategy)
+        return self.cost(s, self.mesh_for(s, mesh))
 
     def mesh_for(self, strategy: Strategy | str | None = None, mesh: Mesh | Mapping[str, int] | None = None) -> Mesh:
         """The mesh a run uses: ``mesh`` if given, else the strategy's, else the program's."""

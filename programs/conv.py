@@ -6,22 +6,24 @@ output, combined by a reduction over that axis. Sharding the output channels is 
 shard*: each ciphertext computes its own output block, no reduction. The seed's cases, one
 strategy each (every strategy carries its own mesh and, where the layer differs, its own inputs):
 
-* ``y4``: input[64,7,7] * kernel[16,64,1,1] on mesh {x=1, y=4, z=1}, 1024 slots: block
+* ``y4``: input[64,7,7] * kernel[16,64,1,1] on mesh {x=1, y=4, z=1}, N=2k (1024 slots): block
   ``input[i*16:(i+1)*16]``, ``kernel[16, i*16:(i+1)*16]``, ``output[16,7,7] @ mesh[y=i]``: input
   channels a reduce shard over y, the output all-reduced over y.
-* ``x2y8``: the same layer on {x=2, y=8, z=1}, 512 slots: ``input[j*8:(j+1)*8]``,
+* ``x2y8``: the same layer on {x=2, y=8, z=1}, a block of 512 slots: ``input[j*8:(j+1)*8]``,
   ``kernel[i*8:(i+1)*8, j*8:(j+1)*8]``, ``output[i*8:(i+1)*8] @ mesh[x=i, y=j]``: output channels
   element-wise over x, input channels reduced over y.
 * ``x4``: the seed's "non-shard input" case, input[16,7,7] * kernel[64,16,1,1] on {x=4, y=1, z=1}:
   the input replicated, output channels element-wise over x: no communication.
 * ``resnet50_y4`` / ``resnet50_x2y8``: ResNet-50's 1x1 layer input[2048,7,7] * kernel[512,2048,1,1]
-  (N = 64k) on {1,4,1} with 32k slots and on {2,8,1} with 16k slots, sharded like ``y4`` / ``x2y8``.
+  (N = 64k) on {1,4,1} with blocks of 32k slots and on {2,8,1} with 16k, sharded like ``y4`` / ``x2y8``.
 
 Specs are written in the seed's ArraySharding form (per dim the mesh axis that splits it, -1 for
-none). ``ss.nn.conv2d`` is NCHW by OIHW, so the arrays carry a batch dim of 1. ``report()``
+none) and passed as its text, ``{-1, y, -1, -1}``. ``ss.nn.conv2d`` is NCHW by OIHW, so the arrays carry a batch dim of 1. ``report()``
 prints, per strategy, the verification, which factors are element-wise and which reduce shards
 (read from the propagated program's factor rules), the collectives the schedules ran, and the
-slot utilization of the ciphertext arrays (input and output; the kernel is plaintext).
+slot utilization of the ciphertext arrays (input and output; the kernel is plaintext), and the
+layer's CKKS cost on the strategy's ciphertext mesh (``simshard.fhe.conv_cost``, docs/fhe.md):
+``PROGRAM.cost`` ranks the strategies of one layer by CKKS rotations in ``simshard compare conv``.
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from dataclasses import dataclass
 from functools import partial
 
 import simshard as ss
-from simshard import P
+from simshard.errors import ShardingError
+from simshard.fhe import CKKS, ConvLayer, LayerCost, conv_cost
 from simshard.ops.factors import REDUCTION
 from simshard.ops.registry import get_op
-from simshard.programs import ProgramDef, Strategy
+from simshard.programs import ProgramCost, ProgramDef, Strategy
 
 REDUCING = ("all_reduce", "reduce_scatter")
 
@@ -44,7 +47,7 @@ def conv(x, w):
 
 @dataclass(frozen=True)
 class Case:
-    """One seed layer on one ciphertext mesh: shapes (NCHW, OIHW), ArraySharding specs, slots."""
+    """One seed layer on one ciphertext mesh: shapes (NCHW, OIHW), ArraySharding specs, CKKS ring degree."""
 
     name: str
     about: str
@@ -54,25 +57,29 @@ class Case:
     x_spec: tuple  # per dim: a mesh axis or -1
     w_spec: tuple
     out_spec: tuple
-    slots: int  # slots per ciphertext
+    ring_degree: int  # CKKS N: a ciphertext holds N/2 slots
+
+    @property
+    def slots(self) -> int:
+        return self.ring_degree // 2
 
 
-SEED = ((1, 64, 7, 7), (16, 64, 1, 1))  # N = 2k: 1024 slots
-RESNET50 = ((1, 2048, 7, 7), (512, 2048, 1, 1))  # N = 64k: 32k slots
+SEED = ((1, 64, 7, 7), (16, 64, 1, 1))  # with N = 2k: 1024 slots
+RESNET50 = ((1, 2048, 7, 7), (512, 2048, 1, 1))  # with N = 64k: 32k slots
 Y, XY = ((-1, "y", -1, -1), (-1, "y", -1, -1), (-1, -1, -1, -1)), ((-1, "y", -1, -1), ("x", "y", -1, -1), (-1, "x", -1, -1))
 
 CASES = (
     Case("y4", "input channels a reduce shard over y: partial outputs all-reduced over y",
-         {"x": 1, "y": 4, "z": 1}, *SEED, *Y, slots=1024),
+         {"x": 1, "y": 4, "z": 1}, *SEED, *Y, ring_degree=2048),
     Case("x2y8", "output channels element-wise over x, input channels a reduce shard over y",
-         {"x": 2, "y": 8, "z": 1}, *SEED, *XY, slots=512),
+         {"x": 2, "y": 8, "z": 1}, *SEED, *XY, ring_degree=2048),
     Case("x4", "input replicated (not sharded), output channels element-wise over x: no reduction",
          {"x": 4, "y": 1, "z": 1}, (1, 16, 7, 7), (64, 16, 1, 1),
-         (-1, -1, -1, -1), ("x", -1, -1, -1), (-1, "x", -1, -1), slots=1024),
+         (-1, -1, -1, -1), ("x", -1, -1, -1), (-1, "x", -1, -1), ring_degree=2048),
     Case("resnet50_y4", "ResNet-50 1x1 layer, input channels a reduce shard over y",
-         {"x": 1, "y": 4, "z": 1}, *RESNET50, *Y, slots=32768),
+         {"x": 1, "y": 4, "z": 1}, *RESNET50, *Y, ring_degree=65536),
     Case("resnet50_x2y8", "ResNet-50 1x1 layer, output channels element-wise over x, input channels reduced over y",
-         {"x": 2, "y": 8, "z": 1}, *RESNET50, *XY, slots=16384),
+         {"x": 2, "y": 8, "z": 1}, *RESNET50, *XY, ring_degree=65536),
 )
 
 
@@ -80,9 +87,10 @@ def case(name: str) -> Case:
     return next(c for c in CASES if c.name == name)
 
 
-def spec_to_p(spec) -> P:
-    """The seed's ArraySharding ``{y, -1}`` as a mesh-free PartitionSpec ``P('y', None)``."""
-    return P(*(None if a == -1 else a for a in spec))
+def spec_text(spec) -> str:
+    """The seed's ArraySharding as its text, ``{-1, y, -1, -1}``, which in/out_shardings accept
+    (``Sharding.from_text``) on the strategy's mesh."""
+    return "{" + ", ".join(str(a) for a in spec) + "}"
 
 
 def case_inputs(c: Case) -> tuple:
@@ -90,8 +98,8 @@ def case_inputs(c: Case) -> tuple:
 
 
 def _strategy(c: Case) -> Strategy:
-    return Strategy(c.name, c.about, in_shardings=(spec_to_p(c.x_spec), spec_to_p(c.w_spec)),
-                    out_shardings=spec_to_p(c.out_spec), mesh=c.mesh, inputs=partial(case_inputs, c))
+    return Strategy(c.name, c.about, in_shardings=(spec_text(c.x_spec), spec_text(c.w_spec)),
+                    out_shardings=spec_text(c.out_spec), mesh=c.mesh, inputs=partial(case_inputs, c))
 
 
 # -- what a run shows --------------------------------------------------------------------------------
@@ -166,6 +174,29 @@ def utilization(c: Case) -> list[SlotUse]:
     return rows
 
 
+def ckks_cost(c: Case, mesh=None) -> LayerCost:
+    """The CKKS operations of case ``c``'s layer on ``mesh`` (None: its own ciphertext mesh;
+    docs/fhe.md)."""
+    return conv_cost(ConvLayer.from_shapes(c.x_shape, c.w_shape), c.mesh if mesh is None else mesh,
+                     CKKS(c.ring_degree))
+
+
+def program_cost(strategy: Strategy, mesh) -> ProgramCost | None:
+    """``PROGRAM.cost``: rank a strategy among those of the same layer and N by total rotations,
+    then levels, plaintext multiplies and rescales; None on a mesh that is no ciphertext mesh for
+    the layer (axes other than x, y, z, or blocks that do not fit)."""
+    try:
+        cost = ckks_cost(case(strategy.name), mesh)
+    except ShardingError:
+        return None
+    t = cost.total
+    return ProgramCost(
+        model="CKKS", group=f"{cost.layer}, {cost.ckks}",
+        key=(t.rotations, t.levels, t.pt_mults, t.rescales),
+        values=(("rotations", t.rotations), ("per ciphertext", cost.plan.formula()), ("levels", t.levels),
+                ("pt mults", t.pt_mults), ("slot use", f"{cost.utilization:.0%}")))
+
+
 def report(strategies=None, console=None, backend=None) -> dict:
     """Run each strategy (all by default) and print its verification, element-wise vs reduce
     shards, communication and slot utilization; returns strategy -> RunResult."""
@@ -196,6 +227,10 @@ def report(strategies=None, console=None, backend=None) -> dict:
         for r in utilization(c):
             u.add_row(r.array, str(list(r.shape)), str(r.filled), f"{r.ratio:.1%}", "yes" if r.fits else "NO")
         console.print(u)
+        k = ckks_cost(c)
+        console.print(f"CKKS ({k.ckks}): {k.plan.describe()}; rotations {k.formula()} = {k.total.rotations}, "
+                      f"{k.per_device.levels} level(s), {k.total.pt_mults} plaintext multiplies, "
+                      f"{k.total.rescales} rescales")
     return results
 
 
@@ -207,7 +242,8 @@ PROGRAM = ProgramDef(
     mesh=CASES[0].mesh,
     strategies=tuple(_strategy(c) for c in CASES),
     extras={"cases": CASES, "report": report, "utilization": utilization, "shard_kinds": shard_kinds,
-            "reductions": reductions},
+            "reductions": reductions, "ckks_cost": ckks_cost},
+    cost=program_cost,
 )
 
 

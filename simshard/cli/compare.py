@@ -1,6 +1,7 @@
 """``simshard compare PROGRAM``: run several strategies of one program and print them side by
 side (verified?, bytes in total and per mesh axis, estimated time, peak memory, collectives),
-the cheapest marked; ``--json`` writes the records, ``--plot`` draws bytes and time per strategy."""
+the cheapest marked (ranked by the program's own cost first where it has one: conv's CKKS
+rotations, within each layer); ``--json`` writes the records, ``--plot`` draws bytes and time per strategy."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from . import options
 from .output import Output
 from .programs import chosen_mode, estimate_strategy, load_program, run_strategy, strategies
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
-from .tables import compare_table
+from .tables import compare_table, program_cost_table
 
 
 def add_parser(sub) -> None:
@@ -76,7 +77,7 @@ def execute(args, out: Output) -> int:
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,
                                          progress=lambda stage, name=s.name: advance(f"{name}: {stage}", count=False),
                                          ray_mesh=pool.get(m), algorithm=args.algorithm, mode=mode))
-    summaries = mark_cheapest([summarize(o, topology, args.exact) for o in outcomes])
+    summaries = mark_cheapest([summarize(o, topology, args.exact, program.cost_of(o.strategy, o.mesh)) for o in outcomes])
 
     out.heading(program.name, program.about)
     out.line(f"{len(chosen)} strategies, " + ("estimated without running" if estimated else f"backend {backend}"))
@@ -86,6 +87,9 @@ def execute(args, out: Output) -> int:
         out.line(f"not shown, forward pass only: {', '.join(forward_only)}")
     out.line(f"topology {options.describe_topology(topology)}")
     out.print(compare_table(summaries))
+    own = program_cost_table(summaries)
+    if own is not None:
+        out.print(own)
     for s in summaries:
         if s.error is not None or not (s.verified or s.estimated):
             out.line(f"{s.name}: {s.error or s.first_divergence}")

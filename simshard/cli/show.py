@@ -1,8 +1,9 @@
 """``simshard show SHARDING SHAPE``: draw which device holds which block of an array.
 
-The sharding is read in any of the three spellings simshard speaks, told apart by its first
-characters: Shardy text (``<@mesh, [{"x"}, {}]>``), a JAX PartitionSpec (``P("x", None)``) or a
-DTensor placement list (``[Shard(0), Replicate()]``, one placement per mesh axis). Under the
+The sharding is read in any of the spellings simshard speaks, told apart by its first
+characters: Shardy text (``<@mesh, [{"x"}, {}]>``), a JAX PartitionSpec (``P("x", None)``), a
+DTensor placement list (``[Shard(0), Replicate()]``, one placement per mesh axis) or the FHE
+compiler's ArraySharding (``{y, z, -1}`` or ``{1, 2, -1}``, per dim a mesh axis or -1). Under the
 drawing it prints the same layout in the other spellings where they can say it.
 """
 
@@ -18,18 +19,20 @@ from .output import Output
 def add_parser(sub) -> None:
     p = sub.add_parser("show", help="draw the layout of a sharding (Shardy text, P(...) or a placement list)",
                        description=options.description(__doc__))
-    p.add_argument("sharding", help='<@mesh, [{"x"}, {}]>, P("x", None) or [Shard(0), Replicate()]')
+    p.add_argument("sharding", help='<@mesh, [{"x"}, {}]>, P("x", None), [Shard(0), Replicate()] or {x, -1}')
     p.add_argument("shape", help="global shape, e.g. 8,16")
     p.add_argument("--mesh", default="x=2,y=4", metavar="x=2,y=4", help="mesh axes and sizes (default x=2,y=4)")
     p.set_defaults(execute=execute)
 
 
 def read_sharding(text: str, mesh):
-    """A Sharding, NamedSharding or DTensorSpec over ``mesh`` from any of the three spellings.
-    Shardy text may call the mesh by any name (``@mesh``, ``@m``): there is only one."""
+    """A Sharding, NamedSharding or DTensorSpec over ``mesh`` from any of the four spellings (an
+    ArraySharding ``{x, -1}`` gives a Sharding). Shardy text may call the mesh by any name (``@mesh``, ``@m``): there is only one."""
     from simshard import DTensorSpec, NamedSharding, Sharding, parse_partition_spec, parse_placements
 
     t = text.strip()
+    if t.startswith("{"):  # the FHE compiler's ArraySharding, {y, z, -1}
+        return Sharding.from_text(t, mesh)
     if t.startswith("<"):
         named = re.match(r"<\s*@([\w.-]+)", t)
         m = mesh.renamed(named[1]) if named else mesh
@@ -39,7 +42,8 @@ def read_sharding(text: str, mesh):
     if t[:1] in "[(" or re.match(r"^_?(Shard|Replicate|Partial|StridedShard|S|R)\b", t):
         return DTensorSpec(mesh, parse_placements(t))
     raise UsageError(f"cannot tell which spelling {text!r} is: give Shardy text <@mesh, [{{\"x\"}}, {{}}]>, "
-                     "a PartitionSpec P(\"x\", None) or a placement list [Shard(0), Replicate()]")
+                     "a PartitionSpec P(\"x\", None), a placement list [Shard(0), Replicate()] "
+                     "or an ArraySharding {x, -1}")
 
 
 def equivalents(spec, shape) -> list[str]:

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-SCHEMA_VERSION = 2  # 2: the estimated field, the estimate command, backend none
+SCHEMA_VERSION = 3  # 2: the estimated field, the estimate command, backend none; 3: program_cost
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,22 @@ class StrategySummary:
     error: str | None = None  # why the run could not finish (a device out of memory), else None
     cheapest: bool = False
     estimated: bool = False  # costed by ss.estimate without running: nothing was verified
+    # the program's own cost (ProgramDef.cost): model, group, key, rank in its group, values; else None
+    program_cost: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize(outcome, topology, exact: bool) -> StrategySummary:
-    """The record of one ``programs.Outcome`` under ``topology``."""
+def summarize(outcome, topology, exact: bool, program_cost=None) -> StrategySummary:
+    """The record of one ``programs.Outcome`` under ``topology``, with the program's own cost of
+    the strategy (a ``programs.ProgramCost``) when it has one."""
     s, mesh = outcome.strategy, outcome.mesh
+    own = None if program_cost is None else {
+        "model": program_cost.model, "group": program_cost.group, "key": list(program_cost.key), "rank": None,
+        "values": dict(program_cost.values)}
     base = dict(name=s.name, about=s.about, mesh=dict(mesh.shape), devices=mesh.size, wall_time_s=outcome.seconds,
-                error=outcome.error)
+                error=outcome.error, program_cost=own)
     res = outcome.result
     if res is None:
         return StrategySummary(**base, verified=False, bitwise=False, max_ulp=None, first_divergence=outcome.failure,
@@ -80,13 +86,25 @@ def _costs(comm, memory, mesh, topology) -> dict:
 
 def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]:
     """The same records with ``cheapest`` set on one: the verified strategy with the lowest
-    estimated time, ties broken by fewer bytes, then lower peak memory, then list order."""
+    estimated time, ties broken by fewer bytes, then lower peak memory, then list order.
+
+    Where the program has its own cost (``program_cost``), strategies are ranked within its
+    groups (those computing the same thing) by that cost first, the rules above breaking ties;
+    ``rank`` is set on each and the first of every group is marked cheapest."""
     from dataclasses import replace
 
-    candidates = [(s.estimated_time_s, s.total_bytes, s.max_peak_memory_bytes, i)
-                  for i, s in enumerate(summaries) if (s.verified or s.estimated) and s.estimated_time_s is not None]
-    best = min(candidates)[-1] if candidates else None
-    return [replace(s, cheapest=(i == best)) for i, s in enumerate(summaries)]
+    groups: dict = {}
+    for i, s in enumerate(summaries):
+        if (s.verified or s.estimated) and s.estimated_time_s is not None:
+            own = s.program_cost
+            groups.setdefault(None if own is None else own["group"], []).append(
+                (tuple(own["key"]) if own else (), s.estimated_time_s, s.total_bytes, s.max_peak_memory_bytes, i))
+    rank = {c[-1]: r for cands in groups.values() for r, c in enumerate(sorted(cands), 1)}
+    out = []
+    for i, s in enumerate(summaries):
+        own = s.program_cost if s.program_cost is None else {**s.program_cost, "rank": rank.get(i)}
+        out.append(replace(s, cheapest=rank.get(i) == 1, program_cost=own))
+    return out
 
 
 def exit_code(summaries: Sequence[StrategySummary]) -> int:
@@ -103,7 +121,7 @@ def document(command: str, program, mesh, backend: str, topology, exact: bool,
     """The ``--json`` document (docs/json-schema.md)."""
     import simshard
 
-    cheapest = next((s.name for s in summaries if s.cheapest), None)
+    cheapest = next((s.name for s in summaries if s.cheapest), None)  # the first, when groups are ranked
     return {
         "schema_version": SCHEMA_VERSION,
         "simshard_version": simshard.__version__,

@@ -74,9 +74,11 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     """Strategies side by side; the cheapest marked with ``*``."""
     axes = sorted({a for s in summaries for a in (s.bytes_per_axis or {})})
     meshes = {tuple(s.mesh.items()) for s in summaries}
-    t = Table(title="strategies side by side", title_justify="left",
-              caption="* cheapest: least estimated time of the verified or estimated (then fewest bytes, least memory)",
-              caption_justify="left")
+    owns = [s.program_cost for s in summaries if s.program_cost is not None]
+    caption = ("* cheapest: least estimated time of the verified or estimated (then fewest bytes, least memory)"
+               if not owns else f"* cheapest of its group by the program's {owns[0]['model']} cost (table below), "
+               "then least estimated time, fewest bytes, least memory")
+    t = Table(title="strategies side by side", title_justify="left", caption=caption, caption_justify="left")
     t.add_column("strategy")
     if len(meshes) > 1:
         t.add_column("mesh")
@@ -107,4 +109,29 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
         cells += [_opt(s.estimated_time_s, fmt_seconds), _opt(s.max_peak_memory_bytes, fmt_bytes),
                   _opt(s.collectives, str)]
         t.add_row(*cells)
+    return t
+
+
+def program_cost_table(summaries: Sequence[StrategySummary]) -> Table | None:
+    """The program's own cost of each strategy (``program_cost``), grouped (strategies of a group
+    compute the same thing) and ranked within each group; None when the program has none."""
+    rows = [s for s in summaries if s.program_cost is not None]
+    if not rows:
+        return None
+    model = rows[0].program_cost["model"]
+    cols = list(dict.fromkeys(k for s in rows for k in s.program_cost["values"]))
+    t = Table(title=f"{model} cost, ranked within each group", title_justify="left")
+    for col, just in (("group", "left"), ("rank", "right"), ("strategy", "left")):
+        t.add_column(col, justify=just)
+    for col in cols:
+        t.add_column(col, justify="right")
+    groups = list(dict.fromkeys(s.program_cost["group"] for s in rows))
+    for g in groups:
+        members = sorted((s for s in rows if s.program_cost["group"] == g),
+                         key=lambda s: (s.program_cost["rank"] is None, s.program_cost["rank"] or 0))
+        for k, s in enumerate(members):
+            own = s.program_cost
+            rank = "-" if own["rank"] is None else f"{own['rank']}/{len(members)}"
+            name = Text(s.name + (" *" if s.cheapest else ""), style="bold green" if s.cheapest else "")
+            t.add_row(g if k == 0 else "", rank, name, *(_opt(own["values"].get(c), str) for c in cols))
     return t

@@ -1,7 +1,8 @@
 """The FHE compiler's ArraySharding form (seed 003) and ciphertext-slot utilization.
 
-``fhe_spec(mesh, ("y", "z", -1))`` gives, per tensor dim, the mesh axis that splits it or -1
-for unsharded; axes not named replicate the array (the seed's "implicit replicate in x").
+``fhe_spec(mesh, ("y", "z", -1))`` (or the text ``"{y, z, -1}"``, or the indices ``(1, 2, -1)``)
+gives, per tensor dim, the mesh axis that splits it or -1 for unsharded; axes not named
+replicate the array (the seed's "implicit replicate in x").
 A device is a ciphertext with a fixed number of slots; ``utilization`` says how full they are.
 """
 
@@ -11,23 +12,15 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..errors import ShardingError
 from ..sharding.layout import Layout, layout
 from ..sharding.mesh import Mesh
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
 
 
-def fhe_spec(mesh: Mesh, spec: Sequence[str | int]) -> Sharding:
-    """ArraySharding ``{y, z, -1}`` as a closed tensor-dimension sharding."""
-    dims = []
-    for k, e in enumerate(spec):
-        if e == -1 or e is None:
-            dims.append(DimSharding())
-        elif isinstance(e, str):
-            dims.append(DimSharding((e,)))
-        else:
-            raise ShardingError("invalid-spec", f"ArraySharding entry {e!r} for dim {k} must be an axis name or -1", dim=k)
-    return Sharding(mesh, tuple(dims))
+def fhe_spec(mesh: Mesh, spec: str | Sequence[str | int]) -> Sharding:
+    """ArraySharding ``{y, z, -1}`` (text, or a list of axis names and indices, -1 for none) as a
+    closed tensor-dimension sharding (``Sharding.from_array_sharding``)."""
+    return Sharding.from_array_sharding(mesh, spec)
 
 
 @dataclass(frozen=True)

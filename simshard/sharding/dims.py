@@ -92,6 +92,25 @@ def _check_maximal(refs: Sequence[AxisRef], sizes: dict[str, int], where: str, d
         )
 
 
+def _array_entry(mesh: Mesh, dim: int, e) -> DimSharding:
+    """One ArraySharding entry: an axis name, an axis index, or -1 / None for an unsharded dim."""
+    names = mesh.axis_names
+    if e is None or (type(e) is int and e == -1):
+        return DimSharding()
+    if type(e) is int:
+        if 0 <= e < len(names):
+            return DimSharding((names[e],))
+        raise ShardingError("invalid-spec", f"dimension {dim}: axis index {e} is not an axis of the mesh (indices "
+                            f"0..{len(names) - 1} for {', '.join(names)}, or -1 for unsharded)", dim=dim)
+    if isinstance(e, str):
+        if e not in names:
+            raise ShardingError("unknown-axis", f"dimension {dim}: axis {e!r} is not an axis of the mesh "
+                                f"({', '.join(names) or 'no axes'})", axis=e, dim=dim)
+        return DimSharding((e,))
+    raise ShardingError("invalid-spec", f"dimension {dim}: ArraySharding entry {e!r} must be an axis name, an axis "
+                        "index or -1", dim=dim)
+
+
 @dataclass(frozen=True)
 class Sharding:
     """A tensor sharding bound to a mesh, e.g. ``<@mesh, [{"x"}, {"y", ?}p1], replicated={"z"}>``."""
@@ -195,6 +214,31 @@ class Sharding:
         if mesh.name != name:
             mesh = mesh.renamed(name)
         return Sharding(mesh, tuple(DimSharding(*d) for d in dims), replicated, unreduced, reduce_op)
+
+    @staticmethod
+    def from_array_sharding(mesh: Mesh, spec) -> "Sharding":
+        """The FHE compiler's ArraySharding (seed 003) as a closed sharding over ``mesh``: text
+        ``{y, z, -1}`` or a sequence, per tensor dim the mesh axis that splits it, by name or by
+        index into ``mesh.axis_names`` (``1`` is the second axis), ``-1`` (or None) for none.
+        Axes not named replicate the array."""
+        if not isinstance(mesh, Mesh):
+            raise ShardingError("invalid-mesh", f"an ArraySharding needs a Mesh, got {type(mesh).__name__}")
+        if isinstance(spec, str):
+            entries = syntax.parse_array_sharding(spec)
+        elif isinstance(spec, (tuple, list)):
+            entries = tuple(spec)
+        else:
+            raise ShardingError("invalid-spec", f"an ArraySharding is text like {{y, z, -1}} or a list of axis names "
+                                f"and indices, got {type(spec).__name__}")
+        return Sharding(mesh, tuple(_array_entry(mesh, k, e) for k, e in enumerate(entries)))
+
+    @staticmethod
+    def from_text(text: str, mesh: Mesh) -> "Sharding":
+        """Sharding text over ``mesh``, in either spelling: Shardy's ``<@mesh, [{"x"}, {}]>`` (its
+        mesh name must be ``mesh``'s) or an ArraySharding ``{x, -1}``."""
+        if isinstance(text, str) and text.lstrip().startswith("{"):
+            return Sharding.from_array_sharding(mesh, text)
+        return Sharding.parse(text, {mesh.name: mesh})
 
     @staticmethod
     def replicated_on(mesh: Mesh, rank: int) -> "Sharding":

@@ -3,7 +3,9 @@
     @mesh_xy = <["x"=2, "y"=4], device_ids=[...]>      (also <"x"=2, "y"=4>, {<[...]>, device_ids=[...]})
     <@mesh_xy, [{"x"}p1, {"y":(2)2, ?}], replicated={"z"}, unreduced={"w"}>
 
-Extension for pending reductions other than sum: ``unreduced(max)={"w"}``. Any malformed input
+Extension for pending reductions other than sum: ``unreduced(max)={"w"}``. Also the FHE
+compiler's ArraySharding (seed 003): ``{y, z, -1}`` or ``{1, 2, -1}``, per tensor dim the mesh axis
+(by name or index) that splits it, ``-1`` for none (``parse_array_sharding``). Any malformed input
 raises ``ShardingError`` (rule ``parse``) pointing at the column with a caret line. The parse
 gives tuples and ``AxisRef``s; ``Mesh.parse`` and ``Sharding.parse`` build (and validate) their
 objects from them, and ``str()`` of each prints this form back, round-trip exact.
@@ -40,11 +42,15 @@ _GRAMMAR = r"""
     mesh_axis: STRING "=" INT
     SDY_MESH: "sdy.mesh"
 
+    array_sharding: "{" [array_entry ("," array_entry)*] "}"
+    array_entry: NAME | STRING | AXIS_INDEX
+
     OPEN: "?"
     PRIORITY: /p[0-9]+/
     NAME: /[A-Za-z_][A-Za-z0-9_.]*/
     STRING: /"[^"\\]*"/
     INT: /[0-9]+/
+    AXIS_INDEX: /-?[0-9]+/
     %import common.WS
     %ignore WS
 """
@@ -119,6 +125,15 @@ class _Build(Transformer):
 
     mesh_braced = mesh_angle
 
+    def array_entry(self, items):
+        (tok,) = items
+        if tok.type == "AXIS_INDEX":
+            return int(tok)
+        return str(tok)[1:-1] if tok.type == "STRING" else str(tok)
+
+    def array_sharding(self, items):
+        return tuple(e for e in items if e is not None)
+
     def mesh(self, items):
         *head, (axes, ids) = items
         names = [h for h in head if isinstance(h, str) and not getattr(h, "type", None) == "SDY_MESH"]
@@ -170,3 +185,9 @@ def parse_mesh(text: str):
     {<["a"=4, "b"=2]>, device_ids=[...]}``, ``<[]>`` (no axes) and ``<[], device_ids=[0]>``
     (maximal, one device), each optionally after ``sdy.mesh``."""
     return _parse(text, "mesh")
+
+
+def parse_array_sharding(text: str) -> tuple[str | int, ...]:
+    """The entries of ArraySharding text ``{y, z, -1}`` / ``{1, 2, -1}`` / ``{"y", -1}``: per
+    tensor dim an axis name (str) or an axis index or ``-1`` (int); the Sharding checks them."""
+    return _parse(text, "array_sharding")

@@ -376,3 +376,10 @@ def test_a_topology_file_with_link_classes_and_nodes(capsys, tmp_path):
     doc = json.loads(out.read_text())
     validate(doc)  # the nodes are part of the documented schema
     assert doc["topology"]["nodes"] == {"size": 4, "link": {"bandwidth": 50e9, "latency": 5e-6}}
+
+
+def test_show_reads_the_fhe_array_sharding(capsys):
+    r = main_in_process(capsys, "show", "{y, z, -1}", "3,8,4", "--mesh", "x=2,y=3,z=2")
+    assert r.code == 0 and '<@mesh, [{"y"}, {"z"}, {}]>' in r.out and "block=(1, 4, 4)" in r.out
+    r = main_in_process(capsys, "show", "{1, 5}", "3,8", "--mesh", "x=2,y=3,z=2")
+    assert r.code != 0 and "axis index 5 is not an axis of the mesh" in r.err

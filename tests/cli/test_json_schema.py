@@ -155,3 +155,18 @@ def test_every_field_is_described_on_the_page_and_written_by_the_code():
     assert set(schema["properties"]) | set(strategy["properties"]) == described
     assert set(strategy["properties"]) == set(strategy["required"]) == set(StrategySummary.__dataclass_fields__)
     assert schema["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+
+
+def test_compare_conv_ranks_the_resnet50_strategies_by_ckks_rotations(capsys, tmp_path):
+    """The FHE seed's ranking: {2,8,1} (784 rotations) before {1,4,1} (4096), though it sends more bytes."""
+    path = tmp_path / "conv.json"
+    r = main_in_process(capsys, "compare", "conv", "--strategies", "resnet50_y4,resnet50_x2y8", "--backend", "local",
+                        "--json", str(path))
+    assert r.code == 0, r.err
+    doc = json.loads(path.read_text())
+    validate(doc)
+    y4, x2y8 = doc["strategies"]
+    assert doc["cheapest"] == "resnet50_x2y8" and x2y8["total_bytes"] > y4["total_bytes"]
+    assert (x2y8["program_cost"]["rank"], y4["program_cost"]["rank"]) == (1, 2)
+    assert (x2y8["program_cost"]["values"]["rotations"], y4["program_cost"]["values"]["rotations"]) == (784, 4096)
+    assert "CKKS" in r.out and "1/2" in r.out and "4096" in r.out

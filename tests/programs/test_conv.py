@@ -56,10 +56,10 @@ def test_resnet50_layer_on_both_meshes(run_strategy):
 
 
 @pytest.mark.parametrize("name, slots, per_ciphertext", [
-    ("y4", 1024, 16 * HW),  # input[16,7,7] per ciphertext; the output[16,7,7] replicated: 784 of 1024
-    ("x2y8", 512, 8 * HW),  # input[8,7,7] and output[8,7,7]: 392 of 512
-    ("resnet50_y4", 32768, 512 * HW),  # input[512,7,7] and the whole output[512,7,7]: 25088 of 32k
-    ("resnet50_x2y8", 16384, 256 * HW),  # input[256,7,7] and output[256,7,7]: 12544 of 16k
+    ("y4", 1024, 16 * HW),  # N=2k: input[16,7,7] per ciphertext; the output[16,7,7] replicated: 784 of 1024
+    ("x2y8", 1024, 8 * HW),  # input[8,7,7] and output[8,7,7]: 392 of 1024 (a block of 512 slots)
+    ("resnet50_y4", 32768, 512 * HW),  # N=64k: input[512,7,7] and the whole output[512,7,7]: 25088 of 32k
+    ("resnet50_x2y8", 32768, 256 * HW),  # input[256,7,7] and output[256,7,7]: 12544 of 32k (a 16k block)
 ])
 def test_slot_utilization_with_the_seeds_slot_counts(name, slots, per_ciphertext):
     rows = {r.array: r for r in conv.utilization(conv.case(name))}
@@ -82,3 +82,21 @@ def test_report_prints_the_tables():
     assert text.count("bitwise identical") == 2
     assert "element-wise" in text and "reduce" in text and "slot utilization" in text
     assert "all_reduce over y" in text and "reductions in the schedules: none" in text
+    assert "rotations 4*(16*2) = 128" in text
+
+
+def test_strategies_of_a_layer_are_ranked_by_ckks_rotations():
+    """The seed's ranking of the ResNet-50 strategies: {2,8,1} before {1,4,1}, the reverse of bytes."""
+    y4, x2y8 = conv.PROGRAM.cost_of("resnet50_y4"), conv.PROGRAM.cost_of("resnet50_x2y8")
+    assert y4.model == x2y8.model == "CKKS" and y4.group == x2y8.group != conv.PROGRAM.cost_of("y4").group
+    assert x2y8.key < y4.key
+    assert dict(y4.values)["rotations"] == 4096 and dict(x2y8.values)["rotations"] == 784
+    assert dict(conv.PROGRAM.cost_of("y4").values)["per ciphertext"] == "16*2"
+    assert dict(conv.PROGRAM.cost_of("x2y8").values)["per ciphertext"] == "1+8"
+
+
+def test_the_ckks_cost_follows_the_mesh_a_strategy_runs_on():
+    on_own = conv.PROGRAM.cost_of("resnet50_x2y8")
+    on_y4 = conv.PROGRAM.cost_of("resnet50_x2y8", {"x": 1, "y": 4, "z": 1})
+    assert dict(on_own.values)["rotations"] == 784 and dict(on_y4.values)["rotations"] == 4096
+    assert conv.PROGRAM.cost_of("y4", {"a": 2, "b": 2}) is None  # no ciphertext mesh: no CKKS cost

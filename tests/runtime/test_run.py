@@ -310,9 +310,25 @@ def test_reshard_and_constraints_take_dtensor_spellings(args):
     assert '[{"x", "y"}, {}]' in lines
 
 
-def test_reshard_refuses_a_layout_no_program_value_carries():
+def test_reshard_to_a_layout_only_placements_state_keeps_it():
+    """10 rows as [S(0), S(0)] over 2x4 (2,2,1,0 | 2,2,1,0): no Sharding lays them out so; the
+    value keeps the placements' layout, and the element-wise op after it runs where it lies."""
+    x = np.arange(30, dtype=np.float32).reshape(10, 3)
+
+    def g(a):
+        return ss.reshard(a, "[S(0), S(0)]") * 3.0
+
+    res = ss.run(g, x, mesh=MESH, in_shardings="[S(0), S(0)]", out_shardings="[S(0), S(0)]")
+    assert res.verify.bitwise and res.comm.total_bytes == 0
+    rows = [len(res.shards(d)[0]) for d in range(8)]
+    assert rows == [2, 2, 1, 0, 2, 2, 1, 0]
+
+
+def test_explicit_mode_refuses_a_layout_no_type_states():
+    mesh = ss.Mesh({"x": 2, "y": 4}, axis_types=(ss.AxisType.Explicit,) * 2)
+
     def g(a):
         return ss.reshard(a, "[S(0), S(0)]")
 
     with pytest.raises(ss.ShardingError, match="not-expressible: reshard: DTensorSpec"):
-        ss.run(g, np.zeros((10, 3), np.float32), mesh=MESH)
+        ss.run(g, np.zeros((10, 3), np.float32), mesh=mesh)
