@@ -295,9 +295,12 @@ class _Device:
     def _over(self, run_id: int) -> bool:
         return run_id < self.floor or run_id in self.closed
 
-    async def load(self, key, data: bytes, capacity, algorithm: str, trace: tuple, timeout) -> int:
+    async def load(self, key, data: bytes, capacity, algorithm: str, trace: tuple, timeout, extras=None) -> int:
         from simshard.partition.schedule import Schedule
 
+        from .user_entries import install
+
+        install(extras)  # the user's own ops and reduce ops, before anything names them
         schedule = Schedule.from_bytes(data)
         if schedule.device != self.device:
             raise ValueError(f"device {self.device} was sent device {schedule.device}'s schedule")

@@ -370,6 +370,7 @@ class RayMesh:
         from simshard.report.memory import capacity_of
 
         from .collectives import check_algorithm
+        from .user_entries import user_entries
 
         check_algorithm(algorithm)  # here, not on every device at its first collective
         ray = import_ray()
@@ -379,10 +380,11 @@ class RayMesh:
             raise ValueError(f"the program has schedules for devices {missing}, which this RayMesh does not hold")
         key = next(self._keys)
         trace = tuple(sorted(spmd.checkpoint_buffers))
+        extras = user_entries(spmd)  # ops / reduce ops the user registered in this process
         refs = []
         shipped = self._shipped()[key] = {}  # device -> load arguments, to load a restarted device again
         for s in spmd.schedules:
-            shipped[s.device] = (s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout)
+            shipped[s.device] = (s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout, extras)
             refs.append(self._call(s.device, "load", key, *shipped[s.device]))
         for attempt in range(retries + 1):
             try:
