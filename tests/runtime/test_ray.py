@@ -594,3 +594,13 @@ def test_a_data_dependent_while_loop_runs_on_the_actors(mesh4):
     local, on_ray = ss.run(grow, x, w, backend="local", **kw), ss.run(grow, x, w, backend="ray", ray_mesh=mesh4, **kw)
     assert on_ray.verify.bitwise and int(on_ray.outputs[1]) == int(local.outputs[1]) > 1
     assert on_ray.outputs[0].tobytes() == local.outputs[0].tobytes()
+
+
+def test_a_placement_only_layout_runs_on_ray(ray_session):
+    """[S(0), S(0)] of 10 rows over 2x4 (2,2,1,0 | 2,2,1,0) as a program value on Ray devices."""
+    mesh = ss.Mesh({"x": 2, "y": 4})
+    x = np.arange(30, dtype=np.float32).reshape(10, 3)
+    res = ss.run(lambda a: a * 2.0 - 1.0, x, mesh=mesh, in_shardings="[S(0), S(0)]", out_shardings="[S(0), S(0)]",
+                 backend="ray")
+    assert res.verify.bitwise and res.comm.total_bytes == 0
+    assert [len(res.shards(d)[0]) for d in range(8)] == [2, 2, 1, 0, 2, 2, 1, 0]

@@ -45,3 +45,4 @@ def test_user_op_and_user_reduction_run_on_ray(ray_session, cube):
     assert res.verify.bitwise
     np.testing.assert_array_equal(res.outputs, x ** 3)
     assert [r.kind for r in res.comm.records][:1] == ["all_reduce"]
+
