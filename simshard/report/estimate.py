@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
@@ -28,6 +29,7 @@ from ..ops.registry import OPS
 from ..partition.schedule import Instr, SpmdProgram, participants
 from ..sharding.layout import layout
 from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunk
+from .compute import DeviceCompute, device_of, op_flops
 from .memory import DeviceMemory, MemoryReport
 from .topology import Topology
 
@@ -65,10 +67,27 @@ class Estimate:
     memory: MemoryReport
     spmd: SpmdProgram
     topology: Topology | None = None
+    compute: tuple[DeviceCompute, ...] = ()  # per device: its local ops' FLOPs and bytes
 
     @property
     def time(self) -> TimeEstimate | None:
         return None if self.topology is None else self.comm.estimate(self.topology)
+
+    def compute_seconds(self, device=None) -> float:
+        """The slowest device's compute time on ``device`` (a DeviceSpec or class name; default the
+        topology's), its ops one after another on the roofline (``report/compute.py``)."""
+        spec = device_of(device if device is not None else self._topology_device())
+        return max((c.seconds(spec) for c in self.compute), default=0.0)
+
+    def step_seconds(self) -> float:
+        """Compute then communication, nothing overlapped: the slowest device's compute plus the
+        collectives' alpha-beta time, under the topology (which must name a device)."""
+        return self.compute_seconds() + self.time.total
+
+    def _topology_device(self):
+        if self.topology is None or self.topology.device is None:
+            raise ValueError("a compute time needs a device: give topology=Topology(..., device='h100') or device=")
+        return self.topology.device
 
     @property
     def program(self):
@@ -107,7 +126,8 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     _walk(devices, {s.device: s.instrs for s in spmd.schedules}, top=True)
     records = tuple(r for d in spmd.devices for r in devices[d].records)
     memory = MemoryReport(tuple(devices[d].memory() for d in spmd.devices))
-    return Estimate(CommReport(records), memory, spmd, topology)
+    compute = tuple(DeviceCompute.of(d, devices[d].ops) for d in spmd.devices)
+    return Estimate(CommReport(records), memory, spmd, topology, compute)
 
 
 def _input_blocks(spmd: SpmdProgram) -> dict[int, list[Block]]:
@@ -135,6 +155,7 @@ class _Device:
         self.top: Instr | None = None  # the top-level instruction running (a loop, for its body)
         self.peak = (0, -1, None, "inputs")
         self.records: list[CommRecord] = []
+        self.ops: Counter = Counter()  # (FLOPs, bytes) of each local op run -> how many times
 
     def start(self, inputs: Sequence[int], blocks: Sequence[Block]) -> None:
         self.write(list(zip(inputs, blocks)))
@@ -210,13 +231,16 @@ def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequenc
                 dev = devices[d]
                 shift = k * len(step[d].body)
                 dev.records.extend(replace(r, instr=r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
+                dev.ops.update(ran[d])
             continue
         if k == 0:
-            before = {d: (dict(devices[d].buffers), devices[d].live, len(devices[d].records)) for d in order}
+            before = {d: (dict(devices[d].buffers), devices[d].live, len(devices[d].records), Counter(devices[d].ops))
+                      for d in order}
         _walk(devices, {d: step[d].iteration(k) for d in order}, memo=memo)
         if k == 0:
             same = all((devices[d].buffers, devices[d].live) == before[d][:2] for d in order)
             marks = {d: (before[d][2], len(devices[d].records)) for d in order}
+            ran = {d: devices[d].ops - before[d][3] for d in order}  # one iteration's local ops
 
 
 def _local(dev: _Device, ins: Instr, memo: dict) -> None:
@@ -233,11 +257,16 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
                 by_value = None
             if out is None:
                 avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **dict(ins.params))
-                out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+                blocks_out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+                work = (op_flops(ins.op, [b.shape for b in blocks], [b.shape for b in blocks_out], dict(ins.params)),
+                        sum(b.nbytes for b in blocks) + sum(b.nbytes for b in blocks_out))
+                out = (blocks_out, work)
                 if by_value is not None:
                     memo[by_value] = out
             memo[by_id] = out
-        dev.write(list(zip(ins.outputs, out)))
+        blocks_out, work = out
+        dev.ops[work] += 1
+        dev.write(list(zip(ins.outputs, blocks_out)))
     elif kind == "literal":
         v = np.asarray(ins.value)
         dev.write([(ins.dst, Block(v.shape, v.dtype))])
