@@ -70,7 +70,7 @@ def emit_scan(P, e) -> None:
     """Partition scan ``e`` through the partitioner ``P``: operands, one loop, results."""
     kw = e.kw
     body, length, nc, nx = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
-    src = f"{', '.join(P.name(o) for o in e.outputs)} scan"
+    src = P.source(e)
     carries, xs, consts = e.inputs[:nc], e.inputs[nc:nc + nx], e.inputs[nc + nx:]
     # carries as the scan's final carry is laid out (propagation ties the two); stacked inputs
     # and constants as they are held (the scanned dim whole), so the loop moves nothing before
@@ -186,7 +186,7 @@ def emit_while(P, e) -> None:
     """Partition while-loop ``e``: its condition and body partitioned once into one ``While``."""
     kw = e.kw
     cond, body, nc, ncc = kw["cond"], kw["body"], kw["num_carry"], kw["num_cond_consts"]
-    src = f"{', '.join(P.name(o) for o in e.outputs)} while"
+    src = P.source(e)
     carries, cconsts, bconsts = e.inputs[:nc], e.inputs[nc:nc + ncc], e.inputs[nc + ncc:]
     carry_specs = [P.target(o) for o in e.outputs]
     cconst_specs = [_plain(P.primary(c)) for c in cconsts]
@@ -223,7 +223,7 @@ def emit_switch(P, e) -> None:
     """Partition switch ``e``: each branch partitioned once into one ``Switch`` of which every
     device runs the branch the (replicated) index names, leaving its results in shared buffers."""
     branches = e.kw["branches"]
-    src = f"{', '.join(P.name(o) for o in e.outputs)} switch"
+    src = P.source(e)
     index, operands = e.inputs[0], e.inputs[1:]
     out_specs = [P.target(o) for o in e.outputs]
     mesh = P.target(index).mesh

@@ -158,6 +158,13 @@ class _Partitioner:
     def name(self, v) -> str:
         return self.p._name(v)
 
+    def source(self, e: Eqn) -> str:
+        """How instructions name the op they come from: its results and the op (``%5 dot_general``;
+        an op with many results, a scan's, as its first and last: ``%8, ... %90 scan``)."""
+        names = [self.name(o) for o in e.outputs]
+        shown = ", ".join(names) if len(names) <= 4 else f"{names[0]}, ... {names[-1]}"
+        return f"{shown} {e.op}"
+
     def plan(self, v: Value, spec: Sharding, m: _Mat):
         return plan_reshard(m.spec, spec, v.aval.shape, v.aval.dtype)
 
@@ -229,7 +236,7 @@ class _Partitioner:
         """Record where each result of ``e`` lives right after ``e`` ran (its first copy)."""
         if self.checkpoints and self.checkpoints[-1].eqn == self.at:
             return  # recorded by _emit, with what it reassociated
-        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        src = self.source(e)
         for k, o in enumerate(e.outputs):
             if o in self.mats:
                 m = self.mats[o][0]
@@ -358,7 +365,7 @@ class _Partitioner:
         return False
 
     def _run_local(self, e: Eqn, op, rule, bufs, in_lay, out_lay) -> None:
-        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        src = self.source(e)
         in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
         out_shapes = [local_shapes(L) for L in out_lay]
         outs = self.b.bufs(len(e.outputs))
@@ -437,7 +444,7 @@ class _Partitioner:
 
     def _emit(self, e: Eqn, rule, A, in_sh, out_sh, mesh) -> None:
         op = get_op(e.op)
-        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        src = self.source(e)
         bufs = []
         combined: list[str] = []  # pending sums an operand reshard combines here (in steps, per axis)
         for t, i in enumerate(e.inputs):
