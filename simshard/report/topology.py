@@ -114,6 +114,7 @@ class Topology:
     def link(self, axes: Sequence[str]) -> Link:
         chosen = []
         for a in axes:
+            a = a.split(":")[0]  # a sub-axis ("y:(4)2") travels on its axis's link
             if a in self.links:
                 chosen.append(self.links[a])
             elif self.default is not None:
