@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -230,7 +230,7 @@ def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequenc
             for d in order:
                 dev = devices[d]
                 shift = k * len(step[d].body)
-                dev.records.extend(replace(r, instr=r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
+                dev.records.extend(_renumbered(r, r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
                 dev.ops.update(ran[d])
             continue
         if k == 0:
@@ -241,6 +241,15 @@ def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequenc
             same = all((devices[d].buffers, devices[d].live) == before[d][:2] for d in order)
             marks = {d: (before[d][2], len(devices[d].records)) for d in order}
             ran = {d: devices[d].ops - before[d][3] for d in order}  # one iteration's local ops
+
+
+def _renumbered(r: CommRecord, instr: int) -> CommRecord:
+    """``r`` under another instruction id (a later iteration's): a copy of its fields, without
+    ``dataclasses.replace``'s per-field constructor call (a scan of thousands of records)."""
+    out = object.__new__(CommRecord)
+    out.__dict__.update(r.__dict__)
+    out.__dict__["instr"] = instr
+    return out
 
 
 def _local(dev: _Device, ins: Instr, memo: dict) -> None:
