@@ -37,9 +37,27 @@ class ScheduleBuilder:
     def emit(self, make: Callable[[int], Instr] | Mapping[int, Instr]) -> None:
         """Append one SPMD step: ``make(device)`` (or ``make[device]``) is that device's copy.
         Ids are placeholders here; ``finish`` numbers them."""
+        get = make.__getitem__ if isinstance(make, Mapping) else make  # decided once, not per device
         for d in self.devices:
-            ins = make[d] if isinstance(make, Mapping) else make(d)
-            self.instrs[d].append(ins)
+            self.instrs[d].append(get(d))
+
+    def emit_same(self, ins: Instr) -> None:
+        """One SPMD step every device runs as the same instruction object."""
+        self.emit(lambda d: ins)
+
+    def emit_by(self, key: Callable[[int], object], make: Callable[[int], Instr]) -> None:
+        """One SPMD step whose instruction depends on the device only through ``key(device)``:
+        ``make`` runs once per distinct key and devices with equal keys share its instruction
+        (which keeps the schedules small and lets the estimate walk a class of devices once)."""
+        made: dict = {}
+
+        def shared(d):
+            k = key(d)
+            if k not in made:
+                made[k] = make(d)
+            return made[k]
+
+        self.emit(shared)
 
     def __len__(self) -> int:
         return len(self.instrs[self.devices[0]]) if self.devices else 0

@@ -38,7 +38,7 @@ def _drop_first(s: Sharding) -> Sharding:
 def _copy(b, src: str, pairs) -> None:
     """``dst = src`` for each pair: an identity kernel, the array itself (no data moves)."""
     for i, o in pairs:
-        b.emit(lambda d, i=i, o=o: Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(o,)))
+        b.emit_same(Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(o,)))
 
 
 def _carry_back(b, src: str, new, carry_bufs) -> None:
@@ -92,7 +92,7 @@ def emit_scan(P, e) -> None:
     carry_bufs = list(b.bufs(nc))
     _copy(b, src, zip(init, carry_bufs))
     counter, zero = b.buf(), b.buf()
-    b.emit(lambda d: Literal(0, src, dst=zero, value=np.int32(0)))
+    b.emit_same(Literal(0, src, dst=zero, value=np.int32(0)))
 
     # the body, partitioned once by a partitioner of its own on the schedule's buffer numbers
     sub = P.sub(body)
@@ -131,7 +131,7 @@ def emit_scan(P, e) -> None:
             0, src, op="reshape", inputs=(y,), outputs=(row,), params=(("new_shape", (1,) + local[1:]),))))
         update = Compute(0, src, op="dynamic_update_slice", inputs=(yb, row, counter) + (zero,) * (o.aval.ndim - 1),
                          outputs=(yb,))
-        sub.b.emit(lambda d, update=update: update)
+        sub.b.emit_same(update)
     _carry_back(sub.b, src, new, carry_bufs)
     b._next_buf = sub.b._next_buf
 

@@ -200,7 +200,7 @@ class _Partitioner:
         key = (_lit_key(lit.value), str(lit.aval.dtype))
         if key not in self.literals:
             buf = self.b.buf()
-            self.b.emit(lambda d: Literal(0, f"literal {lit!r}", dst=buf, value=lit.value))
+            self.b.emit_same(Literal(0, f"literal {lit!r}", dst=buf, value=lit.value))
             self.literals[key] = buf
         return self.literals[key]
 
@@ -475,7 +475,8 @@ class _Partitioner:
                         continue
                     new = self.b.buf()
                     val = ident_op.identity(i.aval.dtype)
-                    self.b.emit(lambda d, t=t, new=new, val=val: Pad(0, src, src=bufs[t], dst=new, shape=padded[d], value=val))
+                    self.b.emit_by(lambda d, t=t: padded[d],
+                                   lambda d, t=t, new=new, val=val: Pad(0, src, src=bufs[t], dst=new, shape=padded[d], value=val))
                     bufs[t] = new
                     for d in self.devices:
                         local_in[d][t] = padded[d]
@@ -500,14 +501,15 @@ class _Partitioner:
             def make(d):
                 ins = tuple(tuple(s) for s in local_in[d])
                 outs_d = tuple(s[d] for s in out_shapes)
-                if e.inputs and (ins, outs_d) in seen:
-                    return seen[(ins, outs_d)]
-                params = op.local_params(dict(kw), list(ins), list(outs_d))
-                if not e.inputs:
-                    params = {**params, "out_index": out_lay[0].indices(d)}
-                ins_ = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
-                seen[(ins, outs_d)] = ins_
-                return ins_
+                # a nullary op's block is where it sits: devices holding one block (one shared
+                # index array per dim) share its instruction
+                key = (ins, outs_d) if e.inputs else tuple(map(id, out_lay[0].indices(d)))
+                if key not in seen:
+                    params = op.local_params(dict(kw), list(ins), list(outs_d))
+                    if not e.inputs:
+                        params = {**params, "out_index": out_lay[0].indices(d)}
+                    seen[key] = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+                return seen[key]
 
             self.b.emit(make)
         for o, s, buf in zip(e.outputs, out_sh, outs):
