@@ -120,15 +120,20 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     if input_blocks is None:
         input_blocks = _input_blocks(spmd)
-    devices, states = {}, {}
+    devices, classes, lists = {}, {}, {}
     for s in spmd.schedules:
         blocks = tuple(input_blocks[s.device])
-        key = (id(s.instrs), s.inputs, blocks)  # the same instructions on the same inputs: one state
-        if key not in states:
-            states[key] = _State()
-            states[key].start(s.inputs, blocks)
-        devices[s.device] = _Device(s.device, states[key])
-    _walk(devices, {s.device: s.instrs for s in spmd.schedules}, top=True)
+        key = (id(s.instrs), s.inputs, blocks)  # the same instructions on the same inputs: one class
+        if key not in classes:
+            state = _State()
+            state.start(s.inputs, blocks)
+            classes[key] = []
+            lists[s.device] = s.instrs
+        else:
+            state = devices[classes[key][0]].state
+        classes[key].append(s.device)
+        devices[s.device] = _Device(s.device, state)
+    _walk(devices, list(classes.values()), lists, top=True)
     records = tuple(r for d in spmd.devices for r in devices[d].records)
     memory = MemoryReport(tuple(devices[d].memory() for d in spmd.devices))
     compute = tuple(DeviceCompute.of(d, devices[d].state.ops) for d in spmd.devices)
@@ -209,15 +214,7 @@ class _Device:
         return DeviceMemory(self.device, peak, pos, instr, source, st.input_bytes, st.live, None)
 
 
-def _classes(devices: dict[int, _Device], order: Sequence[int]) -> dict[int, list[int]]:
-    """Devices by the state they share (id of the state -> its devices, in ``order``)."""
-    out: dict[int, list[int]] = {}
-    for d in order:
-        out.setdefault(id(devices[d].state), []).append(d)
-    return out
-
-
-def _split(devices: dict[int, _Device], members: Sequence[int], key) -> list[list[int]]:
+def _split(devices: dict[int, _Device], members: list[int], key) -> list[list[int]]:
     """Members of one class grouped by ``key(device)``; every group but the first gets a copy of
     the state (they are about to diverge)."""
     groups: dict = {}
@@ -231,63 +228,66 @@ def _split(devices: dict[int, _Device], members: Sequence[int], key) -> list[lis
     return parts
 
 
-def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], top: bool = False,
-          memo: dict | None = None) -> None:
-    """Run the aligned instruction lists of every device, one SPMD step at a time. ``memo`` keeps
-    each compute's result blocks by (instruction, operand blocks): devices share instruction
-    objects, so a mesh of thousands evaluates each distinct local shape once."""
+def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int, Sequence[Instr]],
+          top: bool = False, memo: dict | None = None) -> None:
+    """Run the aligned instruction lists one SPMD step at a time, a class of devices at a time.
+    ``classes`` lists the devices sharing a state (and its first member's instruction list in
+    ``lists``, which all of them run): local steps run once per class, collectives per member,
+    splitting a class where its members receive different blocks (``classes`` and ``lists`` are
+    updated in place). ``memo`` keeps each compute's result blocks by (instruction, operand
+    blocks): a mesh of thousands evaluates each distinct local shape once."""
     memo = {} if memo is None else memo
-    order = sorted(instrs)
-    n = len(instrs[order[0]]) if order else 0
+    n = len(lists[classes[0][0]]) if classes else 0
     for pos in range(n):
-        step = {d: instrs[d][pos] for d in order}
+        here = {c[0]: lists[c[0]][pos] for c in classes}
         if top:
-            for members in _classes(devices, order).values():
-                st = devices[members[0]].state
-                st.position, st.top = pos, step[members[0]]
-        first = step[order[0]]
+            for c in classes:
+                st = devices[c[0]].state
+                st.position, st.top = pos, here[c[0]]
+        first = here[classes[0][0]]
         if first.is_collective:
-            _collective(devices, step)
+            _collective(devices, classes, here, lists)
         elif first.kind == "loop":
-            _loop(devices, step, order, memo)
+            _loop(devices, classes, here, memo)
         elif first.kind in ("while", "switch"):
             what = "its trip count" if first.kind == "while" else "the branch it takes"
             raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
                                 "an estimate does not have; run the program (ss.run) to cost it")
-        else:  # a local step: once per state and instruction object
-            for members in list(_classes(devices, order).values()):
-                for part in _split(devices, members, lambda d: id(step[d])):
-                    _local(devices[part[0]], step[part[0]], memo)
+        else:
+            for c in classes:
+                _local(devices[c[0]], here[c[0]], memo)
 
 
-def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequence[int], memo: dict) -> None:
+def _loop(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr], memo: dict) -> None:
     """A scan's iterations. Its carries keep their shapes, so an iteration that leaves every
     device's buffers as it found them is the same for every later one: walked once, its records
     repeated under each iteration's ids (a 96-layer scan costs one layer's walk). The counter is
     written for every iteration as the executor writes it, so the memory peak stays exact."""
-    first = step[order[0]]
+    loops = {d: here[c[0]] for c in classes for d in c}  # each device's Loop (its class's)
+    first = next(iter(here.values()))
     counter = Block((), np.dtype(np.int32))
     same = False
     for k in range(first.length):
-        for members in _classes(devices, order).values():
-            devices[members[0]].state.write([(step[members[0]].counter, counter)])
+        for c in classes:
+            devices[c[0]].state.write([(loops[c[0]].counter, counter)])
         if same:
-            for d in order:
-                dev = devices[d]
-                shift = k * len(step[d].body)
-                dev.records.extend(_renumbered(r, r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
-            for members in _classes(devices, order).values():
-                devices[members[0]].state.ops.update(ran[members[0]])
+            for d, dev in devices.items():
+                if d in loops:
+                    shift = k * len(loops[d].body)
+                    dev.records.extend(_renumbered(r, r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
+            for c in classes:
+                devices[c[0]].state.ops.update(ran[c[0]])
             continue
         if k == 0:
-            snap = {id(st): (dict(st.buffers), st.live, Counter(st.ops))
-                    for st in {id(devices[d].state): devices[d].state for d in order}.values()}
-            before = {d: (snap[id(devices[d].state)], len(devices[d].records)) for d in order}
-        _walk(devices, {d: step[d].iteration(k) for d in order}, memo=memo)
+            snap = {id(devices[c[0]].state): (dict(devices[c[0]].state.buffers), devices[c[0]].state.live,
+                                              Counter(devices[c[0]].state.ops)) for c in classes}
+            before = {d: (snap[id(devices[d].state)], len(devices[d].records)) for d in loops}
+        lists = {c[0]: loops[c[0]].iteration(k) for c in classes}
+        _walk(devices, classes, lists, memo=memo)
         if k == 0:
-            same = all((devices[d].state.buffers, devices[d].state.live) == before[d][0][:2] for d in order)
-            marks = {d: (before[d][1], len(devices[d].records)) for d in order}
-            ran = {d: devices[d].state.ops - before[d][0][2] for d in order}  # one iteration's local ops
+            same = all((devices[d].state.buffers, devices[d].state.live) == before[d][0][:2] for d in loops)
+            marks = {d: (before[d][1], len(devices[d].records)) for d in loops}
+            ran = {c[0]: devices[c[0]].state.ops - before[c[0]][0][2] for c in classes}  # one iteration's ops
 
 
 def _renumbered(r: CommRecord, instr: int) -> CommRecord:
@@ -359,13 +359,20 @@ class _Traffic:
     peers: tuple = ()
 
 
-def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
-    kind = next(iter(step.values())).kind
+def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr],
+                lists: dict[int, Sequence[Instr]]) -> None:
+    kind = next(iter(here.values())).kind
+    step: dict[int, Instr] = {}
     srcs: dict[int, Block | None] = {}
-    for d, ins in step.items():
-        is_source = kind != "collective_permute" or any(s == d for s, _ in ins.pairs)
-        srcs[d] = devices[d].state.read(ins.src, ins, d) if is_source else None
+    for c in classes:  # a class runs one instruction on one state: its source block is read once
+        ins = here[c[0]]
+        block = devices[c[0]].state.read(ins.src, ins, c[0]) if kind != "collective_permute" else None
+        for d in c:
+            step[d] = ins
+            srcs[d] = block
     if kind == "collective_permute":
+        for d, ins in step.items():
+            srcs[d] = devices[d].state.read(ins.src, ins, d) if any(s == d for s, _ in ins.pairs) else None
         results = _collective_permute(step, srcs)
     else:
         results = {}
@@ -375,8 +382,14 @@ def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
         for group, members in groups.items():
             results.update(_COLLECTIVES[kind](group, members, step, srcs))
     # each class writes its members' result once, split where members got different blocks
-    for members in list(_classes(devices, list(step)).values()):
-        for part in _split(devices, members, lambda d: (step[d].dst, results[d][0])):
+    for c in list(classes):
+        parts = _split(devices, c, lambda d: results[d][0])
+        if len(parts) > 1:
+            classes.remove(c)
+            classes.extend(parts)
+            for part in parts:
+                lists[part[0]] = lists[c[0]]
+        for part in parts:
             devices[part[0]].state.write([(step[part[0]].dst, results[part[0]][0])])
     for d, ins in step.items():
         dev = devices[d]
