@@ -82,12 +82,14 @@ def _slice_windows(in_avals, out_avals, *, start, limit, strides=None, **_):
                  for d, (s, st, n, m) in enumerate(zip(start, strides, x.shape, out.shape)) if n != m)
 
 
-def _slice_window_params(params: dict, in_shapes, out_shapes, pads) -> dict:
-    """On a row block holding exactly the rows it keeps (first one included): from 0 to its end."""
+def _slice_window_params(params: dict, in_shapes, out_shapes, local) -> dict:
+    """On a row block holding exactly the rows it keeps: all of them."""
+    x = in_shapes[0]
     start, limit = list(params["start"]), list(params["limit"])
-    for d in pads:
-        start[d], limit[d] = 0, in_shapes[0][d]
-    return {**params, "start": tuple(start), "limit": tuple(limit)}
+    strides = list(params.get("strides") or (1,) * len(x))
+    for d in local:
+        start[d], limit[d], strides[d] = 0, x[d], 1
+    return {**params, "start": tuple(start), "limit": tuple(limit), "strides": tuple(strides)}
 
 
 register_op(
@@ -137,11 +139,11 @@ def _pad_windows(in_avals, out_avals, *, widths, **_):
     return tuple(Window(0, d, d, 1, 1, -int(widths[d][0])) for d, (n, m) in enumerate(zip(x.shape, out.shape)) if n != m)
 
 
-def _pad_window_params(params: dict, in_shapes, out_shapes, pads) -> dict:
+def _pad_window_params(params: dict, in_shapes, out_shapes, local) -> dict:
     """On a row block: the block's own padding (none inside the tensor) on windowed dims."""
     widths = [tuple(w) for w in params["widths"]]
-    for d, lohi in pads.items():
-        widths[d] = tuple(lohi)
+    for d, lw in local.items():
+        widths[d] = (lw.lo, lw.hi)
     return {**params, "widths": tuple(widths)}
 
 

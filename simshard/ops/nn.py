@@ -129,12 +129,13 @@ def _conv_windows(in_avals, out_avals, *, stride, padding, **_):
     return tuple(Window(0, d, d, w.shape[d], int(stride[d - 2]), -int(padding[d - 2][0])) for d in (2, 3))
 
 
-def _conv_window_params(params: dict, in_shapes, out_shapes, pads) -> dict:
-    """On a row block: the block's own edge padding (zero inside the tensor) on windowed dims."""
+def _conv_window_params(params: dict, in_shapes, out_shapes, local) -> dict:
+    """On a row block: the block's own edge padding (zero inside the tensor) and stride."""
     padding = [tuple(p) for p in params["padding"]]
-    for d, lohi in pads.items():
-        padding[d - 2] = tuple(lohi)
-    return {**params, "padding": tuple(padding)}
+    stride = list(params["stride"])
+    for d, lw in local.items():
+        padding[d - 2], stride[d - 2] = (lw.lo, lw.hi), lw.stride
+    return {**params, "padding": tuple(padding), "stride": tuple(stride)}
 
 
 register_op(

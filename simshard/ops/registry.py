@@ -8,7 +8,7 @@ An entry says everything the compiler needs about an op and nothing else knows a
 * ``local_params(params, in_shapes, out_shapes) -> params``: the params a device uses on its
   local shards (ops whose params name global sizes, e.g. reshape's new shape, override it);
 * ``windows(in_avals, out_avals, **params) -> tuple[Window]`` and ``window_params(params,
-  in_shapes, out_shapes, pads) -> params`` (optional, together): the sliding windows of a
+  in_shapes, out_shapes, local) -> params`` (optional, together): the sliding windows of a
   convolution, pad or slice (``ops.windows``), so the partitioner can run it on row blocks after a
   halo exchange;
 * ``vjp(ct, *operands, out, **params) -> tuple``: the derivative rule, one entry per operand:
@@ -75,7 +75,8 @@ class OpDef:
     structured: bool = False
     # Sliding windows (``ops.windows``): ``windows(in_avals, out_avals, **params) -> tuple[Window]``
     # says which operand rows each result row reads, ``window_params(params, in_shapes,
-    # out_shapes, pads)`` the params on a block carrying ``pads = {dim: (lo, hi)}`` edge padding.
+    # out_shapes, local)`` the params on a block whose windowed dims hold only the rows it reads
+    # (``local = {dim: LocalWindow}``: the block's edge padding and local stride).
     # With both, the partitioner may run the op on row blocks after a halo exchange.
     windows: Callable[..., tuple] | None = None
     window_params: Callable[..., dict] | None = None

@@ -5,17 +5,20 @@ a slice along one dim) declares it with a ``Window``: result position ``o`` read
 positions ``[o * stride + offset, o * stride + offset + size)``; positions outside the operand
 read the op's padding (a convolution's zeros, a pad's value; a slice never leaves it).
 
-That is all the partitioner needs to run the op on a contiguous block of result positions: the
-operand rows the block reads (``reads``) and, for the rows the block reads past the operand's
-edges, how much padding the local kernel adds in front and behind (``block_window``). An op
-with windows also gives ``window_params(params, in_shapes, out_shapes, pads)``: its params on a
-device whose windowed dims ``dim -> (lo, hi)`` carry that much padding around the local rows
-(``simshard.partition.halo`` runs it; docs/planner.md, "Halo exchange").
+That is all the partitioner needs to run the op on a contiguous block of result positions
+(``block_window``): the operand rows the block reads, and how the local kernel slides over them
+(``LocalWindow``: the padding it adds where the block reads past the operand's edges, and its
+stride). An op with windows also gives ``window_params(params, in_shapes, out_shapes, local)``:
+its params on a device whose windowed dims ``dim -> LocalWindow`` hold only the rows the block
+reads (``simshard.partition.halo`` runs it; docs/planner.md, "Halo exchange").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -36,27 +39,38 @@ class Window:
             raise ValueError(f"window {self}: size and stride must be >= 1")
 
 
-@dataclass(frozen=True)
-class BlockWindow:
-    """What result block ``[o0, o1)`` of a window reads: operand rows ``[r0, r1)`` (empty when
-    it reads padding only), with ``lo`` padding positions before them and ``hi`` after, so that
-    the local kernel over ``lo + (r1 - r0) + hi`` positions yields exactly ``o1 - o0`` results."""
+class LocalWindow(NamedTuple):
+    """A windowed dim as one device's kernel sees it: ``lo`` / ``hi`` padding positions around its
+    rows, windows ``stride`` apart."""
 
-    r0: int
-    r1: int
     lo: int
     hi: int
+    stride: int
+
+
+@dataclass(frozen=True, eq=False)
+class BlockWindow:
+    """What result block ``[o0, o1)`` of a window reads: the operand ``rows`` (ascending; empty when
+    it reads padding only) and how the local kernel runs over them (``local``), so that
+    ``lo + len(rows) + hi`` positions yield exactly ``o1 - o0`` results."""
+
+    rows: np.ndarray
+    local: LocalWindow
 
 
 def block_window(w: Window, o0: int, o1: int, n: int) -> BlockWindow:
-    """The operand rows and edge padding result positions ``[o0, o1)`` of ``w`` read, from an
-    operand dim of ``n`` positions. An empty block reads nothing; its padding (``size - stride``
-    when positive) makes the kernel's result count ``(lo + hi - size) // stride + 1`` zero."""
+    """The operand rows (of ``n``) result positions ``[o0, o1)`` of ``w`` read, in order, and the
+    local window over them. Windows wider than their stride overlap: the rows are one run, read
+    with the same stride. Windows narrower than their stride leave gaps nobody reads: only the
+    windows' own rows are kept, back to back, so the local stride is the window size. Padding
+    positions (before row 0, past row n - 1) count at the edges only. An empty block reads nothing;
+    its padding (``size - stride``) makes the kernel's count ``(lo + hi - size) // stride + 1`` zero."""
+    step = min(w.stride, w.size)
     if o1 <= o0:
-        return BlockWindow(0, 0, max(0, w.size - w.stride), 0)
-    g0 = o0 * w.stride + w.offset  # first position the block's windows read (padded coordinates)
-    g1 = (o1 - 1) * w.stride + w.offset + w.size  # one past the last
-    r0, r1 = min(max(g0, 0), n), min(max(g1, 0), n)
-    if r1 <= r0:  # the block reads padding only
-        return BlockWindow(0, 0, g1 - g0, 0)
-    return BlockWindow(r0, r1, r0 - g0, g1 - r1)
+        return BlockWindow(np.arange(0), LocalWindow(w.size - step, 0, step))
+    if w.stride >= w.size:  # disjoint windows: their positions, gaps left out
+        pos = (np.arange(o0, o1)[:, None] * w.stride + w.offset + np.arange(w.size)[None, :]).reshape(-1)
+    else:
+        pos = np.arange(o0 * w.stride + w.offset, (o1 - 1) * w.stride + w.offset + w.size)
+    inside = (pos >= 0) & (pos < n)
+    return BlockWindow(pos[inside], LocalWindow(int((pos < 0).sum()), int((pos >= n).sum()), step))

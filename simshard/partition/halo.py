@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import ShardingError
-from ..ops.windows import Window, block_window
+from ..ops.windows import LocalWindow, Window, block_window
 from ..sharding.axes import AxisRef, check_coexist
 from ..sharding.dims import DimSharding, Sharding
 from ..sharding.layout import Layout
@@ -42,14 +42,11 @@ Axes = tuple[AxisRef, ...]
 @dataclass(frozen=True, eq=False)
 class Halo:
     """An op run on row blocks: its split windows, the mesh axes of each, and per device the
-    edge padding of each windowed operand dim (``{dim: (lo, hi)}``, for ``window_params``)."""
+    local window of each windowed operand dim (``((dim, LocalWindow), ...)``, for ``window_params``)."""
 
     windows: tuple[Window, ...]
     axes: tuple[Axes, ...]
-    pads: Mapping[int, tuple[tuple[int, tuple[int, int]], ...]]
-
-    def pads_of(self, device: int) -> dict[int, tuple[int, int]]:
-        return dict(self.pads[device])
+    local: Mapping[int, tuple[tuple[int, LocalWindow], ...]]
 
     def describe(self) -> str:
         return ", ".join(f"operand {w.operand} dim {w.dim} over {','.join(a.short() for a in ax)}"
@@ -103,36 +100,35 @@ def apply_halo(windows: Sequence[Window], choice: Sequence[Axes], in_sh: Sequenc
         out0 = Sharding(mesh, tuple(dims), (), base.unreduced, base.reduce_op)
     except ShardingError:
         return None
-    lay, pads = halo_layout(layout_of(in_sh[t], in_shapes[t]), layout_of(out0, out_shapes[0]), [w for w, _ in picked])
+    lay, local = halo_layout(layout_of(in_sh[t], in_shapes[t]), layout_of(out0, out_shapes[0]), [w for w, _ in picked])
     ins = list(in_sh)
     ins[t] = lay
-    return tuple(ins), (out0,) + tuple(out_sh[1:]), Halo(tuple(w for w, _ in picked), tuple(a for _, a in picked), pads)
+    return tuple(ins), (out0,) + tuple(out_sh[1:]), Halo(tuple(w for w, _ in picked), tuple(a for _, a in picked), local)
 
 
 def halo_layout(operand: Layout, result: Layout, windows: Sequence[Window]):
     """The operand laid out as each device's result block reads it: ``operand``'s indices with
-    each window's dim replaced by the rows ``[r0, r1)`` that device's result rows read; and per
-    device the edge padding ``((dim, (lo, hi)), ...)``. Result blocks must be contiguous runs."""
-    shared: dict[tuple[int, int], np.ndarray] = {}  # devices reading the same rows share one index array
-    index_map, pads = {}, {}
+    each window's dim replaced by the rows that device's result rows read (``block_window``); and
+    per device its local windows ``((dim, LocalWindow), ...)``. Result blocks must be runs."""
+    shared: dict[bytes, np.ndarray] = {}  # devices reading the same rows share one index array
+    index_map, local = {}, {}
     for d in operand.devices:
         idx = list(operand.index_map[d])
-        pad = []
+        here = []
         for w in windows:
-            rows = result.index_map[d][w.result_dim]
-            o0, o1 = (int(rows[0]), int(rows[-1]) + 1) if len(rows) else (0, 0)
-            if o1 - o0 != len(rows):
-                raise ShardingError("halo-not-contiguous", f"result dim {w.result_dim}: device {d}'s block is not one run of rows")
+            out = result.index_map[d][w.result_dim]
+            o0, o1 = (int(out[0]), int(out[-1]) + 1) if len(out) else (0, 0)
+            if o1 - o0 != len(out):
+                raise ShardingError("halo-not-contiguous",
+                                    f"result dim {w.result_dim}: device {d}'s block is not one run of rows")
             bw = block_window(w, o0, o1, operand.shape[w.dim])
-            if (bw.r0, bw.r1) not in shared:
-                a = np.arange(bw.r0, bw.r1)
-                a.flags.writeable = False
-                shared[(bw.r0, bw.r1)] = a
-            idx[w.dim] = shared[(bw.r0, bw.r1)]
-            pad.append((w.dim, (bw.lo, bw.hi)))
+            rows = shared.setdefault(bw.rows.tobytes(), bw.rows)
+            rows.flags.writeable = False
+            idx[w.dim] = rows
+            here.append((w.dim, bw.local))
         index_map[d] = tuple(idx)
-        pads[d] = tuple(pad)
-    return Layout(operand.mesh, operand.shape, index_map, operand.unreduced, operand.reduce_op), pads
+        local[d] = tuple(here)
+    return Layout(operand.mesh, operand.shape, index_map, operand.unreduced, operand.reduce_op), local
 
 
 def _clash(a: AxisRef, b: AxisRef, sizes) -> bool:

@@ -507,16 +507,16 @@ class _Partitioner:
             def make(d):
                 ins = tuple(tuple(s) for s in local_in[d])
                 outs_d = tuple(s[d] for s in out_shapes)
-                pads = halo.pads[d] if halo is not None else ()
-                if e.inputs and (ins, outs_d, pads) in seen:
-                    return seen[(ins, outs_d, pads)]
+                win = halo.local[d] if halo is not None else ()
+                if e.inputs and (ins, outs_d, win) in seen:
+                    return seen[(ins, outs_d, win)]
                 params = op.local_params(dict(kw), list(ins), list(outs_d))
-                if halo is not None:  # a row block: its own edge padding and row counts
-                    params = op.window_params(params, list(ins), list(outs_d), dict(pads))
+                if halo is not None:  # a row block: the rows it reads, its edge padding and stride
+                    params = op.window_params(params, list(ins), list(outs_d), dict(win))
                 if not e.inputs:
                     params = {**params, "out_index": out_lay[0].indices(d)}
                 ins_ = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
-                seen[(ins, outs_d, pads)] = ins_
+                seen[(ins, outs_d, win)] = ins_
                 return ins_
 
             self.b.emit(make)
