@@ -165,8 +165,10 @@ class _Partitioner:
     def cost(self, v: Value, spec: Sharding) -> int:
         return min(self.plan(v, spec, m).bytes for m in self.mats[v])
 
-    def get(self, v: Value, spec: Sharding, why: str) -> int:
-        """A buffer holding ``v`` laid out as ``spec`` (resharding the cheapest copy if needed)."""
+    def get(self, v: Value, spec: Sharding, why: str, keep: bool = True) -> int:
+        """A buffer holding ``v`` laid out as ``spec`` (resharding the cheapest copy if needed),
+        kept as a further copy of ``v`` unless ``keep`` is False (a halo layout holds only the
+        rows an op reads, not all of ``v``: no later reshard may start from it)."""
         best = None
         for m in self.mats[v]:
             if type(m.spec) is type(spec) and m.spec == spec:  # a Layout compares only with a Layout
@@ -176,10 +178,12 @@ class _Partitioner:
                 best = (pl, m)
         pl, m = best
         if not pl.steps:
-            self.mats[v].append(_Mat(spec, m.buf))
+            if keep:
+                self.mats[v].append(_Mat(spec, m.buf))
             return m.buf
         buf = emit_plan(pl, self.b, m.buf, source=f"reshard {self.name(v)} for {why}")
-        self.mats[v].append(_Mat(spec, buf))
+        if keep:
+            self.mats[v].append(_Mat(spec, buf))
         return buf
 
     def primary(self, v: Value) -> Sharding:
@@ -459,7 +463,7 @@ class _Partitioner:
                 held = self.mats[i][0].spec if i in self.mats else None
                 if held is not None and held.reduce_op in ("sum", "avg", "prod"):
                     combined += [_axis(a) for a in held.unreduced if a not in in_sh[t].unreduced]
-                bufs.append(self.get(i, in_sh[t], src))
+                bufs.append(self.get(i, in_sh[t], src, keep=halo is None or t != halo.windows[0].operand))
             else:
                 bufs.append(self.literal(i))
         in_lay = [layout_of(s, i.aval.shape) if isinstance(i, Value) else None for s, i in zip(in_sh, e.inputs)]
