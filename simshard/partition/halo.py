@@ -48,10 +48,6 @@ class Halo:
     axes: tuple[Axes, ...]
     local: Mapping[int, tuple[tuple[int, LocalWindow], ...]]
 
-    def describe(self) -> str:
-        return ", ".join(f"operand {w.operand} dim {w.dim} over {','.join(a.short() for a in ax)}"
-                         for w, ax in zip(self.windows, self.axes))
-
 
 def halo_choices(windows: Sequence[Window], operand_specs, result_specs) -> list[tuple[Axes, ...]]:
     """Per window, the axes to split its result dim with: none, those the result is wanted on

@@ -16,7 +16,7 @@ from simshard.errors import ShardingError
 from simshard.partition.plan import layout_of
 from simshard.partition.reshard import plan_reshard
 
-from .helpers import check_plan, contributions, execute_plan, meshes, shardings
+from .helpers import check_plan, execute_plan, meshes, shardings
 
 F32 = 4
 
