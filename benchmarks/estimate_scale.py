@@ -5,8 +5,11 @@ library's programs at real shapes, per strategy and mesh.
     python benchmarks/estimate_scale.py --case gpt2-small:dp:32x32
 
 A case is ``PROGRAM:STRATEGY:XxY``, PROGRAM a library program or ``gpt2-small`` / ``7b`` (the
-``gpt`` program's configurations). Prints seconds, bytes received per device and the largest
-peak memory per device.
+``gpt`` program's configurations), or ``GPT:3d:PxXxY:M`` for the 3-D strategy of a GPT
+configuration: P pipeline stages (1F1B, M microbatches), each stage data parallel over X and
+Megatron over Y (``gpt.estimate_pipeline``). Prints seconds, bytes received per device and the
+largest peak memory per device (for a pipeline, per step: a middle stage device receives its
+collectives and the activations and gradients from its neighbour stages).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ def load(name: str):
 
 
 def run_case(case: str) -> dict:
+    if ":3d:" in case:
+        return run_pipeline_case(case)
     name, strategy, mesh = case.split(":")
     x, y = (int(n) for n in mesh.split("x"))
     prog = load(name)
@@ -35,6 +40,20 @@ def run_case(case: str) -> dict:
     devices = x * y
     return {"case": case, "devices": devices, "seconds": seconds,
             "received_per_device": est.comm.total_received / devices, "max_peak": est.memory.max_peak}
+
+
+def run_pipeline_case(case: str) -> dict:
+    from simshard.report.pipeline import Pipeline
+    from simshard.report.topology import Topology
+
+    name, _, mesh, microbatches = case.split(":")
+    pp, x, y = (int(n) for n in mesh.split("x"))
+    topology = Topology({"pp": "infiniband", "x": "infiniband", "y": "nvlink"}, device="h100")
+    start = time.perf_counter()
+    pe = gpt.estimate_pipeline(name, "2d", {"pp": pp, "x": x, "y": y}, Pipeline(pp, int(microbatches), "1f1b"), topology)
+    seconds = time.perf_counter() - start
+    return {"case": case, "devices": pp * x * y, "seconds": seconds,
+            "received_per_device": pe.collective_bytes + pe.transfer_bytes, "max_peak": pe.peak_bytes}
 
 
 def main(argv=None) -> None:

@@ -169,3 +169,79 @@ def program(name: str = "tiny") -> ProgramDef:
 
 
 PROGRAM = program("tiny")
+
+
+# -- a pipeline axis -------------------------------------------------------------------------------
+DP_AXES = {"dp": "all", "sequence": "all", "2d": "major", "megatron": "none", "fsdp": "none"}
+
+
+def stage_config(cfg: Config, stages: int, microbatches: int) -> Config:
+    """The configuration one middle stage runs: ``layers / stages`` layers on one microbatch."""
+    if cfg.layers % stages or cfg.batch % microbatches:
+        raise ValueError(f"gpt {cfg.name}: {cfg.layers} layers over {stages} stages and a batch of {cfg.batch} in "
+                         f"{microbatches} microbatches must divide evenly")
+    return Config(f"{cfg.name}-stage", cfg.layers // stages, cfg.d, cfg.heads, cfg.d_ff, cfg.vocab, cfg.seq,
+                  cfg.batch // microbatches)
+
+
+def stage_step(cfg: Config):
+    """``f(params, x, ct) -> (d params, d x)``: one microbatch through a middle stage's layers
+    (forward), then back with the gradient ``ct`` the next stage returns (backward). The stage's
+    few layers are unrolled, not scanned: its weight gradients then stay pending over the
+    data-parallel axes to the end (a scan's stacked outputs are reduced inside the loop), to be
+    reduced once per step, after the last microbatch, as pipelines accumulate them."""
+
+    def layers(params, h):
+        for i in range(cfg.layers):
+            h = block({k: w[i] for k, w in params.items()}, h, cfg.heads)
+        return h
+
+    def f(params, x, ct):
+        _, pull = ss.vjp(layers, params, x)
+        return pull(ct)
+
+    return f
+
+
+def estimate_pipeline(name: str, strategy: str, mesh: dict, pipeline, topology=None):
+    """A pipelined training step of configuration ``name``: ``mesh`` names the stage axis
+    (``pipeline.axis``) and the axes ``x`` and ``y`` inside each stage, laid out as ``strategy``
+    (``dp``, ``fsdp``, ``megatron``, ``sequence`` or ``2d``: with ``2d`` and a stage axis, the 3-D
+    strategy). One middle stage's forward and backward of a microbatch is estimated on its own
+    devices, its gradients left pending over the data-parallel axes; they are reduced once per
+    step, where an SGD update then runs (``sync``). The first stage's embedding and the last one's
+    vocabulary projection are left out (a middle stage is costed for every stage)."""
+    from simshard.report.pipeline import PipelineEstimate
+
+    cfg = CONFIGS[name]
+    sizes = dict(mesh)
+    if sizes.get(pipeline.axis) != pipeline.stages:
+        raise ValueError(f"the mesh's {pipeline.axis!r} axis has {sizes.get(pipeline.axis)} devices, the pipeline "
+                         f"{pipeline.stages} stages")
+    inner = ss.Mesh({a: n for a, n in sizes.items() if a != pipeline.axis})
+    sc = stage_config(cfg, pipeline.stages, pipeline.microbatches)
+    param_specs, x_spec, _ = layout(sc, strategy, inner)
+    params = {k: ss.ShapeDtype(s, np.float32) for k, s in sc.layer_params.items()}
+    act = ss.ShapeDtype((sc.batch, sc.seq, sc.d), np.float32)
+    specs = {k: param_specs[k] if isinstance(param_specs, dict) else param_specs for k in params}  # no unembed
+    pending = _pending_axes(strategy, inner)
+    grads = {k: _with_unreduced(specs[k], pending, len(params[k].shape)) for k in params}
+    stage = ss.estimate(stage_step(sc), params, act, act, mesh=inner, in_shardings=(specs, x_spec, x_spec),
+                        out_shardings=(grads, x_spec), topology=topology)
+    sync = ss.estimate(lambda g, p: {k: p[k] - 0.125 * g[k] for k in p}, params, params, mesh=inner,
+                       in_shardings=(grads, specs), out_shardings=specs, topology=topology)
+    boundary = ss.layout(ss.NamedSharding(inner, x_spec), act.shape)
+    boundary_bytes = max(int(np.prod(boundary.local_shape(d))) for d in inner.device_ids) * 4
+    return PipelineEstimate(pipeline, stage, boundary_bytes, sync, topology)
+
+
+def _pending_axes(strategy: str, mesh) -> tuple[str, ...]:
+    which = DP_AXES[strategy]
+    return tuple(mesh.axis_names) if which == "all" else (mesh.axis_names[0],) if which == "major" else ()
+
+
+def _with_unreduced(spec, axes: tuple[str, ...], rank: int):
+    """``spec`` with the gradient pending (unreduced) over ``axes`` it does not shard with."""
+    used = {a for e in tuple(spec) if e is not None for a in ((e,) if isinstance(e, str) else e)}
+    free = tuple(a for a in axes if a not in used)
+    return P(*tuple(spec), unreduced=free) if free else spec

@@ -119,19 +119,19 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
             raise UsageError(f"--topology {file}: expected {{\"links\": {{axis: {{\"bandwidth\": B/s, \"latency\": s}} "
                              f"or a link class}}, \"default\": {{...}}, \"nodes\": {{\"size\": devices, \"link\": ...}}}}: "
                              f"{e}") from None
-        links, default, nodes = dict(topo.links), topo.default or DEFAULT_LINK, topo.nodes
+        links, default, nodes, device = dict(topo.links), topo.default or DEFAULT_LINK, topo.nodes, topo.device
     else:
         bw_default, bw = _per_axis(bandwidth, parse_bandwidth, "--bandwidth")
         lat_default, lat = _per_axis(latency, parse_latency, "--latency")
         default = Link(bw_default if bw_default is not None else DEFAULT_LINK.bandwidth,
                        lat_default if lat_default is not None else DEFAULT_LINK.latency)
         links = {a: Link(bw.get(a, default.bandwidth), lat.get(a, default.latency)) for a in dict.fromkeys([*bw, *lat])}
-        nodes = None
+        nodes = device = None
     unknown = sorted(set(links) - set(axes))
     if unknown and axes:
         raise UsageError(f"the topology names mesh axes {', '.join(unknown)} that the mesh does not have "
                          f"(axes: {', '.join(axes)})")
-    return Topology({a: links[a] for a in axes if a in links}, default, nodes)  # in mesh order
+    return Topology({a: links[a] for a in axes if a in links}, default, nodes, device)  # in mesh order
 
 
 def _link_dict(link) -> dict:

@@ -37,9 +37,27 @@ class ScheduleBuilder:
     def emit(self, make: Callable[[int], Instr] | Mapping[int, Instr]) -> None:
         """Append one SPMD step: ``make(device)`` (or ``make[device]``) is that device's copy.
         Ids are placeholders here; ``finish`` numbers them."""
+        get = make.__getitem__ if isinstance(make, Mapping) else make  # decided once, not per device
         for d in self.devices:
-            ins = make[d] if isinstance(make, Mapping) else make(d)
-            self.instrs[d].append(ins)
+            self.instrs[d].append(get(d))
+
+    def emit_same(self, ins: Instr) -> None:
+        """One SPMD step every device runs as the same instruction object."""
+        self.emit(lambda d: ins)
+
+    def emit_by(self, key: Callable[[int], object], make: Callable[[int], Instr]) -> None:
+        """One SPMD step whose instruction depends on the device only through ``key(device)``:
+        ``make`` runs once per distinct key and devices with equal keys share its instruction
+        (which keeps the schedules small and lets the estimate walk a class of devices once)."""
+        made: dict = {}
+
+        def shared(d):
+            k = key(d)
+            if k not in made:
+                made[k] = make(d)
+            return made[k]
+
+        self.emit(shared)
 
     def __len__(self) -> int:
         return len(self.instrs[self.devices[0]]) if self.devices else 0
@@ -47,34 +65,36 @@ class ScheduleBuilder:
     # -- finishing -------------------------------------------------------------------------------
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use and ids numbered in order."""
+        first = self.instrs[self.devices[0]] if self.devices else []
+        dying: dict[int, list[int]] = {}
         if free:
+            # buffer numbers are the same on every device (module docstring): one list tells
             keep = set(outputs)
             last: dict[int, int] = {}
-            for d in self.devices:
-                for pos, ins in enumerate(self.instrs[d]):
-                    for b in tuple(ins.reads()) + tuple(ins.writes()):
-                        if last.get(b, -1) < pos:
-                            last[b] = pos
+            for pos, ins in enumerate(first):
+                for b in tuple(ins.reads()) + tuple(ins.writes()):
+                    last[b] = pos
             for b in inputs:  # an input never read is dead from the start
                 last.setdefault(b, -1)
-            dying: dict[int, list[int]] = {}
             for b, pos in last.items():
                 if b not in keep:
                     dying.setdefault(pos, []).append(b)
-        else:
-            dying = {}
-        out = []
+        frees = {pos: Free(0, "dead input" if pos < 0 else first[pos].source, bufs=tuple(sorted(bufs)))
+                 for pos, bufs in dying.items()}  # one Free per position, shared by every device
+        out, shared = [], {}
         for d in self.devices:
-            instrs: list[Instr] = []
-            if -1 in dying:
-                instrs.append(Free(0, "dead input", bufs=tuple(sorted(dying[-1]))))
-            for pos, ins in enumerate(self.instrs[d]):
-                instrs.append(ins)
-                if pos in dying:
-                    instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
-            numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
-            _number_loops(numbered, len(numbered))
-            out.append(Schedule(d, tuple(inputs), numbered, tuple(outputs)))
+            mine = self.instrs[d]
+            key = tuple(map(id, mine))  # devices holding the same instruction objects share one list
+            if key not in shared:
+                instrs: list[Instr] = [frees[-1]] if -1 in frees else []
+                for pos, ins in enumerate(mine):
+                    instrs.append(ins)
+                    if pos in frees:
+                        instrs.append(frees[pos])
+                numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
+                _number_loops(numbered, len(numbered))
+                shared[key] = numbered
+            out.append(Schedule(d, tuple(inputs), shared[key], tuple(outputs)))
         return tuple(out)
 
 

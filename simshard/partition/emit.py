@@ -28,44 +28,48 @@ def emit_step(step: Step, b, src: int, dtype: np.dtype, source: str = "reshard")
 def _emit_slice(step: Step, b, src, dtype, source):
     dst = b.buf()
     pos = step.data
-    b.emit(lambda d: Slice(0, source, src=src, dst=dst, index=pos[d]))
+    b.emit_by(lambda d: tuple(map(id, pos[d])), lambda d: Slice(0, source, src=src, dst=dst, index=pos[d]))
     return dst
 
 
 def _emit_all_gather(step: Step, b, src, dtype, source):
     dst = b.buf()
     gof = step.data
-    b.emit(lambda d: AllGather(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, axes=step.axes))
+    b.emit_by(lambda d: id(gof[d]), lambda d: AllGather(0, source, src=src, dst=dst, group=gof[d], axis=step.dim,
+                                                       axes=step.axes))
     return dst
 
 
 def _emit_reduce_scatter(step: Step, b, src, dtype, source):
     dst = b.buf()
     gof, splits, order = step.data
-    b.emit(lambda d: ReduceScatter(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, splits=splits[d],
-                                   reduce_op=step.reduce_op, axes=step.axes, reduce_order=order[d]))
+    b.emit_by(lambda d: (id(gof[d]), splits[d], id(order[d])),
+              lambda d: ReduceScatter(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, splits=splits[d],
+                                      reduce_op=step.reduce_op, axes=step.axes, reduce_order=order[d]))
     return dst
 
 
 def _emit_all_reduce(step: Step, b, src, dtype, source):
     dst = b.buf()
     gof = step.data
-    b.emit(lambda d: AllReduce(0, source, src=src, dst=dst, group=gof[d], reduce_op=step.reduce_op, axes=step.axes))
+    b.emit_by(lambda d: id(gof[d]), lambda d: AllReduce(0, source, src=src, dst=dst, group=gof[d], reduce_op=step.reduce_op,
+                                                       axes=step.axes))
     return dst
 
 
 def _emit_all_to_all(step: Step, b, src, dtype, source):
     dst = b.buf()
     gof, splits = step.data
-    b.emit(lambda d: AllToAll(0, source, src=src, dst=dst, group=gof[d], split_axis=step.tgt_dim, splits=splits[d],
-                              concat_axis=step.dim, axes=step.axes))
+    b.emit_by(lambda d: (id(gof[d]), splits[d]),
+              lambda d: AllToAll(0, source, src=src, dst=dst, group=gof[d], split_axis=step.tgt_dim, splits=splits[d],
+                                 concat_axis=step.dim, axes=step.axes))
     return dst
 
 
 def _emit_permute(step: Step, b, src, dtype, source):
     dst = b.buf()
     shapes = step.data
-    b.emit(lambda d: CollectivePermute(0, source, src=src, dst=dst, pairs=step.pairs, shape=shapes[d],
+    b.emit_by(lambda d: shapes[d], lambda d: CollectivePermute(0, source, src=src, dst=dst, pairs=step.pairs, shape=shapes[d],
                                        dtype=dtype.name, axes=step.axes))
     return dst
 
@@ -74,8 +78,8 @@ def _emit_embed(step: Step, b, src, dtype, source):
     dst = b.buf()
     widths = step.data
     ident = REDUCE_OPS[step.reduce_op].identity(dtype)
-    b.emit(lambda d: Compute(0, source, op="pad", inputs=(src,), outputs=(dst,),
-                             params=(("padding_value", ident), ("widths", widths[d]))))
+    b.emit_by(lambda d: widths[d], lambda d: Compute(0, source, op="pad", inputs=(src,), outputs=(dst,),
+                                                     params=(("padding_value", ident), ("widths", widths[d]))))
     return dst
 
 
@@ -85,17 +89,17 @@ def _emit_unreduce(step: Step, b, src, dtype, source):
         return src
     ident = REDUCE_OPS[step.reduce_op].identity(dtype)
     tmp, dst = b.buf(), b.buf()
-    b.emit(lambda d: Slice(0, source, src=src, dst=tmp,
-                           index=tuple(tuple(range(n)) if keep[d] else () for n in shapes[d])))
-    b.emit(lambda d: Pad(0, source, src=tmp, dst=dst, shape=shapes[d], value=ident))
+    b.emit_by(lambda d: (keep[d], shapes[d]), lambda d: Slice(
+        0, source, src=src, dst=tmp, index=tuple(tuple(range(n)) if keep[d] else () for n in shapes[d])))
+    b.emit_by(lambda d: shapes[d], lambda d: Pad(0, source, src=tmp, dst=dst, shape=shapes[d], value=ident))
     return dst
 
 
 def _emit_rescale(step: Step, b, src, dtype, source):
     """Pending sum <-> pending average: every contribution times g (or 1/g)."""
     lit, dst = b.buf(), b.buf()
-    b.emit(lambda d: Literal(0, source, dst=lit, value=dtype.type(step.data)))
-    b.emit(lambda d: Compute(0, source, op="mul", inputs=(src, lit), outputs=(dst,)))
+    b.emit_same(Literal(0, source, dst=lit, value=dtype.type(step.data)))
+    b.emit_same(Compute(0, source, op="mul", inputs=(src, lit), outputs=(dst,)))
     return dst
 
 

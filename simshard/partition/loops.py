@@ -21,7 +21,7 @@ import numpy as np
 from ..propagate.driver import propagate
 from ..sharding.dims import DimSharding, Sharding
 from .builder import ScheduleBuilder
-from .plan import layout_of
+from .plan import layout_of, local_shapes
 from .reshard import _plain
 from .schedule import Compute, Free, Literal, Loop, Switch, While
 
@@ -35,14 +35,10 @@ def _drop_first(s: Sharding) -> Sharding:
     return Sharding(s.mesh, tuple(s.dims[1:]), s.replicated)
 
 
-def _local(spec: Sharding, shape, d: int) -> tuple[int, ...]:
-    return tuple(layout_of(spec, shape).local_shape(d))
-
-
 def _copy(b, src: str, pairs) -> None:
     """``dst = src`` for each pair: an identity kernel, the array itself (no data moves)."""
     for i, o in pairs:
-        b.emit(lambda d, i=i, o=o: Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(o,)))
+        b.emit_same(Compute(0, src, op="stop_gradient", inputs=(i,), outputs=(o,)))
 
 
 def _carry_back(b, src: str, new, carry_bufs) -> None:
@@ -70,7 +66,7 @@ def emit_scan(P, e) -> None:
     """Partition scan ``e`` through the partitioner ``P``: operands, one loop, results."""
     kw = e.kw
     body, length, nc, nx = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
-    src = f"{', '.join(P.name(o) for o in e.outputs)} scan"
+    src = P.source(e)
     carries, xs, consts = e.inputs[:nc], e.inputs[nc:nc + nx], e.inputs[nc + nx:]
     # carries as the scan's final carry is laid out (propagation ties the two); stacked inputs
     # and constants as they are held (the scanned dim whole), so the loop moves nothing before
@@ -96,7 +92,7 @@ def emit_scan(P, e) -> None:
     carry_bufs = list(b.bufs(nc))
     _copy(b, src, zip(init, carry_bufs))
     counter, zero = b.buf(), b.buf()
-    b.emit(lambda d: Literal(0, src, dst=zero, value=np.int32(0)))
+    b.emit_same(Literal(0, src, dst=zero, value=np.int32(0)))
 
     # the body, partitioned once by a partitioner of its own on the schedule's buffer numbers
     sub = P.sub(body)
@@ -105,11 +101,11 @@ def emit_scan(P, e) -> None:
     for v, buf, spec, x in zip(body.inputs[nc:nc + nx], xs_bufs, xs_specs, xs):
         sliced, out = sub.b.buf(), sub.b.buf()
         rest = _drop_first(spec)
-        sub.b.emit(lambda d, buf=buf, sliced=sliced, spec=spec, x=x: Compute(
+        sub.b.emit(_by_local_shape(spec, x.aval.shape, lambda local, buf=buf, sliced=sliced, x=x: Compute(
             0, src, op="dynamic_slice", inputs=(buf, counter) + (zero,) * (x.aval.ndim - 1), outputs=(sliced,),
-            params=(("slice_sizes", (1,) + _local(spec, x.aval.shape, d)[1:]),)))
-        sub.b.emit(lambda d, sliced=sliced, out=out, rest=rest, v=v: Compute(
-            0, src, op="reshape", inputs=(sliced,), outputs=(out,), params=(("new_shape", _local(rest, v.aval.shape, d)),)))
+            params=(("slice_sizes", (1,) + local[1:]),))))
+        sub.b.emit(_by_local_shape(rest, v.aval.shape, lambda local, sliced=sliced, out=out: Compute(
+            0, src, op="reshape", inputs=(sliced,), outputs=(out,), params=(("new_shape", local),))))
         sub.mats[v] = [P.Mat(rest, out)]
     for v, buf, spec in zip(body.inputs[nc + nx:], const_bufs, const_specs):
         sub.mats[v] = [P.Mat(spec, buf)]
@@ -125,29 +121,40 @@ def emit_scan(P, e) -> None:
     ys_bufs = [sub.b.buf() for _ in ys]
     for yb, spec, (o, _) in zip(ys_bufs, ys_specs, ys):
         # zeros made on the device (the full op), not carried in the schedule as an array
-        b.emit(lambda d, yb=yb, spec=spec, o=o: Compute(0, src, op="full", inputs=(), outputs=(yb,), params=(
-            ("shape", _local(spec, o.aval.shape, d)), ("fill_value", 0), ("dtype", np.dtype(o.aval.dtype)))))
+        b.emit(_by_local_shape(spec, o.aval.shape, lambda local, yb=yb, o=o: Compute(
+            0, src, op="full", inputs=(), outputs=(yb,),
+            params=(("shape", local), ("fill_value", 0), ("dtype", np.dtype(o.aval.dtype))))))
     for (o, v), yb, spec in zip(ys, ys_bufs, ys_specs):
         y = sub.get(v, _drop_first(spec), f"{src}: y")
         row = sub.b.buf()
-        sub.b.emit(lambda d, y=y, row=row, spec=spec, o=o: Compute(
-            0, src, op="reshape", inputs=(y,), outputs=(row,), params=(("new_shape", (1,) + _local(spec, o.aval.shape, d)[1:]),)))
-        sub.b.emit(lambda d, row=row, yb=yb, o=o: Compute(
-            0, src, op="dynamic_update_slice", inputs=(yb, row, counter) + (zero,) * (o.aval.ndim - 1), outputs=(yb,)))
+        sub.b.emit(_by_local_shape(spec, o.aval.shape, lambda local, y=y, row=row: Compute(
+            0, src, op="reshape", inputs=(y,), outputs=(row,), params=(("new_shape", (1,) + local[1:]),))))
+        update = Compute(0, src, op="dynamic_update_slice", inputs=(yb, row, counter) + (zero,) * (o.aval.ndim - 1),
+                         outputs=(yb,))
+        sub.b.emit_same(update)
     _carry_back(sub.b, src, new, carry_bufs)
     b._next_buf = sub.b._next_buf
 
     owned = set(carry_bufs) | set(ys_bufs) | set(xs_bufs) | set(const_bufs) | {counter, zero}
     reads = tuple(dict.fromkeys(const_bufs + xs_bufs + carry_bufs + ys_bufs + [zero]))
     bodies = _with_frees(sub.b, owned)
-    b.emit(lambda d: Loop(0, src, length=length, reverse=bool(kw["reverse"]), counter=counter, body=bodies[d],
-                          reads_=reads, writes_=tuple(carry_bufs + ys_bufs)))
+    loops: dict[int, Loop] = {}  # devices running one body share one Loop
+
+    def loop(d):
+        body = bodies[d]
+        if id(body) not in loops:
+            loops[id(body)] = Loop(0, src, length=length, reverse=bool(kw["reverse"]), counter=counter, body=body,
+                                   reads_=reads, writes_=tuple(carry_bufs + ys_bufs))
+        return loops[id(body)]
+
+    b.emit(loop)
 
     _results(P, e, src, list(e.outputs[:nc]) + [o for o, _ in ys], carry_bufs + ys_bufs, carry_specs + ys_specs,
              _body_axes(body))
 
 def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
-    """Each device's body with its temporaries freed after their last use in an iteration."""
+    """Each device's body with its temporaries freed after their last use in an iteration.
+    Devices whose instructions are the same objects share one body (and its Frees)."""
     devices = sb.devices
     last: dict[int, int] = {}
     for pos, ins in enumerate(sb.instrs[devices[0]]):
@@ -157,15 +164,35 @@ def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
     dying: dict[int, list[int]] = {}
     for buf, pos in last.items():
         dying.setdefault(pos, []).append(buf)
-    out = {}
+    frees = {pos: Free(0, sb.instrs[devices[0]][pos].source, bufs=tuple(sorted(bufs))) for pos, bufs in dying.items()}
+    out, shared = {}, {}
     for d in devices:
-        instrs = []
-        for pos, ins in enumerate(sb.instrs[d]):
-            instrs.append(ins)
-            if pos in dying:
-                instrs.append(Free(0, ins.source, bufs=tuple(sorted(dying[pos]))))
-        out[d] = tuple(instrs)
+        mine = sb.instrs[d]
+        key = tuple(map(id, mine))
+        if key not in shared:
+            instrs = []
+            for pos, ins in enumerate(mine):
+                instrs.append(ins)
+                if pos in frees:
+                    instrs.append(frees[pos])
+            shared[key] = tuple(instrs)
+        out[d] = shared[key]
     return out
+
+
+def _by_local_shape(spec, shape, build):
+    """A maker for ``ScheduleBuilder.emit``: ``build(local shape)`` for each device, one shared
+    instruction per distinct local shape of ``shape`` laid out as ``spec``."""
+    made: dict = {}
+    shapes = local_shapes(layout_of(spec, shape))
+
+    def make(d):
+        local = shapes[d]
+        if local not in made:
+            made[local] = build(local)
+        return made[local]
+
+    return make
 
 
 def _partition_program(P, program, bindings, out_specs, src: str):
@@ -186,7 +213,7 @@ def emit_while(P, e) -> None:
     """Partition while-loop ``e``: its condition and body partitioned once into one ``While``."""
     kw = e.kw
     cond, body, nc, ncc = kw["cond"], kw["body"], kw["num_carry"], kw["num_cond_consts"]
-    src = f"{', '.join(P.name(o) for o in e.outputs)} while"
+    src = P.source(e)
     carries, cconsts, bconsts = e.inputs[:nc], e.inputs[nc:nc + ncc], e.inputs[nc + ncc:]
     carry_specs = [P.target(o) for o in e.outputs]
     cconst_specs = [_plain(P.primary(c)) for c in cconsts]
@@ -223,7 +250,7 @@ def emit_switch(P, e) -> None:
     """Partition switch ``e``: each branch partitioned once into one ``Switch`` of which every
     device runs the branch the (replicated) index names, leaving its results in shared buffers."""
     branches = e.kw["branches"]
-    src = f"{', '.join(P.name(o) for o in e.outputs)} switch"
+    src = P.source(e)
     index, operands = e.inputs[0], e.inputs[1:]
     out_specs = [P.target(o) for o in e.outputs]
     mesh = P.target(index).mesh

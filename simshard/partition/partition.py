@@ -159,6 +159,13 @@ class _Partitioner:
     def name(self, v) -> str:
         return self.p._name(v)
 
+    def source(self, e: Eqn) -> str:
+        """How instructions name the op they come from: its results and the op (``%5 dot_general``;
+        an op with many results, a scan's, as its first and last: ``%8, ... %90 scan``)."""
+        names = [self.name(o) for o in e.outputs]
+        shown = ", ".join(names) if len(names) <= 4 else f"{names[0]}, ... {names[-1]}"
+        return f"{shown} {e.op}"
+
     def plan(self, v: Value, spec: Sharding, m: _Mat):
         return plan_reshard(m.spec, spec, v.aval.shape, v.aval.dtype)
 
@@ -198,7 +205,7 @@ class _Partitioner:
         key = (_lit_key(lit.value), str(lit.aval.dtype))
         if key not in self.literals:
             buf = self.b.buf()
-            self.b.emit(lambda d: Literal(0, f"literal {lit!r}", dst=buf, value=lit.value))
+            self.b.emit_same(Literal(0, f"literal {lit!r}", dst=buf, value=lit.value))
             self.literals[key] = buf
         return self.literals[key]
 
@@ -234,7 +241,7 @@ class _Partitioner:
         """Record where each result of ``e`` lives right after ``e`` ran (its first copy)."""
         if self.checkpoints and self.checkpoints[-1].eqn == self.at:
             return  # recorded by _emit, with what it reassociated
-        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        src = self.source(e)
         for k, o in enumerate(e.outputs):
             if o in self.mats:
                 m = self.mats[o][0]
@@ -367,7 +374,7 @@ class _Partitioner:
         return False
 
     def _run_local(self, e: Eqn, op, rule, bufs, in_lay, out_lay) -> None:
-        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        src = self.source(e)
         in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
         out_shapes = [local_shapes(L) for L in out_lay]
         outs = self.b.bufs(len(e.outputs))
@@ -455,7 +462,7 @@ class _Partitioner:
 
     def _emit(self, e: Eqn, rule, A, in_sh, out_sh, mesh, halo: Halo | None = None) -> None:
         op = get_op(e.op)
-        src = f"{', '.join(self.name(o) for o in e.outputs)} {e.op}"
+        src = self.source(e)
         bufs = []
         combined: list[str] = []  # pending sums an operand reshard combines here (in steps, per axis)
         for t, i in enumerate(e.inputs):
@@ -486,7 +493,8 @@ class _Partitioner:
                         continue
                     new = self.b.buf()
                     val = ident_op.identity(i.aval.dtype)
-                    self.b.emit(lambda d, t=t, new=new, val=val: Pad(0, src, src=bufs[t], dst=new, shape=padded[d], value=val))
+                    self.b.emit_by(lambda d, t=t: padded[d],
+                                   lambda d, t=t, new=new, val=val: Pad(0, src, src=bufs[t], dst=new, shape=padded[d], value=val))
                     bufs[t] = new
                     for d in self.devices:
                         local_in[d][t] = padded[d]
@@ -511,17 +519,18 @@ class _Partitioner:
             def make(d):
                 ins = tuple(tuple(s) for s in local_in[d])
                 outs_d = tuple(s[d] for s in out_shapes)
+                # a nullary op's block is where it sits: devices holding one block (one shared
+                # index array per dim) share its instruction; a row block (halo) also by its window
                 win = halo.local[d] if halo is not None else ()
-                if e.inputs and (ins, outs_d, win) in seen:
-                    return seen[(ins, outs_d, win)]
-                params = op.local_params(dict(kw), list(ins), list(outs_d))
-                if halo is not None:  # a row block: the rows it reads, its edge padding and stride
-                    params = op.window_params(params, list(ins), list(outs_d), dict(win))
-                if not e.inputs:
-                    params = {**params, "out_index": out_lay[0].indices(d)}
-                ins_ = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
-                seen[(ins, outs_d, win)] = ins_
-                return ins_
+                key = (ins, outs_d, win) if e.inputs else tuple(map(id, out_lay[0].indices(d)))
+                if key not in seen:
+                    params = op.local_params(dict(kw), list(ins), list(outs_d))
+                    if halo is not None:  # a row block: the rows it reads, its edge padding and stride
+                        params = op.window_params(params, list(ins), list(outs_d), dict(win))
+                    if not e.inputs:
+                        params = {**params, "out_index": out_lay[0].indices(d)}
+                    seen[key] = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+                return seen[key]
 
             self.b.emit(make)
         for o, s, buf in zip(e.outputs, out_sh, outs):

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field, replace
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -28,6 +29,7 @@ from ..ops.registry import OPS
 from ..partition.schedule import Instr, SpmdProgram, participants
 from ..sharding.layout import layout
 from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunk
+from .compute import DeviceCompute, device_of, op_flops
 from .memory import DeviceMemory, MemoryReport
 from .topology import Topology
 
@@ -65,10 +67,27 @@ class Estimate:
     memory: MemoryReport
     spmd: SpmdProgram
     topology: Topology | None = None
+    compute: tuple[DeviceCompute, ...] = ()  # per device: its local ops' FLOPs and bytes
 
     @property
     def time(self) -> TimeEstimate | None:
         return None if self.topology is None else self.comm.estimate(self.topology)
+
+    def compute_seconds(self, device=None) -> float:
+        """The slowest device's compute time on ``device`` (a DeviceSpec or class name; default the
+        topology's), its ops one after another on the roofline (``report/compute.py``)."""
+        spec = device_of(device if device is not None else self._topology_device())
+        return max((c.seconds(spec) for c in self.compute), default=0.0)
+
+    def step_seconds(self) -> float:
+        """Compute then communication, nothing overlapped: the slowest device's compute plus the
+        collectives' alpha-beta time, under the topology (which must name a device)."""
+        return self.compute_seconds() + self.time.total
+
+    def _topology_device(self):
+        if self.topology is None or self.topology.device is None:
+            raise ValueError("a compute time needs a device: give topology=Topology(..., device='h100') or device=")
+        return self.topology.device
 
     @property
     def program(self):
@@ -101,13 +120,19 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     if input_blocks is None:
         input_blocks = _input_blocks(spmd)
-    devices = {s.device: _Device(s.device) for s in spmd.schedules}
+    devices, states = {}, {}
     for s in spmd.schedules:
-        devices[s.device].start(s.inputs, input_blocks[s.device])
+        blocks = tuple(input_blocks[s.device])
+        key = (id(s.instrs), s.inputs, blocks)  # the same instructions on the same inputs: one state
+        if key not in states:
+            states[key] = _State()
+            states[key].start(s.inputs, blocks)
+        devices[s.device] = _Device(s.device, states[key])
     _walk(devices, {s.device: s.instrs for s in spmd.schedules}, top=True)
     records = tuple(r for d in spmd.devices for r in devices[d].records)
     memory = MemoryReport(tuple(devices[d].memory() for d in spmd.devices))
-    return Estimate(CommReport(records), memory, spmd, topology)
+    compute = tuple(DeviceCompute.of(d, devices[d].state.ops) for d in spmd.devices)
+    return Estimate(CommReport(records), memory, spmd, topology, compute)
 
 
 def _input_blocks(spmd: SpmdProgram) -> dict[int, list[Block]]:
@@ -123,28 +148,35 @@ def _input_blocks(spmd: SpmdProgram) -> dict[int, list[Block]]:
     return out
 
 
-class _Device:
-    """One device's buffers as blocks, and the executor's memory accounting over them."""
+class _State:
+    """Buffers as blocks and the executor's memory accounting over them: of one device, or of
+    every device of a class (devices that ran the same instruction objects on the same blocks so
+    far hold equal buffers, so they share one state until an instruction sets them apart)."""
 
-    def __init__(self, device: int):
-        self.device = device
+    def __init__(self):
         self.buffers: dict[int, Block] = {}
         self.live = 0
         self.input_bytes = 0
         self.position = -1
         self.top: Instr | None = None  # the top-level instruction running (a loop, for its body)
         self.peak = (0, -1, None, "inputs")
-        self.records: list[CommRecord] = []
+        self.ops: Counter = Counter()  # (FLOPs, bytes) of each local op run -> how many times
+
+    def fork(self) -> "_State":
+        out = object.__new__(_State)
+        out.__dict__.update(self.__dict__)
+        out.buffers, out.ops = dict(self.buffers), Counter(self.ops)
+        return out
 
     def start(self, inputs: Sequence[int], blocks: Sequence[Block]) -> None:
         self.write(list(zip(inputs, blocks)))
         self.input_bytes = self.live
 
-    def read(self, buf: int, ins: Instr) -> Block:
+    def read(self, buf: int, ins: Instr, device) -> Block:
         try:
             return self.buffers[buf]
         except KeyError:
-            raise EstimateError(f"device {self.device}: [{ins.id}] {ins.kind} from {ins.source!r} reads buffer "
+            raise EstimateError(f"device {device}: [{ins.id}] {ins.kind} from {ins.source!r} reads buffer "
                                 f"b{buf}, which it does not hold") from None
 
     def write(self, outs: Sequence[tuple[int, Block]]) -> None:
@@ -162,9 +194,41 @@ class _Device:
         for k in bufs:
             self.live -= self.buffers.pop(k).nbytes
 
+
+class _Device:
+    """One device: its state (maybe shared with its class) and its own communication records."""
+
+    def __init__(self, device: int, state: _State):
+        self.device = device
+        self.state = state
+        self.records: list[CommRecord] = []
+
     def memory(self) -> DeviceMemory:
-        peak, pos, instr, source = self.peak
-        return DeviceMemory(self.device, peak, pos, instr, source, self.input_bytes, self.live, None)
+        st = self.state
+        peak, pos, instr, source = st.peak
+        return DeviceMemory(self.device, peak, pos, instr, source, st.input_bytes, st.live, None)
+
+
+def _classes(devices: dict[int, _Device], order: Sequence[int]) -> dict[int, list[int]]:
+    """Devices by the state they share (id of the state -> its devices, in ``order``)."""
+    out: dict[int, list[int]] = {}
+    for d in order:
+        out.setdefault(id(devices[d].state), []).append(d)
+    return out
+
+
+def _split(devices: dict[int, _Device], members: Sequence[int], key) -> list[list[int]]:
+    """Members of one class grouped by ``key(device)``; every group but the first gets a copy of
+    the state (they are about to diverge)."""
+    groups: dict = {}
+    for d in members:
+        groups.setdefault(key(d), []).append(d)
+    parts = list(groups.values())
+    for part in parts[1:]:
+        state = devices[part[0]].state.fork()
+        for d in part:
+            devices[d].state = state
+    return parts
 
 
 def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], top: bool = False,
@@ -178,8 +242,9 @@ def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], to
     for pos in range(n):
         step = {d: instrs[d][pos] for d in order}
         if top:
-            for d in order:
-                devices[d].position, devices[d].top = pos, step[d]
+            for members in _classes(devices, order).values():
+                st = devices[members[0]].state
+                st.position, st.top = pos, step[members[0]]
         first = step[order[0]]
         if first.is_collective:
             _collective(devices, step)
@@ -189,9 +254,10 @@ def _walk(devices: dict[int, _Device], instrs: Mapping[int, Sequence[Instr]], to
             what = "its trip count" if first.kind == "while" else "the branch it takes"
             raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
                                 "an estimate does not have; run the program (ss.run) to cost it")
-        else:
-            for d in order:
-                _local(devices[d], step[d], memo)
+        else:  # a local step: once per state and instruction object
+            for members in list(_classes(devices, order).values()):
+                for part in _split(devices, members, lambda d: id(step[d])):
+                    _local(devices[part[0]], step[part[0]], memo)
 
 
 def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequence[int], memo: dict) -> None:
@@ -203,26 +269,41 @@ def _loop(devices: dict[int, _Device], step: Mapping[int, Instr], order: Sequenc
     counter = Block((), np.dtype(np.int32))
     same = False
     for k in range(first.length):
-        for d in order:
-            devices[d].write([(step[d].counter, counter)])
+        for members in _classes(devices, order).values():
+            devices[members[0]].state.write([(step[members[0]].counter, counter)])
         if same:
             for d in order:
                 dev = devices[d]
                 shift = k * len(step[d].body)
-                dev.records.extend(replace(r, instr=r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
+                dev.records.extend(_renumbered(r, r.instr + shift) for r in dev.records[marks[d][0]:marks[d][1]])
+            for members in _classes(devices, order).values():
+                devices[members[0]].state.ops.update(ran[members[0]])
             continue
         if k == 0:
-            before = {d: (dict(devices[d].buffers), devices[d].live, len(devices[d].records)) for d in order}
+            snap = {id(st): (dict(st.buffers), st.live, Counter(st.ops))
+                    for st in {id(devices[d].state): devices[d].state for d in order}.values()}
+            before = {d: (snap[id(devices[d].state)], len(devices[d].records)) for d in order}
         _walk(devices, {d: step[d].iteration(k) for d in order}, memo=memo)
         if k == 0:
-            same = all((devices[d].buffers, devices[d].live) == before[d][:2] for d in order)
-            marks = {d: (before[d][2], len(devices[d].records)) for d in order}
+            same = all((devices[d].state.buffers, devices[d].state.live) == before[d][0][:2] for d in order)
+            marks = {d: (before[d][1], len(devices[d].records)) for d in order}
+            ran = {d: devices[d].state.ops - before[d][0][2] for d in order}  # one iteration's local ops
+
+
+def _renumbered(r: CommRecord, instr: int) -> CommRecord:
+    """``r`` under another instruction id (a later iteration's): a copy of its fields, without
+    ``dataclasses.replace``'s per-field constructor call (a scan of thousands of records)."""
+    out = object.__new__(CommRecord)
+    out.__dict__.update(r.__dict__)
+    out.__dict__["instr"] = instr
+    return out
 
 
 def _local(dev: _Device, ins: Instr, memo: dict) -> None:
     kind = ins.kind
+    st, me = dev.state, dev.device
     if kind == "compute":
-        blocks = tuple(dev.read(k, ins) for k in ins.inputs)
+        blocks = tuple(st.read(k, ins, me) for k in ins.inputs)
         by_id = (id(ins), blocks)
         out = memo.get(by_id)
         if out is None:  # devices may hold equal instructions as distinct objects: try by value
@@ -233,21 +314,26 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
                 by_value = None
             if out is None:
                 avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **dict(ins.params))
-                out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+                blocks_out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+                work = (op_flops(ins.op, [b.shape for b in blocks], [b.shape for b in blocks_out], dict(ins.params)),
+                        sum(b.nbytes for b in blocks) + sum(b.nbytes for b in blocks_out))
+                out = (blocks_out, work)
                 if by_value is not None:
                     memo[by_value] = out
             memo[by_id] = out
-        dev.write(list(zip(ins.outputs, out)))
+        blocks_out, work = out
+        st.ops[work] += 1
+        st.write(list(zip(ins.outputs, blocks_out)))
     elif kind == "literal":
         v = np.asarray(ins.value)
-        dev.write([(ins.dst, Block(v.shape, v.dtype))])
+        st.write([(ins.dst, Block(v.shape, v.dtype))])
     elif kind == "slice":
-        src = dev.read(ins.src, ins)
-        dev.write([(ins.dst, Block(tuple(np.asarray(ix).size for ix in ins.index), src.dtype))])
+        src = st.read(ins.src, ins, me)
+        st.write([(ins.dst, Block(tuple(np.asarray(ix).size for ix in ins.index), src.dtype))])
     elif kind == "pad":
-        dev.write([(ins.dst, Block(tuple(int(s) for s in ins.shape), dev.read(ins.src, ins).dtype))])
+        st.write([(ins.dst, Block(tuple(int(s) for s in ins.shape), st.read(ins.src, ins, me).dtype))])
     elif kind == "free":
-        dev.free(ins.bufs)
+        st.free(ins.bufs)
     else:
         raise EstimateError(f"[{ins.id}] {ins.kind} from {ins.source!r}: no estimate for this instruction kind")
 
@@ -278,7 +364,7 @@ def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
     srcs: dict[int, Block | None] = {}
     for d, ins in step.items():
         is_source = kind != "collective_permute" or any(s == d for s, _ in ins.pairs)
-        srcs[d] = devices[d].read(ins.src, ins) if is_source else None
+        srcs[d] = devices[d].state.read(ins.src, ins, d) if is_source else None
     if kind == "collective_permute":
         results = _collective_permute(step, srcs)
     else:
@@ -288,16 +374,19 @@ def _collective(devices: dict[int, _Device], step: Mapping[int, Instr]) -> None:
             groups.setdefault(tuple(ins.group), []).append(d)
         for group, members in groups.items():
             results.update(_COLLECTIVES[kind](group, members, step, srcs))
+    # each class writes its members' result once, split where members got different blocks
+    for members in list(_classes(devices, list(step)).values()):
+        for part in _split(devices, members, lambda d: (step[d].dst, results[d][0])):
+            devices[part[0]].state.write([(step[part[0]].dst, results[part[0]][0])])
     for d, ins in step.items():
         dev = devices[d]
         out, traffic = results[d]
-        dev.write([(ins.dst, out)])
         group = participants(ins)
         if d not in group:
             continue
         x = srcs[d]
         dev.records.append(CommRecord(
-            device=d, instr=ins.id, position=dev.position, source=ins.source, kind=kind,
+            device=d, instr=ins.id, position=dev.state.position, source=ins.source, kind=kind,
             axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=traffic.sent,
             bytes_received=traffic.received, messages_sent=traffic.messages_sent,
             messages_received=traffic.messages_received,

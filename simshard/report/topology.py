@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from .compute import DeviceSpec, device_of
+
 if TYPE_CHECKING:
     from .comm import CommRecord
 
@@ -96,11 +98,14 @@ class Topology:
     links: Mapping[str, Link] = field(default_factory=dict)
     default: Link | None = None
     nodes: Nodes | None = None
+    device: DeviceSpec | None = None  # the devices' compute (report/compute.py), for compute and step times
 
     def __post_init__(self):
         object.__setattr__(self, "links", {a: link_of(l) for a, l in self.links.items()})
         if self.default is not None:
             object.__setattr__(self, "default", link_of(self.default))
+        if self.device is not None:
+            object.__setattr__(self, "device", device_of(self.device))
 
     @staticmethod
     def uniform(bandwidth: float, latency: float = 0.0) -> "Topology":
@@ -109,6 +114,7 @@ class Topology:
     def link(self, axes: Sequence[str]) -> Link:
         chosen = []
         for a in axes:
+            a = a.split(":")[0]  # a sub-axis ("y:(4)2") travels on its axis's link
             if a in self.links:
                 chosen.append(self.links[a])
             elif self.default is not None:
@@ -136,19 +142,22 @@ class Topology:
         }
         if self.nodes is not None:
             out["nodes"] = {"size": self.nodes.size, "link": asdict(self.nodes.link)}
+        if self.device is not None:
+            out["device"] = asdict(self.device)
         return out
 
     @staticmethod
     def from_dict(d: Mapping) -> "Topology":
         """The inverse of ``to_dict``: ``{"links": {axis: {"bandwidth": B/s, "latency": s}},
         "default": {...} or null}`` (``latency`` may be left out: 0)."""
-        unknown = set(d) - {"links", "default", "nodes"}
+        unknown = set(d) - {"links", "default", "nodes", "device"}
         if unknown:
-            raise ValueError(f"topology: unknown keys {sorted(unknown)} (expected 'links', 'default', 'nodes')")
-        default, nodes = d.get("default"), d.get("nodes")
+            raise ValueError(f"topology: unknown keys {sorted(unknown)} (expected 'links', 'default', 'nodes', 'device')")
+        default, nodes, device = d.get("default"), d.get("nodes"), d.get("device")
         return Topology({a: link_of(l) for a, l in (d.get("links") or {}).items()},
                         link_of(default) if default is not None else None,
-                        Nodes(nodes["size"], nodes["link"]) if nodes is not None else None)
+                        Nodes(nodes["size"], nodes["link"]) if nodes is not None else None,
+                        device_of(device) if device is not None else None)
 
 
 def record_seconds(r: "CommRecord", link: Link) -> float:

@@ -15,3 +15,11 @@ def test_a_small_case_reports_the_estimates_figures():
     assert r["devices"] == 8 and r["seconds"] > 0
     assert r["received_per_device"] == est.comm.total_received / 8 > 0
     assert r["max_peak"] == est.memory.max_peak
+
+
+def test_a_pipeline_case_reports_the_pipeline_estimates_figures():
+    spec = importlib.util.spec_from_file_location("estimate_scale", ROOT / "benchmarks" / "estimate_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    r = bench.run_case("tiny:3d:2x2x2:4")
+    assert r["devices"] == 8 and r["seconds"] > 0 and r["received_per_device"] > 0 and r["max_peak"] > 0

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 import simshard as ss
 from simshard.ops.factors import factor_rule
 from simshard.partition.exact import functorial_layouts
+from user_placements import Cyclic
 
 
 class Reversed(ss.Placement):
@@ -24,19 +25,6 @@ class Reversed(ss.Placement):
 
     def __str__(self):
         return f"Reversed({self.dim})"
-
-
-class Cyclic(ss.Placement):
-    """A user placement: coordinate i holds i, i+k, i+2k, ... (interleaved)."""
-
-    def __init__(self, dim):
-        self.dim = dim
-
-    def split(self, indices, num):
-        return [indices[i::num] for i in range(num)]
-
-    def __str__(self):
-        return f"Cyclic({self.dim})"
 
 
 MESH = ss.Mesh({"dp": 2, "tp": 4})

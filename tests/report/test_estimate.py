@@ -79,6 +79,26 @@ def test_data_dependent_control_flow_is_refused_naming_the_op():
         estimate(f, ss.ShapeDtype((8, 4), np.float32), mesh=ss.Mesh({"x": 2}), in_shardings=(P("x", None),))
 
 
+def test_megatron_volume_equals_the_published_four_all_reduces_per_layer():
+    """Megatron-LM's tensor parallelism (Shoeybi et al. 2019, section 3): per transformer layer two
+    all-reduces of the activations [b, s, d] in the forward pass (after attention's and the MLP's
+    row-parallel matmuls) and two in the backward pass (their conjugates, before the column-parallel
+    ones), each 2(g-1)/g of b s d floats received per device; plus one for the vocabulary
+    projection's column-parallel backward and the loss's scalar."""
+    prog = programs.load("gpt")
+    cfg = prog.extras["config"]
+    g = 8
+    act = cfg.batch * cfg.seq * cfg.d * 4
+    est = prog.estimate("megatron", mode="sgd")
+    for d in range(g):
+        mine = [r for r in est.comm.records if r.device == d]
+        assert {r.kind for r in mine} == {"all_reduce"}
+        big = [r for r in mine if r.bytes_received == 2 * (g - 1) * act // g]
+        assert len(big) == 4 * cfg.layers + 1
+        rest = [r for r in mine if r not in big]  # the loss: one float all-reduced (its holder gets g-1 of them)
+        assert len(rest) == 1 and rest[0].bytes_received <= (g - 1) * 4
+
+
 def test_training_volumes_equal_the_hand_derived_formulas():
     """A data-parallel step all-reduces every gradient: 2(g-1)/g of the parameter bytes received
     per device (plus the loss's scalars); FSDP all-gathers each weight once and reduce-scatters

@@ -25,6 +25,8 @@ def record(kind: str, group, min_bytes: int, sent: int, messages: int) -> CommRe
 def test_links_by_class_name_and_unknown_names_refused():
     t = Topology({"x": "infiniband"}, "nvlink")
     assert t.link(("x",)) == IB and t.link(("y",)) == NV
+    assert t.link(("x:(2)2",)) == IB  # a sub-axis uses its axis's link
+    assert Topology({"x": "infiniband"}).link(("x:(1)2", "x:(2)4")) == IB
     with pytest.raises(ValueError, match="unknown link class 'warp-drive'"):
         Topology({"x": "warp-drive"})
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import simshard as ss
+from user_placements import Cyclic
 from casedata import load_cases
 
 LAYOUT_CASES = load_cases("dtensor_layout.json")
@@ -130,18 +131,6 @@ def test_default_join_inverts_a_strided_split():
 
 
 def test_a_user_placement_with_only_split_works_everywhere():
-    class Cyclic(ss.Placement):
-        """Round-robin: coordinate i holds i, i+k, i+2k, ..."""
-
-        def __init__(self, dim):
-            self.dim = dim
-
-        def split(self, indices, num):
-            return [indices[i::num] for i in range(num)]
-
-        def __str__(self):
-            return f"Cyclic({self.dim})"
-
     mesh = ss.Mesh({"x": 4})
     spec = ss.DTensorSpec(mesh, [Cyclic(0)])
     lay = ss.layout(spec, (8,))
@@ -167,13 +156,6 @@ def test_a_user_placement_that_loses_data_is_refused():
 
 
 def test_user_placement_with_a_negative_dim_is_normalized():
-    class Cyclic(ss.Placement):
-        def __init__(self, dim):
-            self.dim = dim
-
-        def split(self, indices, num):
-            return [indices[i::num] for i in range(num)]
-
     mesh = ss.Mesh({"x": 2, "y": 2})
     lay = ss.layout(ss.DTensorSpec(mesh, [Cyclic(-1), ss.Replicate()]), (4, 6))
     assert lay.local_shape(0) == (4, 3) and lay.indices(2)[1].tolist() == [1, 3, 5]

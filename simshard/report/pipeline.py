@@ -1,0 +1,148 @@
+"""A pipeline axis: a training step as S stages over M microbatches (GPipe or 1F1B), priced from
+the estimate of one stage.
+
+A pipelined step splits the layers over the ``S`` coordinates of a mesh axis (stages) and the
+batch into ``M`` microbatches. Every stage runs the same program on its own devices (the rest of
+the mesh: data and tensor parallel inside the stage), so one ``Estimate`` of a stage's forward
+and backward of one microbatch (``stage``) holds its communication, compute and memory. Between
+stages, per microbatch, a stage sends its output activation forward and receives its gradient
+back (``boundary_bytes`` each, per device: its block of the activation). Once per step the
+stage's gradients are synchronised (the data-parallel reduction the microbatches left pending)
+and the optimizer runs: ``sync``, an ``Estimate`` of that program.
+
+Both schedules run ``M + S - 1`` microbatch slots of forward and backward per stage, ``S - 1``
+of them idle (the bubble), so with ``t`` a microbatch's time on a stage (its compute and
+collectives, then the activation forward and the gradient back over the stage axis's link):
+
+* step time ``(M + S - 1) t + sync``; bubble ``(S - 1) t``, a fraction ``(S - 1) / (M + S - 1)``;
+* activations held: GPipe runs every forward before any backward, so a stage holds all ``M``
+  microbatches' activations at once; 1F1B starts backwards as soon as the last stage can, so the
+  first stage holds ``min(S, M)`` and the last one.
+
+Memory per device is the stage's resident bytes (its inputs: parameters and optimizer state, and
+a microbatch) plus the microbatches in flight times what one microbatch's forward and backward
+allocate beyond them (its peak less its inputs: an upper bound on the activations, since it also
+counts the gradient buffers). Nothing overlaps: collectives, compute and transfers run one after
+another, as the rest of the estimate assumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .estimate import Estimate
+from .topology import Link, Topology
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """``stages`` stages along mesh axis ``axis``, ``microbatches`` per step, run as ``schedule``."""
+
+    stages: int
+    microbatches: int
+    schedule: str = "1f1b"
+    axis: str = "pp"
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"pipeline schedule {self.schedule!r}: expected one of {', '.join(SCHEDULES)}")
+        if self.stages < 1 or self.microbatches < 1:
+            raise ValueError(f"a pipeline needs at least one stage and one microbatch, got {self.stages} and "
+                             f"{self.microbatches}")
+
+    @property
+    def slots(self) -> int:
+        """Microbatch slots each stage runs (forward and backward), busy or idle: ``M + S - 1``."""
+        return self.microbatches + self.stages - 1
+
+    @property
+    def bubble_fraction(self) -> float:
+        return (self.stages - 1) / self.slots
+
+    @property
+    def in_flight(self) -> int:
+        """Microbatches whose activations the busiest stage holds at once."""
+        return self.microbatches if self.schedule == "gpipe" else min(self.stages, self.microbatches)
+
+
+@dataclass(frozen=True)
+class PipelineEstimate:
+    """A pipelined step's time and memory per device, from one stage's estimate (module docstring)."""
+
+    pipeline: Pipeline
+    stage: Estimate  # one microbatch's forward and backward on one stage's devices
+    boundary_bytes: int  # per device: its block of the activation a stage passes on, per microbatch
+    sync: Estimate | None = None  # once per step: gradient synchronisation and the optimizer
+    topology: Topology | None = None
+
+    @property
+    def link(self) -> Link:
+        topo = self._topology()
+        return topo.link((self.pipeline.axis,))
+
+    def transfer_seconds(self) -> float:
+        """One microbatch's activation forward and its gradient back, over the stage axis."""
+        link = self.link
+        return 2 * (link.latency + self.boundary_bytes / link.bandwidth) if self.pipeline.stages > 1 else 0.0
+
+    def microbatch_seconds(self) -> float:
+        """One slot: a microbatch's forward and backward on a stage, then its transfers."""
+        return self.stage.compute_seconds(self._topology().device) + self.stage.comm.estimate(self._topology()).total \
+            + self.transfer_seconds()
+
+    def sync_seconds(self) -> float:
+        if self.sync is None:
+            return 0.0
+        topo = self._topology()
+        return self.sync.compute_seconds(topo.device) + self.sync.comm.estimate(topo).total
+
+    def step_seconds(self) -> float:
+        return self.pipeline.slots * self.microbatch_seconds() + self.sync_seconds()
+
+    def bubble_seconds(self) -> float:
+        return (self.pipeline.stages - 1) * self.microbatch_seconds()
+
+    @property
+    def resident_bytes(self) -> int:
+        """The largest inputs any stage device holds (parameters, optimizer state, a microbatch)."""
+        return max(m.input_bytes for m in self.stage.memory.devices)
+
+    @property
+    def peak_bytes(self) -> int:
+        """Per device at its peak: resident bytes plus the microbatches in flight, each what one
+        microbatch's forward and backward allocates beyond the inputs."""
+        per_microbatch = max(m.peak_bytes - m.input_bytes for m in self.stage.memory.devices)
+        return self.resident_bytes + self.pipeline.in_flight * per_microbatch
+
+    @property
+    def transfer_bytes(self) -> int:
+        """Per device of a middle stage and step: bytes it sends to the next stage (activations),
+        the same again to the previous one (gradients)."""
+        return 2 * self.pipeline.microbatches * self.boundary_bytes if self.pipeline.stages > 1 else 0
+
+    @property
+    def collective_bytes(self) -> int:
+        """Per device and step: bytes received in the stage's collectives (every microbatch) and
+        the synchronisation's (once), on the device that receives most."""
+        per_mb = max((self.stage.comm.bytes_received(d) for d in self.stage.comm.devices), default=0)
+        sync = max((self.sync.comm.bytes_received(d) for d in self.sync.comm.devices), default=0) if self.sync else 0
+        return self.pipeline.microbatches * per_mb + sync
+
+    def _topology(self) -> Topology:
+        if self.topology is None or self.topology.device is None:
+            raise ValueError("a pipeline's time needs a topology with a device (Topology(..., device='h100'))")
+        return self.topology
+
+    def summary(self) -> dict:
+        return {
+            "stages": self.pipeline.stages, "microbatches": self.pipeline.microbatches,
+            "schedule": self.pipeline.schedule, "step_seconds": self.step_seconds(),
+            "bubble_seconds": self.bubble_seconds(), "bubble_fraction": self.pipeline.bubble_fraction,
+            "peak_bytes": self.peak_bytes, "transfer_bytes": self.transfer_bytes,
+            "collective_bytes": self.collective_bytes,
+        }
+
+
+__all__ = ["Pipeline", "PipelineEstimate", "SCHEDULES"]
