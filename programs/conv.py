@@ -1,4 +1,4 @@
-"""Seed 003's 1x1 convolutions sharded over a 3-D ciphertext mesh ``{x, y, z}``, run bitwise.
+"""Seed 003's convolutions sharded over a 3-D ciphertext mesh ``{x, y, z}``, run bitwise.
 
 A device is a ciphertext with a fixed number of slots. Sharding the input channels (the
 convolution's contraction) is a *reduce shard*: each ciphertext computes a partial sum of the
@@ -16,6 +16,12 @@ strategy each (every strategy carries its own mesh and, where the layer differs,
   the input replicated, output channels element-wise over x: no communication.
 * ``resnet50_y4`` / ``resnet50_x2y8``: ResNet-50's 1x1 layer input[2048,7,7] * kernel[512,2048,1,1]
   (N = 64k) on {1,4,1} with blocks of 32k slots and on {2,8,1} with 16k, sharded like ``y4`` / ``x2y8``.
+* ``z4_3x3`` / ``z4_3x3_s2``: a 3x3 layer input[16,28,28] * kernel[16,16,3,3] (padding 1, stride 1
+  or 2) with its rows split over z=4, as the seed's indexer loop runs ``z``: each ciphertext
+  computes its output rows from its input rows plus the halo rows its windows read, received from
+  its neighbours (collective-permutes; docs/planner.md, "Halo exchange"). ``z4_3x3_gather`` runs
+  the stride-1 layer with the input gathered whole on every ciphertext first, the path before
+  halo exchange: ``simshard compare conv`` shows both byte counts side by side.
 
 Specs are written in the seed's ArraySharding form (per dim the mesh axis that splits it, -1 for
 none) and passed as its text, ``{-1, y, -1, -1}``. ``ss.nn.conv2d`` is NCHW by OIHW, so the arrays carry a batch dim of 1. ``report()``
@@ -47,7 +53,9 @@ def conv(x, w):
 
 @dataclass(frozen=True)
 class Case:
-    """One seed layer on one ciphertext mesh: shapes (NCHW, OIHW), ArraySharding specs, CKKS ring degree."""
+    """One seed layer on one ciphertext mesh: shapes (NCHW, OIHW), ArraySharding specs, CKKS ring
+    degree, and for a k x k kernel its stride and zero padding; ``gather`` makes every ciphertext
+    take the whole input first (the path before halo exchange, for comparison)."""
 
     name: str
     about: str
@@ -58,15 +66,28 @@ class Case:
     w_spec: tuple
     out_spec: tuple
     ring_degree: int  # CKKS N: a ciphertext holds N/2 slots
+    stride: tuple = (1, 1)
+    padding: tuple = ((0, 0), (0, 0))
+    gather: bool = False
 
     @property
     def slots(self) -> int:
         return self.ring_degree // 2
 
+    @property
+    def out_shape(self) -> tuple:
+        (n, _, h, w), (o, _, kh, kw) = self.x_shape, self.w_shape
+        (sh, sw), ((t, b), (l, r)) = self.stride, self.padding
+        return (n, o, (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1)
+
 
 SEED = ((1, 64, 7, 7), (16, 64, 1, 1))  # with N = 2k: 1024 slots
 RESNET50 = ((1, 2048, 7, 7), (512, 2048, 1, 1))  # with N = 64k: 32k slots
 Y, XY = ((-1, "y", -1, -1), (-1, "y", -1, -1), (-1, -1, -1, -1)), ((-1, "y", -1, -1), ("x", "y", -1, -1), (-1, "x", -1, -1))
+# a 3x3 layer with its rows (H) split over z: input, kernel (whole) and output specs
+CONV3 = ((1, 16, 28, 28), (16, 16, 3, 3))
+Z = ((-1, -1, "z", -1), (-1, -1, -1, -1), (-1, -1, "z", -1))
+Z4 = {"x": 1, "y": 1, "z": 4}
 
 CASES = (
     Case("y4", "input channels a reduce shard over y: partial outputs all-reduced over y",
@@ -80,6 +101,15 @@ CASES = (
          {"x": 1, "y": 4, "z": 1}, *RESNET50, *Y, ring_degree=65536),
     Case("resnet50_x2y8", "ResNet-50 1x1 layer, output channels element-wise over x, input channels reduced over y",
          {"x": 2, "y": 8, "z": 1}, *RESNET50, *XY, ring_degree=65536),
+    Case("z4_3x3", "3x3 conv (padding 1), rows over z computed blockwise: each ciphertext receives the halo "
+         "rows its block reads from its neighbours (collective-permutes)",
+         Z4, *CONV3, *Z, ring_degree=8192, padding=((1, 1), (1, 1))),
+    Case("z4_3x3_s2", "the same conv with stride 2: output blocks of 4 rows read input rows 8k-1..8k+7 of "
+         "blocks of 7, so each ciphertext's halo differs (1, 2, 3, 0 rows)",
+         Z4, *CONV3, *Z, ring_degree=8192, stride=(2, 2), padding=((1, 1), (1, 1))),
+    Case("z4_3x3_gather", "the z4_3x3 conv with the input gathered whole on every ciphertext first (the path "
+         "before halo exchange), for comparison", Z4, *CONV3, *Z, ring_degree=8192, padding=((1, 1), (1, 1)),
+         gather=True),
 )
 
 
@@ -97,9 +127,28 @@ def case_inputs(c: Case) -> tuple:
     return tuple(ss.exact_inputs([c.x_shape, c.w_shape], seed=0))
 
 
+def layer(c: Case, x, w):
+    """Case ``c``'s convolution (its stride and padding) of ``x`` by ``w``."""
+    return ss.nn.conv2d(x, w, stride=c.stride, padding=c.padding)
+
+
+def _gathered(c: Case, x, w):
+    """``layer`` with the input constrained whole (replicated) on every ciphertext first."""
+    return layer(c, ss.with_sharding_constraint(x, ss.P()), w)
+
+
+def _build(c: Case, mesh):
+    """Case ``c``'s layer (stride, padding, gathered input) jitted with its specs on ``mesh``."""
+    return ss.jit(partial(_gathered if c.gather else layer, c), in_shardings=(spec_text(c.x_spec), spec_text(c.w_spec)),
+                  out_shardings=spec_text(c.out_spec), mesh=mesh)
+
+
 def _strategy(c: Case) -> Strategy:
-    return Strategy(c.name, c.about, in_shardings=(spec_text(c.x_spec), spec_text(c.w_spec)),
-                    out_shardings=spec_text(c.out_spec), mesh=c.mesh, inputs=partial(case_inputs, c))
+    if c.stride == (1, 1) and c.padding == ((0, 0), (0, 0)) and not c.gather:  # the program's own conv
+        return Strategy(c.name, c.about, in_shardings=(spec_text(c.x_spec), spec_text(c.w_spec)),
+                        out_shardings=spec_text(c.out_spec), mesh=c.mesh, inputs=partial(case_inputs, c))
+    return Strategy(c.name, c.about, mesh=c.mesh, inputs=partial(case_inputs, c), build=partial(_build, c),
+                    reference=partial(layer, c))
 
 
 # -- what a run shows --------------------------------------------------------------------------------
@@ -151,6 +200,11 @@ def reductions(res) -> list[tuple[str, tuple[str, ...]]]:
     return list(seen.values())
 
 
+def halo_bytes(res) -> int:
+    """Bytes the run received in collective-permutes: a row split's halo exchange."""
+    return sum(r.bytes_received for r in res.comm.records if r.kind == "collective_permute")
+
+
 @dataclass(frozen=True)
 class SlotUse:
     """How full one ciphertext array's ciphertexts are."""
@@ -166,9 +220,8 @@ class SlotUse:
 def utilization(c: Case) -> list[SlotUse]:
     """Slot utilization of the input and output ciphertexts of case ``c`` on its own mesh."""
     mesh = ss.Mesh(c.mesh)
-    out_shape = (c.x_shape[0], c.w_shape[0], *c.x_shape[2:])  # a 1x1 convolution keeps H, W
     rows = []
-    for name, shape, spec in (("input", c.x_shape, c.x_spec), ("output", out_shape, c.out_spec)):
+    for name, shape, spec in (("input", c.x_shape, c.x_spec), ("output", c.out_shape, c.out_spec)):
         u = ss.utilization(ss.fhe_spec(mesh, spec), shape, slots=c.slots)
         rows.append(SlotUse(name, shape, c.slots, max(u.filled.values()), u.ratio, u.fits))
     return rows
@@ -184,10 +237,11 @@ def ckks_cost(c: Case, mesh=None) -> LayerCost:
 def program_cost(strategy: Strategy, mesh) -> ProgramCost | None:
     """``PROGRAM.cost``: rank a strategy among those of the same layer and N by total rotations,
     then levels, plaintext multiplies and rescales; None on a mesh that is no ciphertext mesh for
-    the layer (axes other than x, y, z, or blocks that do not fit)."""
+    the layer (axes other than x, y, z, or blocks that do not fit) and for a k x k kernel, which
+    the CKKS model does not price yet (docs/fhe.md)."""
     try:
         cost = ckks_cost(case(strategy.name), mesh)
-    except ShardingError:
+    except (ShardingError, ValueError):
         return None
     t = cost.total
     return ProgramCost(
@@ -227,7 +281,14 @@ def report(strategies=None, console=None, backend=None) -> dict:
         for r in utilization(c):
             u.add_row(r.array, str(list(r.shape)), str(r.filled), f"{r.ratio:.1%}", "yes" if r.fits else "NO")
         console.print(u)
-        k = ckks_cost(c)
+        halo = halo_bytes(res)
+        if halo:
+            console.print(f"halo exchange: {halo} B received in collective-permutes")
+        try:
+            k = ckks_cost(c)
+        except ValueError as e:  # a k x k kernel: not priced in CKKS operations yet
+            console.print(f"CKKS: not priced ({e})")
+            continue
         console.print(f"CKKS ({k.ckks}): {k.plan.describe()}; rotations {k.formula()} = {k.total.rotations}, "
                       f"{k.per_device.levels} level(s), {k.total.pt_mults} plaintext multiplies, "
                       f"{k.total.rescales} rescales")
@@ -236,13 +297,13 @@ def report(strategies=None, console=None, backend=None) -> dict:
 
 PROGRAM = ProgramDef(
     name="conv",
-    about="seed 003's 1x1 convolutions on ciphertext meshes: element-wise vs reduce shards, slot utilization",
+    about="seed 003's convolutions on ciphertext meshes: element-wise vs reduce shards, halo exchange of split rows, slot utilization",
     fn=conv,
     inputs=partial(case_inputs, CASES[0]),
     mesh=CASES[0].mesh,
     strategies=tuple(_strategy(c) for c in CASES),
     extras={"cases": CASES, "report": report, "utilization": utilization, "shard_kinds": shard_kinds,
-            "reductions": reductions, "ckks_cost": ckks_cost},
+            "reductions": reductions, "ckks_cost": ckks_cost, "halo_bytes": halo_bytes},
     cost=program_cost,
 )
 

@@ -24,6 +24,7 @@ from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH, PERMUTATION
 from .cotangents import call, fit, zeros
 from .registry import define_vjp, register_op
+from .windows import Window
 
 
 def _mismatch_rule(in_avals, out_avals):
@@ -73,12 +74,32 @@ def _slice_local(params: dict, in_shapes, out_shapes) -> dict:
     return {**params, "limit": limit}
 
 
+def _slice_windows(in_avals, out_avals, *, start, limit, strides=None, **_):
+    """A sliced dim: result row ``o`` reads operand row ``start + o * stride``."""
+    x, out = in_avals[0], out_avals[0]
+    strides = strides or (1,) * x.ndim
+    return tuple(Window(0, d, d, 1, int(st), int(s))
+                 for d, (s, st, n, m) in enumerate(zip(start, strides, x.shape, out.shape)) if n != m)
+
+
+def _slice_window_params(params: dict, in_shapes, out_shapes, local) -> dict:
+    """On a row block holding exactly the rows it keeps: all of them."""
+    x = in_shapes[0]
+    start, limit = list(params["start"]), list(params["limit"])
+    strides = list(params.get("strides") or (1,) * len(x))
+    for d in local:
+        start[d], limit[d], strides[d] = 0, x[d], 1
+    return {**params, "start": tuple(start), "limit": tuple(limit), "strides": tuple(strides)}
+
+
 register_op(
     "slice",
     _slice_eval,
     _slice_kernel,
     lambda in_avals, out_avals, **_: _mismatch_rule(in_avals, out_avals),
     local_params=_slice_local,
+    windows=_slice_windows,
+    window_params=_slice_window_params,
     doc="x[start:limit:strides] per dim; sliced dims are permutation factors",
 )
 
@@ -112,11 +133,27 @@ def _pad_kernel(x, *, padding_value, widths, **_):
     return (np.pad(x, tuple(tuple(w) for w in widths), mode="constant", constant_values=padding_value),)
 
 
+def _pad_windows(in_avals, out_avals, *, widths, **_):
+    """A padded dim: result row ``o`` reads operand row ``o - lo`` (a shift: a halo of ``lo`` rows)."""
+    x, out = in_avals[0], out_avals[0]
+    return tuple(Window(0, d, d, 1, 1, -int(widths[d][0])) for d, (n, m) in enumerate(zip(x.shape, out.shape)) if n != m)
+
+
+def _pad_window_params(params: dict, in_shapes, out_shapes, local) -> dict:
+    """On a row block: the block's own padding (none inside the tensor) on windowed dims."""
+    widths = [tuple(w) for w in params["widths"]]
+    for d, lw in local.items():
+        widths[d] = (lw.lo, lw.hi)
+    return {**params, "widths": tuple(widths)}
+
+
 register_op(
     "pad",
     _pad_eval,
     _pad_kernel,
     lambda in_avals, out_avals, **_: _mismatch_rule(in_avals, out_avals),
+    windows=_pad_windows,
+    window_params=_pad_window_params,
     doc="pad each dim with (lo, hi) copies of `padding_value`; padded dims are permutation factors",
 )
 

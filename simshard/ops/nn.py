@@ -35,6 +35,7 @@ from .factors import PERMUTATION, REDUCTION
 from .cotangents import call, fit
 from .indexing import place
 from .registry import define_vjp, register_op
+from .windows import Window
 
 
 def _params(x: Aval, w: Aval, stride, padding):
@@ -121,11 +122,29 @@ def conv2d_rule(in_avals, out_avals, *, stride, padding, **_):
     return replace(rule, inexact=rule.inexact | frozenset(spatial - exact_window))
 
 
+def _conv_windows(in_avals, out_avals, *, stride, padding, **_):
+    """Result row ``o`` of each spatial dim reads input rows ``o * stride - lo`` onwards, as
+    many as the kernel has taps (the rows before 0 and past the end are the zero padding)."""
+    x, w = in_avals
+    return tuple(Window(0, d, d, w.shape[d], int(stride[d - 2]), -int(padding[d - 2][0])) for d in (2, 3))
+
+
+def _conv_window_params(params: dict, in_shapes, out_shapes, local) -> dict:
+    """On a row block: the block's own edge padding (zero inside the tensor) and stride."""
+    padding = [tuple(p) for p in params["padding"]]
+    stride = list(params["stride"])
+    for d, lw in local.items():
+        padding[d - 2], stride[d - 2] = (lw.lo, lw.hi), lw.stride
+    return {**params, "padding": tuple(padding), "stride": tuple(stride)}
+
+
 register_op(
     "conv2d",
     _conv_eval,
     _conv_kernel,
     conv2d_rule,
+    windows=_conv_windows,
+    window_params=_conv_window_params,
     doc="2-D convolution, x NCHW, w OIHW, `stride` (sh, sw), zero `padding` ((top, bottom), (left, right))",
 )
 

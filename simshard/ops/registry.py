@@ -7,6 +7,10 @@ An entry says everything the compiler needs about an op and nothing else knows a
 * ``rule(in_avals, out_avals, **params) -> FactorRule``: how it may be sharded;
 * ``local_params(params, in_shapes, out_shapes) -> params``: the params a device uses on its
   local shards (ops whose params name global sizes, e.g. reshape's new shape, override it);
+* ``windows(in_avals, out_avals, **params) -> tuple[Window]`` and ``window_params(params,
+  in_shapes, out_shapes, local) -> params`` (optional, together): the sliding windows of a
+  convolution, pad or slice (``ops.windows``), so the partitioner can run it on row blocks after a
+  halo exchange;
 * ``vjp(ct, *operands, out, **params) -> tuple``: the derivative rule, one entry per operand:
   ``None`` (no cotangent: an index, a predicate, a piecewise-constant op) or a function of no
   arguments that returns the operand's cotangent, written with numpy calls on traced values so
@@ -69,6 +73,13 @@ class OpDef:
     # (simshard.partition.loops) and never runs its kernel on blocks; its factor rule guides
     # propagation only, so the rules-by-execution check skips it (sharded runs check it instead).
     structured: bool = False
+    # Sliding windows (``ops.windows``): ``windows(in_avals, out_avals, **params) -> tuple[Window]``
+    # says which operand rows each result row reads, ``window_params(params, in_shapes,
+    # out_shapes, local)`` the params on a block whose windowed dims hold only the rows it reads
+    # (``local = {dim: LocalWindow}``: the block's edge padding and local stride).
+    # With both, the partitioner may run the op on row blocks after a halo exchange.
+    windows: Callable[..., tuple] | None = None
+    window_params: Callable[..., dict] | None = None
 
     def rules(self, in_avals: Sequence[Aval], out_avals: Sequence[Aval], **params) -> list[FactorRule]:
         """The op's rule followed by any user-added ones, each checked against the shapes."""
@@ -108,6 +119,8 @@ def register_op(
     vjp: Callable[..., tuple] | None = None,
     batch: Callable[..., tuple] | None = None,
     structured: bool = False,
+    windows: Callable[..., tuple] | None = None,
+    window_params: Callable[..., dict] | None = None,
 ) -> OpDef:
     """Add an op to the table. The name must be new unless ``replace_existing``."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -120,7 +133,9 @@ def register_op(
     if vjp is not None and not callable(vjp):
         raise TypeError(f"op {name!r}: vjp must be callable, got {type(vjp).__name__}")
     op = OpDef(name, abstract_eval, kernel, rule, local_params or _same_params, (), doc, region_only,
-               shape_dependent_sums, vjp, batch, structured)
+               shape_dependent_sums, vjp, batch, structured, windows, window_params)
+    if (windows is None) != (window_params is None):
+        raise TypeError(f"op {name!r}: windows and window_params come together")
     OPS[name] = op
     return op
 
@@ -148,6 +163,13 @@ def define_vjp(op: str, vjp: Callable[..., tuple]) -> OpDef:
 def define_batch(op: str, batch: Callable[..., tuple]) -> OpDef:
     """Give an existing op its batching rule (module doc), replacing any it had."""
     return _amend(op, "batching rule", batch, batch=batch)
+
+
+def define_windows(op: str, windows: Callable[..., tuple], window_params: Callable[..., dict]) -> OpDef:
+    """Give an existing op its sliding windows and their local params (the fields' comment)."""
+    if not callable(window_params):
+        raise TypeError(f"window_params for {op!r} must be callable")
+    return _amend(op, "windows", windows, windows=windows, window_params=window_params)
 
 
 def get_op(name: str) -> OpDef:

@@ -214,11 +214,25 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
 
         b.emit(lambda d: Slice(0, source, src=src, dst=piece, index=cell(d)[0]))
         acc = update(acc, piece, lambda d: cell(d)[1])
+    mesh = step.after_layout().mesh
     for rnd in data.rounds:
         sends = {s: pos for t, (s, pos, _) in rnd.items()}
         pairs = tuple(sorted(((s, t) for t, (s, _, _) in rnd.items()), key=lambda p: p[1]))
+        axes = _pair_axes(mesh, pairs)
         out, inb = b.buf(), b.buf()
         b.emit(lambda d: Slice(0, source, src=src, dst=out, index=sends.get(d, empty)))
-        b.emit(lambda d: CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name))
+        b.emit(lambda d: CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name,
+                                           axes=axes))
         acc = update(acc, inb, lambda d: rnd[d][2] if d in rnd else zero_starts)
     return acc
+
+
+def _pair_axes(mesh, pairs) -> tuple[str, ...]:
+    """The mesh axes a round's transfers cross: those along which some pair's coordinates differ
+    (what the communication report and the time estimate charge the round to)."""
+    names = mesh.axis_names
+    crossed = set()
+    for s, t in pairs:
+        cs, ct = mesh.coords(s), mesh.coords(t)
+        crossed.update(n for n, a, b in zip(names, cs, ct) if a != b)
+    return tuple(n for n in names if n in crossed)

@@ -53,6 +53,7 @@ from ..sharding.placements import DTensorSpec
 from .assign import candidates
 from .builder import ScheduleBuilder
 from .exact import functorial_layouts
+from .halo import Halo, apply_halo, halo_choices
 from .linear import pending_ok
 from .emit import emit_plan
 from .plan import largest_block, layout_of, local_shapes
@@ -171,8 +172,10 @@ class _Partitioner:
     def cost(self, v: Value, spec: Sharding) -> int:
         return min(self.plan(v, spec, m).bytes for m in self.mats[v])
 
-    def get(self, v: Value, spec: Sharding, why: str) -> int:
-        """A buffer holding ``v`` laid out as ``spec`` (resharding the cheapest copy if needed)."""
+    def get(self, v: Value, spec: Sharding, why: str, keep: bool = True) -> int:
+        """A buffer holding ``v`` laid out as ``spec`` (resharding the cheapest copy if needed),
+        kept as a further copy of ``v`` unless ``keep`` is False (a halo layout holds only the
+        rows an op reads, not all of ``v``: no later reshard may start from it)."""
         best = None
         for m in self.mats[v]:
             if type(m.spec) is type(spec) and m.spec == spec:  # a Layout compares only with a Layout
@@ -182,10 +185,12 @@ class _Partitioner:
                 best = (pl, m)
         pl, m = best
         if not pl.steps:
-            self.mats[v].append(_Mat(spec, m.buf))
+            if keep:
+                self.mats[v].append(_Mat(spec, m.buf))
             return m.buf
         buf = emit_plan(pl, self.b, m.buf, source=f"reshard {self.name(v)} for {why}")
-        self.mats[v].append(_Mat(spec, buf))
+        if keep:
+            self.mats[v].append(_Mat(spec, buf))
         return buf
 
     def primary(self, v: Value) -> Sharding:
@@ -292,8 +297,8 @@ class _Partitioner:
         except TypeError:
             key = None
         if key is not None and key in self.memo:
-            rule, A, in_sh, out_sh = self.memo[key]
-            self._emit(e, rule, A, in_sh, out_sh, in_sh[0].mesh if in_sh else out_sh[0].mesh)
+            rule, A, in_sh, out_sh, halo = self.memo[key]
+            self._emit(e, rule, A, in_sh, out_sh, out_sh[0].mesh, halo)
             return
         op = get_op(e.op)
         kw = e.kw
@@ -321,24 +326,28 @@ class _Partitioner:
                 if which is not None:  # after "reduce first": a delayed reduction must be strictly cheaper
                     variants.append((which, next(iter(ops)), tuple(next(iter(axes)))))
         best = None
+        windows = _windows(op, in_avals, out_avals, kw)
         for ri, rule in enumerate(rules):
             weights = [_nbytes(a) for a in in_avals] + [_nbytes(a) for a in out_avals]
             op_specs = [self._on(c, mesh) for c in cur]
             res_specs = [self._on(self.want(o), mesh) for o in e.outputs]
+            halos = halo_choices(windows, op_specs, res_specs) if windows else []
             for var in variants:
                 reserved = var[2] if var else ()
                 for A in candidates(rule, e.op, in_shapes, out_shapes, mesh, op_specs, res_specs, weights, reserved):
-                    cand = self._price(e, rule, A, var, mesh, in_shapes, out_shapes, is_val, pend)
-                    if cand is not None and (best is None or cand[0] < best[0]):
-                        best = cand
+                    for choice in [None] + halos:
+                        cand = self._price(e, rule, A, var, mesh, in_shapes, out_shapes, is_val, pend,
+                                           (windows, choice, reserved) if choice else None)
+                        if cand is not None and (best is None or cand[0] < best[0]):
+                            best = cand
         if best is None:  # no usable rule: everything replicated
             in_sh = tuple(Sharding.replicated_on(mesh, len(s)) for s in in_shapes)
             out_sh = tuple(Sharding.replicated_on(mesh, len(s)) for s in out_shapes)
-            best = ((0,), None, {}, in_sh, out_sh)
-        _, rule, A, in_sh, out_sh = best
+            best = ((0,), None, {}, in_sh, out_sh, None)
+        _, rule, A, in_sh, out_sh, halo = best
         if key is not None:
-            self.memo[key] = (rule, A, in_sh, out_sh)
-        self._emit(e, rule, A, in_sh, out_sh, mesh)
+            self.memo[key] = (rule, A, in_sh, out_sh, halo)
+        self._emit(e, rule, A, in_sh, out_sh, mesh, halo)
 
     def functorial(self, e: Eqn) -> bool:
         """Run ``e`` where its operands lie when one of them (or a result wanted so) has an exact
@@ -395,7 +404,9 @@ class _Partitioner:
             return s
         return translate(s, mesh)
 
-    def _price(self, e, rule, A, var, mesh, in_shapes, out_shapes, is_val, pend):
+    def _price(self, e, rule, A, var, mesh, in_shapes, out_shapes, is_val, pend, halo_choice=None):
+        """(cost key, rule, A, operand specs, result shardings, halo) of running ``e`` with ``A``
+        (and ``halo_choice``: windows split over axes, ``halo``), or None when it cannot."""
         try:
             in_sh, out_sh = project(rule, in_shapes, out_shapes, mesh, A)
         except ValueError:
@@ -409,6 +420,13 @@ class _Partitioner:
                 if is_val[t] and which[t]:
                     in_sh[t] = _with_pending(in_sh[t], axes, rop)
             out_sh = [_with_pending(s, axes, rop, keep=True) for s in out_sh]
+        halo = None
+        if halo_choice is not None:
+            windows, choice, reserved = halo_choice
+            got = apply_halo(windows, choice, in_sh, out_sh, in_shapes, out_shapes, reserved)
+            if got is None:
+                return None
+            in_sh, out_sh, halo = list(got[0]), list(got[1]), got[2]
         cost = 0
         for t, i in enumerate(e.inputs):
             if is_val[t]:
@@ -418,7 +436,7 @@ class _Partitioner:
             cost += self.settle_cost(o, s)
             res_elems += largest_block(layout_of(s, o.aval.shape))
         in_elems = sum(largest_block(layout_of(s, sh)) for s, sh, v in zip(in_sh, in_shapes, is_val) if v)
-        return ((cost, res_elems, in_elems), rule, A, tuple(in_sh), tuple(out_sh))
+        return ((cost, res_elems, in_elems), rule, A, tuple(in_sh), tuple(out_sh), halo)
 
     def settle_cost(self, v: Value, s: Sharding, depth: int = 4) -> int:
         """Bytes to bring a result computed as ``s`` where it is wanted. A pending result whose only
@@ -442,7 +460,7 @@ class _Partitioner:
         later = self.settle_cost(o, _with_pending(w, tuple(s.unreduced), s.reduce_op), depth - 1)
         return min(now, later)
 
-    def _emit(self, e: Eqn, rule, A, in_sh, out_sh, mesh) -> None:
+    def _emit(self, e: Eqn, rule, A, in_sh, out_sh, mesh, halo: Halo | None = None) -> None:
         op = get_op(e.op)
         src = self.source(e)
         bufs = []
@@ -452,7 +470,7 @@ class _Partitioner:
                 held = self.mats[i][0].spec if i in self.mats else None
                 if held is not None and held.reduce_op in ("sum", "avg", "prod"):
                     combined += [_axis(a) for a in held.unreduced if a not in in_sh[t].unreduced]
-                bufs.append(self.get(i, in_sh[t], src))
+                bufs.append(self.get(i, in_sh[t], src, keep=halo is None or t != halo.windows[0].operand))
             else:
                 bufs.append(self.literal(i))
         in_lay = [layout_of(s, i.aval.shape) if isinstance(i, Value) else None for s, i in zip(in_sh, e.inputs)]
@@ -502,10 +520,13 @@ class _Partitioner:
                 ins = tuple(tuple(s) for s in local_in[d])
                 outs_d = tuple(s[d] for s in out_shapes)
                 # a nullary op's block is where it sits: devices holding one block (one shared
-                # index array per dim) share its instruction
-                key = (ins, outs_d) if e.inputs else tuple(map(id, out_lay[0].indices(d)))
+                # index array per dim) share its instruction; a row block (halo) also by its window
+                win = halo.local[d] if halo is not None else ()
+                key = (ins, outs_d, win) if e.inputs else tuple(map(id, out_lay[0].indices(d)))
                 if key not in seen:
                     params = op.local_params(dict(kw), list(ins), list(outs_d))
+                    if halo is not None:  # a row block: the rows it reads, its edge padding and stride
+                        params = op.window_params(params, list(ins), list(outs_d), dict(win))
                     if not e.inputs:
                         params = {**params, "out_index": out_lay[0].indices(d)}
                     seen[key] = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
@@ -515,6 +536,16 @@ class _Partitioner:
         for o, s, buf in zip(e.outputs, out_sh, outs):
             self.mats[o] = [_Mat(s, buf)]
         self.checkpoint(e, _reassociated(e, rule, A, in_sh, combined))
+
+
+def _windows(op, in_avals, out_avals, kw) -> tuple:
+    """The op's sliding windows (``ops.windows``), or () when it has none (or none for these shapes)."""
+    if op.windows is None:
+        return ()
+    try:
+        return tuple(op.windows(in_avals, out_avals, **kw))
+    except Exception:  # params the op's own checks refuse: no halo path
+        return ()
 
 
 def _reassociated(e: Eqn, rule, A, in_sh, combined=()) -> tuple[str, ...]:

@@ -17,8 +17,10 @@ The plan has up to three parts.
    pending by embedding each block in an identity-filled block, a replicated one by keeping the
    value on the first device of each group and the identity elsewhere.
 
-Shardings on different meshes over the same devices are handled by re-expressing one mesh's
-axes in the other's (a mesh ``{x: 8}`` is ``{a: 2, b: 4}`` read major to minor), and when the
+A target on a mesh over fewer of the source's devices (fewer ciphertexts) is laid out on the
+source's devices with empty blocks on the others and reached by the exchange (``_onto_fewer``); a
+target on devices the source does not have is refused. Shardings on different meshes over the
+same devices are handled by re-expressing one mesh's axes in the other's (a mesh ``{x: 8}`` is ``{a: 2, b: 4}`` read major to minor), and when the
 device orders differ, by one collective-permute at whichever end of the plan the shard is
 smaller. Placement lists (``DTensorSpec``) convert to shardings where that is exact; DTensor's
 nested uneven layouts, which no tensor-dimension sharding expresses, are planned on the layouts
@@ -100,10 +102,14 @@ def _devices(spec) -> frozenset[int]:
 
 def _plan(S, T, shape, item) -> tuple[list[Step], Any, dict]:
     if _devices(S) != _devices(T):
+        if _devices(T) < _devices(S):
+            return _onto_fewer(S, T, shape, item)
+        stray = sorted(_devices(T) - _devices(S))
         raise ShardingError(
             "wrong-mesh",
-            f"cannot reshard between meshes over different devices: @{S.mesh.name} has {sorted(_devices(S))}, "
-            f"@{T.mesh.name} has {sorted(_devices(T))}",
+            f"cannot reshard from @{S.mesh.name} (devices {_ids(_devices(S))}) to @{T.mesh.name} (devices "
+            f"{_ids(_devices(T))}): the target's devices {_ids(stray)} are not among the source's; a reshard "
+            "may move a tensor onto the same devices or onto fewer of them (the rest left empty), not onto others",
         )
     LS, LT = layout_of(S, shape), layout_of(T, shape)
     if LS.same_as(LT):
@@ -203,6 +209,42 @@ def _lower_bound(A, B, shape, item) -> int:
             have *= common[key]
         total += (block_size(LB, d) - have) * item
     return total
+
+
+# -- onto fewer devices -----------------------------------------------------------------------------
+def _onto_fewer(S, T, shape, item) -> tuple[list[Step], Any, dict]:
+    """Onto a mesh over some of the source's devices (fewer ciphertexts, the FHE seed's [64][112x112]
+    on 64 -> [32][2x112x112] on 32): the target laid out on the source's devices, the devices
+    outside the target's mesh holding empty blocks (a scalar stays where it is), reached by
+    reducing pending sums and then the exchange, each target device receiving exactly the
+    elements of its new block it lacks."""
+    LS, LT = layout_of(S, shape), layout_of(T, shape)
+    if LT.unreduced:
+        raise ShardingError(
+            "wrong-mesh",
+            f"cannot reshard onto @{T.mesh.name}, a mesh over fewer devices than @{S.mesh.name}, as a pending "
+            f"reduction (unreduced over {', '.join(r.short() for r in LT.unreduced)}): reduce it on the source's "
+            "mesh first",
+        )
+    empty = tuple(np.arange(0) for _ in shape)
+    index_map = {d: LT.index_map[d] if d in LT.index_map else (empty if shape else LS.index_map[d]) for d in LS.devices}
+    steps = _generic(S, Layout(LS.mesh, shape, index_map), shape, item)
+    return steps, T, {"exchange": sum(s.bytes for s in steps)}
+
+
+def _ids(devices) -> str:
+    """Device ids, runs shortened: [0..31, 40]."""
+    out, run = [], []
+    for d in sorted(devices):
+        if run and d == run[-1] + 1:
+            run.append(d)
+            continue
+        if run:
+            out.append(f"{run[0]}..{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+        run = [d]
+    if run:
+        out.append(f"{run[0]}..{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+    return "[" + ", ".join(out) + "]"
 
 
 # -- several meshes ---------------------------------------------------------------------------------

@@ -100,3 +100,31 @@ def test_the_ckks_cost_follows_the_mesh_a_strategy_runs_on():
     on_y4 = conv.PROGRAM.cost_of("resnet50_x2y8", {"x": 1, "y": 4, "z": 1})
     assert dict(on_own.values)["rotations"] == 784 and dict(on_y4.values)["rotations"] == 4096
     assert conv.PROGRAM.cost_of("y4", {"a": 2, "b": 2}) is None  # no ciphertext mesh: no CKKS cost
+
+
+ROW = 16 * 28 * F32  # one input row of the 3x3 layer: 16 channels x 28 columns
+
+
+@pytest.mark.parametrize("name, halo_rows", [
+    # stride 1: output blocks = input blocks of 7 rows; a 3-row window reads one row past each
+    # inner edge: 1, 2, 2, 1 rows
+    ("z4_3x3", [1, 2, 2, 1]),
+    # stride 2: output blocks of 4 rows read input rows 8k-1 .. 8k+7 of blocks of 7:
+    # 1 (row 7), 2 (rows 14, 15), 3 (rows 21-23), 0 (rows 23-27 are its own)
+    ("z4_3x3_s2", [1, 2, 3, 0]),
+])
+def test_rows_over_z_exchange_their_halo(run_strategy, name, halo_rows):
+    res = run_strategy("conv", name)
+    assert res.verify.bitwise
+    assert {r.kind for r in res.comm.records} == {"collective_permute"}
+    assert {r.axes for r in res.comm.records} == {("z",)}
+    assert [sum(r.bytes_received for r in res.comm.records if r.device == d) for d in range(4)] == [
+        n * ROW for n in halo_rows]
+    assert conv.halo_bytes(res) == res.comm.total_bytes == 6 * ROW == 10752
+
+
+def test_gathering_the_rows_instead_moves_fourteen_times_more(run_strategy):
+    halo, gather = run_strategy("conv", "z4_3x3"), run_strategy("conv", "z4_3x3_gather")
+    assert gather.verify.bitwise and [r.kind for r in gather.comm.records][:1] == ["all_gather"]
+    assert gather.comm.total_bytes == 4 * 21 * ROW == 150528  # every device receives the 21 rows it lacks
+    assert gather.comm.total_bytes == 14 * halo.comm.total_bytes
