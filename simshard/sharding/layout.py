@@ -207,7 +207,8 @@ class Layout:
             return False
         for d in self.devices:
             a, b = self.index_map[d], other.index_map[d]
-            if any(not np.array_equal(x, y) for x, y in zip(a, b)):
+            # devices holding one block share its index arrays: identity settles most dims
+            if any(x is not y and not np.array_equal(x, y) for x, y in zip(a, b)):
                 return False
         if bool(self.unreduced) != bool(other.unreduced):
             return False
@@ -271,18 +272,22 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
         n = math.prod(mesh.axis_size(a) for a in axes)
         per_dim.append((axes, math.ceil(d / n) if n else d))
     _check_size(s, mesh, shape, [block for _, block in per_dim], shared=True)
-    index_map = {}
     ranges: dict[tuple[int, int], np.ndarray] = {}  # devices holding one block share its (read-only) indices
-    for dev in mesh.device_ids:
+    per_device = []  # per dim: each device's block, in device order
+    for axes, block in per_dim:
+        j = np.zeros(mesh.size, dtype=np.int64)  # each device's block number along this dim
+        for a in axes:
+            j = j * mesh.axis_size(a) + mesh.axis_indices(a)
+        per_device.append(j.tolist())
+    index_map = {}
+    for i, dev in enumerate(mesh.device_ids):
         idx = []
-        for (axes, block), d in zip(per_dim, shape):
-            j = 0
-            for a in axes:
-                j = j * mesh.axis_size(a) + mesh.axis_index(dev, a)
-            lo, hi = min(j * block, d), min((j + 1) * block, d)
-            if (lo, hi) not in ranges:
-                ranges[(lo, hi)] = _frozen(np.arange(lo, hi))
-            idx.append(ranges[(lo, hi)])
+        for (_, block), d, js in zip(per_dim, shape, per_device):
+            lo, hi = min(js[i] * block, d), min((js[i] + 1) * block, d)
+            r = ranges.get((lo, hi))
+            if r is None:
+                r = ranges[(lo, hi)] = _frozen(np.arange(lo, hi))
+            idx.append(r)
         index_map[dev] = tuple(idx)
     return Layout(mesh, shape, index_map, s.unreduced, s.reduce_op)
 

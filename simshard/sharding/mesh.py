@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from .axes import AxisRef
 from ..errors import ShardingError
 from . import syntax
@@ -184,6 +186,24 @@ class Mesh:
             return c
         pre, k = ref.sub
         return (c // (n // (pre * k))) % k
+
+    def axis_indices(self, axis: str | AxisRef) -> np.ndarray:
+        """Every device's coordinate along a full axis or a sub-axis, in ``device_ids`` order
+        (``axis_index`` for all devices at once; read-only, computed once per axis)."""
+        ref = axis if isinstance(axis, AxisRef) else AxisRef(axis)
+        cache = self.__dict__.setdefault("_axis_indices", {})
+        out = cache.get(ref)
+        if out is None:
+            n = self.axis_size(ref.name)
+            k = self.axis_names.index(ref.name)
+            inner = int(np.prod(self.axis_sizes[k + 1:], dtype=np.int64))
+            c = (np.arange(self.size, dtype=np.int64) // inner) % n
+            if ref.sub is not None:
+                pre, size = ref.sub
+                c = (c // (n // (pre * size))) % size
+            c.setflags(write=False)
+            out = cache[ref] = c
+        return out
 
     @property
     def _position(self) -> dict[int, int]:
