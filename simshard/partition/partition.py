@@ -56,7 +56,7 @@ from .exact import functorial_layouts
 from .halo import Halo, apply_halo, halo_choices
 from .linear import pending_ok
 from .emit import emit_plan
-from .plan import largest_block, layout_of, local_shapes
+from .plan import by_shape_class, largest_block, layout_of, local_shapes
 from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
 from .reshard import _plain, plan_reshard, translate
@@ -474,8 +474,7 @@ class _Partitioner:
             else:
                 bufs.append(self.literal(i))
         in_lay = [layout_of(s, i.aval.shape) if isinstance(i, Value) else None for s, i in zip(in_sh, e.inputs)]
-        in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
-        local_in = {d: [s[d] if s is not None else () for s in in_shapes] for d in self.devices}
+        in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]  # per operand: device -> shape
         # pad dims that carry a sharded reduction factor up to the block size with the identity
         if rule is not None:
             red = {f for f in rule.of_kind(REDUCTION) if A.get(f)}
@@ -488,16 +487,16 @@ class _Partitioner:
                     if not dims:
                         continue
                     block = in_lay[t].block_shape
-                    padded = {d: tuple(block[k] if k in dims else n for k, n in enumerate(local_in[d][t])) for d in self.devices}
-                    if all(padded[d] == local_in[d][t] for d in self.devices):
+                    padded = {d: tuple(block[k] if k in dims else n for k, n in enumerate(in_shapes[t][d]))
+                              for d in self.devices}
+                    if all(padded[d] == in_shapes[t][d] for d in self.devices):
                         continue
                     new = self.b.buf()
                     val = ident_op.identity(i.aval.dtype)
                     self.b.emit_by(lambda d, t=t: padded[d],
                                    lambda d, t=t, new=new, val=val: Pad(0, src, src=bufs[t], dst=new, shape=padded[d], value=val))
                     bufs[t] = new
-                    for d in self.devices:
-                        local_in[d][t] = padded[d]
+                    in_shapes[t] = padded
         out_lay = [layout_of(s, o.aval.shape) for s, o in zip(out_sh, e.outputs)]
         outs = self.b.bufs(len(e.outputs))
         kw = e.kw
@@ -517,7 +516,7 @@ class _Partitioner:
             seen: dict = {}
 
             def make(d):
-                ins = tuple(tuple(s) for s in local_in[d])
+                ins = tuple(s[d] if s is not None else () for s in in_shapes)
                 outs_d = tuple(s[d] for s in out_shapes)
                 # a nullary op's block is where it sits: devices holding one block (one shared
                 # index array per dim) share its instruction; a row block (halo) also by its window
@@ -532,7 +531,11 @@ class _Partitioner:
                     seen[key] = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
                 return seen[key]
 
-            self.b.emit(make)
+            if e.inputs and halo is None:  # the instruction depends on a device only through its local shapes
+                laid = [L for L in in_lay if L is not None] + out_lay
+                self.b.emit(by_shape_class(self.devices, laid, make))
+            else:
+                self.b.emit(make)
         for o, s, buf in zip(e.outputs, out_sh, outs):
             self.mats[o] = [_Mat(s, buf)]
         self.checkpoint(e, _reassociated(e, rule, A, in_sh, combined))

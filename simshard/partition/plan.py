@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -59,16 +59,32 @@ _PER_LAYOUT: dict[int, tuple] = {}  # id(layout) -> (layout, its local shapes, i
 
 
 def _per_layout(L: Layout) -> tuple:
-    """Every device's local shape and the largest block's elements, computed once per layout
-    object (the object kept with them, so a reused id cannot hit)."""
+    """Every device's local shape, the largest block's elements, and each device's shape class
+    (an int per device in ascending device order: equal local shapes, equal class), computed once
+    per layout object (the object kept with them, so a reused id cannot hit)."""
     hit = _PER_LAYOUT.get(id(L))
     if hit is None or hit[0] is not L:
         shapes = {d: tuple(len(ix) for ix in L.index_map[d]) for d in L.devices}
-        hit = (L, shapes, max((math.prod(s) for s in shapes.values()), default=0))
+        ids: dict = {}
+        classes = np.array([ids.setdefault(shapes[d], len(ids)) for d in sorted(shapes)], dtype=np.int64)
+        hit = (L, shapes, max((math.prod(s) for s in shapes.values()), default=0), classes)
         if len(_PER_LAYOUT) > 8192:
             _PER_LAYOUT.clear()
         _PER_LAYOUT[id(L)] = hit
     return hit
+
+
+def by_shape_class(devices: Sequence[int], layouts: Sequence[Layout], make) -> dict:
+    """``device -> make(device)`` for an instruction that depends on a device only through its
+    local shapes under ``layouts``: ``make`` runs once per class of devices with equal shapes
+    under all of them (found with numpy, not device by device). ``devices`` ascending."""
+    cols = [_per_layout(L)[3] for L in layouts]
+    if all(int(c.max(initial=0)) == 0 for c in cols):  # one block shape everywhere: one class
+        one = make(devices[0]) if devices else None
+        return dict.fromkeys(devices, one)
+    _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+    made = [make(devices[i]) for i in first.tolist()]
+    return dict(zip(devices, [made[c] for c in inverse.reshape(-1).tolist()]))
 
 
 def local_shapes(L: Layout) -> dict[int, tuple[int, ...]]:
