@@ -44,8 +44,25 @@ def _eq(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or (len(a) == len(b) and np.array_equal(a, b))
 
 
-def _same_block(L: Layout, d: int, L2: Layout, e: int, skip: Sequence[int] = ()) -> bool:
-    return all(_eq(x, y) for k, (x, y) in enumerate(zip(L.index_map[d], L2.index_map[e])) if k not in skip)
+class _Compare:
+    """``_eq`` remembered by the arrays' identities, for one move's checks: the layouts share
+    index arrays between devices, so thousands of members compare a handful of distinct pairs."""
+
+    def __init__(self):
+        self.seen: dict[tuple[int, int], bool] = {}
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> bool:
+        if a is b:
+            return True
+        key = (id(a), id(b))
+        hit = self.seen.get(key)
+        if hit is None:
+            hit = self.seen[key] = len(a) == len(b) and bool(np.array_equal(a, b))
+        return hit
+
+
+def _same_block(L: Layout, d: int, L2: Layout, e: int, skip: Sequence[int] = (), eq=_eq) -> bool:
+    return all(eq(x, y) for k, (x, y) in enumerate(zip(L.index_map[d], L2.index_map[e])) if k not in skip)
 
 
 def realize(move: Move, before, after, shape, itemsize: int, mesh: Mesh) -> Step | None:
@@ -96,12 +113,14 @@ def _all_gather(move, before, after, L, L2, shape, item, mesh):
     k = move.dim
     groups = atom_groups(mesh, move.atoms)
     gof, sent, rec, mn = {}, {}, {}, {}
+    eq = _Compare()
     for G in groups:
         cat = np.concatenate([L.index_map[m][k] for m in G])
         sizes = [block_size(L, m) for m in G]
         total = sum(sizes)
         for m, n in zip(G, sizes):
-            if not _eq(L2.index_map[m][k], cat) or not _same_block(L, m, L2, m, (k,)) or not _same_block(L, G[0], L, m, (k,)):
+            if not (eq(L2.index_map[m][k], cat) and _same_block(L, m, L2, m, (k,), eq)
+                    and _same_block(L, G[0], L, m, (k,), eq)):
                 return None
             gof[m] = G
             rec[m] = (total - n) * item

@@ -376,11 +376,11 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
         results = _collective_permute(step, srcs)
     else:
         results = {}
-        groups: dict[tuple, list[int]] = {}
+        groups: dict[int, tuple[tuple, list[int]]] = {}  # by the group tuple's identity: members share it
         for d, ins in step.items():
-            groups.setdefault(tuple(ins.group), []).append(d)
-        for group, members in groups.items():
-            results.update(_COLLECTIVES[kind](group, members, step, srcs))
+            groups.setdefault(id(ins.group), (ins.group, []))[1].append(d)
+        for group, members in groups.values():
+            results.update(_COLLECTIVES[kind](tuple(group), members, step, srcs))
     # each class writes its members' result once, split where members got different blocks
     for c in list(classes):
         parts = _split(devices, c, lambda d: results[d][0])
@@ -391,11 +391,15 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
                 lists[part[0]] = lists[c[0]]
         for part in parts:
             devices[part[0]].state.write([(step[part[0]].dst, results[part[0]][0])])
+    positions: dict[int, dict[int, int]] = {}  # per group (by identity): device -> its index
     for d, ins in step.items():
         dev = devices[d]
         out, traffic = results[d]
         group = participants(ins)
-        if d not in group:
+        where = positions.get(id(group))
+        if where is None:
+            where = positions[id(group)] = {p: j for j, p in enumerate(group)}
+        if d not in where:
             continue
         x = srcs[d]
         dev.records.append(CommRecord(
@@ -403,7 +407,8 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
             axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=traffic.sent,
             bytes_received=traffic.received, messages_sent=traffic.messages_sent,
             messages_received=traffic.messages_received,
-            min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize),
+            min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize,
+                                         where[d]),
             peers=traffic.peers,
         ))
 
