@@ -1,13 +1,16 @@
 """Building SPMD schedules: every device gets the same sequence of instruction ids.
 
-``ScheduleBuilder`` keeps one instruction list per device and only ever appends to all of them at
-once (``emit``), so the lists stay aligned: position ``i`` holds the same SPMD step on every
-device, with the same id and the same written buffer numbers (buffer numbers are allocated once
-for all devices). Local steps may differ per device (a Slice keeps different positions, a Literal
-holds a different block); collectives differ only in their per-device parameters (group, splits).
+``ScheduleBuilder`` holds the SPMD steps once, not one list per device: a step is one instruction
+every device runs (the usual case), or a mapping device -> instruction where devices differ (a
+Slice keeping different positions, a collective over different groups). Buffer numbers are
+allocated once for all devices, so position ``i`` holds the same step on every device, with the
+same id and the same buffers. The builder also keeps the *classes* of devices that run the same
+instruction objects at every step so far (refined only by steps where devices differ): a class's
+instruction list is made once, whatever its size.
 
 ``finish`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
-device), numbers the ids 0, 1, 2, ... and returns one ``Schedule`` per device.
+device), numbers the ids 0, 1, 2, ... and returns one ``Schedule`` per device, the devices of a
+class sharing one instruction tuple.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from .schedule import Free, Instr, Schedule
 class ScheduleBuilder:
     def __init__(self, devices: Sequence[int]):
         self.devices = tuple(sorted(devices))
-        self.instrs: dict[int, list[Instr]] = {d: [] for d in self.devices}
+        self.steps: list[Instr | Mapping[int, Instr]] = []
+        self._classes: list[list[int]] = [list(self.devices)] if self.devices else []
         self._next_buf = 0
 
     # -- buffers ---------------------------------------------------------------------------------
@@ -37,13 +41,23 @@ class ScheduleBuilder:
     def emit(self, make: Callable[[int], Instr] | Mapping[int, Instr]) -> None:
         """Append one SPMD step: ``make(device)`` (or ``make[device]``) is that device's copy.
         Ids are placeholders here; ``finish`` numbers them."""
-        get = make.__getitem__ if isinstance(make, Mapping) else make  # decided once, not per device
-        for d in self.devices:
-            self.instrs[d].append(get(d))
+        per = make if isinstance(make, Mapping) else {d: make(d) for d in self.devices}
+        first = per[self.devices[0]] if self.devices else None
+        if all(per[d] is first for d in self.devices):
+            self.steps.append(first)
+            return
+        self.steps.append(per)
+        refined = []
+        for members in self._classes:
+            groups: dict[int, list[int]] = {}
+            for d in members:
+                groups.setdefault(id(per[d]), []).append(d)
+            refined.extend(groups.values())
+        self._classes = refined
 
     def emit_same(self, ins: Instr) -> None:
         """One SPMD step every device runs as the same instruction object."""
-        self.emit(lambda d: ins)
+        self.steps.append(ins)
 
     def emit_by(self, key: Callable[[int], object], make: Callable[[int], Instr]) -> None:
         """One SPMD step whose instruction depends on the device only through ``key(device)``:
@@ -60,12 +74,21 @@ class ScheduleBuilder:
         self.emit(shared)
 
     def __len__(self) -> int:
-        return len(self.instrs[self.devices[0]]) if self.devices else 0
+        return len(self.steps)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def instrs_of(self, device: int) -> list[Instr]:
+        """``device``'s instructions so far."""
+        return [s if isinstance(s, Instr) else s[device] for s in self.steps]
+
+    def classes(self) -> list[list[int]]:
+        """The devices that run the same instruction objects at every step, class by class."""
+        return [list(c) for c in self._classes]
 
     # -- finishing -------------------------------------------------------------------------------
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use and ids numbered in order."""
-        first = self.instrs[self.devices[0]] if self.devices else []
+        first = self.instrs_of(self.devices[0]) if self.devices else []
         dying: dict[int, list[int]] = {}
         if free:
             # buffer numbers are the same on every device (module docstring): one list tells
@@ -81,21 +104,18 @@ class ScheduleBuilder:
                     dying.setdefault(pos, []).append(b)
         frees = {pos: Free(0, "dead input" if pos < 0 else first[pos].source, bufs=tuple(sorted(bufs)))
                  for pos, bufs in dying.items()}  # one Free per position, shared by every device
-        out, shared = [], {}
-        for d in self.devices:
-            mine = self.instrs[d]
-            key = tuple(map(id, mine))  # devices holding the same instruction objects share one list
-            if key not in shared:
-                instrs: list[Instr] = [frees[-1]] if -1 in frees else []
-                for pos, ins in enumerate(mine):
-                    instrs.append(ins)
-                    if pos in frees:
-                        instrs.append(frees[pos])
-                numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
-                _number_loops(numbered, len(numbered))
-                shared[key] = numbered
-            out.append(Schedule(d, tuple(inputs), shared[key], tuple(outputs)))
-        return tuple(out)
+        out: dict[int, Schedule] = {}
+        for members in self._classes:  # one instruction tuple per class
+            instrs: list[Instr] = [frees[-1]] if -1 in frees else []
+            for pos, ins in enumerate(self.instrs_of(members[0])):
+                instrs.append(ins)
+                if pos in frees:
+                    instrs.append(frees[pos])
+            numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
+            _number_loops(numbered, len(numbered))
+            for d in members:
+                out[d] = Schedule(d, tuple(inputs), numbered, tuple(outputs))
+        return tuple(out[d] for d in self.devices)
 
 
 def _numbered(ins: Instr, i: int) -> Instr:

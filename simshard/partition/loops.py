@@ -155,28 +155,26 @@ def emit_scan(P, e) -> None:
 def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
     """Each device's body with its temporaries freed after their last use in an iteration.
     Devices whose instructions are the same objects share one body (and its Frees)."""
-    devices = sb.devices
+    first = sb.instrs_of(sb.devices[0])
     last: dict[int, int] = {}
-    for pos, ins in enumerate(sb.instrs[devices[0]]):
+    for pos, ins in enumerate(first):
         for buf in tuple(ins.reads()) + tuple(ins.writes()):
             if buf not in owned:
                 last[buf] = pos
     dying: dict[int, list[int]] = {}
     for buf, pos in last.items():
         dying.setdefault(pos, []).append(buf)
-    frees = {pos: Free(0, sb.instrs[devices[0]][pos].source, bufs=tuple(sorted(bufs))) for pos, bufs in dying.items()}
-    out, shared = {}, {}
-    for d in devices:
-        mine = sb.instrs[d]
-        key = tuple(map(id, mine))
-        if key not in shared:
-            instrs = []
-            for pos, ins in enumerate(mine):
-                instrs.append(ins)
-                if pos in frees:
-                    instrs.append(frees[pos])
-            shared[key] = tuple(instrs)
-        out[d] = shared[key]
+    frees = {pos: Free(0, first[pos].source, bufs=tuple(sorted(bufs))) for pos, bufs in dying.items()}
+    out = {}
+    for members in sb.classes():
+        instrs = []
+        for pos, ins in enumerate(sb.instrs_of(members[0])):
+            instrs.append(ins)
+            if pos in frees:
+                instrs.append(frees[pos])
+        body = tuple(instrs)
+        for d in members:
+            out[d] = body
     return out
 
 
