@@ -21,7 +21,7 @@ import numpy as np
 from ..propagate.driver import propagate
 from ..sharding.dims import DimSharding, Sharding
 from .builder import ScheduleBuilder
-from .plan import layout_of, local_shapes
+from .plan import by_shape_class, layout_of, local_shapes
 from .reshard import _plain
 from .schedule import Compute, Free, Literal, Loop, Switch, While
 
@@ -101,10 +101,10 @@ def emit_scan(P, e) -> None:
     for v, buf, spec, x in zip(body.inputs[nc:nc + nx], xs_bufs, xs_specs, xs):
         sliced, out = sub.b.buf(), sub.b.buf()
         rest = _drop_first(spec)
-        sub.b.emit(_by_local_shape(spec, x.aval.shape, lambda local, buf=buf, sliced=sliced, x=x: Compute(
+        sub.b.emit(_by_local_shape(sub.b.devices, spec, x.aval.shape, lambda local, buf=buf, sliced=sliced, x=x: Compute(
             0, src, op="dynamic_slice", inputs=(buf, counter) + (zero,) * (x.aval.ndim - 1), outputs=(sliced,),
             params=(("slice_sizes", (1,) + local[1:]),))))
-        sub.b.emit(_by_local_shape(rest, v.aval.shape, lambda local, sliced=sliced, out=out: Compute(
+        sub.b.emit(_by_local_shape(sub.b.devices, rest, v.aval.shape, lambda local, sliced=sliced, out=out: Compute(
             0, src, op="reshape", inputs=(sliced,), outputs=(out,), params=(("new_shape", local),))))
         sub.mats[v] = [P.Mat(rest, out)]
     for v, buf, spec in zip(body.inputs[nc + nx:], const_bufs, const_specs):
@@ -121,13 +121,13 @@ def emit_scan(P, e) -> None:
     ys_bufs = [sub.b.buf() for _ in ys]
     for yb, spec, (o, _) in zip(ys_bufs, ys_specs, ys):
         # zeros made on the device (the full op), not carried in the schedule as an array
-        b.emit(_by_local_shape(spec, o.aval.shape, lambda local, yb=yb, o=o: Compute(
+        b.emit(_by_local_shape(b.devices, spec, o.aval.shape, lambda local, yb=yb, o=o: Compute(
             0, src, op="full", inputs=(), outputs=(yb,),
             params=(("shape", local), ("fill_value", 0), ("dtype", np.dtype(o.aval.dtype))))))
     for (o, v), yb, spec in zip(ys, ys_bufs, ys_specs):
         y = sub.get(v, _drop_first(spec), f"{src}: y")
         row = sub.b.buf()
-        sub.b.emit(_by_local_shape(spec, o.aval.shape, lambda local, y=y, row=row: Compute(
+        sub.b.emit(_by_local_shape(b.devices, spec, o.aval.shape, lambda local, y=y, row=row: Compute(
             0, src, op="reshape", inputs=(y,), outputs=(row,), params=(("new_shape", (1,) + local[1:]),))))
         update = Compute(0, src, op="dynamic_update_slice", inputs=(yb, row, counter) + (zero,) * (o.aval.ndim - 1),
                          outputs=(yb,))
@@ -137,24 +137,19 @@ def emit_scan(P, e) -> None:
 
     owned = set(carry_bufs) | set(ys_bufs) | set(xs_bufs) | set(const_bufs) | {counter, zero}
     reads = tuple(dict.fromkeys(const_bufs + xs_bufs + carry_bufs + ys_bufs + [zero]))
-    bodies = _with_frees(sub.b, owned)
     loops: dict[int, Loop] = {}  # devices running one body share one Loop
-
-    def loop(d):
-        body = bodies[d]
-        if id(body) not in loops:
-            loops[id(body)] = Loop(0, src, length=length, reverse=bool(kw["reverse"]), counter=counter, body=body,
-                                   reads_=reads, writes_=tuple(carry_bufs + ys_bufs))
-        return loops[id(body)]
-
-    b.emit(loop)
+    for members, instrs in _with_frees(sub.b, owned):
+        loop = Loop(0, src, length=length, reverse=bool(kw["reverse"]), counter=counter, body=instrs, reads_=reads,
+                    writes_=tuple(carry_bufs + ys_bufs))
+        loops.update(dict.fromkeys(members, loop))
+    b.emit(loops)
 
     _results(P, e, src, list(e.outputs[:nc]) + [o for o, _ in ys], carry_bufs + ys_bufs, carry_specs + ys_specs,
              _body_axes(body))
 
-def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
-    """Each device's body with its temporaries freed after their last use in an iteration.
-    Devices whose instructions are the same objects share one body (and its Frees)."""
+def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> list[tuple[list[int], tuple]]:
+    """Per class of devices running the same instruction objects: the class and its body, with
+    the temporaries freed after their last use in an iteration (the Frees shared by every class)."""
     first = sb.instrs_of(sb.devices[0])
     last: dict[int, int] = {}
     for pos, ins in enumerate(first):
@@ -165,32 +160,28 @@ def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> dict:
     for buf, pos in last.items():
         dying.setdefault(pos, []).append(buf)
     frees = {pos: Free(0, first[pos].source, bufs=tuple(sorted(bufs))) for pos, bufs in dying.items()}
-    out = {}
+    out = []
     for members in sb.classes():
         instrs = []
         for pos, ins in enumerate(sb.instrs_of(members[0])):
             instrs.append(ins)
             if pos in frees:
                 instrs.append(frees[pos])
-        body = tuple(instrs)
-        for d in members:
-            out[d] = body
+        out.append((members, tuple(instrs)))
     return out
 
 
-def _by_local_shape(spec, shape, build):
-    """A maker for ``ScheduleBuilder.emit``: ``build(local shape)`` for each device, one shared
-    instruction per distinct local shape of ``shape`` laid out as ``spec``."""
-    made: dict = {}
-    shapes = local_shapes(layout_of(spec, shape))
+def _per_device(classes: list[tuple[list[int], tuple]]) -> dict:
+    """``_with_frees``'s bodies by device."""
+    return {d: body for members, body in classes for d in members}
 
-    def make(d):
-        local = shapes[d]
-        if local not in made:
-            made[local] = build(local)
-        return made[local]
 
-    return make
+def _by_local_shape(devices, spec, shape, build) -> dict:
+    """For ``ScheduleBuilder.emit``: ``build(local shape)`` per device, one shared instruction
+    per distinct local shape of ``shape`` laid out as ``spec``."""
+    L = layout_of(spec, shape)
+    shapes = local_shapes(L)
+    return by_shape_class(devices, [L], lambda d: build(shapes[d]))
 
 
 def _partition_program(P, program, bindings, out_specs, src: str):
@@ -238,7 +229,7 @@ def emit_while(P, e) -> None:
     P.b._next_buf = max(P.b._next_buf, step._next_buf, test._next_buf)
 
     owned = set(carry_bufs) | set(cconst_bufs) | set(bconst_bufs) | {pred}
-    tests, steps = _with_frees(test, owned), _with_frees(step, owned)
+    tests, steps = _per_device(_with_frees(test, owned)), _per_device(_with_frees(step, owned))
     reads = tuple(dict.fromkeys(carry_bufs + cconst_bufs + bconst_bufs))
     b.emit(lambda d: While(0, src, cond=tests[d], pred=pred, body=steps[d], reads_=reads, writes_=tuple(carry_bufs)))
     _results(P, e, src, e.outputs, carry_bufs, carry_specs, _body_axes(body))
@@ -261,7 +252,7 @@ def emit_switch(P, e) -> None:
         br = propagate(replace(br, in_shardings=tuple(in_specs), out_shardings=tuple(out_specs)))
         sb, outs = _partition_program(P, br, list(zip(in_specs, in_bufs)), out_specs, f"{src} branch {k}")
         _copy(sb, src, zip(outs, results))
-        bodies.append(_with_frees(sb, set(in_bufs) | set(results) | {index_buf}))
+        bodies.append(_per_device(_with_frees(sb, set(in_bufs) | set(results) | {index_buf})))
     reads = tuple(dict.fromkeys(in_bufs))
     P.b.emit(lambda d: Switch(0, src, index=index_buf, branches=tuple(b[d] for b in bodies), reads_=reads,
                               writes_=tuple(results)))
