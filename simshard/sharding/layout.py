@@ -272,23 +272,26 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
         n = math.prod(mesh.axis_size(a) for a in axes)
         per_dim.append((axes, math.ceil(d / n) if n else d))
     _check_size(s, mesh, shape, [block for _, block in per_dim], shared=True)
-    ranges: dict[tuple[int, int], np.ndarray] = {}  # devices holding one block share its (read-only) indices
-    per_device = []  # per dim: each device's block, in device order
-    for axes, block in per_dim:
-        j = np.zeros(mesh.size, dtype=np.int64)  # each device's block number along this dim
+    # each device's block number along each dim (mixed radix over the dim's axes), in device order
+    blocks = np.zeros((mesh.size, len(shape)), dtype=np.int64)
+    for k, (axes, _) in enumerate(per_dim):
         for a in axes:
-            j = j * mesh.axis_size(a) + mesh.axis_indices(a)
-        per_device.append(j.tolist())
-    index_map = {}
-    for i, dev in enumerate(mesh.device_ids):
+            blocks[:, k] = blocks[:, k] * mesh.axis_size(a) + mesh.axis_indices(a)
+    # devices holding one block share its (read-only) index arrays: one tuple per distinct block
+    distinct, inverse = np.unique(blocks, axis=0, return_inverse=True) if shape else (np.zeros((1, 0), np.int64),
+                                                                                        np.zeros(mesh.size, np.int64))
+    ranges: dict[tuple[int, int], np.ndarray] = {}
+    held = []
+    for row in distinct.tolist():
         idx = []
-        for (_, block), d, js in zip(per_dim, shape, per_device):
-            lo, hi = min(js[i] * block, d), min((js[i] + 1) * block, d)
+        for j, (_, block), d in zip(row, per_dim, shape):
+            lo, hi = min(j * block, d), min((j + 1) * block, d)
             r = ranges.get((lo, hi))
             if r is None:
                 r = ranges[(lo, hi)] = _frozen(np.arange(lo, hi))
             idx.append(r)
-        index_map[dev] = tuple(idx)
+        held.append(tuple(idx))
+    index_map = dict(zip(mesh.device_ids, [held[c] for c in inverse.reshape(-1).tolist()]))
     return Layout(mesh, shape, index_map, s.unreduced, s.reduce_op)
 
 
