@@ -49,6 +49,10 @@ class ScheduleBuilder:
         self.steps.append(per)
         refined = []
         for members in self._classes:
+            lead = per[members[0]]
+            if all(per[d] is lead for d in members):  # the usual case: the class stays whole
+                refined.append(members)
+                continue
             groups: dict[int, list[int]] = {}
             for d in members:
                 groups.setdefault(id(per[d]), []).append(d)
