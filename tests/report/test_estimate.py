@@ -121,3 +121,27 @@ def test_training_volumes_equal_the_hand_derived_formulas():
                 assert 0 <= got["all_reduce"] - 2 * (g - 1) * param_bytes // g <= 2 * (g - 1) * 4 * 4 // g  # + 4 scalars
             else:
                 assert got["all_gather"] == got["reduce_scatter"] == (g - 1) * param_bytes // g
+
+
+def test_7b_data_parallel_step_on_8192_devices_by_hand():
+    """The issue's scale: the 32-layer 7B step, data parallel over 8,192 devices (64 x 128). Every
+    device receives 2(g-1)/g of the parameter bytes in gradient all-reduces (plus the loss's
+    scalars, at most (g-1) floats each), and holds as inputs the parameters and its block of the
+    batch: one sequence of x [2048, 4096] and y [2048, 32000] on 1,024 devices, none on the rest."""
+    from simshard.programs import gpt
+
+    cfg = gpt.CONFIGS["7b"]
+    g = 64 * 128
+    est = gpt.program("7b").estimate("dp", mesh={"x": 64, "y": 128}, mode="sgd")
+    params = cfg.param_count * 4
+    received: dict[int, int] = {}
+    for r in est.comm.records:
+        assert r.kind == "all_reduce"
+        received[r.device] = received.get(r.device, 0) + r.bytes_received
+    gradients = 2 * (g - 1) * params // g
+    assert len(received) == g
+    assert all(0 <= got - gradients <= 4 * (g - 1) * 4 for got in received.values())
+    row = cfg.seq * (cfg.d + cfg.vocab) * 4
+    inputs = sorted(m.input_bytes for m in est.memory.devices)
+    assert inputs[0] == params and inputs[-1] == params + row
+    assert sum(1 for b in inputs if b == params + row) == cfg.batch
