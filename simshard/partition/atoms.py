@@ -15,7 +15,6 @@ each group ordered by the mixed-radix number the atoms' digits form in the order
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Iterable
 
 from ..sharding.axes import AxisRef, canonical_ref, merge_adjacent
@@ -118,22 +117,8 @@ def sorted_atoms(atoms: Iterable[Atom], mesh: Mesh) -> list[Atom]:
     return sorted(atoms, key=lambda a: (order[a.name], a.pre_size()))
 
 
-@lru_cache(maxsize=4096)
 def atom_groups(mesh: Mesh, atoms: tuple[Atom, ...]) -> tuple[tuple[int, ...], ...]:
     """Devices differing only in ``atoms``' coordinates; each group ordered by the atoms' digits
-    read as one number, first atom most significant."""
-    if not atoms:
-        return tuple((d,) for d in mesh.device_ids)
-    groups: dict[tuple, list[tuple[int, int]]] = {}
-    sizes = [mesh.axis_size(a) for a in atoms]
-    for d in mesh.device_ids:
-        coords = list(mesh.coords(d))
-        pos = 0
-        for a, k in zip(atoms, sizes):
-            digit = mesh.axis_index(d, a)
-            pos = pos * k + digit
-            n = mesh.shape[a.name]
-            coords[mesh.axis_names.index(a.name)] -= digit * (n // (a.pre_size() * k))
-        groups.setdefault(tuple(coords), []).append((pos, d))
-    return tuple(tuple(d for _, d in sorted(g)) for g in groups.values())
+    read as one number, first atom most significant (``Mesh.groups_over``)."""
+    return mesh.groups_over(atoms)
 

@@ -90,18 +90,7 @@ class Layout:
     def reduce_groups(self) -> list[tuple[int, ...]]:
         """Devices whose contributions combine into one block, each group in canonical order
         (ascending coordinate along the unreduced axes). Singletons when nothing is pending."""
-        if not self.unreduced:
-            return [(d,) for d in self.devices]
-        groups: dict[tuple, list[tuple[tuple, int]]] = {}
-        for d in self.devices:
-            digits = tuple(self.mesh.axis_index(d, r) for r in self.unreduced)
-            base = list(self.mesh.coords(d))
-            for r, digit in zip(self.unreduced, digits):
-                n = self.mesh.shape[r.name]
-                pre, k = r.interval(n)[0], r.size(n)
-                base[self.mesh.axis_names.index(r.name)] -= digit * (n // (pre * k))
-            groups.setdefault(tuple(base), []).append((digits, d))
-        return [tuple(d for _, d in sorted(g)) for g in groups.values()]
+        return list(self.mesh.groups_over(self.unreduced))
 
     def _contributes_value(self, device: int) -> bool:
         """For sum/prod, only the first device of each reduce group holds the value; others the identity."""

@@ -205,6 +205,36 @@ class Mesh:
             out = cache[ref] = c
         return out
 
+    def groups_over(self, axes: Sequence[str | AxisRef]) -> tuple[tuple[int, ...], ...]:
+        """The devices that differ only in their coordinates along ``axes`` (full axes or
+        sub-axes), group by group in the order their first devices appear in ``device_ids``;
+        each group ordered by the axes' digits read as one number, the first axis most
+        significant. (Computed on coordinate arrays, once per mesh and axes.)"""
+        refs = tuple(a if isinstance(a, AxisRef) else AxisRef(a) for a in axes)
+        cache = self.__dict__.setdefault("_groups_over", {})
+        hit = cache.get(refs)
+        if hit is not None:
+            return hit
+        if not refs:
+            hit = cache[refs] = tuple((d,) for d in self.device_ids)
+            return hit
+        coords = np.stack([self.axis_indices(n) for n in self.axis_names], axis=1).copy()
+        pos = np.zeros(self.size, dtype=np.int64)
+        for r in refs:
+            n, k = self.axis_size(r.name), self.axis_size(r)
+            digit = self.axis_indices(r)
+            pos = pos * k + digit
+            coords[:, self.axis_names.index(r.name)] -= digit * (n // (r.pre_size() * k))
+        _, first, group = np.unique(coords, axis=0, return_index=True, return_inverse=True)
+        group = group.reshape(-1)
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))  # groups by first appearance
+        order = np.lexsort((pos, rank[group]))
+        ids = np.asarray(self.device_ids, dtype=np.int64)[order]
+        bounds = np.cumsum(np.bincount(rank[group], minlength=len(first)))[:-1]
+        hit = cache[refs] = tuple(tuple(g.tolist()) for g in np.split(ids, bounds))
+        return hit
+
     @property
     def _position(self) -> dict[int, int]:
         # Cached inverse of device_ids (a frozen dataclass can still memoise in __dict__).
