@@ -29,6 +29,7 @@ themselves (reduce-scatter or all-reduce over the reduce groups, then the exchan
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -199,15 +200,20 @@ def _lower_bound(A, B, shape, item) -> int:
     """Bytes every device must receive at least: the elements of its new block it does not hold."""
     LA, LB = layout_of(A, shape), layout_of(B, shape)
     total = 0
-    common: dict[tuple[int, int], int] = {}  # by index arrays: devices share them (flat_layout)
+    lacking: dict[tuple[int, int], int] = {}  # by block: devices holding one block share its tuple
+    common: dict[tuple[int, int], int] = {}  # by index arrays, which blocks share too
     for d in LB.devices:
-        have = 1
-        for a, b in zip(LB.index_map[d], LA.index_map[d]):
-            key = (id(a), id(b))
-            if key not in common:
-                common[key] = common_count(a, b)
-            have *= common[key]
-        total += (block_size(LB, d) - have) * item
+        mine, held = LB.index_map[d], LA.index_map[d]
+        key = (id(mine), id(held))
+        if key not in lacking:
+            have = 1
+            for a, b in zip(mine, held):
+                pair = (id(a), id(b))
+                if pair not in common:
+                    common[pair] = common_count(a, b)
+                have *= common[pair]
+            lacking[key] = math.prod(len(ix) for ix in mine) - have
+        total += lacking[key] * item
     return total
 
 
