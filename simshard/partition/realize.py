@@ -145,17 +145,15 @@ def _all_to_all(move, before, after, L, L2, shape, item, mesh):
                 return None
             if not _same_block(L, m, L2, m, (i, j)) or not _same_block(L, G[0], L, m, (i, j)):
                 return None
-        # chunk q -> m: q's block with dim j cut to m's split
-        per_q = {}
-        for q in G:
-            n = block_size(L, q)
-            other = n // len(B) if len(B) else 0
-            per_q[q] = [other * s for s in sp]
+        # chunk q -> m is q's block with dim j cut to m's split: other(q) * sp[m] elements, with
+        # other(q) the elements of q's block per index of dim j (sums in O(g), not a g x g table)
+        other = {q: (block_size(L, q) // len(B) if len(B) else 0) for q in G}
+        others, total_sp, shared_sp = sum(other.values()), sum(sp), tuple(sp)
         for idx, m in enumerate(G):
             gof[m] = G
-            splits[m] = tuple(sp)
-            rec[m] = sum(per_q[q][idx] for q in G if q != m) * item
-            sent[m] = sum(c for t, c in enumerate(per_q[m]) if t != idx) * item
+            splits[m] = shared_sp
+            rec[m] = sp[idx] * (others - other[m]) * item
+            sent[m] = other[m] * (total_sp - sp[idx]) * item
             mn[m] = sent[m]
     return Step("all_to_all", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=i, tgt_dim=j,
                 sent=sent, received=rec, minimum=mn, data=(gof, splits))
