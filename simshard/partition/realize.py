@@ -164,6 +164,7 @@ def _reduce_scatter(move, before, after, L, L2, shape, item, mesh):
     op = L.reduce_op
     groups = atom_groups(mesh, move.atoms)
     gof, splits, order, sent, rec, mn = {}, {}, {}, {}, {}, {}
+    position = {d: k for k, d in enumerate(mesh.device_ids)}
     for G in groups:
         B = L.index_map[G[0]][j]
         sp = [len(L2.index_map[m][j]) for m in G]
@@ -175,12 +176,13 @@ def _reduce_scatter(move, before, after, L, L2, shape, item, mesh):
         N = block_size(L, G[0])
         other = N // len(B) if len(B) else 0
         g = len(G)
-        canonical = tuple(sorted(G, key=mesh.device_ids.index))  # ascending mesh coordinate
+        canonical = tuple(sorted(G, key=position.__getitem__))  # ascending mesh coordinate
+        shared_sp = tuple(sp)
         for idx, m in enumerate(G):
             c = other * sp[idx]
             gof[m] = G
             order[m] = canonical
-            splits[m] = tuple(sp)
+            splits[m] = shared_sp
             rec[m] = c * (g - 1) * item
             sent[m] = (N - c) * item
             mn[m] = (g - 1) / g * N * item
