@@ -44,13 +44,31 @@ def layout_of(spec, shape) -> Layout:
     return _layout_cached(spec, tuple(shape))
 
 
+_SPANS: dict[int, tuple] = {}  # id(index array) -> (the array, its min, its max, whether a whole range)
+
+
+def _span(a: np.ndarray) -> tuple:
+    """An index array's smallest and largest index and whether it is a whole range, computed once
+    per array object (the array kept with them, so a reused id cannot hit): layouts share one
+    array between devices, and a plan asks of each block many times."""
+    hit = _SPANS.get(id(a))
+    if hit is None or hit[0] is not a:
+        lo, hi = int(a.min()), int(a.max())
+        hit = (a, lo, hi, hi - lo + 1 == len(a))
+        if len(_SPANS) > 65536:
+            _SPANS.clear()
+        _SPANS[id(a)] = hit
+    return hit
+
+
 def common_count(a: np.ndarray, b: np.ndarray) -> int:
-    """How many global indices two index arrays (each without repeats) share: O(1)-ish for the
+    """How many global indices two index arrays (each without repeats) share: O(1) for the
     contiguous ranges of block layouts, a sorted intersection otherwise."""
     if not len(a) or not len(b):
         return 0
-    lo_a, hi_a, lo_b, hi_b = int(a.min()), int(a.max()), int(b.min()), int(b.max())
-    if hi_a - lo_a + 1 == len(a) and hi_b - lo_b + 1 == len(b):  # both whole ranges
+    _, lo_a, hi_a, range_a = _span(a)
+    _, lo_b, hi_b, range_b = _span(b)
+    if range_a and range_b:
         return max(0, min(hi_a, hi_b) - max(lo_a, lo_b) + 1)
     return len(np.intersect1d(a, b, assume_unique=True))
 
