@@ -64,12 +64,13 @@ def _slice_kernel(x, *, start, limit, strides=None, **_):
 
 
 def _slice_local(params: dict, in_shapes, out_shapes) -> dict:
-    """A dim kept whole (start 0, stride 1, as long as the result) may be sharded: on a device its
-    limit is the local block's length, not the global one."""
+    """A dim kept whole (start 0, every element kept: stride 1, or a dim of one element whatever
+    the stride) may be sharded: on a device its limit is the local block's length, not the
+    global one."""
     (x,), (out,) = in_shapes, out_shapes
     ndim = len(x)
     strides = params.get("strides") or (1,) * ndim
-    limit = tuple(n if s == 0 and st == 1 and n == o else l
+    limit = tuple(n if s == 0 and n == o and (st == 1 or l <= 1) else l  # l <= 1: one element covered
                   for s, l, st, n, o in zip(params["start"], params["limit"], strides, x, out))
     return {**params, "limit": limit}
 
