@@ -47,7 +47,7 @@ def layout_of(spec, shape) -> Layout:
 _SPANS: dict[int, tuple] = {}  # id(index array) -> (the array, its min, its max, whether a whole range)
 
 
-def _span(a: np.ndarray) -> tuple:
+def span(a: np.ndarray) -> tuple:
     """An index array's smallest and largest index and whether it is a whole range, computed once
     per array object (the array kept with them, so a reused id cannot hit): layouts share one
     array between devices, and a plan asks of each block many times."""
@@ -66,8 +66,8 @@ def common_count(a: np.ndarray, b: np.ndarray) -> int:
     contiguous ranges of block layouts, a sorted intersection otherwise."""
     if not len(a) or not len(b):
         return 0
-    _, lo_a, hi_a, range_a = _span(a)
-    _, lo_b, hi_b, range_b = _span(b)
+    _, lo_a, hi_a, range_a = span(a)
+    _, lo_b, hi_b, range_b = span(b)
     if range_a and range_b:
         return max(0, min(hi_a, hi_b) - max(lo_a, lo_b) + 1)
     return len(np.intersect1d(a, b, assume_unique=True))

@@ -18,7 +18,7 @@ from ..sharding.mesh import Mesh
 from ..sharding.reduce_ops import REDUCE_OPS
 from .atoms import atom_groups, sorted_atoms
 from .greedy import Move
-from .plan import Step, axes_label, block_size, layout_of, split_even
+from .plan import Step, span, axes_label, block_size, layout_of, split_even
 
 
 def positions(outer: np.ndarray, inner: np.ndarray) -> np.ndarray | None:
@@ -93,20 +93,41 @@ def _slice(move, before, after, L, L2, shape, item, mesh):
 
 
 def slice_positions(L: Layout, L2: Layout) -> dict | None:
+    """Per device, the local positions of its ``L2`` block inside its ``L`` block (None where
+    one is not inside the other)."""
     pos = {}
     seen: dict[tuple[int, int], tuple | None] = {}  # by index arrays: devices share them (flat_layout)
+    blocks: dict[tuple[int, int], tuple | None] = {}  # by block tuples, which devices share too
     for d in L.devices:
-        per = []
-        for outer, inner in zip(L.index_map[d], L2.index_map[d]):
-            key = (id(outer), id(inner))
-            if key not in seen:
-                q = positions(outer, inner)
-                seen[key] = None if q is None else tuple(int(i) for i in q)
-            if seen[key] is None:
-                return None
-            per.append(seen[key])
-        pos[d] = tuple(per)
+        outer_block, inner_block = L.index_map[d], L2.index_map[d]
+        bkey = (id(outer_block), id(inner_block))
+        if bkey not in blocks:
+            per = []
+            for outer, inner in zip(outer_block, inner_block):
+                key = (id(outer), id(inner))
+                if key not in seen:
+                    seen[key] = _positions_of(outer, inner)
+                if seen[key] is None:
+                    break
+                per.append(seen[key])
+            blocks[bkey] = tuple(per) if len(per) == len(outer_block) else None
+        if blocks[bkey] is None:
+            return None
+        pos[d] = blocks[bkey]
     return pos
+
+
+def _positions_of(outer: np.ndarray, inner: np.ndarray) -> tuple | None:
+    """``positions`` as a tuple of ints; for two whole ranges (block layouts) without searching."""
+    if len(inner) and len(outer):
+        _, lo_o, hi_o, range_o = span(outer)
+        _, lo_i, hi_i, range_i = span(inner)
+        if range_o and range_i:
+            if lo_i < lo_o or hi_i > hi_o:
+                return None
+            return tuple(range(lo_i - lo_o, hi_i - lo_o + 1))
+    q = positions(outer, inner)
+    return None if q is None else tuple(int(i) for i in q)
 
 
 def _all_gather(move, before, after, L, L2, shape, item, mesh):
