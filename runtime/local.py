@@ -148,7 +148,10 @@ def run_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]], dev
                          trace_values=trace_values)
     try:
         asyncio.get_running_loop()
+        in_loop = True
     except RuntimeError:
+        in_loop = False
+    if not in_loop:  # outside the except block: a failure of the run does not chain "no running event loop"
         return asyncio.run(coro)
     # Called from inside a running loop (a notebook, an async caller): run in a fresh thread.
     box: dict = {}

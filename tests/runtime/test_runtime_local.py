@@ -372,3 +372,20 @@ def test_kernels_give_the_same_bits_whatever_blas_thread_count():
             res = ss.run(lambda a, b: a @ b, a, b, mesh=mesh, in_shardings=(ss.P("x", None), None), backend="local")
         outs.append(res.outputs.tobytes())
     assert outs[0] == outs[1]
+
+
+def test_a_failed_run_does_not_chain_the_event_loop_probe():
+    """run_local asks whether a loop is running; the answer ("no running event loop") is not the
+    context of a failure of the run itself, which the user reads."""
+    from simshard.partition import Compute, Schedule, SpmdProgram
+    from simshard.runtime import ExecutionError
+
+    bad = Compute(0, "bad", op="reshape", inputs=(0,), outputs=(1,), params=(("new_shape", (7,)),))
+    spmd = SpmdProgram(None, tuple(Schedule(d, (0,), (bad,), (1,)) for d in (0, 1)), (), ())
+    with pytest.raises(ExecutionError) as e:
+        run_local(spmd, {d: [np.zeros(4, np.float32)] for d in (0, 1)})
+    chain, err = [], e.value
+    while err is not None:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    assert not any("no running event loop" in str(x) for x in chain)
