@@ -8,9 +8,9 @@ same id and the same buffers. The builder also keeps the *classes* of devices th
 instruction objects at every step so far (refined only by steps where devices differ): a class's
 instruction list is made once, whatever its size.
 
-``finish`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
-device), numbers the ids 0, 1, 2, ... and returns one ``Schedule`` per device, the devices of a
-class sharing one instruction tuple.
+``freed`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
+device; a loop's body uses it too); ``finish`` then numbers the ids 0, 1, 2, ... and returns one
+``Schedule`` per device, the devices of a class sharing one instruction tuple.
 """
 
 from __future__ import annotations
@@ -90,31 +90,41 @@ class ScheduleBuilder:
         return [list(c) for c in self._classes]
 
     # -- finishing -------------------------------------------------------------------------------
-    def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
-        """Schedules with ``Free`` after each buffer's last use and ids numbered in order."""
+    def freed(self, keep: Iterable[int], inputs: Sequence[int] = ()) -> list[tuple[list[int], tuple[Instr, ...]]]:
+        """Per class, its devices and their instructions with a ``Free`` after each buffer's last
+        use (buffers in ``keep`` excepted; ``inputs`` never read freed before the first step). Buffer
+        numbers are the same on every device (module docstring), so one device's list tells where;
+        every class shares the Free objects."""
         first = self.instrs_of(self.devices[0]) if self.devices else []
+        keep = set(keep)
+        last: dict[int, int] = {}
+        for pos, ins in enumerate(first):
+            for b in tuple(ins.reads()) + tuple(ins.writes()):
+                last[b] = pos
+        for b in inputs:  # an input never read is dead from the start
+            last.setdefault(b, -1)
         dying: dict[int, list[int]] = {}
-        if free:
-            # buffer numbers are the same on every device (module docstring): one list tells
-            keep = set(outputs)
-            last: dict[int, int] = {}
-            for pos, ins in enumerate(first):
-                for b in tuple(ins.reads()) + tuple(ins.writes()):
-                    last[b] = pos
-            for b in inputs:  # an input never read is dead from the start
-                last.setdefault(b, -1)
-            for b, pos in last.items():
-                if b not in keep:
-                    dying.setdefault(pos, []).append(b)
+        for b, pos in last.items():
+            if b not in keep:
+                dying.setdefault(pos, []).append(b)
         frees = {pos: Free(0, "dead input" if pos < 0 else first[pos].source, bufs=tuple(sorted(bufs)))
-                 for pos, bufs in dying.items()}  # one Free per position, shared by every device
-        out: dict[int, Schedule] = {}
-        for members in self._classes:  # one instruction tuple per class
+                 for pos, bufs in dying.items()}
+        out = []
+        for members in self._classes:  # one instruction list per class
             instrs: list[Instr] = [frees[-1]] if -1 in frees else []
             for pos, ins in enumerate(self.instrs_of(members[0])):
                 instrs.append(ins)
                 if pos in frees:
                     instrs.append(frees[pos])
+            out.append((list(members), tuple(instrs)))
+        return out
+
+    def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
+        """Schedules with ``Free`` after each buffer's last use (none when not ``free``: every
+        buffer kept) and ids numbered in order, the devices of a class sharing one instruction tuple."""
+        freed = self.freed(outputs, inputs) if free else self.freed(range(self._next_buf))
+        out: dict[int, Schedule] = {}
+        for members, instrs in freed:
             numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
             _number_loops(numbered, len(numbered))
             for d in members:

@@ -20,10 +20,9 @@ import numpy as np
 
 from ..propagate.driver import propagate
 from ..sharding.dims import DimSharding, Sharding
-from .builder import ScheduleBuilder
 from .plan import by_shape_class, layout_of, local_shapes
 from .reshard import _plain
-from .schedule import Compute, Free, Literal, Loop, Switch, While
+from .schedule import Compute, Literal, Loop, Switch, While
 
 
 def _whole_first(s: Sharding) -> Sharding:
@@ -138,7 +137,7 @@ def emit_scan(P, e) -> None:
     owned = set(carry_bufs) | set(ys_bufs) | set(xs_bufs) | set(const_bufs) | {counter, zero}
     reads = tuple(dict.fromkeys(const_bufs + xs_bufs + carry_bufs + ys_bufs + [zero]))
     loops: dict[int, Loop] = {}  # devices running one body share one Loop
-    for members, instrs in _with_frees(sub.b, owned):
+    for members, instrs in sub.b.freed(owned):
         loop = Loop(0, src, length=length, reverse=bool(kw["reverse"]), counter=counter, body=instrs, reads_=reads,
                     writes_=tuple(carry_bufs + ys_bufs))
         loops.update(dict.fromkeys(members, loop))
@@ -147,32 +146,8 @@ def emit_scan(P, e) -> None:
     _results(P, e, src, list(e.outputs[:nc]) + [o for o, _ in ys], carry_bufs + ys_bufs, carry_specs + ys_specs,
              _body_axes(body))
 
-def _with_frees(sb: ScheduleBuilder, owned: set[int]) -> list[tuple[list[int], tuple]]:
-    """Per class of devices running the same instruction objects: the class and its body, with
-    the temporaries freed after their last use in an iteration (the Frees shared by every class)."""
-    first = sb.instrs_of(sb.devices[0])
-    last: dict[int, int] = {}
-    for pos, ins in enumerate(first):
-        for buf in tuple(ins.reads()) + tuple(ins.writes()):
-            if buf not in owned:
-                last[buf] = pos
-    dying: dict[int, list[int]] = {}
-    for buf, pos in last.items():
-        dying.setdefault(pos, []).append(buf)
-    frees = {pos: Free(0, first[pos].source, bufs=tuple(sorted(bufs))) for pos, bufs in dying.items()}
-    out = []
-    for members in sb.classes():
-        instrs = []
-        for pos, ins in enumerate(sb.instrs_of(members[0])):
-            instrs.append(ins)
-            if pos in frees:
-                instrs.append(frees[pos])
-        out.append((members, tuple(instrs)))
-    return out
-
-
 def _per_device(classes: list[tuple[list[int], tuple]]) -> dict:
-    """``_with_frees``'s bodies by device."""
+    """``ScheduleBuilder.freed``'s bodies by device."""
     return {d: body for members, body in classes for d in members}
 
 
@@ -229,7 +204,7 @@ def emit_while(P, e) -> None:
     P.b._next_buf = max(P.b._next_buf, step._next_buf, test._next_buf)
 
     owned = set(carry_bufs) | set(cconst_bufs) | set(bconst_bufs) | {pred}
-    tests, steps = _per_device(_with_frees(test, owned)), _per_device(_with_frees(step, owned))
+    tests, steps = _per_device(test.freed(owned)), _per_device(step.freed(owned))
     reads = tuple(dict.fromkeys(carry_bufs + cconst_bufs + bconst_bufs))
     b.emit(lambda d: While(0, src, cond=tests[d], pred=pred, body=steps[d], reads_=reads, writes_=tuple(carry_bufs)))
     _results(P, e, src, e.outputs, carry_bufs, carry_specs, _body_axes(body))
@@ -252,7 +227,7 @@ def emit_switch(P, e) -> None:
         br = propagate(replace(br, in_shardings=tuple(in_specs), out_shardings=tuple(out_specs)))
         sb, outs = _partition_program(P, br, list(zip(in_specs, in_bufs)), out_specs, f"{src} branch {k}")
         _copy(sb, src, zip(outs, results))
-        bodies.append(_per_device(_with_frees(sb, set(in_bufs) | set(results) | {index_buf})))
+        bodies.append(_per_device(sb.freed(set(in_bufs) | set(results) | {index_buf})))
     reads = tuple(dict.fromkeys(in_bufs))
     P.b.emit(lambda d: Switch(0, src, index=index_buf, branches=tuple(b[d] for b in bodies), reads_=reads,
                               writes_=tuple(results)))

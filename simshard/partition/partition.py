@@ -35,7 +35,6 @@ not all values have a sharding is refused, naming them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -378,17 +377,14 @@ class _Partitioner:
         in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
         out_shapes = [local_shapes(L) for L in out_lay]
         outs = self.b.bufs(len(e.outputs))
-        seen: dict = {}
 
-        def make(d):
-            ins = tuple(tuple(s[d]) if s is not None else tuple(i.aval.shape) for s, i in zip(in_shapes, e.inputs))
-            outs_d = tuple(tuple(s[d]) for s in out_shapes)
-            if (ins, outs_d) not in seen:
-                params = op.local_params(dict(e.kw), list(ins), list(outs_d))
-                seen[(ins, outs_d)] = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
-            return seen[(ins, outs_d)]
+        def make(d):  # once per class of devices with equal local shapes (by_shape_class)
+            ins = tuple(s[d] if s is not None else tuple(i.aval.shape) for s, i in zip(in_shapes, e.inputs))
+            outs_d = tuple(s[d] for s in out_shapes)
+            params = op.local_params(dict(e.kw), list(ins), list(outs_d))
+            return Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
 
-        self.b.emit(make)
+        self.b.emit(by_shape_class(self.devices, [L for L in in_lay if L is not None] + out_lay, make))
         for o, L, buf in zip(e.outputs, out_lay, outs):
             self.mats[o] = [_Mat(L, buf)]
         # a BLAS kernel orders its sums by the block shapes: every axis the blocks vary over may

@@ -264,25 +264,28 @@ def _loop(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[i
     repeated under each iteration's ids (a 96-layer scan costs one layer's walk). The counter is
     written for every iteration as the executor writes it, so the memory peak stays exact."""
     loops = {d: here[c[0]] for c in classes for d in c}  # each device's Loop (its class's)
-    first = next(iter(here.values()))
+    length = next(iter(here.values())).length
     counter = Block((), np.dtype(np.int32))
-    same = False
-    for k in range(first.length):
-        if same:  # every later iteration repeats the first: its counter, its local work, its records
-            _repeat(devices, classes, loops, range(k, first.length), counter, ran, marks)
-            break
+
+    def iteration(k: int) -> None:
         for c in classes:
             devices[c[0]].state.write([(loops[c[0]].counter, counter)])
-        if k == 0:
-            snap = {id(devices[c[0]].state): (dict(devices[c[0]].state.buffers), devices[c[0]].state.live,
-                                              Counter(devices[c[0]].state.ops)) for c in classes}
-            before = {d: (snap[id(devices[d].state)], len(devices[d].records)) for d in loops}
-        lists = {c[0]: loops[c[0]].iteration(k) for c in classes}
-        _walk(devices, classes, lists, memo=memo)
-        if k == 0:
-            same = all((devices[d].state.buffers, devices[d].state.live) == before[d][0][:2] for d in loops)
-            marks = {d: (before[d][1], len(devices[d].records)) for d in loops}
-            ran = {c[0]: devices[c[0]].state.ops - before[c[0]][0][2] for c in classes}  # one iteration's ops
+        _walk(devices, classes, {c[0]: loops[c[0]].iteration(k) for c in classes}, memo=memo)
+
+    if not length:
+        return
+    snap = {id(devices[c[0]].state): (dict(devices[c[0]].state.buffers), devices[c[0]].state.live,
+                                      Counter(devices[c[0]].state.ops)) for c in classes}
+    before = {d: (snap[id(devices[d].state)], len(devices[d].records)) for d in loops}
+    iteration(0)
+    if all((devices[d].state.buffers, devices[d].state.live) == before[d][0][:2] for d in loops):
+        # every later iteration repeats the first: its counter, its local work, its records
+        marks = {d: (before[d][1], len(devices[d].records)) for d in loops}
+        ran = {c[0]: devices[c[0]].state.ops - before[c[0]][0][2] for c in classes}  # one iteration's ops
+        _repeat(devices, classes, loops, range(1, length), counter, ran, marks)
+        return
+    for k in range(1, length):
+        iteration(k)
 
 
 def _repeat(devices: dict[int, _Device], classes: list[list[int]], loops: Mapping[int, Instr], iterations: range,
@@ -355,7 +358,9 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
 # Each collective is costed once per group, then per member in O(1): a direct collective over g
 # devices sends g(g-1) messages, which an 8,192-device all-reduce could not enumerate. A record's
 # per-peer rows (``CommRecord.peers``) are O(g) themselves: they are written for groups of up to
-# PEER_ROWS devices and left empty beyond (the totals are exact either way).
+# PEER_ROWS devices and left empty beyond (the totals are exact either way). Each costing function
+# takes ``(group, members, step, srcs, index)``: ``index`` maps a member to its position in the
+# group, computed once per group for the costing and the records both.
 
 PEER_ROWS = 64
 
@@ -374,6 +379,14 @@ class _Traffic:
 def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr],
                 lists: dict[int, Sequence[Instr]]) -> None:
     kind = next(iter(here.values())).kind
+    positions: dict[int, dict[int, int]] = {}  # per group (by identity): device -> its index
+
+    def position(group) -> dict[int, int]:
+        where = positions.get(id(group))
+        if where is None:
+            where = positions[id(group)] = {p: j for j, p in enumerate(group)}
+        return where
+
     step: dict[int, Instr] = {}
     srcs: dict[int, Block | None] = {}
     for c in classes:  # a class runs one instruction on one state: its source block is read once
@@ -392,7 +405,7 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
         for d, ins in step.items():
             groups.setdefault(id(ins.group), (ins.group, []))[1].append(d)
         for group, members in groups.values():
-            results.update(_COLLECTIVES[kind](tuple(group), members, step, srcs))
+            results.update(_COLLECTIVES[kind](tuple(group), members, step, srcs, position(group)))
     # each class writes its members' result once, split where members got different blocks
     for c in list(classes):
         parts = _split(devices, c, lambda d: results[d][0])
@@ -403,14 +416,11 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
                 lists[part[0]] = lists[c[0]]
         for part in parts:
             devices[part[0]].state.write([(step[part[0]].dst, results[part[0]][0])])
-    positions: dict[int, dict[int, int]] = {}  # per group (by identity): device -> its index
     for d, ins in step.items():
         dev = devices[d]
         out, traffic = results[d]
         group = participants(ins)
-        where = positions.get(id(group))
-        if where is None:
-            where = positions[id(group)] = {p: j for j, p in enumerate(group)}
+        where = position(group)
         if d not in where:
             continue
         x = srcs[d]
@@ -446,7 +456,7 @@ def _rows(group: Sequence[int], me: int, sent, received) -> tuple:
     return tuple(sorted(rows))
 
 
-def _all_gather(group, members, step, srcs):
+def _all_gather(group, members, step, srcs, index):
     g = len(group)
     axis = step[members[0]].axis % len(srcs[members[0]].shape)
     sizes = [srcs[p].nbytes for p in group]
@@ -461,9 +471,8 @@ def _all_gather(group, members, step, srcs):
     return res
 
 
-def _reduce_scatter(group, members, step, srcs):
+def _reduce_scatter(group, members, step, srcs, index):
     g = len(group)
-    index = {p: j for j, p in enumerate(group)}
     res = {}
     for me in members:
         ins, x = step[me], srcs[me]
@@ -481,9 +490,8 @@ def _reduce_scatter(group, members, step, srcs):
     return res
 
 
-def _all_reduce(group, members, step, srcs):
+def _all_reduce(group, members, step, srcs, index):
     g = len(group)
-    index = {p: j for j, p in enumerate(group)}
     res = {}
     for me in members:
         x = srcs[me]
@@ -503,9 +511,8 @@ def _all_reduce(group, members, step, srcs):
     return res
 
 
-def _all_to_all(group, members, step, srcs):
+def _all_to_all(group, members, step, srcs, index):
     g = len(group)
-    index = {p: j for j, p in enumerate(group)}
 
     rows = {p: srcs[p].per_index(step[p].split_axis % len(srcs[p].shape)) for p in group}
     same = len({tuple(step[p].splits) for p in group}) == 1  # the usual case: sums instead of a loop

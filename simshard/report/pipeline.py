@@ -28,6 +28,7 @@ another, as the rest of the estimate assumes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .estimate import Estimate
@@ -89,14 +90,23 @@ class PipelineEstimate:
 
     def microbatch_seconds(self) -> float:
         """One slot: a microbatch's forward and backward on a stage, then its transfers."""
-        return self.stage.compute_seconds(self._topology().device) + self.stage.comm.estimate(self._topology()).total \
-            + self.transfer_seconds()
+        return self._stage_seconds + self.transfer_seconds()
 
     def sync_seconds(self) -> float:
-        if self.sync is None:
-            return 0.0
+        return self._sync_seconds
+
+    @functools.cached_property
+    def _stage_seconds(self) -> float:  # every time figure reads it: the collectives' time once
+        return self._seconds(self.stage)
+
+    @functools.cached_property
+    def _sync_seconds(self) -> float:
+        return 0.0 if self.sync is None else self._seconds(self.sync)
+
+    def _seconds(self, est: Estimate) -> float:
+        """``est``'s compute then its collectives, under this pipeline's topology."""
         topo = self._topology()
-        return self.sync.compute_seconds(topo.device) + self.sync.comm.estimate(topo).total
+        return est.compute_seconds(topo.device) + est.comm.estimate(topo).total
 
     def step_seconds(self) -> float:
         return self.pipeline.slots * self.microbatch_seconds() + self.sync_seconds()
@@ -126,9 +136,8 @@ class PipelineEstimate:
     def collective_bytes(self) -> int:
         """Per device and step: bytes received in the stage's collectives (every microbatch) and
         the synchronisation's (once), on the device that receives most."""
-        per_mb = max((self.stage.comm.bytes_received(d) for d in self.stage.comm.devices), default=0)
-        sync = max((self.sync.comm.bytes_received(d) for d in self.sync.comm.devices), default=0) if self.sync else 0
-        return self.pipeline.microbatches * per_mb + sync
+        sync = _most_received(self.sync) if self.sync is not None else 0
+        return self.pipeline.microbatches * _most_received(self.stage) + sync
 
     def _topology(self) -> Topology:
         if self.topology is None or self.topology.device is None:
@@ -143,6 +152,11 @@ class PipelineEstimate:
             "peak_bytes": self.peak_bytes, "transfer_bytes": self.transfer_bytes,
             "collective_bytes": self.collective_bytes,
         }
+
+
+def _most_received(est: Estimate) -> int:
+    """The most bytes any one device receives in ``est``'s collectives (one pass over the records)."""
+    return max((row["received"] for row in est.comm.summary("device")), default=0)
 
 
 __all__ = ["Pipeline", "PipelineEstimate", "SCHEDULES"]

@@ -78,9 +78,7 @@ def dtensor_dims(spec: DTensorSpec, shape: Sequence[int]):
     shape = tuple(int(d) for d in shape)
     spec = _standard_placements(spec.normalized(len(shape)), shape)
     mesh = spec.mesh
-    ops = {pending_op(p) for p in spec.placements} - {None}
-    if len(ops) > 1:
-        raise ShardingError("mixed-reduce-ops", f"{spec} mixes Partial ops {sorted(ops)}; a sharding carries one reduce op")
+    unreduced, reduce_op = pending_of(spec)
     dims: list[list[AxisRef]] = [[] for _ in shape]
     # Later mesh axes split first in the tensor's major-to-minor order only when an earlier axis
     # says so with its split factor, so insert axes from the last to the first.
@@ -89,8 +87,17 @@ def dtensor_dims(spec: DTensorSpec, shape: Sequence[int]):
             continue
         sf = p.split_factor if isinstance(p, StridedShard) else 1
         dims[p.dim] = _insert(dims[p.dim], AxisRef(axis), sf, mesh.shape, p, axis)
-    unreduced = tuple(AxisRef(a) for a, p in zip(mesh.axis_names, spec.placements) if pending_op(p) is not None)
-    return spec, tuple(tuple(d) for d in dims), unreduced, ops.pop() if ops else "sum"
+    return spec, tuple(tuple(d) for d in dims), unreduced, reduce_op
+
+
+def pending_of(spec: DTensorSpec) -> tuple[tuple[AxisRef, ...], str]:
+    """The mesh axes a placement list holds pending (Partial) over, and their one reduce op
+    (``"sum"`` when none; a ShardingError when the Partials mix ops: a value carries one)."""
+    ops = {pending_op(p) for p in spec.placements} - {None}
+    if len(ops) > 1:
+        raise ShardingError("mixed-reduce-ops", f"{spec} mixes Partial ops {sorted(ops)}; a value carries one reduce op")
+    unreduced = tuple(AxisRef(a) for a, p in zip(spec.mesh.axis_names, spec.placements) if pending_op(p) is not None)
+    return unreduced, ops.pop() if ops else "sum"
 
 
 def _insert(axes: list[AxisRef], new: AxisRef, sf: int, sizes: dict[str, int], p, axis: str) -> list[AxisRef]:

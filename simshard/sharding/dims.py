@@ -258,18 +258,29 @@ class Sharding:
         list (mesh order, split factors ignored), with its pending reductions, closed. Its layout
         may differ from the spec's: it is how propagation sees a value whose exact layout only the
         placement list states (``from_dtensor`` is the exact conversion)."""
-        from .placements import cut_dim, pending_op
+        from .placements import cut_dim
 
         spec = spec.normalized(len(shape))
         dims: list[list[AxisRef]] = [[] for _ in shape]
         for axis, p in zip(spec.mesh.axis_names, spec.placements):
             if cut_dim(p) is not None:
                 dims[cut_dim(p)].append(AxisRef(axis))
-        ops = {pending_op(p) for p in spec.placements} - {None}
-        if len(ops) > 1:
-            raise ShardingError("mixed-reduce-ops", f"{spec} mixes Partial ops {sorted(ops)}; a value carries one reduce op")
-        unreduced = tuple(AxisRef(a) for a, p in zip(spec.mesh.axis_names, spec.placements) if pending_op(p) is not None)
-        return Sharding(spec.mesh, tuple(DimSharding(tuple(d)) for d in dims), (), unreduced, ops.pop() if ops else "sum")
+        unreduced, reduce_op = convert.pending_of(spec)
+        return Sharding(spec.mesh, tuple(DimSharding(tuple(d)) for d in dims), (), unreduced, reduce_op)
+
+    @staticmethod
+    def exact_or_placements(spec: "DTensorSpec", shape: Sequence[int]) -> "Sharding | DTensorSpec":
+        """A placement list as its exact tensor-dimension sharding where one exists, else as
+        itself (checked to fit ``shape``): a program value then keeps the layout the placements
+        state (nested uneven chunks, stripes, user placements); nothing becomes a nearby layout."""
+        try:
+            return Sharding.from_dtensor(spec, shape)
+        except ShardingError as e:
+            if e.rule != "not-expressible":
+                raise
+        spec = spec.normalized(len(shape))
+        layout(spec, tuple(shape))
+        return spec
 
     def layout(self, shape: Sequence[int]) -> "Layout":
         """Which elements each device holds (Shardy's flat ceil-and-pad rule); see ``layout``."""

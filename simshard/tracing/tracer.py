@@ -21,7 +21,6 @@ from ..errors import ShardingError, TraceError
 from ..ir import trace_stack
 from ..ir.program import Aval, Program
 from ..sharding.dims import NamedSharding, Sharding, dims_view
-from ..sharding.layout import layout
 from ..sharding.partition_spec import P
 from ..sharding.placements import DTensorSpec
 from ..sharding.spelling import from_spelling, is_placement_list
@@ -103,7 +102,7 @@ def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None
         if isinstance(spec, NamedSharding):
             return spec.to_sharding(aval.ndim)
         if isinstance(spec, DTensorSpec):
-            return _placements(spec, aval.shape)
+            return Sharding.exact_or_placements(spec, aval.shape)
         if isinstance(spec, Sharding):
             spec.check_rank(aval.shape)
             return spec
@@ -126,20 +125,6 @@ def _short(x) -> str:
 class _Shown(str):
     def __repr__(self) -> str:
         return str(self)
-
-
-def _placements(spec: DTensorSpec, shape) -> Sharding | DTensorSpec:
-    """A placement list as its exact tensor-dimension sharding where one exists, else as itself:
-    the value keeps the layout the placements state (nested uneven chunks, stripes, user
-    placements); nothing is converted to a nearby layout."""
-    try:
-        return Sharding.from_dtensor(spec, shape)
-    except ShardingError as e:
-        if e.rule != "not-expressible":
-            raise
-    spec = spec.normalized(len(shape))
-    layout(spec, shape)  # the placements must fit the shape
-    return spec
 
 
 _UNSET = object()  # stands for a None sharding while broadcasting (None is no pytree leaf)

@@ -23,7 +23,6 @@ from ...sharding.partition_spec import P
 from ...sharding.dims import NamedSharding
 from ...ir.program import Aval
 from ...sharding.dims import Sharding
-from ...sharding.layout import layout
 from ...sharding.placements import DTensorSpec
 from ...sharding.spelling import from_spelling, is_placement_list
 from . import mode
@@ -126,15 +125,13 @@ def _from_placements(spec, rank: int, api_name: str, shape, mesh) -> Sharding:
         return spec
     if shape is None or len(shape) != rank:
         raise ShardingError("invalid-spec", f"{api_name}: a placement list needs the value's shape here; give a P")
-    m = _trace_mesh(spec.mesh)
+    placed = DTensorSpec(_trace_mesh(spec.mesh), spec.placements)
     try:
-        return Sharding.from_dtensor(DTensorSpec(m, spec.placements), tuple(shape))
+        if mode.is_explicit():  # an explicit type is a tensor-dim sharding: exactly one or an error
+            return Sharding.from_dtensor(placed, tuple(shape))
+        return Sharding.exact_or_placements(placed, tuple(shape))  # else the value keeps the placements' layout
     except ShardingError as e:
-        if e.rule != "not-expressible" or mode.is_explicit():  # an explicit type is a tensor-dim sharding
-            raise ShardingError(e.rule, f"{api_name}: {e.detail}", axis=e.axis, dim=e.dim) from None
-    exact = DTensorSpec(m, spec.placements).normalized(rank)
-    layout(exact, tuple(shape))  # the placements must fit the value
-    return exact  # the value keeps the layout only the placements state (partition/exact.py)
+        raise ShardingError(e.rule, f"{api_name}: {e.detail}", axis=e.axis, dim=e.dim) from None
 
 
 def _trace_mesh(mesh: Mesh) -> Mesh:
