@@ -267,17 +267,20 @@ def _loop(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[i
     length = next(iter(here.values())).length
     counter = Block((), np.dtype(np.int32))
 
-    def iteration(k: int) -> None:
+    def count() -> None:  # the loop writes its step number before each iteration
         for c in classes:
             devices[c[0]].state.write([(loops[c[0]].counter, counter)])
+
+    def walk(k: int) -> None:
         _walk(devices, classes, {c[0]: loops[c[0]].iteration(k) for c in classes}, memo=memo)
 
     if not length:
         return
+    count()  # before the snapshot: the counter is in every iteration's buffers
     snap = {id(devices[c[0]].state): (dict(devices[c[0]].state.buffers), devices[c[0]].state.live,
                                       Counter(devices[c[0]].state.ops)) for c in classes}
     before = {d: (snap[id(devices[d].state)], len(devices[d].records)) for d in loops}
-    iteration(0)
+    walk(0)
     if all((devices[d].state.buffers, devices[d].state.live) == before[d][0][:2] for d in loops):
         # every later iteration repeats the first: its counter, its local work, its records
         marks = {d: (before[d][1], len(devices[d].records)) for d in loops}
@@ -285,7 +288,8 @@ def _loop(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[i
         _repeat(devices, classes, loops, range(1, length), counter, ran, marks)
         return
     for k in range(1, length):
-        iteration(k)
+        count()
+        walk(k)
 
 
 def _repeat(devices: dict[int, _Device], classes: list[list[int]], loops: Mapping[int, Instr], iterations: range,
