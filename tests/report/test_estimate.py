@@ -145,3 +145,23 @@ def test_7b_data_parallel_step_on_8192_devices_by_hand():
     inputs = sorted(m.input_bytes for m in est.memory.devices)
     assert inputs[0] == params and inputs[-1] == params + row
     assert sum(1 for b in inputs if b == params + row) == cfg.batch
+
+
+def test_a_scan_whose_iterations_repeat_is_walked_once(monkeypatch):
+    """Carries that keep their shapes make every iteration of a scan like the first: the estimate
+    walks the body once and repeats its records (what lets a 32-layer 7B step estimate in
+    seconds), counting every iteration's work."""
+    import simshard.report.estimate as E
+
+    mesh = ss.Mesh({"x": 4})
+
+    def f(h, ws):
+        return ss.lax.scan(lambda h, w: (np.tanh(h @ w), None), h, ws)[0]
+
+    args = (ss.ShapeDtype((32, 16), np.float32), ss.ShapeDtype((6, 16, 16), np.float32))
+    walks = []
+    real = E._walk
+    monkeypatch.setattr(E, "_walk", lambda *a, **k: (walks.append(1), real(*a, **k))[1])
+    est = estimate(f, *args, mesh=mesh, in_shardings=(P("x", None), P()))
+    assert len(walks) == 2  # the top level, and the body once for six iterations
+    assert {c.flops for c in est.compute} == {6 * (2 * 8 * 16 * 16 + 8 * 16)}  # yet six layers of work
