@@ -15,16 +15,85 @@ device; a loop's body uses it too); ``finish`` then numbers the ids 0, 1, 2, ...
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
 
 from .schedule import Free, Instr, Schedule
+
+
+class PerDevice(Mapping):
+    """device -> value, held as one value per class of devices and a class number per device
+    (``codes``, a row per device in ascending id): how steps say what each device runs without a
+    Python object per device. ``map`` makes one new value per class."""
+
+    def __init__(self, ids: np.ndarray, codes: np.ndarray, values: Sequence):
+        self.ids, self.codes, self.values = ids, codes, tuple(values)
+        self._dense = len(ids) == 0 or int(ids[-1]) == len(ids) - 1  # ids 0..n-1: a device is its row
+
+    @staticmethod
+    def of(devices: Sequence[int], per: Mapping[int, object]) -> "PerDevice":
+        """From a mapping over ``devices`` (ascending), devices with the same object in one class."""
+        seen: dict[int, int] = {}
+        values: list = []
+        codes = []
+        for d in devices:
+            v = per[d]
+            c = seen.get(id(v))
+            if c is None:
+                c = seen[id(v)] = len(values)
+                values.append(v)
+            codes.append(c)
+        return PerDevice(np.asarray(devices, dtype=np.int64), np.asarray(codes, dtype=np.int64), values)
+
+    @staticmethod
+    def by_rows(ids: np.ndarray, rows: np.ndarray, values: Sequence) -> "PerDevice":
+        """Class ``i`` for the devices at ``rows[i]`` (an array [classes, members] of rows)."""
+        codes = np.empty(len(ids), dtype=np.int64)
+        codes[rows] = np.arange(len(rows))[:, None]
+        return PerDevice(ids, codes, values)
+
+    @staticmethod
+    def of_table(ids: np.ndarray, table: np.ndarray, make: Callable[[tuple], object]) -> "PerDevice":
+        """One class per distinct row of ``table`` ([devices, k] ints, a row per device in
+        ``ids`` order), its value ``make(row as a tuple of ints)``."""
+        table = np.asarray(table, dtype=np.int64).reshape(len(ids), -1)
+        if not table.shape[1] or not len(ids):
+            return PerDevice(ids, np.zeros(len(ids), dtype=np.int64), [make(())] if len(ids) else [])
+        rows, inverse = np.unique(table, axis=0, return_inverse=True)
+        return PerDevice(ids, inverse.reshape(-1), [make(tuple(r)) for r in rows.tolist()])
+
+    def map(self, fn: Callable) -> "PerDevice":
+        return PerDevice(self.ids, self.codes, [fn(v) for v in self.values])
+
+    def distinct(self) -> "PerDevice":
+        """The same mapping with one class per distinct object (classes that got one object merged)."""
+        first: dict[int, int] = {}
+        remap = [first.setdefault(id(v), len(first)) for v in self.values]
+        if len(first) == len(self.values):
+            return self
+        values = list({id(v): v for v in self.values}.values())
+        return PerDevice(self.ids, np.asarray(remap, dtype=np.int64)[self.codes], values)
+
+    def __getitem__(self, device: int):
+        row = device if self._dense else int(np.searchsorted(self.ids, device))
+        if not (0 <= row < len(self.ids)) or self.ids[row] != device:
+            raise KeyError(device)
+        return self.values[self.codes[row]]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids.tolist())
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 class ScheduleBuilder:
     def __init__(self, devices: Sequence[int]):
         self.devices = tuple(sorted(devices))
-        self.steps: list[Instr | Mapping[int, Instr]] = []
-        self._classes: list[list[int]] = [list(self.devices)] if self.devices else []
+        self.steps: list[Instr | PerDevice] = []
+        self._ids = np.asarray(self.devices, dtype=np.int64)
+        self._codes = np.zeros(len(self.devices), dtype=np.int64)  # each device's class, by row
         self._next_buf = 0
 
     # -- buffers ---------------------------------------------------------------------------------
@@ -41,23 +110,17 @@ class ScheduleBuilder:
     def emit(self, make: Callable[[int], Instr] | Mapping[int, Instr]) -> None:
         """Append one SPMD step: ``make(device)`` (or ``make[device]``) is that device's copy.
         Ids are placeholders here; ``finish`` numbers them."""
-        per = make if isinstance(make, Mapping) else {d: make(d) for d in self.devices}
-        first = per[self.devices[0]] if self.devices else None
-        if all(per[d] is first for d in self.devices):
-            self.steps.append(first)
+        if not isinstance(make, PerDevice) or not np.array_equal(make.ids, self._ids):
+            make = PerDevice.of(self.devices, make if isinstance(make, Mapping) else {d: make(d) for d in self.devices})
+        make = make.distinct()
+        if len(make.values) <= 1:  # every device runs one instruction
+            if make.values:
+                self.steps.append(make.values[0])
             return
-        self.steps.append(per)
-        refined = []
-        for members in self._classes:
-            lead = per[members[0]]
-            if all(per[d] is lead for d in members):  # the usual case: the class stays whole
-                refined.append(members)
-                continue
-            groups: dict[int, list[int]] = {}
-            for d in members:
-                groups.setdefault(id(per[d]), []).append(d)
-            refined.extend(groups.values())
-        self._classes = refined
+        self.steps.append(make)
+        # refine the classes: devices stay together while they ran the same object at every step
+        pair = self._codes * (int(make.codes.max()) + 1) + make.codes
+        self._codes = np.unique(pair, return_inverse=True)[1].reshape(-1)
 
     def emit_same(self, ins: Instr) -> None:
         """One SPMD step every device runs as the same instruction object."""
@@ -86,8 +149,15 @@ class ScheduleBuilder:
         return [s if isinstance(s, Instr) else s[device] for s in self.steps]
 
     def classes(self) -> list[list[int]]:
-        """The devices that run the same instruction objects at every step, class by class."""
-        return [list(c) for c in self._classes]
+        """The devices that run the same instruction objects at every step, class by class (in
+        the order of their first devices)."""
+        if not self.devices:
+            return []
+        order = np.argsort(self._codes, kind="stable")
+        bounds = np.flatnonzero(np.diff(self._codes[order])) + 1
+        ids = np.asarray(self.devices, dtype=np.int64)
+        members = [ids[part].tolist() for part in np.split(order, bounds)]
+        return sorted(members, key=lambda m: m[0])
 
     # -- finishing -------------------------------------------------------------------------------
     def freed(self, keep: Iterable[int], inputs: Sequence[int] = ()) -> list[tuple[list[int], tuple[Instr, ...]]]:
@@ -110,7 +180,7 @@ class ScheduleBuilder:
         frees = {pos: Free(0, "dead input" if pos < 0 else first[pos].source, bufs=tuple(sorted(bufs)))
                  for pos, bufs in dying.items()}
         out = []
-        for members in self._classes:  # one instruction list per class
+        for members in self.classes():  # one instruction list per class
             instrs: list[Instr] = [frees[-1]] if -1 in frees else []
             for pos, ins in enumerate(self.instrs_of(members[0])):
                 instrs.append(ins)

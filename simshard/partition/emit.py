@@ -27,42 +27,34 @@ def emit_step(step: Step, b, src: int, dtype: np.dtype, source: str = "reshard")
 
 def _emit_slice(step: Step, b, src, dtype, source):
     dst = b.buf()
-    pos = step.data
-    b.emit_by(lambda d: tuple(map(id, pos[d])), lambda d: Slice(0, source, src=src, dst=dst, index=pos[d]))
+    b.emit(step.data.map(lambda pos: Slice(0, source, src=src, dst=dst, index=pos)))
     return dst
 
 
 def _emit_all_gather(step: Step, b, src, dtype, source):
     dst = b.buf()
-    gof = step.data
-    b.emit_by(lambda d: id(gof[d]), lambda d: AllGather(0, source, src=src, dst=dst, group=gof[d], axis=step.dim,
-                                                       axes=step.axes))
+    b.emit(step.data.map(lambda group: AllGather(0, source, src=src, dst=dst, group=group, axis=step.dim, axes=step.axes)))
     return dst
 
 
 def _emit_reduce_scatter(step: Step, b, src, dtype, source):
     dst = b.buf()
-    gof, splits, order = step.data
-    b.emit_by(lambda d: (id(gof[d]), splits[d], id(order[d])),
-              lambda d: ReduceScatter(0, source, src=src, dst=dst, group=gof[d], axis=step.dim, splits=splits[d],
-                                      reduce_op=step.reduce_op, axes=step.axes, reduce_order=order[d]))
+    b.emit(step.data.map(lambda g: ReduceScatter(0, source, src=src, dst=dst, group=g[0], axis=step.dim, splits=g[1],
+                                                 reduce_op=step.reduce_op, axes=step.axes, reduce_order=g[2])))
     return dst
 
 
 def _emit_all_reduce(step: Step, b, src, dtype, source):
     dst = b.buf()
-    gof = step.data
-    b.emit_by(lambda d: id(gof[d]), lambda d: AllReduce(0, source, src=src, dst=dst, group=gof[d], reduce_op=step.reduce_op,
-                                                       axes=step.axes))
+    b.emit(step.data.map(lambda group: AllReduce(0, source, src=src, dst=dst, group=group, reduce_op=step.reduce_op,
+                                                 axes=step.axes)))
     return dst
 
 
 def _emit_all_to_all(step: Step, b, src, dtype, source):
     dst = b.buf()
-    gof, splits = step.data
-    b.emit_by(lambda d: (id(gof[d]), splits[d]),
-              lambda d: AllToAll(0, source, src=src, dst=dst, group=gof[d], split_axis=step.tgt_dim, splits=splits[d],
-                                 concat_axis=step.dim, axes=step.axes))
+    b.emit(step.data.map(lambda g: AllToAll(0, source, src=src, dst=dst, group=g[0], split_axis=step.tgt_dim, splits=g[1],
+                                            concat_axis=step.dim, axes=step.axes)))
     return dst
 
 
@@ -84,14 +76,13 @@ def _emit_embed(step: Step, b, src, dtype, source):
 
 
 def _emit_unreduce(step: Step, b, src, dtype, source):
-    keep, shapes = step.data
-    if all(keep.values()):
+    if all(keep for keep, _ in step.data.values):  # (keep, local shape) per class of devices
         return src
     ident = REDUCE_OPS[step.reduce_op].identity(dtype)
     tmp, dst = b.buf(), b.buf()
-    b.emit_by(lambda d: (keep[d], shapes[d]), lambda d: Slice(
-        0, source, src=src, dst=tmp, index=tuple(tuple(range(n)) if keep[d] else () for n in shapes[d])))
-    b.emit_by(lambda d: shapes[d], lambda d: Pad(0, source, src=tmp, dst=dst, shape=shapes[d], value=ident))
+    b.emit(step.data.map(lambda ks: Slice(0, source, src=src, dst=tmp,
+                                          index=tuple(tuple(range(n)) if ks[0] else () for n in ks[1]))))
+    b.emit(step.data.map(lambda ks: Pad(0, source, src=tmp, dst=dst, shape=ks[1], value=ident)))
     return dst
 
 

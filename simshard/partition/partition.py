@@ -50,12 +50,12 @@ from ..sharding.dims import Sharding
 from ..sharding.layout import Layout
 from ..sharding.placements import DTensorSpec
 from .assign import candidates
-from .builder import ScheduleBuilder
+from .builder import PerDevice, ScheduleBuilder
 from .exact import functorial_layouts
 from .halo import Halo, apply_halo, halo_choices
 from .linear import pending_ok
 from .emit import emit_plan
-from .plan import by_shape_class, largest_block, layout_of, local_shapes
+from .plan import ShapeView, by_shape_class, largest_block, layout_of, local_shapes, shapes_of
 from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
 from .reshard import _plain, plan_reshard, translate
@@ -482,17 +482,17 @@ class _Partitioner:
                     dims = [k for k, fs in enumerate(rule.operands[t]) if set(fs) & red]
                     if not dims:
                         continue
-                    block = in_lay[t].block_shape
-                    padded = {d: tuple(block[k] if k in dims else n for k, n in enumerate(in_shapes[t][d]))
-                              for d in self.devices}
-                    if all(padded[d] == in_shapes[t][d] for d in self.devices):
+                    sh = shapes_of(in_lay[t])
+                    padded = sh.dims.copy()
+                    padded[:, dims] = np.asarray(in_lay[t].block_shape, dtype=np.int64)[dims]
+                    if np.array_equal(padded, sh.dims):
                         continue
                     new = self.b.buf()
                     val = ident_op.identity(i.aval.dtype)
-                    self.b.emit_by(lambda d, t=t: padded[d],
-                                   lambda d, t=t, new=new, val=val: Pad(0, src, src=bufs[t], dst=new, shape=padded[d], value=val))
+                    self.b.emit(PerDevice.of_table(sh.ids, padded, lambda row, t=t, new=new, val=val: Pad(
+                        0, src, src=bufs[t], dst=new, shape=row, value=val)))
                     bufs[t] = new
-                    in_shapes[t] = padded
+                    in_shapes[t] = ShapeView(sh.ids, padded)
         out_lay = [layout_of(s, o.aval.shape) for s, o in zip(out_sh, e.outputs)]
         outs = self.b.bufs(len(e.outputs))
         kw = e.kw

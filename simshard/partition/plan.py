@@ -29,6 +29,7 @@ from ..sharding.axes import merge_adjacent
 from ..sharding.layout import Layout, layout
 from ..sharding.mesh import Mesh
 from ..sharding.dims import Sharding
+from .builder import PerDevice
 
 Group = tuple[int, ...]
 
@@ -73,46 +74,101 @@ def common_count(a: np.ndarray, b: np.ndarray) -> int:
     return len(np.intersect1d(a, b, assume_unique=True))
 
 
-_PER_LAYOUT: dict[int, tuple] = {}  # id(layout) -> (layout, its local shapes, its largest block)
+@dataclass(frozen=True, eq=False)
+class Shapes:
+    """A layout's local shapes as arrays, a row per device in ascending device id: what byte
+    counts and shape classes are computed from, for all devices at once."""
+
+    ids: np.ndarray  # [devices] ascending device ids
+    dims: np.ndarray  # [devices, rank] local shapes
+    elements: np.ndarray  # [devices] elements per block
+    classes: np.ndarray  # [devices] equal local shapes, equal class
+
+    def rows(self, devices) -> np.ndarray:
+        """The rows of ``devices`` (an int array of device ids, any shape)."""
+        devices = np.asarray(devices, dtype=np.int64)
+        if len(self.ids) and self.ids[-1] == len(self.ids) - 1:  # ids 0..n-1: a device is its row
+            return devices
+        return np.searchsorted(self.ids, devices)
+
+    def per_device(self, values: np.ndarray, devices=None) -> dict[int, int]:
+        """``{device: value}`` from an array of values for ``devices`` (default: every row)."""
+        ids = self.ids if devices is None else np.asarray(devices)
+        return dict(zip(ids.reshape(-1).tolist(), np.asarray(values).reshape(-1).tolist()))
+
+
+class ShapeView(Mapping):
+    """device -> local shape, read off a [devices, rank] array of shapes (rows in ascending
+    device id, ``ids``) when asked: callers ask for a few representative devices."""
+
+    def __init__(self, ids: np.ndarray, dims: np.ndarray):
+        self.ids, self.dims = ids, dims
+        self._dense = len(ids) == 0 or int(ids[-1]) == len(ids) - 1
+
+    def __getitem__(self, device: int) -> tuple[int, ...]:
+        row = device if self._dense else int(np.searchsorted(self.ids, device))
+        if not (0 <= row < len(self.ids)) or self.ids[row] != device:
+            raise KeyError(device)
+        return tuple(self.dims[row].tolist())
+
+    def __iter__(self):
+        return iter(self.ids.tolist())
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+_PER_LAYOUT: dict[int, tuple] = {}  # id(layout) -> (layout, its Shapes, its local shapes by device)
 
 
 def _per_layout(L: Layout) -> tuple:
-    """Every device's local shape, the largest block's elements, and each device's shape class
-    (an int per device in ascending device order: equal local shapes, equal class), computed once
-    per layout object (the object kept with them, so a reused id cannot hit)."""
+    """``shapes_of(L)`` and ``local_shapes(L)``, computed once per layout object (the object kept
+    with them, so a reused id cannot hit); from the boxes where the layout has them."""
     hit = _PER_LAYOUT.get(id(L))
     if hit is None or hit[0] is not L:
-        shapes = {d: tuple(len(ix) for ix in L.index_map[d]) for d in L.devices}
-        ids: dict = {}
-        classes = np.array([ids.setdefault(shapes[d], len(ids)) for d in sorted(shapes)], dtype=np.int64)
-        hit = (L, shapes, max((math.prod(s) for s in shapes.values()), default=0), classes)
+        if L.boxes is not None:
+            ids, dims = L.boxes.ids, L.boxes.sizes
+        else:
+            ids = np.array(sorted(L.devices), dtype=np.int64)
+            dims = np.array([[len(ix) for ix in L.index_map[d]] for d in ids.tolist()], dtype=np.int64)
+            dims = dims.reshape(len(ids), len(L.shape))
+        if len(ids) and len(L.shape):
+            classes = np.unique(dims, axis=0, return_inverse=True)[1].reshape(-1)
+        else:
+            classes = np.zeros(len(ids), np.int64)
+        sh = Shapes(ids, dims, np.prod(dims, axis=1, dtype=np.int64), classes)
+        hit = (L, sh, ShapeView(ids, dims))
         if len(_PER_LAYOUT) > 8192:
             _PER_LAYOUT.clear()
         _PER_LAYOUT[id(L)] = hit
     return hit
 
 
-def by_shape_class(devices: Sequence[int], layouts: Sequence[Layout], make) -> dict:
+def shapes_of(L: Layout) -> Shapes:
+    """``L``'s local shapes as arrays (computed once per layout object)."""
+    return _per_layout(L)[1]
+
+
+def by_shape_class(devices: Sequence[int], layouts: Sequence[Layout], make) -> PerDevice:
     """``device -> make(device)`` for an instruction that depends on a device only through its
     local shapes under ``layouts``: ``make`` runs once per class of devices with equal shapes
     under all of them (found with numpy, not device by device). ``devices`` ascending."""
-    cols = [_per_layout(L)[3] for L in layouts]
+    ids = np.asarray(devices, dtype=np.int64)
+    cols = [shapes_of(L).classes for L in layouts]
     if all(int(c.max(initial=0)) == 0 for c in cols):  # one block shape everywhere: one class
-        one = make(devices[0]) if devices else None
-        return dict.fromkeys(devices, one)
+        return PerDevice(ids, np.zeros(len(ids), dtype=np.int64), [make(devices[0])] if devices else [])
     _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
-    made = [make(devices[i]) for i in first.tolist()]
-    return dict(zip(devices, [made[c] for c in inverse.reshape(-1).tolist()]))
+    return PerDevice(ids, inverse.reshape(-1), [make(devices[i]) for i in first.tolist()])
 
 
-def local_shapes(L: Layout) -> dict[int, tuple[int, ...]]:
+def local_shapes(L: Layout) -> ShapeView:
     """Every device's local shape (computed once per layout object)."""
-    return _per_layout(L)[1]
+    return _per_layout(L)[2]
 
 
 def largest_block(L: Layout) -> int:
     """Elements of the largest block any device holds (computed once per layout object)."""
-    return _per_layout(L)[2]
+    return int(shapes_of(L).elements.max(initial=0))
 
 
 def block_size(L: Layout, d: int) -> int:

@@ -9,6 +9,7 @@ its groups, per-device emission data and byte counts; None when it does not.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -17,8 +18,9 @@ from ..sharding.layout import Layout
 from ..sharding.mesh import Mesh
 from ..sharding.reduce_ops import REDUCE_OPS
 from .atoms import atom_groups, sorted_atoms
+from .builder import PerDevice
 from .greedy import Move
-from .plan import Step, span, axes_label, block_size, layout_of, split_even
+from .plan import Step, axes_label, block_size, layout_of, shapes_of, span
 
 
 def positions(outer: np.ndarray, inner: np.ndarray) -> np.ndarray | None:
@@ -80,8 +82,10 @@ def realize(move: Move, before, after, shape, itemsize: int, mesh: Mesh) -> Step
     return fn(move, before, after, L, L2, tuple(shape), itemsize, mesh)
 
 
-def _zero(devs) -> dict[int, int]:
-    return {d: 0 for d in devs}
+@lru_cache(maxsize=64)
+def _zero(devs: tuple[int, ...]) -> dict[int, int]:
+    """Nothing sent or received, per device (shared between steps: never written)."""
+    return dict.fromkeys(devs, 0)
 
 
 def _slice(move, before, after, L, L2, shape, item, mesh):
@@ -92,9 +96,12 @@ def _slice(move, before, after, L, L2, shape, item, mesh):
     return Step("slice", before, after, shape, item, dim=move.dim, sent=z, received=z, minimum=z, data=pos)
 
 
-def slice_positions(L: Layout, L2: Layout) -> dict | None:
+def slice_positions(L: Layout, L2: Layout) -> PerDevice | None:
     """Per device, the local positions of its ``L2`` block inside its ``L`` block (None where
     one is not inside the other)."""
+    on_boxes = _slice_on_boxes(L, L2)
+    if on_boxes is not None:
+        return on_boxes
     pos = {}
     seen: dict[tuple[int, int], tuple | None] = {}  # by index arrays: devices share them (flat_layout)
     blocks: dict[tuple[int, int], tuple | None] = {}  # by block tuples, which devices share too
@@ -114,7 +121,34 @@ def slice_positions(L: Layout, L2: Layout) -> dict | None:
         if blocks[bkey] is None:
             return None
         pos[d] = blocks[bkey]
-    return pos
+    return PerDevice.of(sorted(pos), pos)
+
+
+def _slice_on_boxes(L: Layout, L2: Layout) -> PerDevice | None:
+    """``slice_positions`` from the boxes, once per distinct (outer start, inner block); None
+    when a layout has no boxes or an inner block is not shown to lie inside its outer one."""
+    a, b = L.boxes, L2.boxes
+    if a is None or b is None or not np.array_equal(a.ids, b.ids):
+        return None
+    empty = b.lo == b.hi
+    if not ((empty | ((a.lo <= b.lo) & (b.hi <= a.hi))).all()):
+        return None
+    start = np.where(empty, 0, b.lo - a.lo)
+    keys = np.concatenate([start, b.sizes], axis=1)
+    if not keys.shape[1]:
+        return PerDevice(a.ids, np.zeros(len(a.ids), dtype=np.int64), [()])
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    rank = start.shape[1]
+    ranges: dict[tuple[int, int], tuple[int, ...]] = {}  # blocks share their dims' positions
+
+    def positions_of(lo: int, n: int) -> tuple[int, ...]:
+        hit = ranges.get((lo, n))
+        if hit is None:
+            hit = ranges[(lo, n)] = tuple(range(lo, lo + n))
+        return hit
+
+    made = [tuple(positions_of(row[k], row[rank + k]) for k in range(rank)) for row in distinct.tolist()]
+    return PerDevice(a.ids, inverse.reshape(-1), made)
 
 
 def _positions_of(outer: np.ndarray, inner: np.ndarray) -> tuple | None:
@@ -130,105 +164,202 @@ def _positions_of(outer: np.ndarray, inner: np.ndarray) -> tuple | None:
     return None if q is None else tuple(int(i) for i in q)
 
 
+def _groups(mesh: Mesh, atoms) -> tuple[tuple[tuple[int, ...], ...], np.ndarray]:
+    """The device groups over ``atoms`` and the same as an int array [groups, members]."""
+    groups = atom_groups(mesh, atoms)
+    return groups, _as_array(groups)
+
+
+@lru_cache(maxsize=512)
+def _as_array(groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    return np.array(groups, dtype=np.int64).reshape(len(groups), -1)
+
+
 def _all_gather(move, before, after, L, L2, shape, item, mesh):
     k = move.dim
-    groups = atom_groups(mesh, move.atoms)
-    gof, sent, rec, mn = {}, {}, {}, {}
+    groups, G = _groups(mesh, move.atoms)
+    if not (_gather_on_boxes(L, L2, k, G) or _gather_on_arrays(L, L2, k, groups)):
+        return None
+    sh = shapes_of(L)
+    n = sh.elements[sh.rows(G)]
+    rec = (n.sum(axis=1, keepdims=True) - n) * item
+    rec = sh.per_device(rec, G)
+    return Step("all_gather", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=k,
+                sent=sh.per_device(n * (G.shape[1] - 1) * item, G), received=rec, minimum=rec,
+                data=PerDevice.by_rows(sh.ids, sh.rows(G), groups))
+
+
+def _gather_on_boxes(L, L2, k, G) -> bool:
+    """On boxes: each member's ``L2`` block is its ``L`` block with dim ``k`` the group's blocks
+    one after another, and the members' blocks agree off ``k``."""
+    if L.boxes is None or L2.boxes is None:
+        return False
+    a, b = L.boxes, L2.boxes
+    r, r2 = a.rows(G), b.rows(G)
+    off = _other_dims(len(L.shape), (k,))
+    return (_same(a, r, b, r2, off) and _same(a, r, a, r[:, :1], off)
+            and _stacked(a, r, k, b, r2))
+
+
+def _gather_on_arrays(L, L2, k, groups) -> bool:
     eq = _Compare()
     for G in groups:
         cat = np.concatenate([L.index_map[m][k] for m in G])
-        sizes = [block_size(L, m) for m in G]
-        total = sum(sizes)
-        for m, n in zip(G, sizes):
+        for m in G:
             if not (eq(L2.index_map[m][k], cat) and _same_block(L, m, L2, m, (k,), eq)
                     and _same_block(L, G[0], L, m, (k,), eq)):
-                return None
-            gof[m] = G
-            rec[m] = (total - n) * item
-            sent[m] = n * (len(G) - 1) * item
-            mn[m] = (total - n) * item
-    return Step("all_gather", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=k,
-                sent=sent, received=rec, minimum=mn, data=gof)
+                return False
+    return True
+
+
+def _other_dims(rank: int, skip) -> list[int]:
+    return [k for k in range(rank) if k not in skip]
+
+
+def _same(a, ra, b, rb, dims) -> bool:
+    """Boxes ``a`` at rows ``ra`` equal boxes ``b`` at rows ``rb`` (broadcast) on ``dims``.
+    Equal ranges are equal index arrays; unequal ones may still be (both empty): the caller then
+    asks the arrays."""
+    if not dims:
+        return True
+    return bool((a.lo[ra][..., dims] == b.lo[rb][..., dims]).all() and (a.hi[ra][..., dims] == b.hi[rb][..., dims]).all())
+
+
+def _stacked(a, ra, k, b, rb) -> bool:
+    """Along dim ``k``, each group's blocks under ``a`` (rows ``ra``, [groups, members]) follow
+    one another, and ``b``'s blocks at rows ``rb`` ([groups, any]) are their union."""
+    lo, hi = a.lo[ra, k], a.hi[ra, k]
+    return bool((lo[:, 1:] == hi[:, :-1]).all() and (b.lo[rb, k] == lo[:, :1]).all() and (b.hi[rb, k] == hi[:, -1:]).all())
 
 
 def _all_to_all(move, before, after, L, L2, shape, item, mesh):
     i, j = move.dim, move.tgt_dim
-    groups = atom_groups(mesh, move.atoms)
-    gof, splits, sent, rec, mn = {}, {}, {}, {}, {}
+    groups, G = _groups(mesh, move.atoms)
+    if not (_all_to_all_on_boxes(L, L2, i, j, G) or _all_to_all_on_arrays(L, L2, i, j, groups)):
+        return None
+    # chunk q -> m is q's block with dim j cut to m's split: other(q) * sp[m] elements, with
+    # other(q) the elements of q's block per index of dim j (sums in O(g), not a g x g table)
+    sh, sh2 = shapes_of(L), shapes_of(L2)
+    r = sh.rows(G)
+    width = sh.dims[r[:, :1], j]  # the group's dim j, whole on every member
+    other = np.where(width > 0, sh.elements[r] // np.maximum(width, 1), 0)
+    sp = sh2.dims[sh2.rows(G), j]
+    rec = sp * (other.sum(axis=1, keepdims=True) - other) * item
+    sent = other * (sp.sum(axis=1, keepdims=True) - sp) * item
+    data = PerDevice.by_rows(sh.ids, r, list(zip(groups, map(tuple, sp.tolist()))))  # (group, splits)
+    return Step("all_to_all", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=i, tgt_dim=j,
+                sent=sh.per_device(sent, G), received=sh.per_device(rec, G), minimum=sh.per_device(sent, G), data=data)
+
+
+def _all_to_all_on_boxes(L, L2, i, j, G) -> bool:
+    """On boxes: dim ``j`` of the group's first block is split over the members in order, dim
+    ``i`` gathers the members' blocks in order, the rest agrees."""
+    if L.boxes is None or L2.boxes is None:
+        return False
+    a, b = L.boxes, L2.boxes
+    r, r2 = a.rows(G), b.rows(G)
+    off = _other_dims(len(L.shape), (i, j))
+    return (_stacked(b, r2, j, a, r[:, :1]) and _same(a, r, a, r[:, :1], [j]) and _stacked(a, r, i, b, r2)
+            and _same(a, r, b, r2, off) and _same(a, r, a, r[:, :1], off))
+
+
+def _all_to_all_on_arrays(L, L2, i, j, groups) -> bool:
     for G in groups:
         B = L.index_map[G[0]][j]
         sp = [len(L2.index_map[m][j]) for m in G]
         if sum(sp) != len(B) or not _eq(np.concatenate([L2.index_map[m][j] for m in G]), B):
-            return None
+            return False
         cat_i = np.concatenate([L.index_map[m][i] for m in G])
         for m in G:
             if not _eq(L.index_map[m][j], B) or not _eq(L2.index_map[m][i], cat_i):
-                return None
+                return False
             if not _same_block(L, m, L2, m, (i, j)) or not _same_block(L, G[0], L, m, (i, j)):
-                return None
-        # chunk q -> m is q's block with dim j cut to m's split: other(q) * sp[m] elements, with
-        # other(q) the elements of q's block per index of dim j (sums in O(g), not a g x g table)
-        other = {q: (block_size(L, q) // len(B) if len(B) else 0) for q in G}
-        others, total_sp, shared_sp = sum(other.values()), sum(sp), tuple(sp)
-        for idx, m in enumerate(G):
-            gof[m] = G
-            splits[m] = shared_sp
-            rec[m] = sp[idx] * (others - other[m]) * item
-            sent[m] = other[m] * (total_sp - sp[idx]) * item
-            mn[m] = sent[m]
-    return Step("all_to_all", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=i, tgt_dim=j,
-                sent=sent, received=rec, minimum=mn, data=(gof, splits))
+                return False
+    return True
 
 
 def _reduce_scatter(move, before, after, L, L2, shape, item, mesh):
-    j = move.dim
-    op = L.reduce_op
-    groups = atom_groups(mesh, move.atoms)
-    gof, splits, order, sent, rec, mn = {}, {}, {}, {}, {}, {}
-    position = {d: k for k, d in enumerate(mesh.device_ids)}
+    position = mesh._position
+    return scatter_step(before, after, L, L2, move.dim, atom_groups(mesh, move.atoms), axes_label(mesh, move.atoms), item,
+                        lambda G: tuple(sorted(G, key=position.__getitem__)))  # canonical: ascending mesh coordinate
+
+
+def scatter_step(before, after, L, L2, j, groups, axes, item, reduce_order) -> Step | None:
+    """A reduce-scatter over ``groups`` of dim ``j`` (each group combining in ``reduce_order(G)``),
+    or None when ``L2`` is not that of ``L``."""
+    G = _as_array(groups)
+    if not (_scatter_on_boxes(L, L2, j, G) or _scatter_on_arrays(L, L2, j, groups)):
+        return None
+    sh, sh2 = shapes_of(L), shapes_of(L2)
+    r = sh.rows(G)
+    N = sh.elements[r[:, :1]]  # the whole buffer, the same on every member
+    width = sh.dims[r[:, :1], j]
+    sp = sh2.dims[sh2.rows(G), j]
+    c = np.where(width > 0, N // np.maximum(width, 1), 0) * sp  # each member's chunk
+    g = G.shape[1]
+    per_group = [(members, row, reduce_order(members)) for row, members in zip(map(tuple, sp.tolist()), groups)]
+    minimum = sh.per_device(np.broadcast_to((g - 1) / g * N * item, G.shape), G)
+    return Step("reduce_scatter", before, after, tuple(L.shape), item, tuple(groups), axes, dim=j,
+                reduce_op=L.reduce_op, sent=sh.per_device((N - c) * item, G), received=sh.per_device(c * (g - 1) * item, G),
+                minimum=minimum, data=PerDevice.by_rows(sh.ids, r, per_group))  # (group, splits, reduce order)
+
+
+def _scatter_on_boxes(L, L2, j, G) -> bool:
+    """On boxes: the members hold one block, whose dim ``j`` ``L2`` splits over them in order."""
+    if L.boxes is None or L2.boxes is None:
+        return False
+    a, b = L.boxes, L2.boxes
+    r, r2 = a.rows(G), b.rows(G)
+    every = list(range(len(L.shape)))
+    return (_stacked(b, r2, j, a, r[:, :1]) and _same(a, r, a, r[:, :1], every)
+            and _same(a, r, b, r2, _other_dims(len(L.shape), (j,))))
+
+
+def _scatter_on_arrays(L, L2, j, groups) -> bool:
     for G in groups:
         B = L.index_map[G[0]][j]
         sp = [len(L2.index_map[m][j]) for m in G]
         if sum(sp) != len(B) or not _eq(np.concatenate([L2.index_map[m][j] for m in G]), B):
-            return None
+            return False
         for m in G:
             if not _same_block(L, G[0], L, m) or not _same_block(L, m, L2, m, (j,)):
-                return None
-        N = block_size(L, G[0])
-        other = N // len(B) if len(B) else 0
-        g = len(G)
-        canonical = tuple(sorted(G, key=position.__getitem__))  # ascending mesh coordinate
-        shared_sp = tuple(sp)
-        for idx, m in enumerate(G):
-            c = other * sp[idx]
-            gof[m] = G
-            order[m] = canonical
-            splits[m] = shared_sp
-            rec[m] = c * (g - 1) * item
-            sent[m] = (N - c) * item
-            mn[m] = (g - 1) / g * N * item
-    return Step("reduce_scatter", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=j,
-                reduce_op=op, sent=sent, received=rec, minimum=mn, data=(gof, splits, order))
+                return False
+    return True
 
 
 def _all_reduce(move, before, after, L, L2, shape, item, mesh):
-    op = L.reduce_op
     atoms = tuple(sorted_atoms(move.atoms, mesh))
-    groups = atom_groups(mesh, atoms)
-    gof, sent, rec, mn = {}, {}, {}, {}
-    for G in groups:
-        N = block_size(L, G[0])
-        cs = split_even(N, len(G))
-        g = len(G)
-        for idx, m in enumerate(G):
-            if not _same_block(L, G[0], L, m) or not _same_block(L, m, L2, m):
-                return None
-            gof[m] = G
-            rec[m] = (cs[idx] * (g - 1) + (N - cs[idx])) * item
-            sent[m] = rec[m]
-            mn[m] = 2 * (g - 1) / g * N * item
-    return Step("all_reduce", before, after, shape, item, tuple(groups), axes_label(mesh, atoms), reduce_op=op,
-                sent=sent, received=rec, minimum=mn, data=gof)
+    return all_reduce_step(before, after, L, L2, atom_groups(mesh, atoms), axes_label(mesh, atoms), item)
+
+
+def all_reduce_step(before, after, L, L2, groups, axes, item) -> Step | None:
+    """An all-reduce over ``groups`` (each combining in its own order), or None when the members
+    of a group do not hold one block or ``L2`` is not ``L``."""
+    G = _as_array(groups)
+    if not (_reduce_on_boxes(L, L2, G) or _reduce_on_arrays(L, L2, groups)):
+        return None
+    sh = shapes_of(L)
+    N = sh.elements[sh.rows(G[:, 0])]
+    g = G.shape[1]
+    base, extra = N // g, N % g
+    cs = base[:, None] + (np.arange(g)[None, :] < extra[:, None])  # split_even(N, g) per group
+    rec = sh.per_device((cs * (g - 1) + (N[:, None] - cs)) * item, G)
+    minimum = sh.per_device(np.broadcast_to((2 * (g - 1) / g * N * item)[:, None], G.shape), G)
+    return Step("all_reduce", before, after, tuple(L.shape), item, tuple(groups), axes, reduce_op=L.reduce_op,
+                sent=rec, received=rec, minimum=minimum, data=PerDevice.by_rows(sh.ids, sh.rows(G), groups))
+
+
+def _reduce_on_boxes(L, L2, G) -> bool:
+    if L.boxes is None or L2.boxes is None:
+        return False
+    a, b = L.boxes, L2.boxes
+    r, r2 = a.rows(G), b.rows(G)
+    every = list(range(len(L.shape)))
+    return _same(a, r, a, r[:, :1], every) and _same(a, r, b, r2, every)
+
+
+def _reduce_on_arrays(L, L2, groups) -> bool:
+    return all(_same_block(L, G[0], L, m) and _same_block(L, m, L2, m) for G in groups for m in G)
 
 
 def contribution_class(L: Layout, d: int) -> tuple:
@@ -244,7 +375,7 @@ def _permute(move, before, after, L, L2, shape, item, mesh):
     pairs = permute_pairs(L, L2)
     if pairs is None:
         return None
-    sent, rec = _zero(L.devices), _zero(L.devices)
+    sent, rec = dict.fromkeys(L.devices, 0), dict.fromkeys(L.devices, 0)
     for s, t in pairs:
         if s != t:
             n = block_size(L2, t) * item
@@ -301,12 +432,18 @@ def _embed(move, before, after, L, L2, shape, item, mesh):
 
 
 def _unreduce(move, before, after, L, L2, shape, item, mesh):
-    for d in L.devices:
-        if not _same_block(L, d, L2, d):
+    """Keep the value on the first device of each group over the atoms (every device for an
+    idempotent op), the identity elsewhere: data (keep, local shape) per device."""
+    if not (L.boxes is not None and L2.boxes is not None and L.boxes.same_as(L2.boxes)):
+        if not all(_same_block(L, d, L2, d) for d in L.devices):
             return None
-    idem = REDUCE_OPS[L2.reduce_op].idempotent
-    keep = {d: idem or all(mesh.axis_index(d, a) == 0 for a in move.atoms) for d in L.devices}
-    shapes = {d: L.local_shape(d) for d in L.devices}
+    sh = shapes_of(L)
+    keep = np.ones(len(sh.ids), dtype=np.int64)
+    if not REDUCE_OPS[L2.reduce_op].idempotent:
+        order = np.argsort(np.asarray(mesh.device_ids), kind="stable")  # device_ids order -> ascending ids
+        for a in move.atoms:
+            keep &= mesh.axis_indices(a)[order] == 0
+    data = PerDevice.of_table(sh.ids, np.concatenate([keep[:, None], sh.dims], axis=1), lambda row: (bool(row[0]), row[1:]))
     z = _zero(L.devices)
     return Step("unreduce", before, after, shape, item, axes=axes_label(mesh, move.atoms), reduce_op=L2.reduce_op,
-                sent=z, received=z, minimum=z, data=(keep, shapes))
+                sent=z, received=z, minimum=z, data=data)

@@ -42,10 +42,11 @@ from ..sharding.mesh import Mesh
 from ..sharding.placements import DTensorSpec
 from ..sharding.dims import DimSharding, Sharding
 from .atoms import State, refine
+from .builder import PerDevice
 from .exchange import plan_exchange
 from .greedy import Move, next_move, pending_plan
-from .plan import ReshardPlan, Step, block_size, common_count, layout_of, split_even
-from .realize import _same_block, realize
+from .plan import ReshardPlan, Step, common_count, layout_of
+from .realize import all_reduce_step, realize, scatter_step
 
 MAX_STEPS = 64
 
@@ -199,6 +200,10 @@ def _rescale(before, after, shape, item, mesh, C) -> Step:
 def _lower_bound(A, B, shape, item) -> int:
     """Bytes every device must receive at least: the elements of its new block it does not hold."""
     LA, LB = layout_of(A, shape), layout_of(B, shape)
+    if LA.boxes is not None and LB.boxes is not None and np.array_equal(LA.boxes.ids, LB.boxes.ids):
+        a, b = LA.boxes, LB.boxes  # the overlap of two ranges per dim, all devices at once
+        have = np.clip(np.minimum(a.hi, b.hi) - np.maximum(a.lo, b.lo), 0, None).prod(axis=1)
+        return int((b.sizes.prod(axis=1) - have).sum()) * item
     total = 0
     lacking: dict[tuple[int, int], int] = {}  # by block: devices holding one block share its tuple
     common: dict[tuple[int, int], int] = {}  # by index arrays, which blocks share too
@@ -381,59 +386,30 @@ def _generic(S, T, shape, item) -> list[Step]:
             raise ShardingError("no-plan", f"no exchange from {cur} to {target_plain}")
         steps.append(ex)
     if target_plain is not T:
-        keep = {d: L2._contributes_value(d) for d in L2.devices}
-        shapes = {d: L2.local_shape(d) for d in L2.devices}
-        z = {d: 0 for d in L2.devices}
+        devices = sorted(L2.devices)
+        table = [[L2._contributes_value(d), *L2.local_shape(d)] for d in devices]
+        data = PerDevice.of_table(np.asarray(devices), np.asarray(table), lambda row: (bool(row[0]), row[1:]))
+        z = dict.fromkeys(L2.devices, 0)
         steps.append(Step("unreduce", target_plain, T, shape, item, reduce_op=L2.reduce_op, sent=z, received=z, minimum=z,
-                          data=(keep, shapes)))
+                          data=data))
     return steps
 
 
 def _layout_reduce_scatter(S, L: Layout, L2: Layout, shape, item) -> Step | None:
+    """A reduce-scatter over the reduce groups onto the first dim where ``L2`` splits their
+    block (groups combine in their canonical order), or None."""
     if L.mesh != L2.mesh or L2.unreduced:
         return None
-    groups = L.reduce_groups()
+    after = Layout(L2.mesh, L2.shape, L2.index_map, boxes=L2.boxes)
+    labels = tuple(r.short() for r in L.unreduced)
     for k in range(len(shape)):
-        gof, splits, sent, rec, mn = {}, {}, {}, {}, {}
-        ok = True
-        for G in groups:
-            B = L.index_map[G[0]][k]
-            sp = [len(L2.index_map[m][k]) for m in G]
-            if sum(sp) != len(B) or not np.array_equal(np.concatenate([L2.index_map[m][k] for m in G]), B):
-                ok = False
-                break
-            if not all(_same_block(L, G[0], L, m) and _same_block(L, m, L2, m, (k,)) for m in G):
-                ok = False
-                break
-            N = block_size(L, G[0])
-            other = N // len(B) if len(B) else 0
-            g = len(G)
-            for idx, m in enumerate(G):
-                c = other * sp[idx]
-                gof[m], splits[m] = G, tuple(sp)
-                rec[m] = c * (g - 1) * item
-                sent[m] = (N - c) * item
-                mn[m] = (g - 1) / g * N * item
-        if ok:
-            after = Layout(L2.mesh, L2.shape, L2.index_map)
-            return Step("reduce_scatter", S, after, shape, item, tuple(groups), tuple(r.short() for r in L.unreduced), dim=k,
-                        reduce_op=L.reduce_op, sent=sent, received=rec, minimum=mn,
-                        data=(gof, splits, gof))  # reduce groups are already in canonical order
+        st = scatter_step(S, after, L, L2, k, tuple(L.reduce_groups()), labels, item, lambda G: G)
+        if st is not None:
+            return st
     return None
 
 
 def _layout_all_reduce(S, L: Layout, shape, item) -> Step:
-    gof, sent, rec, mn = {}, {}, {}, {}
-    groups = L.reduce_groups()
-    for G in groups:
-        N = block_size(L, G[0])
-        cs = split_even(N, len(G))
-        g = len(G)
-        for idx, m in enumerate(G):
-            gof[m] = G
-            rec[m] = sent[m] = (cs[idx] * (g - 1) + (N - cs[idx])) * item
-            mn[m] = 2 * (g - 1) / g * N * item
-    after = Layout(L.mesh, L.shape, L.index_map)
-    return Step("all_reduce", S, after, shape, item, tuple(groups), tuple(r.short() for r in L.unreduced),
-                reduce_op=L.reduce_op, sent=sent, received=rec, minimum=mn, data=gof)
-
+    """An all-reduce over the reduce groups."""
+    after = Layout(L.mesh, L.shape, L.index_map, boxes=L.boxes)
+    return all_reduce_step(S, after, L, after, tuple(L.reduce_groups()), tuple(r.short() for r in L.unreduced), item)

@@ -15,8 +15,8 @@ Each dialect keeps its own uneven rule:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -40,6 +40,7 @@ class Layout:
     index_map: Mapping[int, tuple[np.ndarray, ...]]
     unreduced: tuple[AxisRef, ...] = ()
     reduce_op: str = "sum"
+    boxes: Boxes | None = field(default=None, repr=False)  # the same blocks as ranges, where flat_layout made them
 
     # -- what each device holds --------------------------------------------------------------
     @property
@@ -59,6 +60,8 @@ class Layout:
     @property
     def block_shape(self) -> tuple[int, ...]:
         """The padded local shape: per dim the largest block any device holds (ceil(d/n) for the flat rule)."""
+        if self.boxes is not None:
+            return tuple(self.boxes.sizes.max(axis=0, initial=0).tolist())
         return tuple(
             max((len(self.index_map[d][k]) for d in self.devices), default=0) for k in range(len(self.shape))
         )
@@ -194,14 +197,8 @@ class Layout:
         same pending reductions)?"""
         if self.shape != other.shape or set(self.devices) != set(other.devices):
             return False
-        seen: set[tuple[int, int]] = set()  # devices holding one block share its tuple of index arrays
-        for d in self.devices:
-            a, b = self.index_map[d], other.index_map[d]
-            if a is b or (id(a), id(b)) in seen:
-                continue
-            if any(x is not y and not np.array_equal(x, y) for x, y in zip(a, b)):
-                return False
-            seen.add((id(a), id(b)))
+        if not (self.boxes and other.boxes and self.boxes.same_as(other.boxes)) and not self._same_blocks(other):
+            return False
         if bool(self.unreduced) != bool(other.unreduced):
             return False
         if self.unreduced:
@@ -211,11 +208,82 @@ class Layout:
                 return False
         return True
 
+    def _same_blocks(self, other: "Layout") -> bool:
+        seen: set[tuple[int, int]] = set()  # devices holding one block share its tuple of index arrays
+        for d in self.devices:
+            a, b = self.index_map[d], other.index_map[d]
+            if a is b or (id(a), id(b)) in seen:
+                continue
+            if any(x is not y and not np.array_equal(x, y) for x, y in zip(a, b)):
+                return False
+            seen.add((id(a), id(b)))
+        return True
+
     __eq__ = same_as  # type: ignore[assignment]
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"Layout(@{self.mesh.name}, shape={self.shape}, block={self.block_shape}, distinct_blocks={len(self.distinct_blocks())})"
+
+
+@dataclass(frozen=True, eq=False)
+class Boxes:
+    """Every device's block as a range per dim: ``lo`` and ``hi`` (exclusive), int64 arrays of
+    shape [devices, rank], a row per device in ascending device id (``ids``); an empty block is
+    ``lo == hi``. The planner checks moves and counts bytes on these with numpy, for all devices
+    at once, instead of comparing index arrays device by device."""
+
+    ids: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def rows(self, devices) -> np.ndarray:
+        """The rows of ``devices`` (an int array of device ids, any shape)."""
+        devices = np.asarray(devices, dtype=np.int64)
+        if len(self.ids) and self.ids[-1] == len(self.ids) - 1:  # ids 0..n-1: a device is its row
+            return devices
+        return np.searchsorted(self.ids, devices)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """[devices, rank]: each device's local shape."""
+        return self.hi - self.lo
+
+    def same_as(self, other: "Boxes") -> bool:
+        """Equal boxes hold equal blocks (unequal ones may still, where blocks are empty)."""
+        return bool(np.array_equal(self.ids, other.ids) and np.array_equal(self.lo, other.lo)
+                    and np.array_equal(self.hi, other.hi))
+
+
+class _FlatIndexMap(Mapping):
+    """device -> its index arrays, for a flat layout: made on first use per distinct block (the
+    planner mostly reads the boxes), the devices holding one block sharing its tuple and the
+    blocks sharing equal ranges."""
+
+    def __init__(self, devices: Sequence[int], rows: Sequence[int], distinct: Sequence[Sequence[tuple[int, int]]]):
+        self._row = dict(zip(devices, rows))
+        self._distinct = distinct
+        self._made: dict[int, tuple[np.ndarray, ...]] = {}
+        self._ranges: dict[tuple[int, int], np.ndarray] = {}
+
+    def __getitem__(self, device: int) -> tuple[np.ndarray, ...]:
+        r = self._row[device]
+        hit = self._made.get(r)
+        if hit is None:
+            hit = self._made[r] = tuple(self._range(lo, hi) for lo, hi in self._distinct[r])
+        return hit
+
+    def _range(self, lo: int, hi: int) -> np.ndarray:
+        r = self._ranges.get((lo, hi))
+        if r is None:
+            r = self._ranges[(lo, hi)] = _frozen(np.arange(lo, hi))
+        return r
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._row)
+
+    def __len__(self) -> int:
+        return len(self._row)
 
 
 # -- building layouts --------------------------------------------------------------------------
@@ -272,19 +340,15 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
     # devices holding one block share its (read-only) index arrays: one tuple per distinct block
     distinct, inverse = np.unique(blocks, axis=0, return_inverse=True) if shape else (np.zeros((1, 0), np.int64),
                                                                                         np.zeros(mesh.size, np.int64))
-    ranges: dict[tuple[int, int], np.ndarray] = {}
-    held = []
-    for row in distinct.tolist():
-        idx = []
-        for j, (_, block), d in zip(row, per_dim, shape):
-            lo, hi = min(j * block, d), min((j + 1) * block, d)
-            r = ranges.get((lo, hi))
-            if r is None:
-                r = ranges[(lo, hi)] = _frozen(np.arange(lo, hi))
-            idx.append(r)
-        held.append(tuple(idx))
-    index_map = dict(zip(mesh.device_ids, [held[c] for c in inverse.reshape(-1).tolist()]))
-    return Layout(mesh, shape, index_map, s.unreduced, s.reduce_op)
+    inverse = inverse.reshape(-1)
+    size = np.array([block for _, block in per_dim], dtype=np.int64)
+    dims = np.array(shape, dtype=np.int64)
+    lo, hi = np.minimum(distinct * size, dims), np.minimum((distinct + 1) * size, dims)
+    index_map = _FlatIndexMap(mesh.device_ids, inverse.tolist(), [tuple(zip(a, b)) for a, b in zip(lo.tolist(), hi.tolist())])
+    ids = np.asarray(mesh.device_ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    boxes = Boxes(ids[order], lo[inverse[order]], hi[inverse[order]])
+    return Layout(mesh, shape, index_map, s.unreduced, s.reduce_op, boxes)
 
 
 def pieces_per_dim(spec: DTensorSpec, rank: int) -> list[int]:
