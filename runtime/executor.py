@@ -297,6 +297,15 @@ class Executor:
             )
         cuts = []
         for k, ix in enumerate(index):
+            if isinstance(ix, range) and ix.step == 1:  # a block's rows: a view, no index array
+                if len(ix) and (ix.start < 0 or ix.stop > x.shape[k]):
+                    raise self._fail(
+                        ExecutionError,
+                        f"device {self.device} {self.where()}: slice positions {ix.start}..{ix.stop - 1} outside dim {k} "
+                        f"of a {_aval(x)} buffer",
+                    )
+                cuts.append(slice(ix.start, ix.stop) if len(ix) else slice(0, 0))
+                continue
             ix = np.asarray(ix, dtype=np.intp).reshape(-1)
             if ix.size and (ix.min() < 0 or ix.max() >= x.shape[k]):
                 raise self._fail(

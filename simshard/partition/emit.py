@@ -81,7 +81,7 @@ def _emit_unreduce(step: Step, b, src, dtype, source):
     ident = REDUCE_OPS[step.reduce_op].identity(dtype)
     tmp, dst = b.buf(), b.buf()
     b.emit(step.data.map(lambda ks: Slice(0, source, src=src, dst=tmp,
-                                          index=tuple(tuple(range(n)) if ks[0] else () for n in ks[1]))))
+                                          index=tuple(range(n if ks[0] else 0) for n in ks[1]))))
     b.emit(step.data.map(lambda ks: Pad(0, source, src=tmp, dst=dst, shape=ks[1], value=ident)))
     return dst
 

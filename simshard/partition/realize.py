@@ -139,29 +139,26 @@ def _slice_on_boxes(L: Layout, L2: Layout) -> PerDevice | None:
         return PerDevice(a.ids, np.zeros(len(a.ids), dtype=np.int64), [()])
     distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
     rank = start.shape[1]
-    ranges: dict[tuple[int, int], tuple[int, ...]] = {}  # blocks share their dims' positions
-
-    def positions_of(lo: int, n: int) -> tuple[int, ...]:
-        hit = ranges.get((lo, n))
-        if hit is None:
-            hit = ranges[(lo, n)] = tuple(range(lo, lo + n))
-        return hit
-
-    made = [tuple(positions_of(row[k], row[rank + k]) for k in range(rank)) for row in distinct.tolist()]
+    made = [tuple(range(row[k], row[k] + row[rank + k]) for k in range(rank)) for row in distinct.tolist()]
     return PerDevice(a.ids, inverse.reshape(-1), made)
 
 
-def _positions_of(outer: np.ndarray, inner: np.ndarray) -> tuple | None:
-    """``positions`` as a tuple of ints; for two whole ranges (block layouts) without searching."""
+def _positions_of(outer: np.ndarray, inner: np.ndarray) -> range | tuple | None:
+    """``positions`` as a range where they are one (two whole ranges, block layouts: without
+    searching), else as a tuple of ints."""
     if len(inner) and len(outer):
         _, lo_o, hi_o, range_o = span(outer)
         _, lo_i, hi_i, range_i = span(inner)
         if range_o and range_i:
             if lo_i < lo_o or hi_i > hi_o:
                 return None
-            return tuple(range(lo_i - lo_o, hi_i - lo_o + 1))
+            return range(lo_i - lo_o, hi_i - lo_o + 1)
     q = positions(outer, inner)
-    return None if q is None else tuple(int(i) for i in q)
+    if q is None:
+        return None
+    if not len(q) or (int(q[-1]) - int(q[0]) == len(q) - 1 and bool(np.all(np.diff(q) == 1))):
+        return range(int(q[0]), int(q[-1]) + 1) if len(q) else range(0)
+    return tuple(int(i) for i in q)
 
 
 def _groups(mesh: Mesh, atoms) -> tuple[tuple[tuple[int, ...], ...], np.ndarray]:

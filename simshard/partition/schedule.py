@@ -70,7 +70,7 @@ class Slice(Instr):
 
     src: int
     dst: int
-    index: tuple[tuple[int, ...], ...]
+    index: tuple[range | tuple[int, ...], ...]  # per dim a range (a block's rows) or any positions
     kind: ClassVar[str] = "slice"
 
 
@@ -334,6 +334,8 @@ def _encode(v):
         return {"__scalar__": np.asarray(v).tobytes(), "dtype": v.dtype.str}
     if isinstance(v, np.dtype):
         return {"__dtype__": v.str}
+    if isinstance(v, range):
+        return {"__range__": [v.start, v.stop, v.step]}
     if isinstance(v, Sharding):
         return {"__sharding__": str(v), "mesh": str(v.mesh)}
     if isinstance(v, Instr):  # a loop's body
@@ -355,6 +357,8 @@ def _decode(v):
             return np.frombuffer(v["__scalar__"], dtype=np.dtype(v["dtype"]))[0]
         if "__dtype__" in v:
             return np.dtype(v["__dtype__"])
+        if "__range__" in v:
+            return range(*v["__range__"])
         if "__instr__" in v:
             return INSTRUCTIONS[v["__instr__"]](**{k: _decode(x) for k, x in v["fields"].items()})
         if "__sharding__" in v:

@@ -348,7 +348,7 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
         st.write([(ins.dst, Block(v.shape, v.dtype))])
     elif kind == "slice":
         src = st.read(ins.src, ins, me)
-        st.write([(ins.dst, Block(tuple(np.asarray(ix).size for ix in ins.index), src.dtype))])
+        st.write([(ins.dst, Block(tuple(len(ix) for ix in ins.index), src.dtype))])
     elif kind == "pad":
         st.write([(ins.dst, Block(tuple(int(s) for s in ins.shape), st.read(ins.src, ins, me).dtype))])
     elif kind == "free":
