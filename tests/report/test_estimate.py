@@ -165,3 +165,31 @@ def test_a_scan_whose_iterations_repeat_is_walked_once(monkeypatch):
     est = estimate(f, *args, mesh=mesh, in_shardings=(P("x", None), P()))
     assert len(walks) == 2  # the top level, and the body once for six iterations
     assert {c.flops for c in est.compute} == {6 * (2 * 8 * 16 * 16 + 8 * 16)}  # yet six layers of work
+
+
+def test_a_scan_writes_its_stacked_output_in_place():
+    """A scan writes each step's row into its stacked output where the device holds it: the
+    stack is counted once, not twice while each row lands (the executor's kernel used to copy the
+    whole stack per step, and both accountings counted the copy: a 32-layer 7B step's backward
+    scan then held a second 8 GiB gradient stack at its peak). Sixty-four steps of ``h @ w`` on
+    2 devices, ``h`` [4, 8] split over them, the ys gathered whole per step, every buffer by hand:"""
+    mesh = ss.Mesh({"x": 2})
+
+    def f(h, ws):
+        return ss.lax.scan(lambda h, w: (h @ w, h), h, ws)
+
+    h = ss.exact_inputs((4, 8), seed=0)
+    args = (h, np.stack([np.eye(8, dtype=np.float32)[::-1]] * 64))  # each step reverses h's columns
+    specs = (P("x", None), P())
+    ws = 64 * 8 * 8 * 4  # the stacked weights, an input held through the loop
+    ys = 64 * 4 * 8 * 4  # the stacked ys (each step's [4, 8] row, gathered), made by `full` before the loop
+    carry = 2 * 8 * 4  # the carry h, the device's [2, 8] rows
+    step = 2 * 1 * 8 * 8 * 4  # the step's weight slice [1, 8, 8] and its reshape to [8, 8]
+    counters = 2 * 4  # the loop's int32 counter and the zero of its slice starts
+    peak = ws + ys + carry + step + counters
+    assert peak == 25_160  # 33,032 when the 8,192-byte stack was counted twice per write
+    est = estimate(f, *(ss.ShapeDtype(a.shape, a.dtype) for a in args), mesh=mesh, in_shardings=specs)
+    ran = ss.run(f, *args, mesh=mesh, in_shardings=specs, backend="local")
+    assert est.memory == ran.memory
+    assert est.memory.peaks == {0: peak, 1: peak}
+    assert ran.verify.bitwise  # the in-place writes give numpy's stacked ys
