@@ -31,8 +31,10 @@ What a schedule must satisfy (the partitioner's side of the contract):
 * ``Literal`` values are copied with ``np.array(value)``: a Python float becomes float64, so give
   numpy scalars of the intended dtype; ``Pad`` casts ``value`` to the buffer's dtype;
 * memory: an instruction's outputs count while its inputs are live, a buffer overwritten under the
-  same id is released after the instruction, ``Free`` releases at once (freeing a buffer the device
-  does not hold is an error; so is reading one);
+  same id is released after the instruction (except a ``dynamic_update_slice`` into its operand's
+  own buffer, a scan's stacked output: written in place, no new bytes: ``updates_in_place``),
+  ``Free`` releases at once (freeing a buffer the device does not hold is an error; so is reading
+  one);
 * ``trace``: buffer numbers whose first contents the executor copies into ``traced`` (for op-by-op
   verification; the copies are not counted as device memory);
 * each collective's record carries ``source`` and ``axes`` for the report's per-op and per-axis
@@ -48,7 +50,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from simshard.ops.registry import OPS
-from simshard.partition.schedule import Instr, Schedule, participants
+from simshard.ops.dynamic import _clamped
+from simshard.partition.schedule import Instr, Schedule, participants, updates_in_place
 from simshard.report.comm import CommRecord, analytic_min_bytes
 from simshard.report.memory import DeviceMemory
 from simshard.units import fmt_bytes
@@ -275,6 +278,13 @@ class Executor:
                 "must express it with collective instructions",
             )
         args = [self._read(b) for b in ins.inputs]
+        in_place = updates_in_place(ins)
+        if in_place and self._owns(ins.inputs[0], args[0]):
+            # a scan writing its stacked output: the update lands in the held buffer, nothing new
+            # is allocated (the memory accounting counts no new bytes, as on a device)
+            x, update, *starts = args
+            x[_clamped(starts, x.shape, np.shape(update))] = np.asarray(update, dtype=x.dtype)
+            return
         try:
             outs = op.kernel(*args, **dict(ins.params))
         except Exception as e:
@@ -288,7 +298,16 @@ class Executor:
                 ExecutionError,
                 f"device {self.device} {self.where()}: kernel returned {got} for {len(ins.outputs)} output buffers",
             )
+        if in_place:  # the kernel copied (a buffer numpy shares): still an in-place update
+            self.buffers[ins.outputs[0]] = np.asarray(outs[0])
+            return
         self._write(list(zip(ins.outputs, outs)))
+
+    def _owns(self, buf: int, x: np.ndarray) -> bool:
+        """Whether buffer ``buf``'s array ``x`` may be written in place: its own memory, writable,
+        held under no other buffer number (an identity copy shares its array)."""
+        return (x.flags.writeable and x.base is None
+                and not any(a is x for b, a in self.buffers.items() if b != buf))
 
     def _slice(self, x: np.ndarray, index) -> np.ndarray:
         if len(index) != x.ndim:

@@ -257,6 +257,16 @@ class Switch(Instr):
         return tuple(replace(b, id=start + j) if b.is_collective else b for j, b in enumerate(self.branches[k]))
 
 
+def updates_in_place(instr) -> bool:
+    """A ``dynamic_update_slice`` whose result goes to its operand's own buffer (a scan writing
+    one step of its stacked output): the update lands in the buffer the device holds, so it
+    allocates nothing. The executor writes it in place and both memory accountings (the
+    executor's and the estimate's) count no new bytes for it: a device does not hold a second
+    copy of a 32-layer stack to write one layer's row."""
+    return (instr.kind == "compute" and instr.op == "dynamic_update_slice" and len(instr.outputs) == 1
+            and instr.outputs[0] == instr.inputs[0])
+
+
 def participants(instr) -> tuple[int, ...]:
     """The devices a collective instruction exchanges data between (for a permute: every device
     named in a pair, in first-seen order)."""

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir.program import Aval
 from ..ops.registry import OPS
-from ..partition.schedule import Instr, SpmdProgram, participants
+from ..partition.schedule import Instr, SpmdProgram, participants, updates_in_place
 from ..sharding.layout import layout
 from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunk
 from .compute import DeviceCompute, device_of, op_flops
@@ -342,7 +342,8 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
             memo[by_id] = out
         blocks_out, work = out
         st.ops[work] += 1
-        st.write(list(zip(ins.outputs, blocks_out)))
+        if not updates_in_place(ins):  # in place: the buffer keeps its block, no new bytes
+            st.write(list(zip(ins.outputs, blocks_out)))
     elif kind == "literal":
         v = np.asarray(ins.value)
         st.write([(ins.dst, Block(v.shape, v.dtype))])

@@ -2,9 +2,10 @@
 
 A device's live bytes are the sizes of the buffers it holds (its inputs, every instruction's
 outputs until freed or overwritten). An instruction's outputs are counted while its inputs are
-still live, so the peak includes each instruction's working set. Each buffer counts its full
-logical size (``nbytes``) even when numpy happens to share memory between two buffers, as a
-device that materializes every buffer would; staging buffers inside a collective (the received
+still live, so the peak includes each instruction's working set; a scan's write of one step
+into its stacked output (a ``dynamic_update_slice`` into its own buffer) is in place and adds
+nothing. Each buffer counts its full logical size (``nbytes``) even when numpy happens to share
+memory between two buffers, as a device that materializes every buffer would; staging buffers inside a collective (the received
 pieces before they land in the output) are not counted.
 """
 
