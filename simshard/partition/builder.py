@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ..sharding.rows import distinct_rows
 from .schedule import Free, Instr, Schedule
 
 
@@ -60,8 +61,8 @@ class PerDevice(Mapping):
         table = np.asarray(table, dtype=np.int64).reshape(len(ids), -1)
         if not table.shape[1] or not len(ids):
             return PerDevice(ids, np.zeros(len(ids), dtype=np.int64), [make(())] if len(ids) else [])
-        rows, inverse = np.unique(table, axis=0, return_inverse=True)
-        return PerDevice(ids, inverse.reshape(-1), [make(tuple(r)) for r in rows.tolist()])
+        rows, _, inverse = distinct_rows(table)
+        return PerDevice(ids, inverse, [make(tuple(r)) for r in rows.tolist()])
 
     def map(self, fn: Callable) -> "PerDevice":
         return PerDevice(self.ids, self.codes, [fn(v) for v in self.values])

@@ -29,6 +29,7 @@ from ..sharding.axes import merge_adjacent
 from ..sharding.layout import Layout, layout
 from ..sharding.mesh import Mesh
 from ..sharding.dims import Sharding
+from ..sharding.rows import distinct_rows
 from .builder import PerDevice
 
 Group = tuple[int, ...]
@@ -133,7 +134,7 @@ def _per_layout(L: Layout) -> tuple:
             dims = np.array([[len(ix) for ix in L.index_map[d]] for d in ids.tolist()], dtype=np.int64)
             dims = dims.reshape(len(ids), len(L.shape))
         if len(ids) and len(L.shape):
-            classes = np.unique(dims, axis=0, return_inverse=True)[1].reshape(-1)
+            classes = distinct_rows(dims)[2]
         else:
             classes = np.zeros(len(ids), np.int64)
         sh = Shapes(ids, dims, np.prod(dims, axis=1, dtype=np.int64), classes)
@@ -157,8 +158,8 @@ def by_shape_class(devices: Sequence[int], layouts: Sequence[Layout], make) -> P
     cols = [shapes_of(L).classes for L in layouts]
     if all(int(c.max(initial=0)) == 0 for c in cols):  # one block shape everywhere: one class
         return PerDevice(ids, np.zeros(len(ids), dtype=np.int64), [make(devices[0])] if devices else [])
-    _, first, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
-    return PerDevice(ids, inverse.reshape(-1), [make(devices[i]) for i in first.tolist()])
+    _, first, inverse = distinct_rows(np.stack(cols, axis=1))
+    return PerDevice(ids, inverse, [make(devices[i]) for i in first.tolist()])
 
 
 def local_shapes(L: Layout) -> ShapeView:

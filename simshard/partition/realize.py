@@ -17,6 +17,7 @@ import numpy as np
 from ..sharding.layout import Layout
 from ..sharding.mesh import Mesh
 from ..sharding.reduce_ops import REDUCE_OPS
+from ..sharding.rows import distinct_rows
 from .atoms import atom_groups, sorted_atoms
 from .builder import PerDevice
 from .greedy import Move
@@ -137,7 +138,7 @@ def _slice_on_boxes(L: Layout, L2: Layout) -> PerDevice | None:
     keys = np.concatenate([start, b.sizes], axis=1)
     if not keys.shape[1]:
         return PerDevice(a.ids, np.zeros(len(a.ids), dtype=np.int64), [()])
-    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    distinct, _, inverse = distinct_rows(keys)
     rank = start.shape[1]
     made = [tuple(range(row[k], row[k] + row[rank + k]) for k in range(rank)) for row in distinct.tolist()]
     return PerDevice(a.ids, inverse.reshape(-1), made)

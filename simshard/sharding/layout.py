@@ -26,6 +26,7 @@ from ..errors import ReplicaMismatchError, ShardingError
 from .mesh import Mesh
 from .placements import DTensorSpec, cut_dim, pending_op
 from .reduce_ops import REDUCE_OPS
+from .rows import distinct_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from .dims import Sharding
@@ -260,9 +261,9 @@ class _FlatIndexMap(Mapping):
     planner mostly reads the boxes), the devices holding one block sharing its tuple and the
     blocks sharing equal ranges."""
 
-    def __init__(self, devices: Sequence[int], rows: Sequence[int], distinct: Sequence[Sequence[tuple[int, int]]]):
+    def __init__(self, devices: Sequence[int], rows: Sequence[int], lo: np.ndarray, hi: np.ndarray):
         self._row = dict(zip(devices, rows))
-        self._distinct = distinct
+        self._lo, self._hi = lo, hi  # [distinct blocks, rank]
         self._made: dict[int, tuple[np.ndarray, ...]] = {}
         self._ranges: dict[tuple[int, int], np.ndarray] = {}
 
@@ -270,7 +271,7 @@ class _FlatIndexMap(Mapping):
         r = self._row[device]
         hit = self._made.get(r)
         if hit is None:
-            hit = self._made[r] = tuple(self._range(lo, hi) for lo, hi in self._distinct[r])
+            hit = self._made[r] = tuple(self._range(lo, hi) for lo, hi in zip(self._lo[r].tolist(), self._hi[r].tolist()))
         return hit
 
     def _range(self, lo: int, hi: int) -> np.ndarray:
@@ -338,13 +339,11 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
         for a in axes:
             blocks[:, k] = blocks[:, k] * mesh.axis_size(a) + mesh.axis_indices(a)
     # devices holding one block share its (read-only) index arrays: one tuple per distinct block
-    distinct, inverse = np.unique(blocks, axis=0, return_inverse=True) if shape else (np.zeros((1, 0), np.int64),
-                                                                                        np.zeros(mesh.size, np.int64))
-    inverse = inverse.reshape(-1)
+    distinct, _, inverse = distinct_rows(blocks)
     size = np.array([block for _, block in per_dim], dtype=np.int64)
     dims = np.array(shape, dtype=np.int64)
     lo, hi = np.minimum(distinct * size, dims), np.minimum((distinct + 1) * size, dims)
-    index_map = _FlatIndexMap(mesh.device_ids, inverse.tolist(), [tuple(zip(a, b)) for a, b in zip(lo.tolist(), hi.tolist())])
+    index_map = _FlatIndexMap(mesh.device_ids, inverse.tolist(), lo, hi)
     ids = np.asarray(mesh.device_ids, dtype=np.int64)
     order = np.argsort(ids, kind="stable")
     boxes = Boxes(ids[order], lo[inverse[order]], hi[inverse[order]])
