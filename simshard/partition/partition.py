@@ -55,7 +55,7 @@ from .exact import functorial_layouts
 from .halo import Halo, apply_halo, halo_choices
 from .linear import pending_ok
 from .emit import emit_plan
-from .plan import ShapeView, by_shape_class, largest_block, layout_of, local_shapes, shapes_of
+from .plan import ShapeView, by_block, by_shape_class, largest_block, layout_of, local_shapes, shapes_of
 from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
 from .reshard import _plain, plan_reshard, translate
@@ -496,17 +496,9 @@ class _Partitioner:
         out_lay = [layout_of(s, o.aval.shape) for s, o in zip(out_sh, e.outputs)]
         outs = self.b.bufs(len(e.outputs))
         kw = e.kw
-        if not e.inputs and e.op == "constant":
-            blocks: dict = {}  # devices holding one block (its index arrays shared) share its Literal
-
-            def literal(d):
-                ix = out_lay[0].indices(d)
-                key = tuple(id(i) for i in ix)
-                if key not in blocks:
-                    blocks[key] = Literal(0, src, dst=outs[0], value=op.kernel(**kw, out_index=ix)[0])
-                return blocks[key]
-
-            self.b.emit(literal)
+        if not e.inputs and e.op == "constant":  # devices holding one block share its Literal
+            self.b.emit(by_block(self.devices, out_lay[0], lambda d: Literal(
+                0, src, dst=outs[0], value=op.kernel(**kw, out_index=out_lay[0].indices(d))[0])))
         else:
             out_shapes = [local_shapes(L) for L in out_lay]
             seen: dict = {}
@@ -530,6 +522,8 @@ class _Partitioner:
             if e.inputs and halo is None:  # the instruction depends on a device only through its local shapes
                 laid = [L for L in in_lay if L is not None] + out_lay
                 self.b.emit(by_shape_class(self.devices, laid, make))
+            elif not e.inputs:  # a nullary op's block is where it sits: one instruction per block
+                self.b.emit(by_block(self.devices, out_lay[0], make))
             else:
                 self.b.emit(make)
         for o, s, buf in zip(e.outputs, out_sh, outs):

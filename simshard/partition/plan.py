@@ -162,6 +162,29 @@ def by_shape_class(devices: Sequence[int], layouts: Sequence[Layout], make) -> P
     return PerDevice(ids, inverse, [make(devices[i]) for i in first.tolist()])
 
 
+def by_block(devices: Sequence[int], L: Layout, make) -> PerDevice:
+    """``device -> make(device)`` for an instruction that depends on a device only through the
+    block it holds under ``L`` (a constant's or an iota's values): ``make`` runs once per
+    distinct block. ``devices`` ascending."""
+    ids = np.asarray(devices, dtype=np.int64)
+    if L.boxes is not None and np.array_equal(L.boxes.ids, ids):
+        _, first, inverse = distinct_rows(np.concatenate([L.boxes.lo, L.boxes.hi], axis=1))
+        return PerDevice(ids, inverse, [make(devices[i]) for i in first.tolist()])
+    # devices holding one block share its index arrays (layouts make them once per block)
+    return PerDevice.of(devices, _shared_by_key(devices, lambda d: tuple(map(id, L.indices(d))), make))
+
+
+def _shared_by_key(devices, key, make) -> dict:
+    made: dict = {}
+    out = {}
+    for d in devices:
+        k = key(d)
+        if k not in made:
+            made[k] = make(d)
+        out[d] = made[k]
+    return out
+
+
 def local_shapes(L: Layout) -> ShapeView:
     """Every device's local shape (computed once per layout object)."""
     return _per_layout(L)[2]
