@@ -163,9 +163,13 @@ class ScheduleBuilder:
     # -- finishing -------------------------------------------------------------------------------
     def freed(self, keep: Iterable[int], inputs: Sequence[int] = ()) -> list[tuple[list[int], tuple[Instr, ...]]]:
         """Per class, its devices and their instructions with a ``Free`` after each buffer's last
-        use (buffers in ``keep`` excepted; ``inputs`` never read freed before the first step). Buffer
-        numbers are the same on every device (module docstring), so one device's list tells where;
-        every class shares the Free objects."""
+        use (buffers in ``keep`` excepted; ``inputs`` never read freed before the first step)."""
+        return self._lists(self._slots(keep, inputs))
+
+    def _slots(self, keep: Iterable[int], inputs: Sequence[int]) -> list[Instr | PerDevice]:
+        """The steps with a ``Free`` after each buffer's last use. Buffer numbers are the same on
+        every device (module docstring), so one device's list tells where; every class shares
+        the Free objects."""
         first = self.instrs_of(self.devices[0]) if self.devices else []
         keep = set(keep)
         last: dict[int, int] = {}
@@ -180,59 +184,75 @@ class ScheduleBuilder:
                 dying.setdefault(pos, []).append(b)
         frees = {pos: Free(0, "dead input" if pos < 0 else first[pos].source, bufs=tuple(sorted(bufs)))
                  for pos, bufs in dying.items()}
-        out = []
-        for members in self.classes():  # one instruction list per class
-            instrs: list[Instr] = [frees[-1]] if -1 in frees else []
-            for pos, ins in enumerate(self.instrs_of(members[0])):
-                instrs.append(ins)
-                if pos in frees:
-                    instrs.append(frees[pos])
-            out.append((list(members), tuple(instrs)))
-        return out
+        slots: list[Instr | PerDevice] = [frees[-1]] if -1 in frees else []
+        for pos, step in enumerate(self.steps):
+            slots.append(step)
+            if pos in frees:
+                slots.append(frees[pos])
+        return slots
+
+    def _lists(self, slots: Sequence[Instr | PerDevice]) -> list[tuple[list[int], tuple[Instr, ...]]]:
+        """Each class's devices and instruction tuple: the slots read column by column (a step's
+        value for each class at once), then zipped into one tuple per class."""
+        classes = self.classes()
+        if not classes:
+            return []
+        rows = np.searchsorted(self._ids, [m[0] for m in classes])
+        columns = [[slot] * len(classes) if isinstance(slot, Instr) else [slot.values[c] for c in slot.codes[rows].tolist()]
+                   for slot in slots]
+        return list(zip(classes, zip(*columns))) if columns else [(m, ()) for m in classes]
 
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use (none when not ``free``: every
         buffer kept) and ids numbered in order, the devices of a class sharing one instruction tuple."""
-        freed = self.freed(outputs, inputs) if free else self.freed(range(self._next_buf))
+        slots = self._slots(outputs, inputs) if free else self._slots(range(self._next_buf), ())
+        _number(slots)
         out: dict[int, Schedule] = {}
-        for members, instrs in freed:
-            numbered = tuple(_numbered(ins, i) for i, ins in enumerate(instrs))
-            _number_loops(numbered, len(numbered))
+        inputs, outputs = tuple(inputs), tuple(outputs)
+        for members, instrs in self._lists(slots):
             for d in members:
-                out[d] = Schedule(d, tuple(inputs), numbered, tuple(outputs))
+                out[d] = Schedule(d, inputs, instrs, outputs)
         return tuple(out[d] for d in self.devices)
 
 
-def _numbered(ins: Instr, i: int) -> Instr:
-    """``ins`` with id ``i``. Each instruction object sits at one position (devices may share it
-    there), so the id is set in place."""
-    object.__setattr__(ins, "id", i)
-    return ins
+def _number(slots: Sequence[Instr | PerDevice]) -> None:
+    """Number every instruction by its position (an object sits at one position; the devices of
+    a PerDevice step share its position), then give loops their ranges of ids."""
+    for i, slot in enumerate(slots):
+        for ins in (slot,) if isinstance(slot, Instr) else slot.values:
+            object.__setattr__(ins, "id", i)
+    first_free = len(slots)
+    for slot in slots:
+        values = (slot,) if isinstance(slot, Instr) else slot.values
+        used = first_free
+        for ins in values:  # loops sit at the same positions on every device, with the same sizes
+            used = _number_loop(ins, first_free)
+        first_free = used
 
 
 WHILE_IDS = 10**15  # ids a while loop may use (its iterations times its instructions)
 
 
-def _number_loops(instrs: Sequence[Instr], first_free: int) -> None:
-    """Give each loop a range of ids above every instruction's, one per body instruction and
-    iteration (the same on every device: loops sit at the same positions)."""
-    for ins in instrs:
-        if ins.kind == "loop":
-            for j, b in enumerate(ins.body):
+def _number_loop(ins: Instr, first_free: int) -> int:
+    """Give a loop a range of ids above every instruction's, one per body instruction and
+    iteration; the next free id."""
+    if ins.kind == "loop":
+        for j, b in enumerate(ins.body):
+            object.__setattr__(b, "id", j)
+        object.__setattr__(ins, "id_base", first_free)
+        return first_free + ins.length * len(ins.body)
+    if ins.kind == "switch":
+        for branch in ins.branches:
+            for j, b in enumerate(branch):
                 object.__setattr__(b, "id", j)
-            object.__setattr__(ins, "id_base", first_free)
-            first_free += ins.length * len(ins.body)
-        elif ins.kind == "switch":
-            for branch in ins.branches:
-                for j, b in enumerate(branch):
-                    object.__setattr__(b, "id", j)
-            object.__setattr__(ins, "id_base", first_free)
-            first_free += sum(len(b) for b in ins.branches)
-        elif ins.kind == "while":  # as many iterations as the data say: a range no count reaches
-            for j, b in enumerate(ins.cond + ins.body):
-                object.__setattr__(b, "id", j)
-            object.__setattr__(ins, "id_base", first_free)
-            first_free += WHILE_IDS
+        object.__setattr__(ins, "id_base", first_free)
+        return first_free + sum(len(b) for b in ins.branches)
+    if ins.kind == "while":  # as many iterations as the data say: a range no count reaches
+        for j, b in enumerate(ins.cond + ins.body):
+            object.__setattr__(b, "id", j)
+        object.__setattr__(ins, "id_base", first_free)
+        return first_free + WHILE_IDS
+    return first_free
 
 
 def same_ids(schedules: Iterable[Schedule]) -> bool:
