@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .plan import Step, block_size, common_count, layout_of
-from .realize import contribution_class, positions
+from .realize import as_positions, contribution_class, positions
 from .schedule import CollectivePermute, Compute, Literal, Slice
 
 
@@ -98,7 +98,7 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
             pos = []
             for k, (a, b, _) in enumerate(cell):
                 q = positions(L.index_map[src][k], L2.index_map[d][k][a:b])
-                pos.append(tuple(int(i) for i in q))
+                pos.append(as_positions(q))
             starts = tuple(a for a, _, _ in cell)
             if src == d:
                 local[d].append((tuple(pos), starts))
@@ -188,20 +188,22 @@ def _edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
 def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
     data: ExchangeData = step.data
     rank = data.rank
-    devices = b.devices
-    empty = ((),) * rank
+    empty = (range(0),) * rank
     zero_starts = (0,) * rank
     acc = b.buf()
     zero = dtype.type(0)
-    b.emit(lambda d: Compute(0, source, op="full", inputs=(), outputs=(acc,),
-                             params=(("shape", tuple(data.shapes[d])), ("fill_value", zero), ("dtype", dtype))))
+    # devices share an instruction wherever theirs would be equal (its key): the estimate then
+    # walks them as one class
+    b.emit_by(lambda d: tuple(data.shapes[d]), lambda d: Compute(
+        0, source, op="full", inputs=(), outputs=(acc,), params=(("shape", tuple(data.shapes[d])), ("fill_value", zero),
+                                                                ("dtype", dtype))))
 
     def update(acc: int, piece: int, starts_of) -> int:
         sbufs = b.bufs(rank)
         for k in range(rank):
-            b.emit(lambda d, k=k: Literal(0, source, dst=sbufs[k], value=np.int32(starts_of(d)[k])))
+            b.emit_by(lambda d, k=k: starts_of(d)[k], lambda d, k=k: Literal(0, source, dst=sbufs[k], value=np.int32(starts_of(d)[k])))
         out = b.buf()
-        b.emit(lambda d: Compute(0, source, op="dynamic_update_slice", inputs=(acc, piece) + sbufs, outputs=(out,)))
+        b.emit_same(Compute(0, source, op="dynamic_update_slice", inputs=(acc, piece) + sbufs, outputs=(out,)))
         return out
 
     nlocal = max((len(v) for v in data.local.values()), default=0)
@@ -212,7 +214,7 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
             cells = data.local.get(d, [])
             return cells[slot] if slot < len(cells) else (empty, zero_starts)
 
-        b.emit(lambda d: Slice(0, source, src=src, dst=piece, index=cell(d)[0]))
+        b.emit_by(lambda d: cell(d)[0], lambda d: Slice(0, source, src=src, dst=piece, index=cell(d)[0]))
         acc = update(acc, piece, lambda d: cell(d)[1])
     mesh = step.after_layout().mesh
     for rnd in data.rounds:
@@ -220,9 +222,8 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
         pairs = tuple(sorted(((s, t) for t, (s, _, _) in rnd.items()), key=lambda p: p[1]))
         axes = _pair_axes(mesh, pairs)
         out, inb = b.buf(), b.buf()
-        b.emit(lambda d: Slice(0, source, src=src, dst=out, index=sends.get(d, empty)))
-        b.emit(lambda d: CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name,
-                                           axes=axes))
+        b.emit_by(lambda d: sends.get(d, empty), lambda d: Slice(0, source, src=src, dst=out, index=sends.get(d, empty)))
+        b.emit_same(CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name, axes=axes))
         acc = update(acc, inb, lambda d: rnd[d][2] if d in rnd else zero_starts)
     return acc
 

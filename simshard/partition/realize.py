@@ -155,10 +155,15 @@ def _positions_of(outer: np.ndarray, inner: np.ndarray) -> range | tuple | None:
                 return None
             return range(lo_i - lo_o, hi_i - lo_o + 1)
     q = positions(outer, inner)
-    if q is None:
-        return None
-    if not len(q) or (int(q[-1]) - int(q[0]) == len(q) - 1 and bool(np.all(np.diff(q) == 1))):
-        return range(int(q[0]), int(q[-1]) + 1) if len(q) else range(0)
+    return None if q is None else as_positions(q)
+
+
+def as_positions(q: np.ndarray) -> range | tuple[int, ...]:
+    """Local positions as a Slice keeps them: a range where they are one run, else a tuple."""
+    if not len(q):
+        return range(0)
+    if int(q[-1]) - int(q[0]) == len(q) - 1 and bool(np.all(np.diff(q) == 1)):
+        return range(int(q[0]), int(q[-1]) + 1)
     return tuple(int(i) for i in q)
 
 
