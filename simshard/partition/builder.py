@@ -163,8 +163,11 @@ class ScheduleBuilder:
     # -- finishing -------------------------------------------------------------------------------
     def freed(self, keep: Iterable[int], inputs: Sequence[int] = ()) -> list[tuple[list[int], tuple[Instr, ...]]]:
         """Per class, its devices and their instructions with a ``Free`` after each buffer's last
-        use (buffers in ``keep`` excepted; ``inputs`` never read freed before the first step)."""
-        return self._lists(self._slots(keep, inputs))
+        use (buffers in ``keep`` excepted; ``inputs`` never read freed before the first step),
+        each instruction's id its position (a loop body's numbering, done once per position)."""
+        slots = self._slots(keep, inputs)
+        _number_positions(slots)
+        return self._lists(slots)
 
     def _slots(self, keep: Iterable[int], inputs: Sequence[int]) -> list[Instr | PerDevice]:
         """The steps with a ``Free`` after each buffer's last use. Buffer numbers are the same on
@@ -215,12 +218,17 @@ class ScheduleBuilder:
         return tuple(out[d] for d in self.devices)
 
 
-def _number(slots: Sequence[Instr | PerDevice]) -> None:
+def _number_positions(slots: Sequence[Instr | PerDevice]) -> None:
     """Number every instruction by its position (an object sits at one position; the devices of
-    a PerDevice step share its position), then give loops their ranges of ids."""
+    a PerDevice step share its position)."""
     for i, slot in enumerate(slots):
         for ins in (slot,) if isinstance(slot, Instr) else slot.values:
             object.__setattr__(ins, "id", i)
+
+
+def _number(slots: Sequence[Instr | PerDevice]) -> None:
+    """Number every instruction by its position, then give loops their ranges of ids."""
+    _number_positions(slots)
     first_free = len(slots)
     for slot in slots:
         values = (slot,) if isinstance(slot, Instr) else slot.values
@@ -235,16 +243,12 @@ WHILE_IDS = 10**15  # ids a while loop may use (its iterations times its instruc
 
 def _number_loop(ins: Instr, first_free: int) -> int:
     """Give a loop a range of ids above every instruction's, one per body instruction and
-    iteration; the next free id."""
+    iteration; the next free id. (Bodies and branches come numbered by position from ``freed``;
+    a while loop's body continues its condition's numbers.)"""
     if ins.kind == "loop":
-        for j, b in enumerate(ins.body):
-            object.__setattr__(b, "id", j)
         object.__setattr__(ins, "id_base", first_free)
         return first_free + ins.length * len(ins.body)
     if ins.kind == "switch":
-        for branch in ins.branches:
-            for j, b in enumerate(branch):
-                object.__setattr__(b, "id", j)
         object.__setattr__(ins, "id_base", first_free)
         return first_free + sum(len(b) for b in ins.branches)
     if ins.kind == "while":  # as many iterations as the data say: a range no count reaches
