@@ -76,11 +76,14 @@ class PerDevice(Mapping):
         values = list({id(v): v for v in self.values}.values())
         return PerDevice(self.ids, np.asarray(remap, dtype=np.int64)[self.codes], values)
 
-    def __getitem__(self, device: int):
+    def _row(self, device: int) -> int:
         row = device if self._dense else int(np.searchsorted(self.ids, device))
         if not (0 <= row < len(self.ids)) or self.ids[row] != device:
             raise KeyError(device)
-        return self.values[self.codes[row]]
+        return row
+
+    def __getitem__(self, device: int):
+        return self.values[self.codes[self._row(device)]]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.ids.tolist())
@@ -140,6 +143,22 @@ class ScheduleBuilder:
             return made[k]
 
         self.emit(shared)
+
+    def emit_keyed(self, keys: Mapping[int, object], default, make: Callable[[object], Instr]) -> None:
+        """One SPMD step whose instruction depends on a device only through a key: ``keys[d]``
+        for the devices listed, ``default`` for the others (an exchange round names only the
+        devices it moves data between). ``make`` runs once per distinct key."""
+        index = {default: 0}
+        values = [make(default)]
+        codes = np.zeros(len(self.devices), dtype=np.int64)
+        rows = PerDevice(self._ids, codes, values)._row
+        for d, k in keys.items():
+            c = index.get(k)
+            if c is None:
+                c = index[k] = len(values)
+                values.append(make(k))
+            codes[rows(d)] = c
+        self.emit(PerDevice(self._ids, codes, values))
 
     def __len__(self) -> int:
         return len(self.steps)

@@ -64,12 +64,17 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         sid.append(np.asarray(inv).reshape(-1))
         member.append(sig)
     cls_src = [contribution_class(L, s) for s in L.devices]
+    bases: dict[tuple, np.ndarray] = {}  # per contribution class: the sources of that class
+    holders: dict[tuple, np.ndarray] = {}  # per (class, cell): the sources holding the cell
+    placed: dict[tuple, range | tuple] = {}  # positions of a target run in a source block, by arrays
     load = {s: 0 for s in L.devices}
     local: dict[int, list] = {d: [] for d in devices}
     edges: list[tuple[int, int, tuple, tuple, int]] = []  # (source, target, positions, starts, elements)
     for d in devices:
         cls = contribution_class(L2, d)
-        base = np.array([c == cls for c in cls_src])
+        if cls not in bases:
+            bases[cls] = np.array([c == cls for c in cls_src])
+        base = bases[cls]
         runs = []
         for k in range(rank):
             I = L2.index_map[d][k]
@@ -84,10 +89,13 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         if runs is None:
             continue
         for cell in _product(runs):
-            ok = base.copy()
-            for k, (a, b, s) in enumerate(cell):
-                ok &= member[k][s][arrid[k]]
-            cands = src_devs[ok]
+            key = (cls, tuple(s for _, _, s in cell))
+            if key not in holders:
+                ok = base.copy()
+                for k, (a, b, s) in enumerate(cell):
+                    ok &= member[k][s][arrid[k]]
+                holders[key] = src_devs[ok]
+            cands = holders[key]
             if len(cands) == 0:
                 return None
             if d in cands:
@@ -97,8 +105,11 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
             n = math.prod(b - a for a, b, _ in cell)
             pos = []
             for k, (a, b, _) in enumerate(cell):
-                q = positions(L.index_map[src][k], L2.index_map[d][k][a:b])
-                pos.append(as_positions(q))
+                outer, inner = L.index_map[src][k], L2.index_map[d][k]
+                at = (id(outer), id(inner), a, b)  # layouts share index arrays between devices
+                if at not in placed:
+                    placed[at] = as_positions(positions(outer, inner[a:b]))
+                pos.append(placed[at])
             starts = tuple(a for a, _, _ in cell)
             if src == d:
                 local[d].append((tuple(pos), starts))
@@ -189,7 +200,6 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
     data: ExchangeData = step.data
     rank = data.rank
     empty = (range(0),) * rank
-    zero_starts = (0,) * rank
     acc = b.buf()
     zero = dtype.type(0)
     # devices share an instruction wherever theirs would be equal (its key): the estimate then
@@ -198,10 +208,12 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
         0, source, op="full", inputs=(), outputs=(acc,), params=(("shape", tuple(data.shapes[d])), ("fill_value", zero),
                                                                 ("dtype", dtype))))
 
-    def update(acc: int, piece: int, starts_of) -> int:
+    def update(acc: int, piece: int, starts: dict) -> int:
+        """Write ``piece`` into ``acc`` at each device's ``starts`` (zeros for devices not listed)."""
         sbufs = b.bufs(rank)
         for k in range(rank):
-            b.emit_by(lambda d, k=k: starts_of(d)[k], lambda d, k=k: Literal(0, source, dst=sbufs[k], value=np.int32(starts_of(d)[k])))
+            b.emit_keyed({d: s[k] for d, s in starts.items()}, 0,
+                         lambda v, k=k: Literal(0, source, dst=sbufs[k], value=np.int32(v)))
         out = b.buf()
         b.emit_same(Compute(0, source, op="dynamic_update_slice", inputs=(acc, piece) + sbufs, outputs=(out,)))
         return out
@@ -209,22 +221,18 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
     nlocal = max((len(v) for v in data.local.values()), default=0)
     for slot in range(nlocal):
         piece = b.buf()
-
-        def cell(d, slot=slot):
-            cells = data.local.get(d, [])
-            return cells[slot] if slot < len(cells) else (empty, zero_starts)
-
-        b.emit_by(lambda d: cell(d)[0], lambda d: Slice(0, source, src=src, dst=piece, index=cell(d)[0]))
-        acc = update(acc, piece, lambda d: cell(d)[1])
+        cells = {d: c[slot] for d, c in data.local.items() if slot < len(c)}  # (positions, starts)
+        b.emit_keyed({d: pos for d, (pos, _) in cells.items()}, empty, lambda pos: Slice(0, source, src=src, dst=piece, index=pos))
+        acc = update(acc, piece, {d: starts for d, (_, starts) in cells.items()})
     mesh = step.after_layout().mesh
     for rnd in data.rounds:
         sends = {s: pos for t, (s, pos, _) in rnd.items()}
         pairs = tuple(sorted(((s, t) for t, (s, _, _) in rnd.items()), key=lambda p: p[1]))
         axes = _pair_axes(mesh, pairs)
         out, inb = b.buf(), b.buf()
-        b.emit_by(lambda d: sends.get(d, empty), lambda d: Slice(0, source, src=src, dst=out, index=sends.get(d, empty)))
+        b.emit_keyed(sends, empty, lambda pos: Slice(0, source, src=src, dst=out, index=pos))
         b.emit_same(CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name, axes=axes))
-        acc = update(acc, inb, lambda d: rnd[d][2] if d in rnd else zero_starts)
+        acc = update(acc, inb, {t: starts for t, (_, _, starts) in rnd.items()})
     return acc
 
 
