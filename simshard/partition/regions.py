@@ -63,21 +63,20 @@ def inline_region(P, e) -> dict:
                     i = i * mesh.shape[n] + mesh.axis_index(d, n)
                 return np.int32(i)
 
-            b.emit(lambda d: Literal(0, src, dst=dst, value=idx(d)))
+            b.emit_by(idx, lambda d: Literal(0, src, dst=dst, value=idx(d)))
             env[be.outputs[0]] = dst
         elif be.op == "shard_map":
             raise ShardingError("nested-manual-region", "shard_map inside shard_map is not supported")
         else:
-            op = get_op(be.op)
+            get_op(be.op)  # an unknown op is named here
             outs = b.bufs(len(be.outputs))
             ins = tuple(arg(i) for i in be.inputs)
             if be.op == "constant":
-                b.emit(lambda d: Literal(0, src, dst=outs[0], value=np.array(bkw["value"], copy=True)))
+                b.emit_same(Literal(0, src, dst=outs[0], value=np.array(bkw["value"], copy=True)))
             else:
-                b.emit(lambda d: Compute(0, src, op=be.op, inputs=ins, outputs=outs, params=tuple(be.params)))
+                b.emit_same(Compute(0, src, op=be.op, inputs=ins, outputs=outs, params=tuple(be.params)))
             for v, o in zip(be.outputs, outs):
                 env[v] = o
-            del op
     return {o: (_plain(spec), arg(bo)) for o, bo, spec in zip(e.outputs, body.outputs, out_specs)}
 
 
@@ -89,21 +88,22 @@ def _collective(b, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:
     rank = len(aval.shape)
     if op in _REDUCE:
         dst = b.buf()
-        b.emit(lambda d: AllReduce(0, src, src=x, dst=dst, group=gof[d], reduce_op=_REDUCE[op], axes=names))
+        b.emit_by(lambda d: gof[d], lambda d: AllReduce(0, src, src=x, dst=dst, group=gof[d], reduce_op=_REDUCE[op], axes=names))
         return dst
     if op == "all_gather":
         axis, tiled = kw.get("axis", 0), kw.get("tiled", False)
         if not tiled:
             x = _reshape(b, x, aval.shape[:axis] + (1,) + aval.shape[axis:], src)
         dst = b.buf()
-        b.emit(lambda d: AllGather(0, src, src=x, dst=dst, group=gof[d], axis=axis, axes=names))
+        b.emit_by(lambda d: gof[d], lambda d: AllGather(0, src, src=x, dst=dst, group=gof[d], axis=axis, axes=names))
         return dst
     if op == "psum_scatter":
         sd, tiled = kw.get("scatter_dimension", 0), kw.get("tiled", False)
         size = aval.shape[sd]
         splits = tuple([size // n] * n)
         dst = b.buf()
-        b.emit(lambda d: ReduceScatter(0, src, src=x, dst=dst, group=gof[d], axis=sd, splits=splits, reduce_op="sum", axes=names))
+        b.emit_by(lambda d: gof[d], lambda d: ReduceScatter(0, src, src=x, dst=dst, group=gof[d], axis=sd, splits=splits,
+                                                           reduce_op="sum", axes=names))
         if not tiled:
             shape = aval.shape[:sd] + aval.shape[sd + 1:]
             dst = _reshape(b, dst, shape, src)
@@ -111,22 +111,22 @@ def _collective(b, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:
     if op == "ppermute":
         pairs = tuple(sorted(((g[s], g[t]) for g in gs for s, t in kw["perm"]), key=lambda p: p[1]))
         dst = b.buf()
-        b.emit(lambda d: CollectivePermute(0, src, src=x, dst=dst, pairs=pairs, shape=tuple(aval.shape),
-                                           dtype=np.dtype(aval.dtype).name, axes=names))
+        b.emit_same(CollectivePermute(0, src, src=x, dst=dst, pairs=pairs, shape=tuple(aval.shape),
+                                      dtype=np.dtype(aval.dtype).name, axes=names))
         return dst
     if op == "all_to_all":
         sa, ca, tiled = kw["split_axis"], kw["concat_axis"], kw.get("tiled", False)
         size = aval.shape[sa]
         splits = tuple([size // n] * n)
         dst = b.buf()
-        b.emit(lambda d: AllToAll(0, src, src=x, dst=dst, group=gof[d], split_axis=sa, splits=splits,
-                                  concat_axis=(ca if tiled else sa), axes=names))
+        b.emit_by(lambda d: gof[d], lambda d: AllToAll(0, src, src=x, dst=dst, group=gof[d], split_axis=sa, splits=splits,
+                                                      concat_axis=(ca if tiled else sa), axes=names))
         if not tiled and sa != ca:
             perm = list(range(rank))
             moved = perm.pop(sa)
             perm.insert(ca, moved)
             out = b.buf()
-            b.emit(lambda d: Compute(0, src, op="transpose", inputs=(dst,), outputs=(out,), params=(("perm", tuple(perm)),)))
+            b.emit_same(Compute(0, src, op="transpose", inputs=(dst,), outputs=(out,), params=(("perm", tuple(perm)),)))
             dst = out
         return dst
     raise AssertionError(op)  # pragma: no cover
@@ -134,5 +134,5 @@ def _collective(b, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:
 
 def _reshape(b, x: int, shape, src: str) -> int:
     out = b.buf()
-    b.emit(lambda d: Compute(0, src, op="reshape", inputs=(x,), outputs=(out,), params=(("new_shape", tuple(shape)),)))
+    b.emit_same(Compute(0, src, op="reshape", inputs=(x,), outputs=(out,), params=(("new_shape", tuple(shape)),)))
     return out
