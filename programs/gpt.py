@@ -33,6 +33,7 @@ import simshard as ss
 from simshard import P
 from simshard.programs import ProgramDef, Strategy, Training
 
+from .training import squared_error
 from .transformer import block, layernorm
 
 
@@ -184,21 +185,37 @@ def stage_config(cfg: Config, stages: int, microbatches: int) -> Config:
                   cfg.batch // microbatches)
 
 
-def stage_step(cfg: Config):
-    """``f(params, x, ct) -> (d params, d x)``: one microbatch through a middle stage's layers
-    (forward), then back with the gradient ``ct`` the next stage returns (backward). The stage's
-    few layers are unrolled, not scanned: its weight gradients then stay pending over the
+def _stage_layers(cfg: Config, params: dict, h):
+    """A stage's few layers, unrolled, not scanned: its weight gradients then stay pending over the
     data-parallel axes to the end (a scan's stacked outputs are reduced inside the loop), to be
     reduced once per step, after the last microbatch, as pipelines accumulate them."""
+    for i in range(cfg.layers):
+        h = block({k: params[k][i] for k in cfg.layer_params}, h, cfg.heads)
+    return h
 
-    def layers(params, h):
-        for i in range(cfg.layers):
-            h = block({k: w[i] for k, w in params.items()}, h, cfg.heads)
-        return h
+
+def stage_step(cfg: Config):
+    """``f(params, x, ct) -> (d params, d x)``: one microbatch through a middle stage's layers
+    (forward), then back with the gradient ``ct`` the next stage returns (backward)."""
 
     def f(params, x, ct):
-        _, pull = ss.vjp(layers, params, x)
+        _, pull = ss.vjp(lambda p, h: _stage_layers(cfg, p, h), params, x)
         return pull(ct)
+
+    return f
+
+
+def last_stage_step(cfg: Config):
+    """``f(params, x, y) -> (d params, d x)``: one microbatch through the last stage: its layers,
+    the final LayerNorm, the vocabulary projection and the loss against ``y`` (forward), then back
+    from the loss (backward)."""
+
+    def f(params, x, y):
+        def loss(p, h):
+            return squared_error(layernorm(_stage_layers(cfg, p, h)) @ p["unembed"], y)
+
+        _, pull = ss.vjp(loss, params, x)
+        return pull(np.float32(1.0))
 
     return f
 
@@ -209,8 +226,10 @@ def estimate_pipeline(name: str, strategy: str, mesh: dict, pipeline, topology=N
     (``dp``, ``fsdp``, ``megatron``, ``sequence`` or ``2d``: with ``2d`` and a stage axis, the 3-D
     strategy). One middle stage's forward and backward of a microbatch is estimated on its own
     devices, its gradients left pending over the data-parallel axes; they are reduced once per
-    step, where an SGD update then runs (``sync``). The first stage's embedding and the last one's
-    vocabulary projection are left out (a middle stage is costed for every stage)."""
+    step, where an SGD update then runs (``sync``). The last stage also runs the final LayerNorm,
+    the vocabulary projection and the loss, estimated on its own (``last``; with one stage, it is
+    the stage). The model has no embedding lookup (its input is the embedded stream), so the first
+    stage is a middle one."""
     from simshard.report.pipeline import PipelineEstimate
 
     cfg = CONFIGS[name]
@@ -220,19 +239,32 @@ def estimate_pipeline(name: str, strategy: str, mesh: dict, pipeline, topology=N
                          f"{pipeline.stages} stages")
     inner = ss.Mesh({a: n for a, n in sizes.items() if a != pipeline.axis})
     sc = stage_config(cfg, pipeline.stages, pipeline.microbatches)
-    param_specs, x_spec, _ = layout(sc, strategy, inner)
-    params = {k: ss.ShapeDtype(s, np.float32) for k, s in sc.layer_params.items()}
+    param_specs, x_spec, y_spec = layout(sc, strategy, inner)
     act = ss.ShapeDtype((sc.batch, sc.seq, sc.d), np.float32)
-    specs = {k: param_specs[k] if isinstance(param_specs, dict) else param_specs for k in params}  # no unembed
     pending = _pending_axes(strategy, inner)
+    shapes = dict(sc.layer_params) | {"unembed": (sc.d, sc.vocab)}
+    params = {k: ss.ShapeDtype(s, np.float32) for k, s in shapes.items()}
+    specs = {k: param_specs[k] if isinstance(param_specs, dict) else param_specs for k in params}
     grads = {k: _with_unreduced(specs[k], pending, len(params[k].shape)) for k in params}
-    stage = ss.estimate(stage_step(sc), params, act, act, mesh=inner, in_shardings=(specs, x_spec, x_spec),
-                        out_shardings=(grads, x_spec), topology=topology)
-    sync = ss.estimate(lambda g, p: {k: p[k] - 0.125 * g[k] for k in p}, params, params, mesh=inner,
-                       in_shardings=(grads, specs), out_shardings=specs, topology=topology)
+
+    def sync_of(names):  # once per step: the pending gradients reduced, an SGD update
+        p, s, g = ({k: d[k] for k in names} for d in (params, specs, grads))
+        return ss.estimate(lambda g, p: {k: p[k] - 0.125 * g[k] for k in p}, p, p, mesh=inner, in_shardings=(g, s),
+                           out_shardings=s, topology=topology)
+
+    head = list(shapes)
+    labels = ss.ShapeDtype((sc.batch, sc.seq, sc.vocab), np.float32)
+    last = ss.estimate(last_stage_step(sc), params, act, labels, mesh=inner, in_shardings=(specs, x_spec, y_spec),
+                       out_shardings=(grads, x_spec), topology=topology)
     boundary = ss.layout(ss.NamedSharding(inner, x_spec), act.shape)
     boundary_bytes = max(int(np.prod(boundary.local_shape(d))) for d in inner.device_ids) * 4
-    return PipelineEstimate(pipeline, stage, boundary_bytes, sync, topology)
+    if pipeline.stages == 1:
+        return PipelineEstimate(pipeline, last, boundary_bytes, sync_of(head), topology)
+    body = list(sc.layer_params)
+    stage = ss.estimate(stage_step(sc), {k: params[k] for k in body}, act, act, mesh=inner,
+                        in_shardings=({k: specs[k] for k in body}, x_spec, x_spec),
+                        out_shardings=({k: grads[k] for k in body}, x_spec), topology=topology)
+    return PipelineEstimate(pipeline, stage, boundary_bytes, sync_of(body), topology, last, sync_of(head))
 
 
 def _pending_axes(strategy: str, mesh) -> tuple[str, ...]:

@@ -1,10 +1,12 @@
 """A pipeline axis: a training step as S stages over M microbatches (GPipe or 1F1B), priced from
-the estimate of one stage.
+the estimates of its stages.
 
 A pipelined step splits the layers over the ``S`` coordinates of a mesh axis (stages) and the
-batch into ``M`` microbatches. Every stage runs the same program on its own devices (the rest of
-the mesh: data and tensor parallel inside the stage), so one ``Estimate`` of a stage's forward
-and backward of one microbatch (``stage``) holds its communication, compute and memory. Between
+batch into ``M`` microbatches. Every stage runs its layers on its own devices (the rest of the
+mesh: data and tensor parallel inside the stage), so one ``Estimate`` of a stage's forward and
+backward of one microbatch (``stage``) holds its communication, compute and memory; the last
+stage, which also runs the model's head and loss, has its own (``last``), and the slower of the
+two paces every slot (a stage waits for its neighbours). Between
 stages, per microbatch, a stage sends its output activation forward and receives its gradient
 back (``boundary_bytes`` each, per device: its block of the activation). Once per step the
 stage's gradients are synchronised (the data-parallel reduction the microbatches left pending)
@@ -17,7 +19,8 @@ collectives, then the activation forward and the gradient back over the stage ax
 * step time ``(M + S - 1) t + sync``; bubble ``(S - 1) t``, a fraction ``(S - 1) / (M + S - 1)``;
 * activations held: GPipe runs every forward before any backward, so a stage holds all ``M``
   microbatches' activations at once; 1F1B starts backwards as soon as the last stage can, so the
-  first stage holds ``min(S, M)`` and the last one.
+  first stage holds ``min(S, M)`` and the last one (it runs each microbatch's backward right after
+  its forward).
 
 Memory per device is the stage's resident bytes (its inputs: parameters and optimizer state, and
 a microbatch) plus the microbatches in flight times what one microbatch's forward and backward
@@ -77,6 +80,16 @@ class PipelineEstimate:
     boundary_bytes: int  # per device: its block of the activation a stage passes on, per microbatch
     sync: Estimate | None = None  # once per step: gradient synchronisation and the optimizer
     topology: Topology | None = None
+    last: Estimate | None = None  # the last stage's microbatch (its layers, the head, the loss), if it differs
+    last_sync: Estimate | None = None  # the last stage's synchronisation (its head's parameters too)
+
+    def _stages(self) -> list[tuple[Estimate, Estimate | None, int]]:
+        """Each kind of stage: its microbatch estimate, its synchronisation and the microbatches
+        whose activations it holds at once."""
+        out = [(self.stage, self.sync, self.pipeline.in_flight)]
+        if self.last is not None:
+            out.append((self.last, self.last_sync, self.pipeline.microbatches if self.pipeline.schedule == "gpipe" else 1))
+        return out
 
     @property
     def link(self) -> Link:
@@ -97,11 +110,11 @@ class PipelineEstimate:
 
     @functools.cached_property
     def _stage_seconds(self) -> float:  # every time figure reads it: the collectives' time once
-        return self._seconds(self.stage)
+        return max(self._seconds(est) for est, _, _ in self._stages())
 
     @functools.cached_property
     def _sync_seconds(self) -> float:
-        return 0.0 if self.sync is None else self._seconds(self.sync)
+        return max(0.0 if sync is None else self._seconds(sync) for _, sync, _ in self._stages())
 
     def _seconds(self, est: Estimate) -> float:
         """``est``'s compute then its collectives, under this pipeline's topology."""
@@ -117,14 +130,18 @@ class PipelineEstimate:
     @property
     def resident_bytes(self) -> int:
         """The largest inputs any stage device holds (parameters, optimizer state, a microbatch)."""
-        return max(m.input_bytes for m in self.stage.memory.devices)
+        return max(m.input_bytes for est, _, _ in self._stages() for m in est.memory.devices)
 
     @property
     def peak_bytes(self) -> int:
-        """Per device at its peak: resident bytes plus the microbatches in flight, each what one
-        microbatch's forward and backward allocates beyond the inputs."""
-        per_microbatch = max(m.peak_bytes - m.input_bytes for m in self.stage.memory.devices)
-        return self.resident_bytes + self.pipeline.in_flight * per_microbatch
+        """Per device at its peak, over the kinds of stage: its resident bytes plus the
+        microbatches it holds at once, each what one microbatch's forward and backward allocates
+        beyond the inputs."""
+        def peak(est: Estimate, held: int) -> int:
+            devices = est.memory.devices
+            return max(m.input_bytes for m in devices) + held * max(m.peak_bytes - m.input_bytes for m in devices)
+
+        return max(peak(est, held) for est, _, held in self._stages())
 
     @property
     def transfer_bytes(self) -> int:
@@ -134,10 +151,10 @@ class PipelineEstimate:
 
     @property
     def collective_bytes(self) -> int:
-        """Per device and step: bytes received in the stage's collectives (every microbatch) and
-        the synchronisation's (once), on the device that receives most."""
-        sync = _most_received(self.sync) if self.sync is not None else 0
-        return self.pipeline.microbatches * _most_received(self.stage) + sync
+        """Per device and step: bytes received in its stage's collectives (every microbatch) and
+        the synchronisation's (once), on the device that receives most, over the kinds of stage."""
+        return max(self.pipeline.microbatches * _most_received(est) + (_most_received(sync) if sync is not None else 0)
+                   for est, sync, _ in self._stages())
 
     def _topology(self) -> Topology:
         if self.topology is None or self.topology.device is None:

@@ -77,7 +77,33 @@ def test_gpt_3d_stage_leaves_gradients_pending_and_syncs_them_once():
     half = (4 * d * d + 2 * d * f) // 2 * 4
     assert {pe.sync.comm.bytes_received(dev) for dev in pe.sync.comm.devices} == {half}
     assert pe.boundary_bytes == (64 // 4 // 2) * 8 * 32 * 4  # [mb / x, seq, d] per device
-    assert pe.collective_bytes == 4 * max(pe.stage.comm.bytes_received(v) for v in pe.stage.comm.devices) + half
+    # the last stage syncs its head too: each device's half of the [d, V] projection (column-
+    # parallel over y), all-reduced over x: 2 (g - 1) / g of d V / 2 floats more
+    head = 32 * 64 // 2 * 4
+    assert {pe.last_sync.comm.bytes_received(dev) for dev in pe.last_sync.comm.devices} == {half + head}
+    most = [max(e.comm.bytes_received(v) for v in e.comm.devices) for e in (pe.stage, pe.last)]
+    assert pe.collective_bytes == max(4 * most[0] + half, 4 * most[1] + half + head)
+    # its microbatch all-reduces the projection's input gradient over y as well: it receives more
+    assert most[1] > most[0]
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_the_slower_stage_paces_the_slots_and_each_stage_holds_its_own_microbatches(schedule):
+    """A last stage twice as long as the others: every slot takes its time; under 1F1B it holds
+    one microbatch's activations (its backward follows its forward), the first stage S."""
+    stage = _stage()
+    mesh = ss.Mesh({"x": 2})
+    last = ss.estimate(lambda a, w: np.tanh(np.tanh(a @ w) @ w), ss.ShapeDtype((16, 32), F32),
+                       ss.ShapeDtype((32, 32), F32), mesh=mesh, in_shardings=(P("x", None), P()), topology=TOPO)
+    S, M, B = 4, 6, 8 * 32 * 4
+    pe = PipelineEstimate(Pipeline(S, M, schedule), stage, B, None, TOPO, last)
+    alone = PipelineEstimate(Pipeline(S, M, schedule), last, B, None, TOPO)
+    assert pe.microbatch_seconds() == pytest.approx(alone.microbatch_seconds())
+    assert pe.microbatch_seconds() > PipelineEstimate(Pipeline(S, M, schedule), stage, B, None, TOPO).microbatch_seconds()
+    inputs = (8 * 32 + 32 * 32) * 4
+    per_mb = {k: max(m.peak_bytes for m in e.memory.devices) - inputs for k, e in (("stage", stage), ("last", last))}
+    held = {"stage": M if schedule == "gpipe" else S, "last": M if schedule == "gpipe" else 1}
+    assert pe.peak_bytes == inputs + max(held[k] * per_mb[k] for k in held)
 
 
 def test_gpt_pipeline_refuses_a_mesh_without_the_stage_axis_size():
