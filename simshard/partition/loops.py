@@ -114,7 +114,7 @@ def emit_scan(P, e) -> None:
     new = [sub.get(v, s, f"{src}: carry {k}") for k, (v, s) in enumerate(zip(body.outputs[:nc], carry_specs))]
     # a y is written as its users want it (a gradient reduce-scattered into its parameter's
     # layout); a residual, which only the derivative's scan reads, as the body last held it (a
-    # weight gathered for its matmul stays gathered, as an unrolled loop's would)
+    # weight broadcast after its gather stays gathered, as an unrolled loop's would)
     ys_specs = [_whole_first(P.target(o)) if e.outputs.index(o) < first_residual else
                 Sharding(P.target(o).mesh, (DimSharding(()),) + tuple(sub.mats[v][-1].spec.dims)) for o, v in ys]
     ys_bufs = [sub.b.buf() for _ in ys]
