@@ -73,7 +73,7 @@ def emit_scan(P, e) -> None:
     carry_specs = [P.target(o) for o in e.outputs[:nc]]
     xs_specs = [_whole_first(_plain(P.primary(x))) for x in xs]
     const_specs = [_plain(P.primary(c)) for c in consts]
-    used = [o in P.users or o in P.is_output for o in e.outputs[nc:]]  # residuals nobody reads: skipped
+    used = [o in P.users or o in P.read_outputs for o in e.outputs[nc:]]  # residuals nobody reads: skipped
 
     # the body, propagated from the layouts it runs on; its ys stay where the body makes them
     body_in = carry_specs + [_drop_first(s) for s in xs_specs] + const_specs
@@ -95,6 +95,7 @@ def emit_scan(P, e) -> None:
 
     # the body, partitioned once by a partitioner of its own on the schedule's buffer numbers
     sub = P.sub(body)
+    sub.read_outputs = set(body.outputs[:nc]) | {v for _, v in ys}  # a scan in the body writes no unread residual
     for v, buf, spec in zip(body.inputs[:nc], carry_bufs, carry_specs):
         sub.mats[v] = [P.Mat(spec, buf)]
     for v, buf, spec, x in zip(body.inputs[nc:nc + nx], xs_bufs, xs_specs, xs):

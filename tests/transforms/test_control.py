@@ -49,13 +49,14 @@ def test_scan_is_its_unrolled_loop_in_value_gradient_and_bytes():
     assert scanned.comm.total_bytes == unrolled.comm.total_bytes + 4 * 4 * 3 * 8 * 8 * 4 // 4 > 3072
 
 
-def _gated(ws, h):
+def _gated_layer(h, w):
     """A layer whose rounding feeds only a comparison: ``floor(h * w) > 0`` picks ``h * w`` or ``h``."""
-    def layer(h, w):
-        z = h * w
-        return np.where(np.floor(z) > 0, z, h), None
+    z = h * w
+    return np.where(np.floor(z) > 0, z, h), None
 
-    return np.sum(ss.lax.scan(layer, h, ws)[0])
+
+def _gated(ws, h):
+    return np.sum(ss.lax.scan(_gated_layer, h, ws)[0])
 
 
 def _gated_unrolled(ws, h):
@@ -93,6 +94,24 @@ def test_a_scan_saves_only_the_residuals_its_derivative_reads():
     stacked = fwd.inputs[fwd.kw["num_carry"]]
     assert back.kw["num_xs"] == 3 and back.inputs[1:4] == (stacked,) + tuple(
         o for o, v in zip(fwd.outputs[n_user:], body.outputs[n_user:]) if v in saved)
+
+
+def test_a_scan_nested_in_a_scan_writes_only_the_residuals_read():
+    """A scan in a scan's body: its residual results are outputs of the outer body (residuals of
+    the outer scan); those the outer derivative does not read are neither stacked by the outer
+    loop nor written by the inner one, in each outer step."""
+    from simshard.partition.schedule import Loop
+
+    def loss(ws, h):
+        return np.sum(ss.lax.scan(lambda h, w2: (ss.lax.scan(_gated_layer, h, w2)[0], None), h, ws)[0])
+
+    ws, h = ss.exact_inputs([(3, 4, 16), (16,)], seed=0, max_abs=3)
+    ran = ss.run(lambda ws, h: ss.grad(loss)(ws, h), ws, h, mesh=ss.Mesh({"x": 2}), in_shardings=(P(), P()))
+    unrolled = ss.grad(_gated_unrolled)(ws.reshape(12, 16), h).reshape(3, 4, 16)
+    assert ran.verify.bitwise and np.array_equal(ran.outputs, unrolled)
+    (outer, _) = [i for i in ran.spmd.schedule(0).instrs if isinstance(i, Loop)]
+    (inner,) = [i for i in outer.body if isinstance(i, Loop)]
+    assert len(outer.writes_) == len(inner.writes_) == 3  # the carry, and the stacked carries h and masks
 
 
 def test_a_scan_takes_only_the_xs_its_body_reads():
