@@ -73,7 +73,7 @@ def emit_scan(P, e) -> None:
     carry_specs = [P.target(o) for o in e.outputs[:nc]]
     xs_specs = [_whole_first(_plain(P.primary(x))) for x in xs]
     const_specs = [_plain(P.primary(c)) for c in consts]
-    used = [o in P.users or o in P.is_output for o in e.outputs[nc:]]  # residuals nobody reads: skipped
+    used = [o in P.users or o in P.read_outputs for o in e.outputs[nc:]]  # residuals nobody reads: skipped
 
     # the body, propagated from the layouts it runs on; its ys stay where the body makes them
     body_in = carry_specs + [_drop_first(s) for s in xs_specs] + const_specs
@@ -95,6 +95,7 @@ def emit_scan(P, e) -> None:
 
     # the body, partitioned once by a partitioner of its own on the schedule's buffer numbers
     sub = P.sub(body)
+    sub.read_outputs = set(body.outputs[:nc]) | {v for _, v in ys}  # a scan in the body writes no unread residual
     for v, buf, spec in zip(body.inputs[:nc], carry_bufs, carry_specs):
         sub.mats[v] = [P.Mat(spec, buf)]
     for v, buf, spec, x in zip(body.inputs[nc:nc + nx], xs_bufs, xs_specs, xs):
@@ -114,7 +115,7 @@ def emit_scan(P, e) -> None:
     new = [sub.get(v, s, f"{src}: carry {k}") for k, (v, s) in enumerate(zip(body.outputs[:nc], carry_specs))]
     # a y is written as its users want it (a gradient reduce-scattered into its parameter's
     # layout); a residual, which only the derivative's scan reads, as the body last held it (a
-    # weight gathered for its matmul stays gathered, as an unrolled loop's would)
+    # weight broadcast after its gather stays gathered, as an unrolled loop's would)
     ys_specs = [_whole_first(P.target(o)) if e.outputs.index(o) < first_residual else
                 Sharding(P.target(o).mesh, (DimSharding(()),) + tuple(sub.mats[v][-1].spec.dims)) for o, v in ys]
     ys_bufs = [sub.b.buf() for _ in ys]

@@ -122,6 +122,9 @@ class _Partitioner:
                 if isinstance(i, Value):
                     self.users.setdefault(i, []).append(e)
         self.is_output = set(program.outputs)
+        # the outputs someone reads: a loop body's outputs but the residuals nobody stacks
+        # (loops.emit_scan narrows it), so that a scan nested in it skips those too
+        self.read_outputs = self.is_output
         self.out_targets = self._out_targets()
         self.wanted: dict[Value, Sharding] = {}
         for v, t in zip(program.outputs, self.out_targets):

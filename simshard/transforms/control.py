@@ -80,10 +80,13 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
 
 
 def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool):
-    """Record ``scan`` as one op: the step traced once on one slice of ``xs``. Besides the carries
-    and ys, the op's results hold each step's residuals (its input carries and every intermediate,
-    stacked): reverse mode reads them instead of running the forward again, and a program that
-    does not differentiate never materialises them (the partitioner skips unused results)."""
+    """Record ``scan`` as one op: the step traced once on one slice of ``xs``. The op takes only
+    the xs its body reads (``_drop_unread_xs``). Besides the carries and ys, the op's results
+    hold each step's residuals (its input carries and every intermediate, stacked): reverse mode
+    reads what the body's derivative rules need of them (the derivative is a scan too, which
+    takes only those), and the partitioner skips the results nobody uses, so a residual no rule
+    reads, or a program that does not differentiate, never materialises them. The steps' xs are
+    not residuals: the derivative's scan reads them from the op's own xs operands."""
     carry, carry_tree = optree.tree_flatten(init, none_is_leaf=False)
     carry = [as_tracer(c) for c in carry]
     x_leaves, x_tree = optree.tree_flatten(xs, none_is_leaf=False) if xs is not None else ([], None)
@@ -103,13 +106,26 @@ def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool):
         if a.dtype != b.dtype:
             raise TraceError(f"lax.scan: carry {k} enters the body as {b.dtype} and leaves it as {a.dtype}: a carry "
                              "must keep its dtype (cast the initial value)")
-    body = nested.program()
-    residuals = tuple(body.inputs[:nc + nx]) + tuple(o for e in body.eqns for o in e.outputs)
+    body, x_leaves = _drop_unread_xs(nested.program(), nc, x_leaves)
+    residuals = tuple(body.inputs[:nc]) + tuple(o for e in body.eqns for o in e.outputs)
     body = replace(body, outputs=body.outputs + residuals)
     outs = bind("scan", *carry, *x_leaves, *nested.captured.values(), body=body, length=n,
-                reverse=bool(reverse), num_carry=nc, num_xs=nx, num_res=len(residuals))
+                reverse=bool(reverse), num_carry=nc, num_xs=len(x_leaves), num_res=len(residuals))
     outs = outs if isinstance(outs, tuple) else (outs,)
     return optree.tree_unflatten(nested.out_tree, list(outs[:len(outs) - len(residuals)]))
+
+
+def _drop_unread_xs(body, nc: int, x_leaves: list) -> tuple:
+    """``body`` without the xs inputs that none of its equations or outputs reads, and the xs
+    operands left. A derivative's scan takes as xs every residual its rules might look up; the
+    ones its body never reads go here, so that the forward scan's residual results they were
+    become unused (not materialised) and only what the backward pass reads is saved."""
+    read = {i for e in body.eqns for i in e.inputs if isinstance(i, Value)} | set(body.outputs)
+    keep = [k for k, v in enumerate(body.inputs[nc:nc + len(x_leaves)]) if v in read]
+    if len(keep) == len(x_leaves):
+        return body, x_leaves
+    inputs = body.inputs[:nc] + tuple(body.inputs[nc + k] for k in keep) + body.inputs[nc + len(x_leaves):]
+    return replace(body, inputs=inputs), [x_leaves[k] for k in keep]
 
 
 def inline(program, *args) -> list:
@@ -124,15 +140,17 @@ def inline(program, *args) -> list:
 
 def _scan_vjp(cts, *operands, out, body, length, reverse, num_carry, num_xs, num_res=0, **_):
     """A scan's derivative is a scan run from the last step to the first: each step applies the
-    body's derivative rules to the step's saved residuals (results of the forward scan), carrying
-    the carries' cotangents and summing the constants'."""
+    body's derivative rules to the step's saved residuals (results of the forward scan) and its
+    xs (the forward scan's own xs operands, sliced), carrying the carries' cotangents and summing
+    the constants'. That scan takes only the residuals its body reads (``_drop_unread_xs``)."""
     if not isinstance(out, tuple):  # a scan of one result gets its cotangent as ops of one result do
         cts, out = (cts,), (out,)
     nc, nx = num_carry, num_xs
     n_user = len(out) - num_res
-    consts = list(operands[nc + nx:])
+    xs, consts = list(operands[nc:nc + nx]), list(operands[nc + nx:])
     residuals = list(out[n_user:])
-    resid_values = list(body.inputs[:nc + nx]) + [o for e in body.eqns for o in e.outputs]
+    # the values each step looks up: its xs, then its input carries and intermediates (residuals)
+    step_values = list(body.inputs[nc:nc + nx]) + list(body.inputs[:nc]) + [o for e in body.eqns for o in e.outputs]
     user_outs = list(body.outputs[:n_user])
     done: list = []
 
@@ -146,17 +164,17 @@ def _scan_vjp(cts, *operands, out, body, length, reverse, num_carry, num_xs, num
 
         def back(state, inp):
             ct_c, acc = state
-            cty_k, r_k = inp
+            cty_k, saved_k = inp
             builder = trace_stack.current()
             local = [builder.tracer(builder.capture(k)) for k in consts]  # the body's constants, here
-            env = dict(zip(resid_values, r_k))  # the step's carries, inputs and intermediates
+            env = dict(zip(step_values, saved_k))  # the step's xs, carries and intermediates
             env.update(zip(body.inputs[nc + nx:], local))
             got = backward_eqns(body.eqns, env.__getitem__, list(body.inputs), user_outs, list(ct_c) + list(cty_k))
             grads = [g if g is not None else zeros(v.aval.shape, v.aval.dtype) for g, v in zip(got, body.inputs)]
             return (grads[:nc], [a + g for a, g in zip(acc, grads[nc + nx:])]), grads[nc:nc + nx]
 
         start = (ct_carry, [zeros(np.shape(k), k.dtype) for k in consts])
-        (ct_init, ct_consts), ct_xs = scan(back, start, (ct_ys, residuals), reverse=not reverse)
+        (ct_init, ct_consts), ct_xs = scan(back, start, (ct_ys, xs + residuals), length=length, reverse=not reverse)
         done.append(list(ct_init) + list(ct_xs or []) + list(ct_consts))
         return done[0]
 

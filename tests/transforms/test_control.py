@@ -43,7 +43,88 @@ def test_scan_is_its_unrolled_loop_in_value_gradient_and_bytes():
     scanned, unrolled = ss.run(step(_deep), ws, x, **kw), ss.run(step(_deep_unrolled), ws, x, **kw)
     assert scanned.verify.bitwise and unrolled.verify.bitwise
     assert [o.tobytes() for o in scanned.outputs] == [o.tobytes() for o in unrolled.outputs]
-    assert scanned.comm.total_bytes == unrolled.comm.total_bytes > 0
+    # the scan's backward reads each layer's weight from the stacked operand (sharded by rows)
+    # and gathers it again, where the unrolled step keeps the forward's gathered copy: 4 layers,
+    # 4 devices each receiving 3/4 of an [8, 8] weight
+    assert scanned.comm.total_bytes == unrolled.comm.total_bytes + 4 * 4 * 3 * 8 * 8 * 4 // 4 > 3072
+
+
+def _gated_layer(h, w):
+    """A layer whose rounding feeds only a comparison: ``floor(h * w) > 0`` picks ``h * w`` or ``h``."""
+    z = h * w
+    return np.where(np.floor(z) > 0, z, h), None
+
+
+def _gated(ws, h):
+    return np.sum(ss.lax.scan(_gated_layer, h, ws)[0])
+
+
+def _gated_unrolled(ws, h):
+    for w in ws:
+        z = h * w
+        h = np.where(np.floor(z) > 0, z, h)
+    return np.sum(h)
+
+
+def test_a_scan_saves_only_the_residuals_its_derivative_reads():
+    """The forward scan's op offers every step's input carries and intermediates as results; the
+    derivative's scan takes only those its body reads, so the others have no user (and are never
+    materialised). Here: ``mul``'s rule reads the carry h (for d w) and the weight w (for d h),
+    ``select``'s the mask; the floor, the product and the select's own result are read by none.
+    The weights are not residuals at all: the derivative's scan reads the stacked operand."""
+    ws, h = ss.exact_inputs([(4, 16), (16,)], seed=0, max_abs=3)
+    grads = ss.grad(_gated)(ws, h)
+    # equal values (the unrolled loop's slices make some of the zeros +0 where the scan's are -0)
+    assert np.count_nonzero(grads) and np.array_equal(grads, ss.grad(_gated_unrolled)(ws, h))
+    ran = ss.run(lambda ws, h: ss.grad(_gated)(ws, h), ws, h, mesh=ss.Mesh({"x": 2}),
+                 in_shardings=(P(None, "x"), P("x")))
+    assert ran.verify.bitwise and np.array_equal(ran.outputs, grads)
+
+    prog = ss.trace(ss.grad(_gated), ws, h)
+    fwd, back = [e for e in prog.eqns if e.op == "scan"]
+    body = fwd.kw["body"]
+    assert [e.op for e in body.eqns] == ["mul", "floor", "gt", "select"]
+    # the residuals: the input carry and the four intermediates, not the step's weight slice
+    n_user = len(fwd.outputs) - fwd.kw["num_res"]
+    assert list(body.outputs[n_user:]) == [body.inputs[0]] + [e.outputs[0] for e in body.eqns]
+    read = {i for e in prog.eqns for i in e.inputs} | set(prog.outputs)
+    saved = [v for o, v in zip(fwd.outputs[n_user:], body.outputs[n_user:]) if o in read]
+    assert saved == [body.inputs[0], body.eqns[2].outputs[0]]  # the carry h and the mask floor(z) > 0
+    # the derivative's scan: the carry's cotangent, the stacked weights themselves, then the two residuals
+    stacked = fwd.inputs[fwd.kw["num_carry"]]
+    assert back.kw["num_xs"] == 3 and back.inputs[1:4] == (stacked,) + tuple(
+        o for o, v in zip(fwd.outputs[n_user:], body.outputs[n_user:]) if v in saved)
+
+
+def test_a_scan_nested_in_a_scan_writes_only_the_residuals_read():
+    """A scan in a scan's body: its residual results are outputs of the outer body (residuals of
+    the outer scan); those the outer derivative does not read are neither stacked by the outer
+    loop nor written by the inner one, in each outer step."""
+    from simshard.partition.schedule import Loop
+
+    def loss(ws, h):
+        return np.sum(ss.lax.scan(lambda h, w2: (ss.lax.scan(_gated_layer, h, w2)[0], None), h, ws)[0])
+
+    ws, h = ss.exact_inputs([(3, 4, 16), (16,)], seed=0, max_abs=3)
+    ran = ss.run(lambda ws, h: ss.grad(loss)(ws, h), ws, h, mesh=ss.Mesh({"x": 2}), in_shardings=(P(), P()))
+    unrolled = ss.grad(_gated_unrolled)(ws.reshape(12, 16), h).reshape(3, 4, 16)
+    assert ran.verify.bitwise and np.array_equal(ran.outputs, unrolled)
+    (outer, _) = [i for i in ran.spmd.schedule(0).instrs if isinstance(i, Loop)]
+    (inner,) = [i for i in outer.body if isinstance(i, Loop)]
+    assert len(outer.writes_) == len(inner.writes_) == 3  # the carry, and the stacked carries h and masks
+
+
+def test_a_scan_takes_only_the_xs_its_body_reads():
+    def f(ws, bs, h):
+        return ss.lax.scan(lambda h, wb: (h * wb[0], None), h, (ws, bs))[0]  # bs never read
+
+    ws, bs, h = ss.exact_inputs([(3, 4), (3, 4), (4,)], seed=0)
+    (e,) = ss.trace(f, ws, bs, h).eqns
+    assert e.kw["num_xs"] == 1 and len(e.inputs) == 2 and len(e.kw["body"].inputs) == 2
+    assert ss.jit(f)(ws, bs, h).tobytes() == (h * ws[0] * ws[1] * ws[2]).tobytes()
+    g = ss.grad(lambda ws, bs, h: np.sum(f(ws, bs, h)), argnums=(0, 1))(ws, bs, h)
+    assert np.array_equal(g[0], np.stack([h * ws[1] * ws[2], h * ws[0] * ws[2], h * ws[0] * ws[1]]))
+    assert not np.any(g[1]) and g[1].shape == bs.shape
 
 
 def test_scan_options_and_ys():
