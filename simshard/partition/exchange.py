@@ -67,6 +67,7 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
     bases: dict[tuple, np.ndarray] = {}  # per contribution class: the sources of that class
     holders: dict[tuple, np.ndarray] = {}  # per (class, cell): the sources holding the cell
     placed: dict[tuple, range | tuple] = {}  # positions of a target run in a source block, by arrays
+    cut: dict[int, tuple] = {}  # per target block: its runs of elements with one set of holders, per dim
     load = {s: 0 for s in L.devices}
     local: dict[int, list] = {d: [] for d in devices}
     edges: list[tuple[int, int, tuple, tuple, int]] = []  # (source, target, positions, starts, elements)
@@ -75,17 +76,10 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         if cls not in bases:
             bases[cls] = np.array([c == cls for c in cls_src])
         base = bases[cls]
-        runs = []
-        for k in range(rank):
-            I = L2.index_map[d][k]
-            if len(I) == 0:
-                runs = None
-                break
-            s_ids = sid[k][I]
-            cuts = np.flatnonzero(np.diff(s_ids)) + 1
-            starts = np.concatenate([[0], cuts])
-            ends = np.concatenate([cuts, [len(I)]])
-            runs.append([(int(a), int(b), int(s_ids[a])) for a, b in zip(starts, ends)])
+        block = L2.index_map[d]
+        if id(block) not in cut:  # devices holding one block share its tuple of index arrays
+            cut[id(block)] = (block, _runs(block, sid))
+        runs = cut[id(block)][1]
         if runs is None:
             continue
         for cell in _product(runs):
@@ -133,6 +127,21 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         minimum[d] = (block_size(L2, d) - have) * itemsize
     data = ExchangeData(rank, {d: L2.local_shape(d) for d in devices}, local, tuple(rounds))
     return Step("exchange", before, after, shape, itemsize, (), (), sent=sent, received=rec, minimum=minimum, data=data)
+
+
+def _runs(block, sid) -> list | None:
+    """Per dim, the runs ``(start, end, signature)`` of a target block's indices whose holders
+    are the same (None for an empty block)."""
+    runs = []
+    for k, I in enumerate(block):
+        if len(I) == 0:
+            return None
+        s_ids = sid[k][I]
+        cuts = np.flatnonzero(np.diff(s_ids)) + 1
+        starts = np.concatenate([[0], cuts])
+        ends = np.concatenate([cuts, [len(I)]])
+        runs.append([(int(a), int(b), int(s_ids[a])) for a, b in zip(starts, ends)])
+    return runs
 
 
 def _product(runs):
