@@ -206,6 +206,32 @@ class TransferLog:
 # -- mailboxes -------------------------------------------------------------------------------
 
 
+class _Expired(Exception):
+    """A receive's time ran out (``settled``'s timer: the receiver raises its ``RecvTimeout``)."""
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(_Expired())
+
+
+async def settled(fut: asyncio.Future, timeout: float | None) -> None:
+    """Wait until ``fut`` is done, or fail it with ``_Expired`` after ``timeout`` seconds.
+
+    The future is awaited itself, with a timer beside it, rather than through ``asyncio.wait`` or
+    ``wait_for``: a message's arrival then wakes its receiver in the next turn of the event loop
+    (``asyncio.wait`` takes two turns more and a future of its own per receive), and cancelling
+    the waiting task always propagates (3.10/3.11's ``wait_for`` can swallow a cancellation)."""
+    if timeout is None:
+        await fut
+        return
+    timer = asyncio.get_running_loop().call_later(timeout, _expire, fut)
+    try:
+        await fut
+    finally:
+        timer.cancel()
+
+
 class Mailbox:
     """One device's incoming messages, matched by ``(source, key)``; a receive waits on a future.
 
@@ -252,15 +278,17 @@ class Mailbox:
             fut.cancel()
 
     async def get(self, src: int, key: Key, timeout: float | None) -> Message:
+        """The message from ``src`` under ``key``: at once if it has arrived, else when it does (a
+        ``RecvTimeout`` after ``timeout`` seconds; whatever ``fail`` set, raised)."""
         fut = self._slot(src, key)
-        if not fut.done():
-            # asyncio.wait, not wait_for(shield(...)): it never swallows a cancellation (3.10/3.11's
-            # wait_for can), so a failed peer stops every waiting device at once.
-            done, _ = await asyncio.wait({fut}, timeout=timeout)
-            if not done:
-                self.discard(src, key)
-                raise RecvTimeout(self.device, src, key, timeout)
-        return self.take(src, key)
+        try:
+            if not fut.done():
+                await settled(fut, timeout)
+            return fut.result()
+        except _Expired:
+            raise RecvTimeout(self.device, src, key, timeout) from None
+        finally:
+            self._slots.pop((src, key), None)
 
     def undelivered(self) -> list[Message]:
         """Messages that arrived and were never received."""
@@ -332,19 +360,14 @@ class InMemoryTransport(Transport):
             return box.take(src, key)
         if src in self._finished:
             raise PeerFinished(dst, src, key)
-        fut = box.slot(src, key)
-        self._waiting[dst][(src, key)] = fut
+        self._waiting[dst][(src, key)] = box.slot(src, key)
         self._n_waiting += 1
         try:
             self._check_deadlock(caller=dst)
-            done, _ = await asyncio.wait({fut}, timeout=timeout)  # see Mailbox.get
-            if not done:
-                box.discard(src, key)
-                raise RecvTimeout(dst, src, key, timeout)
+            return await box.get(src, key, timeout)
         finally:
             self._waiting[dst].pop((src, key), None)
             self._n_waiting -= 1
-        return box.take(src, key)
 
     def _stuck(self, device: int) -> bool:
         """Blocked in a receive whose message has not arrived. (Collectives finish their sends
