@@ -64,28 +64,15 @@ class RemotePeer:
         return _Method(getattr(self.handle, name), self.device)
 
 
-class _SocketDeliver:
-    def __init__(self, peer: "SocketPeer"):
-        self.peer = peer
-
-    def remote(self, run_id: int, src: int, key, payload, tag, note: str):
-        p = self.peer
-        if isinstance(payload, np.ndarray):  # small: a frame on the socket
-            return p.connection.send(run_id, src, p.device, key, payload, tag, note)
-        return p.handle.deliver.remote(p.device, run_id, src, key, payload, tag, note)  # a Ray object
-
-
 class SocketPeer(RemotePeer):
-    """A device of another process on this node: messages whose array travels inline go over
-    the socket between the two processes (``runtime/socket_channel.py``); Ray objects and every
-    other call go through Ray."""
+    """A device of another process on this node: its messages go over the socket between the two
+    processes (``runtime/socket_channel.py``, ``RayTransport._frame``); every other call through Ray."""
 
     socket = True
 
     def __init__(self, handle, device: int, connection):
         super().__init__(handle, device)
         self.connection = connection
-        self.deliver = _SocketDeliver(self)
 
 
 class _LocalMethod:

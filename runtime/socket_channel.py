@@ -194,15 +194,18 @@ class Listener:
 
 class Connection:
     """This process's side of the socket to one peer process: ``send`` writes a frame at once (in
-    order, after the connection opened) and returns a future of the receiver's answer, which is
-    "ok" once a later ``sync`` has been answered and nothing else was said of the frame."""
+    order, after the connection opened) and returns its sequence number. The receiver answers
+    only a frame it refused; ``sync`` is answered once every frame before it has been handed on,
+    and from then on ``answer`` tells what became of each of those frames. (No future per frame:
+    a message costs the sender a write and nothing more.)"""
 
     def __init__(self, address: str, secret: bytes):
         self.address, self.secret = address, secret
         self.shared_prefix = shared_memory_prefix(secret)  # None: no shared memory on this node
         self.writer: asyncio.StreamWriter | None = None
         self.waiting: list[bytes] | None = []  # frames written before the connection opened
-        self.answers: dict[int, asyncio.Future] = {}  # seq -> its answer, frames and syncs
+        self.refused: dict[int, str] = {}  # seq -> why the receiver did not take that frame
+        self.syncs: dict[int, asyncio.Future] = {}  # seq of a sync -> its future
         self.seq = itertools.count()
         self.failed: BaseException | None = None
         asyncio.ensure_future(self._open())
@@ -225,35 +228,25 @@ class Connection:
             while True:
                 seq, n = _ANSWER.unpack(await reader.readexactly(_ANSWER.size))
                 answer = (await reader.readexactly(n)).decode()
-                if answer == "sync":  # every frame before it was taken: those not answered are ok
-                    for s in [s for s in self.answers if s <= seq]:
-                        fut = self.answers.pop(s)
-                        if not fut.done():
-                            fut.set_result("ok")
-                    continue
-                fut = self.answers.pop(seq, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(answer)
+                fut = self.syncs.pop(seq, None) if answer == "sync" else None
+                if fut is not None:  # every frame before it was handed on, refusals answered already
+                    if not fut.done():
+                        fut.set_result("sync")
+                else:
+                    self.refused[seq] = answer
         except (asyncio.IncompleteReadError, ConnectionError) as e:
             self._fail(e)
 
     def _fail(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
-        for fut in self.answers.values():
+        for fut in self.syncs.values():
             if not fut.done():
                 fut.set_exception(self.failed)
-        self.answers.clear()
-
-    def _future(self) -> tuple[int, asyncio.Future]:
-        fut = asyncio.get_running_loop().create_future()
-        if self.failed is not None:
-            fut.set_exception(self.failed)
-            return -1, fut
-        seq = next(self.seq)
-        self.answers[seq] = fut
-        return seq, fut
+        self.syncs.clear()
 
     def _write(self, *parts) -> None:
+        if self.failed is not None:
+            return  # the peer process is gone: its devices' messages go nowhere (Ray reports it dead)
         if self.writer is None:
             self.waiting.append(b"".join(parts))
         else:
@@ -261,12 +254,10 @@ class Connection:
                 self.writer.write(p)
 
     def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str,
-             shared: str | None = None) -> asyncio.Future:
+             shared: str | None = None) -> int:
         """A frame carrying ``array``, or only naming it when it is in shared memory already (the
-        file ``shared``, written by ``SharedBlocks``)."""
-        seq, fut = self._future()
-        if seq < 0:
-            return fut
+        file ``shared``, written by ``SharedBlocks``); its sequence number, for ``answer``."""
+        seq = next(self.seq)
         array = np.asarray(array)
         if not array.flags.c_contiguous:
             array = array.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
@@ -279,15 +270,24 @@ class Connection:
             self._write(prefix + array.tobytes())
         else:  # no copy of a large body on this side (the kernel's copy is the only one)
             self._write(prefix, memoryview(array.reshape(-1).view(np.uint8)))
-        return fut
+        return seq
 
     def sync(self) -> asyncio.Future:
-        """A frame the receiver answers once it has handed on every frame sent before it; its
-        answer settles those frames' futures as "ok" (unless the receiver said otherwise)."""
-        seq, fut = self._future()
-        if seq >= 0:
-            self._write(_FRAME.pack(seq, 0, 0))
+        """A frame the receiver answers once it has handed on every frame sent before it (a
+        ``ConnectionError`` if the socket closes first); then ``answer`` knows those frames' fate."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.failed is not None:
+            fut.set_exception(self.failed)
+            return fut
+        seq = next(self.seq)
+        self.syncs[seq] = fut
+        self._write(_FRAME.pack(seq, 0, 0))
         return fut
+
+    def answer(self, seq: int) -> str:
+        """What the receiver said of frame ``seq`` ("ok" unless it refused it), once a later sync
+        has been answered."""
+        return self.refused.pop(seq, "ok")
 
     def close(self) -> None:
         if self.writer is not None:

@@ -2,7 +2,7 @@
 one process: frames carry any array exactly and in order (small ones through the staging buffer,
 large ones received in place, frames straddling the buffer's end), a sync settles every frame
 before it while a refused frame is answered with its reason, a connection without the mesh's
-secret delivers nothing, and a closed peer fails the waiting answers."""
+secret delivers nothing, and a closed peer fails the waiting sync."""
 
 from __future__ import annotations
 
@@ -37,13 +37,11 @@ def test_frames_carry_every_array_exactly_and_in_order():
         listener = Listener(b"s" * 16, deliver)
         await listener.start()
         conn = Connection(listener.address, b"s" * 16)
-        answers = [conn.send(7, 1, 2, (k, 0), a, ("tag", k), f"note {k}") for k, a in enumerate(ARRAYS)]
-        answers.append(conn.send(7, 1, 2, (99,), np.ones(1), None, ""))
-        refused = await asyncio.wait_for(answers[-1], 5)  # answered at once, no sync needed
-        assert refused == "finished"
-        assert not any(a.done() for a in answers[:-1])  # "ok" is not said frame by frame...
+        sent = [conn.send(7, 1, 2, (k, 0), a, ("tag", k), f"note {k}") for k, a in enumerate(ARRAYS)]
+        sent.append(conn.send(7, 1, 2, (99,), np.ones(1), None, ""))
         await asyncio.wait_for(conn.sync(), 5)
-        assert [a.result() for a in answers] == ["ok"] * len(ARRAYS) + ["finished"]  # ...a sync settles them
+        assert conn.refused == {sent[-1]: "finished"}  # only a refusal is answered; a sync settles the rest
+        assert [conn.answer(seq) for seq in sent] == ["ok"] * len(ARRAYS) + ["finished"]
         conn.close()
         listener.close()
         return got
@@ -66,20 +64,21 @@ def test_a_connection_without_the_secret_delivers_nothing_and_a_closed_peer_fail
         listener = Listener(b"right secret 16b", deliver)
         await listener.start()
         wrong = Connection(listener.address, b"wrong secret 16b")
-        answer = wrong.send(0, 1, 2, (0,), np.ones(3), None, "")
+        wrong.send(0, 1, 2, (0,), np.ones(3), None, "")
         with pytest.raises(ConnectionError, match="closed"):
-            await asyncio.wait_for(answer, 5)
+            await asyncio.wait_for(wrong.sync(), 5)
         listener.close()
         return got
 
     assert _run(main()) == []
 
 
-def test_a_peer_that_is_not_listening_fails_the_send_not_hangs():
+def test_a_peer_that_is_not_listening_fails_the_sync_not_hangs():
     async def main():
         conn = Connection("\0simshard-nobody-listens-here", b"x" * 16)
+        conn.send(0, 0, 1, (0,), np.ones(2), None, "")
         with pytest.raises(ConnectionError):
-            await asyncio.wait_for(conn.send(0, 0, 1, (0,), np.ones(2), None, ""), 5)
+            await asyncio.wait_for(conn.sync(), 5)
 
     _run(main())
 
@@ -98,9 +97,9 @@ def test_a_large_array_travels_as_a_shared_memory_file_mapped_by_its_receiver(tm
         blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
         name = blocks.put(big, scope=1)
         assert blocks.put(big, scope=1) == name  # one file for an array sent to several peers
-        answers = [conn.send(0, 1, 2, (k,), big, None, "", shared=name) for k in range(2)]
+        sent = [conn.send(0, 1, 2, (k,), big, None, "", shared=name) for k in range(2)]
         await asyncio.wait_for(conn.sync(), 5)
-        assert [a.result() for a in answers] == ["ok", "ok"]
+        assert [conn.answer(seq) for seq in sent] == ["ok", "ok"]
         assert os.listdir(tmp_path) == [name]
         blocks.release()
         conn.close()
