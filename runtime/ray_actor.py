@@ -411,8 +411,8 @@ class _Device:
                 "outputs": [np.asarray(o) for o in outs],  # the host keeps them (DeviceHost.run)
                 "records": tuple(ex.records),
                 "memory": ex.memory(),
-                "transfers": list(transport.log.entries),
-                "timeline": tuple(ex.timeline),
+                "transfers": transport.log.rows,  # plain tuples: a summary of many messages pickles fast
+                "timeline": [tuple(sp) for sp in ex.timeline],
                 "values": dict(ex.traced),
                 "undelivered": undelivered,
                 "late": late,

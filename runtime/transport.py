@@ -30,7 +30,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable
+from typing import Any, Hashable, Iterable, NamedTuple
 
 import numpy as np
 
@@ -99,9 +99,9 @@ class DuplicateMessage(TransportError):
 # -- the transfer record -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Transfer:
-    """One message as seen by one side: ``device`` sent it to / received it from ``peer``."""
+class Transfer(NamedTuple):
+    """One message as seen by one side: ``device`` sent it to / received it from ``peer``. (A
+    named tuple: a run records two per message, and a log keeps and ships them as plain rows.)"""
 
     device: int
     peer: int
@@ -145,19 +145,39 @@ class Totals:
 
 
 class TransferLog:
-    """Every transfer a transport made, aggregated per (device, instruction) as it goes.
+    """Every transfer a transport made, aggregated per (device, instruction).
 
     The local transport's one log holds every device's side; a Ray device's transport holds only
-    its own (``merge`` joins them). Either way ``totals(device, instr)`` is the same."""
+    its own, and the driver's log of a Ray run joins the devices' ``rows`` (``of_rows``). Either way
+    ``totals(device, instr)`` is the same. A log records as it goes (an executor reads each
+    collective's totals at once); a joined log aggregates when first asked (a run that nobody
+    asks about its transfers pays nothing for them)."""
 
     def __init__(self, keep_entries: bool = True):
         self.keep_entries = keep_entries
-        self.entries: list[Transfer] = []
+        self.rows: list[tuple] = []  # each entry's fields (``Transfer``), plain tuples: cheap to keep and ship
         self._agg: dict[tuple[int, Any], Totals] = defaultdict(Totals)
+        self._summed = 0  # rows[:_summed] are in _agg
+
+    @classmethod
+    def of_rows(cls, rows: list[tuple]) -> "TransferLog":
+        """A log of the transfers ``rows`` (``Transfer`` fields), aggregated on first use."""
+        log = cls()
+        log.rows = rows
+        return log
+
+    @property
+    def entries(self) -> list[Transfer]:
+        """Every transfer, in the order recorded (built on each access)."""
+        return [Transfer._make(r) for r in self.rows]
 
     def record(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
         if self.keep_entries:
-            self.entries.append(Transfer(device, peer, direction, key, nbytes))
+            self.rows.append((device, peer, direction, key, nbytes))
+            self._summed += 1
+        self._add(device, peer, direction, key, nbytes)
+
+    def _add(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
         t = self._agg[(device, key[0])].peers.setdefault(peer, PeerTotals())
         if direction == "sent":
             t.sent += nbytes
@@ -166,13 +186,22 @@ class TransferLog:
             t.received += nbytes
             t.messages_received += 1
 
+    @property
+    def _totals(self) -> dict[tuple[int, Any], Totals]:
+        """The aggregates, with any rows joined since they were last summed."""
+        if self._summed < len(self.rows):
+            for row in self.rows[self._summed:]:
+                self._add(*row)
+            self._summed = len(self.rows)
+        return self._agg
+
     def totals(self, device: int, instr) -> Totals:
         """What ``device`` sent and received for instruction ``instr`` (the key's first part)."""
-        return self._agg.get((device, instr), Totals())
+        return self._totals.get((device, instr), Totals())
 
     def device_totals(self, device: int) -> Totals:
         out = Totals()
-        for (d, _), t in self._agg.items():
+        for (d, _), t in self._totals.items():
             if d != device:
                 continue
             for p, pt in t.peers.items():
@@ -184,23 +213,23 @@ class TransferLog:
         return out
 
     def bytes_sent(self, device: int | None = None) -> int:
-        return sum(t.sent for (d, _), t in self._agg.items() if device is None or d == device)
+        return sum(t.sent for (d, _), t in self._totals.items() if device is None or d == device)
 
     def bytes_received(self, device: int | None = None) -> int:
-        return sum(t.received for (d, _), t in self._agg.items() if device is None or d == device)
+        return sum(t.received for (d, _), t in self._totals.items() if device is None or d == device)
 
     def matrix(self) -> dict[tuple[int, int], int]:
         """``(src, dst) -> bytes`` sent."""
         out: dict[tuple[int, int], int] = defaultdict(int)
-        for (d, _), t in self._agg.items():
+        for (d, _), t in self._totals.items():
             for p, pt in t.peers.items():
                 if pt.sent:
                     out[(d, p)] += pt.sent
         return dict(out)
 
     def merge(self, other: "TransferLog") -> None:
-        for e in other.entries:
-            self.record(e.device, e.peer, e.direction, e.key, e.nbytes)
+        for row in other.rows:
+            self.record(*row)
 
 
 # -- mailboxes -------------------------------------------------------------------------------
