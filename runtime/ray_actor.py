@@ -89,7 +89,7 @@ class _LocalDeliver:
 
     def remote(self, *args):
         done = asyncio.get_running_loop().create_future()  # delivered at once: no task per message
-        done.set_result(self.device.deliver_now(*args))
+        done.set_result(self.device.deliver_now(*args, copy=True))  # the sender's array: the receiver copies it
         return done
 
 
@@ -171,12 +171,16 @@ class DeviceHost:
         from .socket_channel import Listener
 
         if self.listener is None:
-            self.listener = Listener(secret, self._deliver_frame)
+            self.listener = Listener(secret, self._deliver_frame, self._place_frame)
             await self.listener.start()
         return self.node_id(), self.listener.address
 
     def _deliver_frame(self, run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
         return self.devices[dst].deliver_now(run_id, src, key, array, tag, note)
+
+    def _place_frame(self, run_id: int, src: int, dst: int, key, dtype, shape) -> np.ndarray | None:
+        device = self.devices.get(dst)
+        return None if device is None else device.place(run_id, src, key, dtype, shape)
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
                       secret: bytes = b"") -> int:
@@ -319,25 +323,35 @@ class _Device:
     async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> str:
         return self.deliver_now(run_id, src, key, array, tag, note)
 
-    def deliver_now(self, run_id: int, src: int, key, array, tag, note: str) -> str:
-        """Put a peer's message in run ``run_id``'s mailbox. The answer, which the sender looks at
-        when it has finished: "ok"; "finished" (this device had completed the run without
-        receiving it: a schedule mismatch); "over" (a run left, failed or aborted)."""
+    def deliver_now(self, run_id: int, src: int, key, array, tag, note: str, copy: bool = False) -> str:
+        """Put a peer's message in run ``run_id``'s mailbox (``copy``: ``array`` is a device's of
+        this process, so the receiver takes a copy, into the place it offered when that fits).
+        The answer, which the sender looks at when it has finished: "ok"; "finished" (this device
+        had completed the run without receiving it: a schedule mismatch); "over" (a run left,
+        failed or aborted)."""
         from .transport import Message
 
         if self._over(run_id):
             # a run this device has left: nothing waits for the message
             return "finished" if run_id in self.finished else "over"
         st = self._state(run_id)
+        key = tuple(key)
         try:
-            # no copy: a large array is a read-only view of the object store (the kernels and
-            # collectives never write into their inputs), a small one was unpickled for us alone
-            st.mailbox.put(Message(src, self.device, tuple(key), np.asarray(array), tag, note))
+            # otherwise no copy: a large array is a read-only view of the object store (the kernels
+            # and collectives never write into their inputs), a small one was unpickled for us alone
+            array = st.mailbox.copy_in(src, key, array) if copy else np.asarray(array)
+            st.mailbox.put(Message(src, self.device, key, array, tag, note))
         except Exception as e:  # a duplicate: fail this device's run with it
             st.error = e
             if st.task is not None and not st.task.done():
                 st.task.cancel()
         return "ok"
+
+    def place(self, run_id: int, src: int, key, dtype, shape) -> np.ndarray | None:
+        """Where a socket frame's array goes: the place this device offered for it in run
+        ``run_id`` (``Mailbox.place``), or None."""
+        st = None if self._over(run_id) else self.runs.get(run_id)
+        return None if st is None else st.mailbox.place(src, tuple(key), np.dtype(dtype), shape)
 
     async def where(self, run_id: int) -> str:
         if run_id in self.closed:

@@ -64,13 +64,14 @@ def make_transport_class():
 
         async def _deliver(self, msg: Message) -> None:
             if msg.dst == self.device:
-                self.mailbox.put(Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note))
+                self.mailbox.put(Message(msg.src, msg.dst, msg.key, self.mailbox.copy_in(msg.src, msg.key, msg.array),
+                                         msg.tag, msg.note))
                 return
             peer = self.peers.get(msg.dst)
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
-            if peer.local:  # a device of this process: its own copy, as a self-send gets
-                payload = np.array(msg.array, copy=True)
+            if peer.local:  # a device of this process: it takes its own copy (LocalPeer), as a self-send gets
+                payload = msg.array
             elif getattr(peer, "socket", False):  # a frame on the socket to the peer's process
                 self.frames.append((peer.connection, self._frame(peer, msg), msg.dst, msg.key, msg.note))
                 return
@@ -94,6 +95,11 @@ def make_transport_class():
                 shared = self._shared.put(msg.array, scope=msg.key[0])
             return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
                                         shared=shared)
+
+        def expect(self, dst: int, src: int, key, out: np.ndarray) -> None:
+            """The place ``out`` offered to whoever writes the message (a socket frame's reader, a
+            device of this process copying it in); a Ray object is read where it is."""
+            self.mailbox.expect(src, key, out)
 
         def release(self) -> None:
             """Unlink the shared-memory files this run wrote (their receivers have mapped them)."""

@@ -49,6 +49,12 @@ SHM_DIR = "/dev/shm"  # the node's shared memory (Linux); without it every body 
 SHM_BYTES = 2 << 20  # an array from this size up travels in shared memory (SharedBlocks)
 
 Deliver = Callable[..., str]  # (run_id, src, dst, key, array, tag, note) -> answer ("ok" or why not)
+# (run_id, src, dst, key, dtype, shape) -> the array a frame's body goes into, or None (a new one)
+Place = Callable[..., "np.ndarray | None"]
+
+
+def _nowhere(*frame) -> None:
+    return None
 
 
 def _widen(transport) -> None:
@@ -64,10 +70,11 @@ def _widen(transport) -> None:
 
 class _Receiver(asyncio.BufferedProtocol):
     """One incoming connection: frames parsed from a staging buffer, large bodies received in
-    place, each frame handed to ``deliver`` in stream order."""
+    place (into the array ``place`` names, the receiver's own place for it, or a new one), each
+    frame handed to ``deliver`` in stream order."""
 
-    def __init__(self, secret: bytes, deliver: Deliver):
-        self.secret, self.deliver = secret, deliver
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = _nowhere):
+        self.secret, self.deliver, self.place = secret, deliver, place
         self.authed = False
         self.stage = bytearray(_STAGE)
         self.start = self.end = 0  # the unparsed bytes are stage[start:end]
@@ -139,11 +146,13 @@ class _Receiver(asyncio.BufferedProtocol):
                 return  # a small body not complete yet: wait for it in the stage
             header = pickle.loads(stage[self.start + _FRAME.size:head_end])
             dtype, shape, shared = header[-3:]
-            if shared is not None:  # the body is a file of shared memory: map it, no bytes follow
+            array = self.place(*header[1:5], dtype, shape)
+            if shared is not None:  # the body is a file of shared memory (no bytes follow): read or map it
                 self.start = head_end
-                self._hand_on(header, map_shared(shared, dtype, shape))
+                self._hand_on(header, map_shared(shared, dtype, shape) if array is None else read_shared(shared, array))
                 continue
-            array = np.empty(shape, dtype=dtype)
+            if array is None:
+                array = np.empty(shape, dtype=dtype)
             if array.nbytes != bn:
                 raise ValueError(f"a frame's body has {bn} bytes for a {dtype}{list(shape)} array")
             flat = memoryview(array.reshape(-1).view(np.uint8)) if bn else memoryview(b"")
@@ -175,16 +184,19 @@ class _Receiver(asyncio.BufferedProtocol):
 
 class Listener:
     """This process's socket: frames in, each handed to ``deliver`` (a plain function, called in
-    stream order on the event loop)."""
+    stream order on the event loop). ``place`` (optional) names the array a frame's body is
+    written into (the receiving device's offered place for it), given the frame's run, source,
+    destination, key, dtype and shape; None, or no ``place``: a new array."""
 
-    def __init__(self, secret: bytes, deliver: Deliver):
-        self.secret, self.deliver = secret, deliver
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = _nowhere):
+        self.secret, self.deliver, self.place = secret, deliver, place
         self.address = "\0simshard-" + os.urandom(12).hex()  # abstract namespace: no file
         self.server = None
 
     async def start(self) -> str:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_unix_server(lambda: _Receiver(self.secret, self.deliver), path=self.address)
+        self.server = await loop.create_unix_server(lambda: _Receiver(self.secret, self.deliver, self.place),
+                                                    path=self.address)
         return self.address
 
     def close(self) -> None:
@@ -351,6 +363,23 @@ def map_shared(name: str, dtype, shape) -> np.ndarray:
     finally:
         os.close(fd)
     return np.frombuffer(mm, dtype=dtype).reshape(shape)
+
+
+def read_shared(name: str, out: np.ndarray) -> np.ndarray:
+    """``out`` (C-contiguous) filled from the shared-memory file ``name``: one copy, where mapping
+    the file and then copying the mapping into place would cost a mapping more."""
+    view = memoryview(out.reshape(-1).view(np.uint8))
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+    try:
+        done = 0
+        while done < len(view):
+            n = os.preadv(fd, [view[done:]], done)
+            if n == 0:
+                raise EOFError(f"the shared-memory file {name} holds {done} bytes, not {len(view)}")
+            done += n
+    finally:
+        os.close(fd)
+    return out
 
 
 def remove_shared(prefix: str) -> int:

@@ -269,6 +269,7 @@ class Mailbox:
     def __init__(self, device: int):
         self.device = device
         self._slots: dict[tuple[int, Key], asyncio.Future] = {}
+        self._places: dict[tuple[int, Key], np.ndarray] = {}  # (source, key) -> where the receiver wants it
 
     def _slot(self, src: int, key: Key) -> asyncio.Future:
         fut = self._slots.get((src, key))
@@ -282,6 +283,29 @@ class Mailbox:
         if fut.done():
             raise DuplicateMessage(msg)
         fut.set_result(msg)
+
+    def expect(self, src: int, key: Key, out: np.ndarray) -> None:
+        """The receiver offers ``out`` as the place of the message from ``src`` under ``key`` (see
+        ``Transport.expect``), unless that has arrived already."""
+        if not self.has(src, key):
+            self._places[(src, key)] = out
+
+    def place(self, src: int, key: Key, dtype, shape) -> np.ndarray | None:
+        """Where the message from ``src`` under ``key`` goes: the place its receiver offered, if
+        that has the message's dtype and shape (taken: it serves once); else None."""
+        out = self._places.pop((src, key), None)
+        if out is not None and out.dtype == dtype and out.shape == tuple(shape) and out.flags.c_contiguous:
+            return out
+        return None
+
+    def copy_in(self, src: int, key: Key, array: np.ndarray) -> np.ndarray:
+        """The receiver's own copy of ``array`` (a sender's): written into its offered place when
+        that fits, else a new array."""
+        out = self.place(src, key, array.dtype, array.shape)
+        if out is None:
+            return np.array(array, copy=True)
+        np.copyto(out, array)
+        return out
 
     def has(self, src: int, key: Key) -> bool:
         fut = self._slots.get((src, key))
@@ -318,6 +342,7 @@ class Mailbox:
             raise RecvTimeout(self.device, src, key, timeout) from None
         finally:
             self._slots.pop((src, key), None)
+            self._places.pop((src, key), None)
 
     def undelivered(self) -> list[Message]:
         """Messages that arrived and were never received."""
@@ -345,6 +370,13 @@ class Transport(ABC):
             raise TagMismatch(dst, src, key, tag, msg.tag, msg.note)
         self.log.record(dst, src, "received", key, int(msg.array.nbytes))
         return msg.array
+
+    def expect(self, dst: int, src: int, key: Key, out: np.ndarray) -> None:
+        """A hint before ``recv``: the message from ``src`` under ``key`` will probably have
+        ``out``'s dtype and shape, and ``out`` (C-contiguous, held by ``dst`` alone, written by
+        nothing else until that receive) is where ``dst`` will put it. A transport may write the
+        message straight into ``out`` and have ``recv`` return ``out`` itself, sparing the
+        receiver a copy; a message of another dtype or shape arrives as usual. This one ignores it."""
 
     def finished(self, device: int) -> None:
         """``device`` has run its whole schedule (it will send nothing more)."""
@@ -376,10 +408,14 @@ class InMemoryTransport(Transport):
         except KeyError:
             raise TransportError(f"device {device} is not one of this transport's devices {list(self.devices)}") from None
 
+    def expect(self, dst: int, src: int, key: Key, out: np.ndarray) -> None:
+        if self.copy:  # the copy every message gets is made into ``out``
+            self._box(dst).expect(src, key, out)
+
     async def _deliver(self, msg: Message) -> None:
         box = self._box(msg.dst)
         if self.copy:
-            msg = Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note)
+            msg = Message(msg.src, msg.dst, msg.key, box.copy_in(msg.src, msg.key, msg.array), msg.tag, msg.note)
         box.put(msg)
 
     async def _collect(self, dst: int, src: int, key: Key, timeout: float | None) -> Message:

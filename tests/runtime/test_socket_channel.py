@@ -112,3 +112,34 @@ def test_a_large_array_travels_as_a_shared_memory_file_mapped_by_its_receiver(tm
         array = args[4]
         assert np.array_equal(array, big) and not array.flags.writeable  # a read-only view of the mapping
     assert sc.remove_shared(sc.shared_memory_prefix(b"s" * 16)) == 0
+
+
+def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkeypatch):
+    """A body of any size, and an array in a shared-memory file, are written into the array
+    ``place`` names (read from the file, not mapped); a frame with no place gets a new array."""
+    from simshard.runtime import socket_channel as sc
+
+    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    arrays = {0: np.arange(7, dtype=np.float32), 1: np.arange(3 << 18, dtype=np.float32).reshape(-1, 256),
+              2: np.arange(1 << 20, dtype=np.int32).reshape(1024, 1024), 3: np.arange(5, dtype=np.int64)}
+    places = {k: np.empty_like(a) for k, a in arrays.items() if k != 3}
+
+    async def main():
+        got = {}
+        listener = Listener(b"s" * 16, lambda run_id, src, dst, key, array, tag, note: (got.update({key[0]: array}), "ok")[1],
+                            place=lambda run_id, src, dst, key, dtype, shape: places.get(key[0]))
+        await listener.start()
+        conn = Connection(listener.address, b"s" * 16)
+        blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
+        for k, a in arrays.items():
+            conn.send(0, 1, 2, (k, 0), a, None, "", shared=blocks.put(a, scope=1) if k == 2 else None)
+        await asyncio.wait_for(conn.sync(), 5)
+        blocks.release()
+        conn.close()
+        listener.close()
+        return got
+
+    got = _run(main())
+    for k, a in arrays.items():
+        assert got[k].dtype == a.dtype and got[k].tobytes() == a.tobytes()
+        assert (got[k] is places[k]) if k in places else got[k].flags.writeable  # its own new array
