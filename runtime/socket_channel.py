@@ -47,6 +47,9 @@ _SMALL = 1 << 16  # a body below this size is sent in one write with its header
 _BUFFER = 4 << 20  # the socket buffers asked for (see _widen)
 SHM_DIR = "/dev/shm"  # the node's shared memory (Linux); without it every body goes through the socket
 SHM_BYTES = 2 << 20  # an array from this size up travels in shared memory (SharedBlocks)
+RING_BYTES = 16 << 20  # each connection's ring of shared memory (Ring), its pages touched as it is used
+RING_MIN = 1 << 16  # a body from this size up to SHM_BYTES goes through the ring while it has room
+_ALIGN = 64  # ring offsets start on a cache line
 
 Deliver = Callable[..., str]  # (run_id, src, dst, key, array, tag, note) -> answer ("ok" or why not)
 # (run_id, src, dst, key, dtype, shape) -> the array a frame's body goes into, or None (a new one)
@@ -79,6 +82,7 @@ class _Receiver(asyncio.BufferedProtocol):
         self.stage = bytearray(_STAGE)
         self.start = self.end = 0  # the unparsed bytes are stage[start:end]
         self.body: tuple | None = None  # (header, array, its bytes, bytes filled) of a body read in place
+        self.rings: dict[str, np.ndarray] = {}  # the sender's ring (Ring), mapped on its first use
         self.transport = None
 
     def connection_made(self, transport) -> None:
@@ -147,9 +151,9 @@ class _Receiver(asyncio.BufferedProtocol):
             header = pickle.loads(stage[self.start + _FRAME.size:head_end])
             dtype, shape, shared = header[-3:]
             array = self.place(*header[1:5], dtype, shape)
-            if shared is not None:  # the body is a file of shared memory (no bytes follow): read or map it
+            if shared is not None:  # the body is in shared memory (no bytes follow)
                 self.start = head_end
-                self._hand_on(header, map_shared(shared, dtype, shape) if array is None else read_shared(shared, array))
+                self._hand_on(header, self._from_shared(shared, dtype, shape, array))
                 continue
             if array is None:
                 array = np.empty(shape, dtype=dtype)
@@ -167,6 +171,22 @@ class _Receiver(asyncio.BufferedProtocol):
             self._hand_on(header, array)
         if self.start == self.end:
             self.start = self.end = 0
+
+    def _from_shared(self, shared, dtype, shape, array: np.ndarray | None) -> np.ndarray:
+        """A body in shared memory: copied out of the sender's ring (``(ring, offset)``: its space
+        is reused once this frame has been handed on), else read from its file into the offered
+        place, else mapped (no copy)."""
+        if isinstance(shared, tuple):
+            name, offset = shared
+            ring = self.rings.get(name)
+            if ring is None:
+                ring = self.rings[name] = map_ring(name)
+            if array is None:
+                array = np.empty(shape, dtype=dtype)
+            flat = array.reshape(-1).view(np.uint8)
+            flat[...] = ring[offset:offset + flat.size]
+            return array
+        return map_shared(shared, dtype, shape) if array is None else read_shared(shared, array)
 
     def _hand_on(self, header: tuple, array: np.ndarray) -> None:
         seq, (run_id, src, dst, key, tag, note) = header[0], header[1:7]
@@ -218,6 +238,8 @@ class Connection:
         self.waiting: list[bytes] | None = []  # frames written before the connection opened
         self.refused: dict[int, str] = {}  # seq -> why the receiver did not take that frame
         self.syncs: dict[int, asyncio.Future] = {}  # seq of a sync -> its future
+        self.ring: Ring | None = None  # made on first use (needs the node's shared memory)
+        self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.seq = itertools.count()
         self.failed: BaseException | None = None
         asyncio.ensure_future(self._open())
@@ -242,12 +264,21 @@ class Connection:
                 answer = (await reader.readexactly(n)).decode()
                 fut = self.syncs.pop(seq, None) if answer == "sync" else None
                 if fut is not None:  # every frame before it was handed on, refusals answered already
+                    self._synced(seq)
                     if not fut.done():
                         fut.set_result("sync")
                 else:
                     self.refused[seq] = answer
         except (asyncio.IncompleteReadError, ConnectionError) as e:
             self._fail(e)
+
+    def _synced(self, seq: int) -> None:
+        """Sync ``seq`` was answered: the ring written before it has been copied out (its space is
+        free again) and its file mapped, if ever it will be (the name is no longer needed)."""
+        mark = self.marks.pop(seq, 0)
+        if self.ring is not None:
+            self.ring.free(mark)
+            self.ring.unlink()
 
     def _fail(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
@@ -273,6 +304,8 @@ class Connection:
         array = np.asarray(array)
         if not array.flags.c_contiguous:
             array = array.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        if shared is None and RING_MIN <= array.nbytes < SHM_BYTES and self.shared_prefix:
+            shared = self._into_ring(array)
         header = pickle.dumps((seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared))
         body = 0 if shared is not None else array.nbytes
         prefix = _FRAME.pack(seq, len(header), body) + header
@@ -284,6 +317,14 @@ class Connection:
             self._write(prefix, memoryview(array.reshape(-1).view(np.uint8)))
         return seq
 
+    def _into_ring(self, array: np.ndarray) -> tuple[str, int] | None:
+        """Copy ``array`` into this connection's ring: (its name, the offset), or None when the
+        ring has no room (the body then crosses the socket)."""
+        if self.ring is None:
+            self.ring = Ring(self.shared_prefix)
+        offset = self.ring.put(array)
+        return None if offset is None else (self.ring.name, offset)
+
     def sync(self) -> asyncio.Future:
         """A frame the receiver answers once it has handed on every frame sent before it (a
         ``ConnectionError`` if the socket closes first); then ``answer`` knows those frames' fate."""
@@ -293,6 +334,7 @@ class Connection:
             return fut
         seq = next(self.seq)
         self.syncs[seq] = fut
+        self.marks[seq] = 0 if self.ring is None else self.ring.head
         self._write(_FRAME.pack(seq, 0, 0))
         return fut
 
@@ -304,6 +346,58 @@ class Connection:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.ring is not None:
+            self.ring.unlink()
+
+
+class Ring:
+    """A sender's ring of shared memory on one connection (a file of the node's shared memory,
+    mapped by both processes). A body is copied into it and its frame names the offset; the
+    receiver copies it out, into its place, as it hands the frame on. Both copies are plain
+    copies between mapped pages, where a body through the socket costs the kernel's two copies,
+    its buffers and a wakeup of the receiver every few dozen KiB, and a file per message costs
+    fresh pages every time. The space of a body is written again only once a sync sent after it
+    has been answered (``free``). ``RING_BYTES`` bounds it; a body that finds no room crosses the
+    socket instead."""
+
+    def __init__(self, prefix: str):
+        self.name = f"{prefix}-ring-{os.urandom(8).hex()}"  # the mesh's prefix: a leftover is found
+        fd = os.open(os.path.join(SHM_DIR, self.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, RING_BYTES)
+            self.bytes = np.frombuffer(mmap.mmap(fd, RING_BYTES), dtype=np.uint8)
+        finally:
+            os.close(fd)
+        self.linked = True
+        self.head = self.tail = 0  # positions (offset + laps x RING_BYTES): [tail, head) may be unread
+
+    def put(self, array: np.ndarray) -> int | None:
+        """Copy ``array`` (C-contiguous) in after what was written last: its offset, or None when
+        the unread bodies leave no room for it."""
+        n = array.nbytes
+        start = self.head
+        if self.tail >= start or start % RING_BYTES + n > RING_BYTES:
+            # all read, or it would wrap: start at the beginning (where the pages are mapped already)
+            start = -(-start // RING_BYTES) * RING_BYTES
+        if start + n - self.tail > RING_BYTES:
+            return None
+        offset = start % RING_BYTES
+        self.bytes[offset:offset + n] = array.reshape(-1).view(np.uint8)
+        self.head = start + -(-n // _ALIGN) * _ALIGN
+        return offset
+
+    def free(self, upto: int) -> None:
+        """Everything written before position ``upto`` has been copied out."""
+        self.tail = max(self.tail, upto)
+
+    def unlink(self) -> None:
+        """Remove the file's name (both mappings stay)."""
+        if self.linked:
+            self.linked = False
+            try:
+                os.unlink(os.path.join(SHM_DIR, self.name))
+            except FileNotFoundError:
+                pass
 
 
 class SharedBlocks:
@@ -363,6 +457,15 @@ def map_shared(name: str, dtype, shape) -> np.ndarray:
     finally:
         os.close(fd)
     return np.frombuffer(mm, dtype=dtype).reshape(shape)
+
+
+def map_ring(name: str) -> np.ndarray:
+    """A read-only view of a sender's ring (``Ring``), its pages mapped as they are read."""
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+    try:
+        return np.frombuffer(mmap.mmap(fd, RING_BYTES, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ), dtype=np.uint8)
+    finally:
+        os.close(fd)
 
 
 def read_shared(name: str, out: np.ndarray) -> np.ndarray:

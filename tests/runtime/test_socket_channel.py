@@ -143,3 +143,40 @@ def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkey
     for k, a in arrays.items():
         assert got[k].dtype == a.dtype and got[k].tobytes() == a.tobytes()
         assert (got[k] is places[k]) if k in places else got[k].flags.writeable  # its own new array
+
+
+def test_mid_sized_bodies_go_through_the_ring_while_it_has_room(tmp_path, monkeypatch):
+    """Bodies from RING_MIN up to SHM_BYTES are copied through the connection's ring of shared
+    memory; one that finds no room (the unread ones fill it) crosses the socket; a sync frees the
+    ring (the next body starts at its beginning again) and removes its file's name. Every array
+    arrives exact, in order."""
+    from simshard.runtime import socket_channel as sc
+
+    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(sc, "RING_BYTES", 1 << 20)
+    arrays = [np.arange(k * 1000, k * 1000 + (100_000 + k), dtype=np.float32) for k in range(4)]  # ~400 KB each
+    arrays.insert(1, np.arange(10, dtype=np.int8))  # small: in the frame
+
+    async def main():
+        got = []
+        listener = Listener(b"s" * 16, lambda *a: (got.append(a), "ok")[1])
+        await listener.start()
+        conn = Connection(listener.address, b"s" * 16)
+        for k, a in enumerate(arrays):
+            conn.send(0, 1, 2, (k,), a, None, "")
+        offsets = conn.ring.head
+        await asyncio.wait_for(conn.sync(), 5)
+        files_after_sync = os.listdir(tmp_path)
+        conn.send(0, 1, 2, (len(arrays),), arrays[0], None, "")
+        restarted = conn.ring.head % (1 << 20)
+        await asyncio.wait_for(conn.sync(), 5)
+        conn.close()
+        listener.close()
+        return got, offsets, files_after_sync, restarted
+
+    got, head, files, restarted = _run(main())
+    assert [g[3] for g in got] == [(k,) for k in range(len(arrays) + 1)]
+    for g, a in zip(got, arrays + [arrays[0]]):
+        assert g[4].dtype == a.dtype and g[4].tobytes() == a.tobytes()
+    assert head == 400_000 + 400_064  # two big bodies in the ring; the next two found no room: the socket
+    assert files == [] and restarted == -(-arrays[0].nbytes // 64) * 64  # unlinked; the ring starts over
