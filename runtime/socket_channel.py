@@ -174,8 +174,8 @@ class _Receiver(asyncio.BufferedProtocol):
 
     def _from_shared(self, shared, dtype, shape, array: np.ndarray | None) -> np.ndarray:
         """A body in shared memory: copied out of the sender's ring (``(ring, offset)``: its space
-        is reused once this frame has been handed on), else read from its file into the offered
-        place, else mapped (no copy)."""
+        is reused once this frame has been handed on); else its file mapped, and copied into the
+        offered place if there is one."""
         if isinstance(shared, tuple):
             name, offset = shared
             ring = self.rings.get(name)
@@ -186,7 +186,11 @@ class _Receiver(asyncio.BufferedProtocol):
             flat = array.reshape(-1).view(np.uint8)
             flat[...] = ring[offset:offset + flat.size]
             return array
-        return map_shared(shared, dtype, shape) if array is None else read_shared(shared, array)
+        mapped = map_shared(shared, dtype, shape)
+        if array is None:
+            return mapped
+        np.copyto(array, mapped)
+        return array
 
     def _hand_on(self, header: tuple, array: np.ndarray) -> None:
         seq, (run_id, src, dst, key, tag, note) = header[0], header[1:7]
@@ -466,23 +470,6 @@ def map_ring(name: str) -> np.ndarray:
         return np.frombuffer(mmap.mmap(fd, RING_BYTES, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ), dtype=np.uint8)
     finally:
         os.close(fd)
-
-
-def read_shared(name: str, out: np.ndarray) -> np.ndarray:
-    """``out`` (C-contiguous) filled from the shared-memory file ``name``: one copy, where mapping
-    the file and then copying the mapping into place would cost a mapping more."""
-    view = memoryview(out.reshape(-1).view(np.uint8))
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
-    try:
-        done = 0
-        while done < len(view):
-            n = os.preadv(fd, [view[done:]], done)
-            if n == 0:
-                raise EOFError(f"the shared-memory file {name} holds {done} bytes, not {len(view)}")
-            done += n
-    finally:
-        os.close(fd)
-    return out
 
 
 def remove_shared(prefix: str) -> int:

@@ -116,7 +116,7 @@ def test_a_large_array_travels_as_a_shared_memory_file_mapped_by_its_receiver(tm
 
 def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkeypatch):
     """A body of any size, and an array in a shared-memory file, are written into the array
-    ``place`` names (read from the file, not mapped); a frame with no place gets a new array."""
+    ``place`` names (copied there from the mapped file); a frame with no place gets a new array."""
     from simshard.runtime import socket_channel as sc
 
     monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
