@@ -15,12 +15,17 @@ its device refused ("finished", "over", an error). The sender learns that everyt
 from a sync frame (``Connection.sync``): answered once every frame before it on the stream has
 been handed on, so one answer per connection and run replaces one per message.
 
-A large array does not cross the socket: the sender writes it once into a file of the node's
-shared memory (``SharedBlocks``, one file per array however many peers it goes to, as one Ray
-object serves all its readers) and the frame names the file; the receiver maps it read-only and
-hands on a view of the mapping, so the kernel copies its bytes once instead of twice per
-receiver. The sender unlinks its files once its receivers have mapped them (a sync has been
-answered); the mappings live as long as the receivers' arrays.
+A mid-sized body (``RING_MIN`` up to ``SHM_BYTES``) does not cross the socket either while the
+connection's ring of shared memory has room (``Ring``): the sender copies it in, the frame names
+the offset, and the receiver copies it out as it hands the frame on. A large array is written
+once into a file of the node's shared memory (``SharedBlocks``, one file per array however many
+peers it goes to, as one Ray object serves all its readers) and the frame names the file; the
+receiver maps it read-only and hands on a view of the mapping, so the kernel copies its bytes
+once instead of twice per receiver. The sender unlinks its files once its receivers have mapped
+them (a sync has been answered); the mappings live as long as the receivers' arrays.
+
+A receiving device may offer the place a message belongs in (``Listener``'s ``place``: a slot of
+a collective's output); a body, a ring's copy or a mapped file's then goes straight there.
 
 Ray stays the control plane (load, run, abort, where) and carries messages to other nodes.
 """
