@@ -76,6 +76,9 @@ class Channel:
     async def recv(self, peer: int, step: int) -> np.ndarray:
         return await self.transport.recv(self.me, peer, (self.instr, step), tag=self.tag)
 
+    def expect(self, peer: int, step: int, out: np.ndarray) -> None:
+        self.transport.expect(self.me, peer, (self.instr, step), out)
+
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -154,6 +157,39 @@ async def _receive_all(ch: Channel, group: Sequence[int], step: int, mine: np.nd
     return blocks
 
 
+def _slots(like: np.ndarray, g: int, axis: int) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """An output of ``g`` blocks shaped like ``like`` joined along ``axis``, and its blocks (views),
+    when each block is one contiguous run of the output (``axis`` is the first dimension longer
+    than 1): a transport can then receive a block straight into its place. None otherwise."""
+    if like.ndim == 0 or any(n != 1 for n in like.shape[:axis]):
+        return None
+    shape = list(like.shape)
+    shape[axis] *= g
+    out = np.empty(shape, dtype=like.dtype)
+    n = like.shape[axis]
+    return out, [out[(slice(None),) * axis + (slice(k * n, (k + 1) * n),)] for k in range(g)]
+
+
+def _post(ch: Channel, group: Sequence[int], step: int, slots) -> None:
+    """Offer the transport each peer's place in the output (``_slots``) for its block of ``step``."""
+    if slots is not None:
+        for p, view in zip(group, slots[1]):
+            if p != ch.me:
+                ch.expect(p, step, view)
+
+
+def _join(blocks: Sequence[np.ndarray], slots, axis: int) -> np.ndarray:
+    """The blocks joined along ``axis``: in the posted output (``_slots``), copying only those not
+    received in place, when every block has its slot's shape; else concatenated."""
+    if slots is None or any(b.shape != v.shape or b.dtype != v.dtype for b, v in zip(blocks, slots[1])):
+        return np.concatenate(blocks, axis=axis)
+    out, views = slots
+    for b, view in zip(blocks, views):
+        if b is not view:
+            view[...] = b
+    return out
+
+
 def check_algorithm(algorithm: str) -> None:
     """Refuse an algorithm name this library does not have."""
     if algorithm not in ALGORITHMS:
@@ -170,10 +206,12 @@ async def all_gather(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int
     _index(ch.me, group, what)
     x = np.asarray(x)
     axis = _axis(axis, x.ndim, what)
+    slots = _slots(x, len(group), axis)  # blocks are usually equal: offer their places
+    _post(ch, group, 0, slots)
     for p in group:
         if p != ch.me:
             await ch.send(p, 0, x)
-    return np.concatenate(await _receive_all(ch, group, 0, x, what, axis), axis=axis)
+    return _join(await _receive_all(ch, group, 0, x, what, axis), slots, axis)
 
 
 async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int, splits: Sequence[int],
@@ -206,8 +244,11 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
     x = np.asarray(x)
     g = len(group)
     sizes, pieces = _flat_chunks(x, g)
+    out = np.empty(x.size, dtype=x.dtype)
+    slots = (out, _flat_chunks(out, g)[1])  # where each member's finished chunk goes (step 1)
     for j, p in enumerate(group):
         if p != ch.me and sizes[j]:
+            ch.expect(p, 1, slots[1][j])
             await ch.send(p, 0, pieces[j])
     if sizes[i]:
         mine = reduce_in_order(await _receive_all(ch, group, 0, pieces[i], what), reduce_op)
@@ -224,7 +265,7 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
         b = await ch.recv(p, 1)
         _check_block(what, ch.me, p, b, pieces[j], None)
         chunks.append(b)
-    return np.concatenate(chunks).reshape(x.shape)
+    return _join(chunks, slots, 0).reshape(x.shape)
 
 
 async def all_to_all(ch: Channel, x: np.ndarray, group: Sequence[int], split_axis: int, splits: Sequence[int],
@@ -237,10 +278,12 @@ async def all_to_all(ch: Channel, x: np.ndarray, group: Sequence[int], split_axi
     split_axis = _axis(split_axis, x.ndim, what)
     concat_axis = _axis(concat_axis, x.ndim, what)
     pieces = _split(x, split_axis, splits, len(group), what)
+    slots = _slots(pieces[i], len(group), concat_axis)  # the members' chunks are usually alike
+    _post(ch, group, 0, slots)
     for j, p in enumerate(group):
         if p != ch.me:
             await ch.send(p, 0, pieces[j])
-    return np.concatenate(await _receive_all(ch, group, 0, pieces[i], what, concat_axis), axis=concat_axis)
+    return _join(await _receive_all(ch, group, 0, pieces[i], what, concat_axis), slots, concat_axis)
 
 
 async def collective_permute(ch: Channel, x: np.ndarray | None, pairs: Sequence[tuple[int, int]],

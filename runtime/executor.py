@@ -44,8 +44,7 @@ What a schedule must satisfy (the partitioner's side of the contract):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -81,10 +80,10 @@ def _aval(a: np.ndarray) -> str:
     return f"{a.dtype}{list(a.shape)}"
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """When one device ran one instruction: wall-clock seconds (``time.time``), so the spans of
-    devices in different processes of one machine line up (a timeline, a measured trace)."""
+    devices in different processes of one machine line up (a timeline, a measured trace). (A
+    named tuple: one is made per instruction, and a Ray device ships them as plain tuples.)"""
 
     device: int
     position: int

@@ -64,28 +64,15 @@ class RemotePeer:
         return _Method(getattr(self.handle, name), self.device)
 
 
-class _SocketDeliver:
-    def __init__(self, peer: "SocketPeer"):
-        self.peer = peer
-
-    def remote(self, run_id: int, src: int, key, payload, tag, note: str):
-        p = self.peer
-        if isinstance(payload, np.ndarray):  # small: a frame on the socket
-            return p.connection.send(run_id, src, p.device, key, payload, tag, note)
-        return p.handle.deliver.remote(p.device, run_id, src, key, payload, tag, note)  # a Ray object
-
-
 class SocketPeer(RemotePeer):
-    """A device of another process on this node: messages whose array travels inline go over
-    the socket between the two processes (``runtime/socket_channel.py``); Ray objects and every
-    other call go through Ray."""
+    """A device of another process on this node: its messages go over the socket between the two
+    processes (``runtime/socket_channel.py``, ``RayTransport._frame``); every other call through Ray."""
 
     socket = True
 
     def __init__(self, handle, device: int, connection):
         super().__init__(handle, device)
         self.connection = connection
-        self.deliver = _SocketDeliver(self)
 
 
 class _LocalMethod:
@@ -102,7 +89,7 @@ class _LocalDeliver:
 
     def remote(self, *args):
         done = asyncio.get_running_loop().create_future()  # delivered at once: no task per message
-        done.set_result(self.device.deliver_now(*args))
+        done.set_result(self.device.deliver_now(*args, copy=True))  # the sender's array: the receiver copies it
         return done
 
 
@@ -184,12 +171,16 @@ class DeviceHost:
         from .socket_channel import Listener
 
         if self.listener is None:
-            self.listener = Listener(secret, self._deliver_frame)
+            self.listener = Listener(secret, self._deliver_frame, self._place_frame)
             await self.listener.start()
         return self.node_id(), self.listener.address
 
     def _deliver_frame(self, run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
         return self.devices[dst].deliver_now(run_id, src, key, array, tag, note)
+
+    def _place_frame(self, run_id: int, src: int, dst: int, key, dtype, shape) -> np.ndarray | None:
+        device = self.devices.get(dst)
+        return None if device is None else device.place(run_id, src, key, dtype, shape)
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
                       secret: bytes = b"") -> int:
@@ -332,25 +323,35 @@ class _Device:
     async def deliver(self, run_id: int, src: int, key, array, tag, note: str) -> str:
         return self.deliver_now(run_id, src, key, array, tag, note)
 
-    def deliver_now(self, run_id: int, src: int, key, array, tag, note: str) -> str:
-        """Put a peer's message in run ``run_id``'s mailbox. The answer, which the sender looks at
-        when it has finished: "ok"; "finished" (this device had completed the run without
-        receiving it: a schedule mismatch); "over" (a run left, failed or aborted)."""
+    def deliver_now(self, run_id: int, src: int, key, array, tag, note: str, copy: bool = False) -> str:
+        """Put a peer's message in run ``run_id``'s mailbox (``copy``: ``array`` is a device's of
+        this process, so the receiver takes a copy, into the place it offered when that fits).
+        The answer, which the sender looks at when it has finished: "ok"; "finished" (this device
+        had completed the run without receiving it: a schedule mismatch); "over" (a run left,
+        failed or aborted)."""
         from .transport import Message
 
         if self._over(run_id):
             # a run this device has left: nothing waits for the message
             return "finished" if run_id in self.finished else "over"
         st = self._state(run_id)
+        key = tuple(key)
         try:
-            # no copy: a large array is a read-only view of the object store (the kernels and
-            # collectives never write into their inputs), a small one was unpickled for us alone
-            st.mailbox.put(Message(src, self.device, tuple(key), np.asarray(array), tag, note))
+            # otherwise no copy: a large array is a read-only view of the object store (the kernels
+            # and collectives never write into their inputs), a small one was unpickled for us alone
+            array = st.mailbox.copy_in(src, key, array) if copy else np.asarray(array)
+            st.mailbox.put(Message(src, self.device, key, array, tag, note))
         except Exception as e:  # a duplicate: fail this device's run with it
             st.error = e
             if st.task is not None and not st.task.done():
                 st.task.cancel()
         return "ok"
+
+    def place(self, run_id: int, src: int, key, dtype, shape) -> np.ndarray | None:
+        """Where a socket frame's array goes: the place this device offered for it in run
+        ``run_id`` (``Mailbox.place``), or None."""
+        st = None if self._over(run_id) else self.runs.get(run_id)
+        return None if st is None else st.mailbox.place(src, tuple(key), np.dtype(dtype), shape)
 
     async def where(self, run_id: int) -> str:
         if run_id in self.closed:
@@ -424,8 +425,8 @@ class _Device:
                 "outputs": [np.asarray(o) for o in outs],  # the host keeps them (DeviceHost.run)
                 "records": tuple(ex.records),
                 "memory": ex.memory(),
-                "transfers": list(transport.log.entries),
-                "timeline": tuple(ex.timeline),
+                "transfers": transport.log.rows,  # plain tuples: a summary of many messages pickles fast
+                "timeline": [tuple(sp) for sp in ex.timeline],
                 "values": dict(ex.traced),
                 "undelivered": undelivered,
                 "late": late,

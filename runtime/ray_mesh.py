@@ -529,6 +529,7 @@ class RayMesh:
         """One run of the program on every device (see ``execute``)."""
         from simshard.report.memory import MemoryReport
 
+        from .executor import Span
         from .local import Execution
         from .transport import TransferLog
 
@@ -608,16 +609,13 @@ class RayMesh:
                 f"device {d}, which finished without receiving it",
                 devices=(src, d), positions={src: note, d: results[d]["where"]},
             )
-        log = TransferLog()
-        for d in spmd.devices:
-            for e in results[d]["transfers"]:
-                log.record(e.device, e.peer, e.direction, e.key, e.nbytes)
+        log = TransferLog.of_rows([row for d in spmd.devices for row in results[d]["transfers"]])
         records = tuple(r for d in spmd.devices for r in results[d]["records"])
         memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
         values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
         outputs = _Outputs({d: [Held(self.actors[d], i, self._released) for i in results[d]["outputs"]]
                             for d in spmd.devices}, self.calls)
-        timeline = {d: results[d]["timeline"] for d in spmd.devices}
+        timeline = {d: tuple(map(Span._make, results[d]["timeline"])) for d in spmd.devices}
         return Execution(spmd, outputs, records, memory, log, values, timeline)
 
     def run_spmd(self, spmd, inputs, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",

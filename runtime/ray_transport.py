@@ -55,7 +55,8 @@ def make_transport_class():
             self.run_id = run_id
             self.mailbox = mailbox
             self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
-            self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every message sent
+            self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every Ray or local message
+            self.frames: list[tuple] = []  # (connection, sequence number, destination, key, note) of every frame
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
             self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
             self._shared = None  # SharedBlocks: the shared-memory files of large socket messages
@@ -63,15 +64,16 @@ def make_transport_class():
 
         async def _deliver(self, msg: Message) -> None:
             if msg.dst == self.device:
-                self.mailbox.put(Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note))
+                self.mailbox.put(Message(msg.src, msg.dst, msg.key, self.mailbox.copy_in(msg.src, msg.key, msg.array),
+                                         msg.tag, msg.note))
                 return
             peer = self.peers.get(msg.dst)
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
-            if peer.local:  # a device of this process: its own copy, as a self-send gets
-                payload = np.array(msg.array, copy=True)
+            if peer.local:  # a device of this process: it takes its own copy (LocalPeer), as a self-send gets
+                payload = msg.array
             elif getattr(peer, "socket", False):  # a frame on the socket to the peer's process
-                self.sent.append((self._frame(peer, msg), msg.dst, msg.key, msg.note))
+                self.frames.append((peer.connection, self._frame(peer, msg), msg.dst, msg.key, msg.note))
                 return
             elif msg.array.nbytes >= INLINE_BYTES:
                 payload = self._payload(msg)
@@ -81,9 +83,9 @@ def make_transport_class():
             ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
             self.sent.append((ref, msg.dst, msg.key, msg.note))
 
-        def _frame(self, peer, msg: Message):
+        def _frame(self, peer, msg: Message) -> int:
             """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
-            (written once per instruction however many peers it goes to)."""
+            (written once per instruction however many peers it goes to): the frame's number."""
             from .socket_channel import SHM_BYTES, SharedBlocks
 
             shared, prefix = None, peer.connection.shared_prefix
@@ -93,6 +95,11 @@ def make_transport_class():
                 shared = self._shared.put(msg.array, scope=msg.key[0])
             return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
                                         shared=shared)
+
+        def expect(self, dst: int, src: int, key, out: np.ndarray) -> None:
+            """The place ``out`` offered to whoever writes the message (a socket frame's reader, a
+            device of this process copying it in); a Ray object is read where it is."""
+            self.mailbox.expect(src, key, out)
 
         def release(self) -> None:
             """Unlink the shared-memory files this run wrote (their receivers have mapped them)."""
@@ -109,20 +116,24 @@ def make_transport_class():
 
         async def late(self, timeout: float = 5.0) -> list[tuple]:
             """(destination, key, note) of the messages whose receiver had already finished the
-            run when they arrived: a schedule mismatch that would otherwise pass unnoticed."""
-            if not self.sent:
+            run when they arrived: a schedule mismatch that would otherwise pass unnoticed. A Ray
+            call's answer is its result; a socket frame's is known once a sync on its connection
+            has been answered (socket_channel.py)."""
+            if not self.sent and not self.frames:
                 return []
-            # a socket frame's answer is settled by a sync on its connection (socket_channel.py)
-            for c in {getattr(self.peers[dst], "connection", None) for _, dst, _, _ in self.sent} - {None}:
-                c.sync()
+            connections = list(dict.fromkeys(c for c, *_ in self.frames))
+            waits = [c.sync() for c in connections] + [r for r, *_ in self.sent]
             try:
-                answers = await asyncio.wait_for(
-                    asyncio.gather(*(r for r, *_ in self.sent), return_exceptions=True), timeout)
+                answers = await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), timeout)
             except asyncio.TimeoutError:
                 return []  # a receiver too busy to answer: nothing known
             finally:
                 self.release()
-            return [(dst, key, note) for (_, dst, key, note), a in zip(self.sent, answers) if a == "finished"]
+            synced = {c for c, a in zip(connections, answers) if not isinstance(a, BaseException)}
+            late = [(dst, key, note) for c, seq, dst, key, note in self.frames
+                    if c in synced and c.answer(seq) == "finished"]
+            calls = answers[len(connections):]
+            return late + [(dst, key, note) for (_, dst, key, note), a in zip(self.sent, calls) if a == "finished"]
 
         async def _collect(self, dst: int, src: int, key, timeout) -> Message:
             if src != self.device and src not in self.peers:

@@ -15,12 +15,17 @@ its device refused ("finished", "over", an error). The sender learns that everyt
 from a sync frame (``Connection.sync``): answered once every frame before it on the stream has
 been handed on, so one answer per connection and run replaces one per message.
 
-A large array does not cross the socket: the sender writes it once into a file of the node's
-shared memory (``SharedBlocks``, one file per array however many peers it goes to, as one Ray
-object serves all its readers) and the frame names the file; the receiver maps it read-only and
-hands on a view of the mapping, so the kernel copies its bytes once instead of twice per
-receiver. The sender unlinks its files once its receivers have mapped them (a sync has been
-answered); the mappings live as long as the receivers' arrays.
+A mid-sized body (``RING_MIN`` up to ``SHM_BYTES``) does not cross the socket either while the
+connection's ring of shared memory has room (``Ring``): the sender copies it in, the frame names
+the offset, and the receiver copies it out as it hands the frame on. A large array is written
+once into a file of the node's shared memory (``SharedBlocks``, one file per array however many
+peers it goes to, as one Ray object serves all its readers) and the frame names the file; the
+receiver maps it read-only and hands on a view of the mapping, so the kernel copies its bytes
+once instead of twice per receiver. The sender unlinks its files once its receivers have mapped
+them (a sync has been answered); the mappings live as long as the receivers' arrays.
+
+A receiving device may offer the place a message belongs in (``Listener``'s ``place``: a slot of
+a collective's output); a body, a ring's copy or a mapped file's then goes straight there.
 
 Ray stays the control plane (load, run, abort, where) and carries messages to other nodes.
 """
@@ -47,8 +52,17 @@ _SMALL = 1 << 16  # a body below this size is sent in one write with its header
 _BUFFER = 4 << 20  # the socket buffers asked for (see _widen)
 SHM_DIR = "/dev/shm"  # the node's shared memory (Linux); without it every body goes through the socket
 SHM_BYTES = 2 << 20  # an array from this size up travels in shared memory (SharedBlocks)
+RING_BYTES = 16 << 20  # each connection's ring of shared memory (Ring), its pages touched as it is used
+RING_MIN = 1 << 16  # a body from this size up to SHM_BYTES goes through the ring while it has room
+_ALIGN = 64  # ring offsets start on a cache line
 
 Deliver = Callable[..., str]  # (run_id, src, dst, key, array, tag, note) -> answer ("ok" or why not)
+# (run_id, src, dst, key, dtype, shape) -> the array a frame's body goes into, or None (a new one)
+Place = Callable[..., "np.ndarray | None"]
+
+
+def _nowhere(*frame) -> None:
+    return None
 
 
 def _widen(transport) -> None:
@@ -64,14 +78,16 @@ def _widen(transport) -> None:
 
 class _Receiver(asyncio.BufferedProtocol):
     """One incoming connection: frames parsed from a staging buffer, large bodies received in
-    place, each frame handed to ``deliver`` in stream order."""
+    place (into the array ``place`` names, the receiver's own place for it, or a new one), each
+    frame handed to ``deliver`` in stream order."""
 
-    def __init__(self, secret: bytes, deliver: Deliver):
-        self.secret, self.deliver = secret, deliver
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = _nowhere):
+        self.secret, self.deliver, self.place = secret, deliver, place
         self.authed = False
         self.stage = bytearray(_STAGE)
         self.start = self.end = 0  # the unparsed bytes are stage[start:end]
         self.body: tuple | None = None  # (header, array, its bytes, bytes filled) of a body read in place
+        self.rings: dict[str, np.ndarray] = {}  # the sender's ring (Ring), mapped on its first use
         self.transport = None
 
     def connection_made(self, transport) -> None:
@@ -139,11 +155,13 @@ class _Receiver(asyncio.BufferedProtocol):
                 return  # a small body not complete yet: wait for it in the stage
             header = pickle.loads(stage[self.start + _FRAME.size:head_end])
             dtype, shape, shared = header[-3:]
-            if shared is not None:  # the body is a file of shared memory: map it, no bytes follow
+            array = self.place(*header[1:5], dtype, shape)
+            if shared is not None:  # the body is in shared memory (no bytes follow)
                 self.start = head_end
-                self._hand_on(header, map_shared(shared, dtype, shape))
+                self._hand_on(header, self._from_shared(shared, dtype, shape, array))
                 continue
-            array = np.empty(shape, dtype=dtype)
+            if array is None:
+                array = np.empty(shape, dtype=dtype)
             if array.nbytes != bn:
                 raise ValueError(f"a frame's body has {bn} bytes for a {dtype}{list(shape)} array")
             flat = memoryview(array.reshape(-1).view(np.uint8)) if bn else memoryview(b"")
@@ -158,6 +176,26 @@ class _Receiver(asyncio.BufferedProtocol):
             self._hand_on(header, array)
         if self.start == self.end:
             self.start = self.end = 0
+
+    def _from_shared(self, shared, dtype, shape, array: np.ndarray | None) -> np.ndarray:
+        """A body in shared memory: copied out of the sender's ring (``(ring, offset)``: its space
+        is reused once this frame has been handed on); else its file mapped, and copied into the
+        offered place if there is one."""
+        if isinstance(shared, tuple):
+            name, offset = shared
+            ring = self.rings.get(name)
+            if ring is None:
+                ring = self.rings[name] = map_ring(name)
+            if array is None:
+                array = np.empty(shape, dtype=dtype)
+            flat = array.reshape(-1).view(np.uint8)
+            flat[...] = ring[offset:offset + flat.size]
+            return array
+        mapped = map_shared(shared, dtype, shape)
+        if array is None:
+            return mapped
+        np.copyto(array, mapped)
+        return array
 
     def _hand_on(self, header: tuple, array: np.ndarray) -> None:
         seq, (run_id, src, dst, key, tag, note) = header[0], header[1:7]
@@ -175,16 +213,19 @@ class _Receiver(asyncio.BufferedProtocol):
 
 class Listener:
     """This process's socket: frames in, each handed to ``deliver`` (a plain function, called in
-    stream order on the event loop)."""
+    stream order on the event loop). ``place`` (optional) names the array a frame's body is
+    written into (the receiving device's offered place for it), given the frame's run, source,
+    destination, key, dtype and shape; None, or no ``place``: a new array."""
 
-    def __init__(self, secret: bytes, deliver: Deliver):
-        self.secret, self.deliver = secret, deliver
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = _nowhere):
+        self.secret, self.deliver, self.place = secret, deliver, place
         self.address = "\0simshard-" + os.urandom(12).hex()  # abstract namespace: no file
         self.server = None
 
     async def start(self) -> str:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_unix_server(lambda: _Receiver(self.secret, self.deliver), path=self.address)
+        self.server = await loop.create_unix_server(lambda: _Receiver(self.secret, self.deliver, self.place),
+                                                    path=self.address)
         return self.address
 
     def close(self) -> None:
@@ -194,15 +235,20 @@ class Listener:
 
 class Connection:
     """This process's side of the socket to one peer process: ``send`` writes a frame at once (in
-    order, after the connection opened) and returns a future of the receiver's answer, which is
-    "ok" once a later ``sync`` has been answered and nothing else was said of the frame."""
+    order, after the connection opened) and returns its sequence number. The receiver answers
+    only a frame it refused; ``sync`` is answered once every frame before it has been handed on,
+    and from then on ``answer`` tells what became of each of those frames. (No future per frame:
+    a message costs the sender a write and nothing more.)"""
 
     def __init__(self, address: str, secret: bytes):
         self.address, self.secret = address, secret
         self.shared_prefix = shared_memory_prefix(secret)  # None: no shared memory on this node
         self.writer: asyncio.StreamWriter | None = None
         self.waiting: list[bytes] | None = []  # frames written before the connection opened
-        self.answers: dict[int, asyncio.Future] = {}  # seq -> its answer, frames and syncs
+        self.refused: dict[int, str] = {}  # seq -> why the receiver did not take that frame
+        self.syncs: dict[int, asyncio.Future] = {}  # seq of a sync -> its future
+        self.ring: Ring | None = None  # made on first use (needs the node's shared memory)
+        self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.seq = itertools.count()
         self.failed: BaseException | None = None
         asyncio.ensure_future(self._open())
@@ -225,35 +271,34 @@ class Connection:
             while True:
                 seq, n = _ANSWER.unpack(await reader.readexactly(_ANSWER.size))
                 answer = (await reader.readexactly(n)).decode()
-                if answer == "sync":  # every frame before it was taken: those not answered are ok
-                    for s in [s for s in self.answers if s <= seq]:
-                        fut = self.answers.pop(s)
-                        if not fut.done():
-                            fut.set_result("ok")
-                    continue
-                fut = self.answers.pop(seq, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(answer)
+                fut = self.syncs.pop(seq, None) if answer == "sync" else None
+                if fut is not None:  # every frame before it was handed on, refusals answered already
+                    self._synced(seq)
+                    if not fut.done():
+                        fut.set_result("sync")
+                else:
+                    self.refused[seq] = answer
         except (asyncio.IncompleteReadError, ConnectionError) as e:
             self._fail(e)
 
+    def _synced(self, seq: int) -> None:
+        """Sync ``seq`` was answered: the ring written before it has been copied out (its space is
+        free again) and its file mapped, if ever it will be (the name is no longer needed)."""
+        mark = self.marks.pop(seq, 0)
+        if self.ring is not None:
+            self.ring.free(mark)
+            self.ring.unlink()
+
     def _fail(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
-        for fut in self.answers.values():
+        for fut in self.syncs.values():
             if not fut.done():
                 fut.set_exception(self.failed)
-        self.answers.clear()
-
-    def _future(self) -> tuple[int, asyncio.Future]:
-        fut = asyncio.get_running_loop().create_future()
-        if self.failed is not None:
-            fut.set_exception(self.failed)
-            return -1, fut
-        seq = next(self.seq)
-        self.answers[seq] = fut
-        return seq, fut
+        self.syncs.clear()
 
     def _write(self, *parts) -> None:
+        if self.failed is not None:
+            return  # the peer process is gone: its devices' messages go nowhere (Ray reports it dead)
         if self.writer is None:
             self.waiting.append(b"".join(parts))
         else:
@@ -261,15 +306,15 @@ class Connection:
                 self.writer.write(p)
 
     def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str,
-             shared: str | None = None) -> asyncio.Future:
+             shared: str | None = None) -> int:
         """A frame carrying ``array``, or only naming it when it is in shared memory already (the
-        file ``shared``, written by ``SharedBlocks``)."""
-        seq, fut = self._future()
-        if seq < 0:
-            return fut
+        file ``shared``, written by ``SharedBlocks``); its sequence number, for ``answer``."""
+        seq = next(self.seq)
         array = np.asarray(array)
         if not array.flags.c_contiguous:
             array = array.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        if shared is None and RING_MIN <= array.nbytes < SHM_BYTES and self.shared_prefix:
+            shared = self._into_ring(array)
         header = pickle.dumps((seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared))
         body = 0 if shared is not None else array.nbytes
         prefix = _FRAME.pack(seq, len(header), body) + header
@@ -279,19 +324,89 @@ class Connection:
             self._write(prefix + array.tobytes())
         else:  # no copy of a large body on this side (the kernel's copy is the only one)
             self._write(prefix, memoryview(array.reshape(-1).view(np.uint8)))
-        return fut
+        return seq
+
+    def _into_ring(self, array: np.ndarray) -> tuple[str, int] | None:
+        """Copy ``array`` into this connection's ring: (its name, the offset), or None when the
+        ring has no room (the body then crosses the socket)."""
+        if self.ring is None:
+            self.ring = Ring(self.shared_prefix)
+        offset = self.ring.put(array)
+        return None if offset is None else (self.ring.name, offset)
 
     def sync(self) -> asyncio.Future:
-        """A frame the receiver answers once it has handed on every frame sent before it; its
-        answer settles those frames' futures as "ok" (unless the receiver said otherwise)."""
-        seq, fut = self._future()
-        if seq >= 0:
-            self._write(_FRAME.pack(seq, 0, 0))
+        """A frame the receiver answers once it has handed on every frame sent before it (a
+        ``ConnectionError`` if the socket closes first); then ``answer`` knows those frames' fate."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.failed is not None:
+            fut.set_exception(self.failed)
+            return fut
+        seq = next(self.seq)
+        self.syncs[seq] = fut
+        self.marks[seq] = 0 if self.ring is None else self.ring.head
+        self._write(_FRAME.pack(seq, 0, 0))
         return fut
+
+    def answer(self, seq: int) -> str:
+        """What the receiver said of frame ``seq`` ("ok" unless it refused it), once a later sync
+        has been answered."""
+        return self.refused.pop(seq, "ok")
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.ring is not None:
+            self.ring.unlink()
+
+
+class Ring:
+    """A sender's ring of shared memory on one connection (a file of the node's shared memory,
+    mapped by both processes). A body is copied into it and its frame names the offset; the
+    receiver copies it out, into its place, as it hands the frame on. Both copies are plain
+    copies between mapped pages, where a body through the socket costs the kernel's two copies,
+    its buffers and a wakeup of the receiver every few dozen KiB, and a file per message costs
+    fresh pages every time. The space of a body is written again only once a sync sent after it
+    has been answered (``free``). ``RING_BYTES`` bounds it; a body that finds no room crosses the
+    socket instead."""
+
+    def __init__(self, prefix: str):
+        self.name = f"{prefix}-ring-{os.urandom(8).hex()}"  # the mesh's prefix: a leftover is found
+        fd = os.open(os.path.join(SHM_DIR, self.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, RING_BYTES)
+            self.bytes = np.frombuffer(mmap.mmap(fd, RING_BYTES), dtype=np.uint8)
+        finally:
+            os.close(fd)
+        self.linked = True
+        self.head = self.tail = 0  # positions (offset + laps x RING_BYTES): [tail, head) may be unread
+
+    def put(self, array: np.ndarray) -> int | None:
+        """Copy ``array`` (C-contiguous) in after what was written last: its offset, or None when
+        the unread bodies leave no room for it."""
+        n = array.nbytes
+        start = self.head
+        if self.tail >= start or start % RING_BYTES + n > RING_BYTES:
+            # all read, or it would wrap: start at the beginning (where the pages are mapped already)
+            start = -(-start // RING_BYTES) * RING_BYTES
+        if start + n - self.tail > RING_BYTES:
+            return None
+        offset = start % RING_BYTES
+        self.bytes[offset:offset + n] = array.reshape(-1).view(np.uint8)
+        self.head = start + -(-n // _ALIGN) * _ALIGN
+        return offset
+
+    def free(self, upto: int) -> None:
+        """Everything written before position ``upto`` has been copied out."""
+        self.tail = max(self.tail, upto)
+
+    def unlink(self) -> None:
+        """Remove the file's name (both mappings stay)."""
+        if self.linked:
+            self.linked = False
+            try:
+                os.unlink(os.path.join(SHM_DIR, self.name))
+            except FileNotFoundError:
+                pass
 
 
 class SharedBlocks:
@@ -351,6 +466,15 @@ def map_shared(name: str, dtype, shape) -> np.ndarray:
     finally:
         os.close(fd)
     return np.frombuffer(mm, dtype=dtype).reshape(shape)
+
+
+def map_ring(name: str) -> np.ndarray:
+    """A read-only view of a sender's ring (``Ring``), its pages mapped as they are read."""
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+    try:
+        return np.frombuffer(mmap.mmap(fd, RING_BYTES, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ), dtype=np.uint8)
+    finally:
+        os.close(fd)
 
 
 def remove_shared(prefix: str) -> int:

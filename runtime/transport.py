@@ -30,7 +30,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable
+from typing import Any, Hashable, Iterable, NamedTuple
 
 import numpy as np
 
@@ -99,9 +99,9 @@ class DuplicateMessage(TransportError):
 # -- the transfer record -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Transfer:
-    """One message as seen by one side: ``device`` sent it to / received it from ``peer``."""
+class Transfer(NamedTuple):
+    """One message as seen by one side: ``device`` sent it to / received it from ``peer``. (A
+    named tuple: a run records two per message, and a log keeps and ships them as plain rows.)"""
 
     device: int
     peer: int
@@ -145,19 +145,39 @@ class Totals:
 
 
 class TransferLog:
-    """Every transfer a transport made, aggregated per (device, instruction) as it goes.
+    """Every transfer a transport made, aggregated per (device, instruction).
 
     The local transport's one log holds every device's side; a Ray device's transport holds only
-    its own (``merge`` joins them). Either way ``totals(device, instr)`` is the same."""
+    its own, and the driver's log of a Ray run joins the devices' ``rows`` (``of_rows``). Either way
+    ``totals(device, instr)`` is the same. A log records as it goes (an executor reads each
+    collective's totals at once); a joined log aggregates when first asked (a run that nobody
+    asks about its transfers pays nothing for them)."""
 
     def __init__(self, keep_entries: bool = True):
         self.keep_entries = keep_entries
-        self.entries: list[Transfer] = []
+        self.rows: list[tuple] = []  # each entry's fields (``Transfer``), plain tuples: cheap to keep and ship
         self._agg: dict[tuple[int, Any], Totals] = defaultdict(Totals)
+        self._summed = 0  # rows[:_summed] are in _agg
+
+    @classmethod
+    def of_rows(cls, rows: list[tuple]) -> "TransferLog":
+        """A log of the transfers ``rows`` (``Transfer`` fields), aggregated on first use."""
+        log = cls()
+        log.rows = rows
+        return log
+
+    @property
+    def entries(self) -> list[Transfer]:
+        """Every transfer, in the order recorded (built on each access)."""
+        return [Transfer._make(r) for r in self.rows]
 
     def record(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
         if self.keep_entries:
-            self.entries.append(Transfer(device, peer, direction, key, nbytes))
+            self.rows.append((device, peer, direction, key, nbytes))
+            self._summed += 1
+        self._add(device, peer, direction, key, nbytes)
+
+    def _add(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
         t = self._agg[(device, key[0])].peers.setdefault(peer, PeerTotals())
         if direction == "sent":
             t.sent += nbytes
@@ -166,13 +186,22 @@ class TransferLog:
             t.received += nbytes
             t.messages_received += 1
 
+    @property
+    def _totals(self) -> dict[tuple[int, Any], Totals]:
+        """The aggregates, with any rows joined since they were last summed."""
+        if self._summed < len(self.rows):
+            for row in self.rows[self._summed:]:
+                self._add(*row)
+            self._summed = len(self.rows)
+        return self._agg
+
     def totals(self, device: int, instr) -> Totals:
         """What ``device`` sent and received for instruction ``instr`` (the key's first part)."""
-        return self._agg.get((device, instr), Totals())
+        return self._totals.get((device, instr), Totals())
 
     def device_totals(self, device: int) -> Totals:
         out = Totals()
-        for (d, _), t in self._agg.items():
+        for (d, _), t in self._totals.items():
             if d != device:
                 continue
             for p, pt in t.peers.items():
@@ -184,26 +213,52 @@ class TransferLog:
         return out
 
     def bytes_sent(self, device: int | None = None) -> int:
-        return sum(t.sent for (d, _), t in self._agg.items() if device is None or d == device)
+        return sum(t.sent for (d, _), t in self._totals.items() if device is None or d == device)
 
     def bytes_received(self, device: int | None = None) -> int:
-        return sum(t.received for (d, _), t in self._agg.items() if device is None or d == device)
+        return sum(t.received for (d, _), t in self._totals.items() if device is None or d == device)
 
     def matrix(self) -> dict[tuple[int, int], int]:
         """``(src, dst) -> bytes`` sent."""
         out: dict[tuple[int, int], int] = defaultdict(int)
-        for (d, _), t in self._agg.items():
+        for (d, _), t in self._totals.items():
             for p, pt in t.peers.items():
                 if pt.sent:
                     out[(d, p)] += pt.sent
         return dict(out)
 
     def merge(self, other: "TransferLog") -> None:
-        for e in other.entries:
-            self.record(e.device, e.peer, e.direction, e.key, e.nbytes)
+        for row in other.rows:
+            self.record(*row)
 
 
 # -- mailboxes -------------------------------------------------------------------------------
+
+
+class _Expired(Exception):
+    """A receive's time ran out (``settled``'s timer: the receiver raises its ``RecvTimeout``)."""
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(_Expired())
+
+
+async def settled(fut: asyncio.Future, timeout: float | None) -> None:
+    """Wait until ``fut`` is done, or fail it with ``_Expired`` after ``timeout`` seconds.
+
+    The future is awaited itself, with a timer beside it, rather than through ``asyncio.wait`` or
+    ``wait_for``: a message's arrival then wakes its receiver in the next turn of the event loop
+    (``asyncio.wait`` takes two turns more and a future of its own per receive), and cancelling
+    the waiting task always propagates (3.10/3.11's ``wait_for`` can swallow a cancellation)."""
+    if timeout is None:
+        await fut
+        return
+    timer = asyncio.get_running_loop().call_later(timeout, _expire, fut)
+    try:
+        await fut
+    finally:
+        timer.cancel()
 
 
 class Mailbox:
@@ -214,6 +269,7 @@ class Mailbox:
     def __init__(self, device: int):
         self.device = device
         self._slots: dict[tuple[int, Key], asyncio.Future] = {}
+        self._places: dict[tuple[int, Key], np.ndarray] = {}  # (source, key) -> where the receiver wants it
 
     def _slot(self, src: int, key: Key) -> asyncio.Future:
         fut = self._slots.get((src, key))
@@ -227,6 +283,29 @@ class Mailbox:
         if fut.done():
             raise DuplicateMessage(msg)
         fut.set_result(msg)
+
+    def expect(self, src: int, key: Key, out: np.ndarray) -> None:
+        """The receiver offers ``out`` as the place of the message from ``src`` under ``key`` (see
+        ``Transport.expect``), unless that has arrived already."""
+        if not self.has(src, key):
+            self._places[(src, key)] = out
+
+    def place(self, src: int, key: Key, dtype, shape) -> np.ndarray | None:
+        """Where the message from ``src`` under ``key`` goes: the place its receiver offered, if
+        that has the message's dtype and shape (taken: it serves once); else None."""
+        out = self._places.pop((src, key), None)
+        if out is not None and out.dtype == dtype and out.shape == tuple(shape) and out.flags.c_contiguous:
+            return out
+        return None
+
+    def copy_in(self, src: int, key: Key, array: np.ndarray) -> np.ndarray:
+        """The receiver's own copy of ``array`` (a sender's): written into its offered place when
+        that fits, else a new array."""
+        out = self.place(src, key, array.dtype, array.shape)
+        if out is None:
+            return np.array(array, copy=True)
+        np.copyto(out, array)
+        return out
 
     def has(self, src: int, key: Key) -> bool:
         fut = self._slots.get((src, key))
@@ -252,15 +331,18 @@ class Mailbox:
             fut.cancel()
 
     async def get(self, src: int, key: Key, timeout: float | None) -> Message:
+        """The message from ``src`` under ``key``: at once if it has arrived, else when it does (a
+        ``RecvTimeout`` after ``timeout`` seconds; whatever ``fail`` set, raised)."""
         fut = self._slot(src, key)
-        if not fut.done():
-            # asyncio.wait, not wait_for(shield(...)): it never swallows a cancellation (3.10/3.11's
-            # wait_for can), so a failed peer stops every waiting device at once.
-            done, _ = await asyncio.wait({fut}, timeout=timeout)
-            if not done:
-                self.discard(src, key)
-                raise RecvTimeout(self.device, src, key, timeout)
-        return self.take(src, key)
+        try:
+            if not fut.done():
+                await settled(fut, timeout)
+            return fut.result()
+        except _Expired:
+            raise RecvTimeout(self.device, src, key, timeout) from None
+        finally:
+            self._slots.pop((src, key), None)
+            self._places.pop((src, key), None)
 
     def undelivered(self) -> list[Message]:
         """Messages that arrived and were never received."""
@@ -288,6 +370,13 @@ class Transport(ABC):
             raise TagMismatch(dst, src, key, tag, msg.tag, msg.note)
         self.log.record(dst, src, "received", key, int(msg.array.nbytes))
         return msg.array
+
+    def expect(self, dst: int, src: int, key: Key, out: np.ndarray) -> None:
+        """A hint before ``recv``: the message from ``src`` under ``key`` will probably have
+        ``out``'s dtype and shape, and ``out`` (C-contiguous, held by ``dst`` alone, written by
+        nothing else until that receive) is where ``dst`` will put it. A transport may write the
+        message straight into ``out`` and have ``recv`` return ``out`` itself, sparing the
+        receiver a copy; a message of another dtype or shape arrives as usual. This one ignores it."""
 
     def finished(self, device: int) -> None:
         """``device`` has run its whole schedule (it will send nothing more)."""
@@ -319,10 +408,14 @@ class InMemoryTransport(Transport):
         except KeyError:
             raise TransportError(f"device {device} is not one of this transport's devices {list(self.devices)}") from None
 
+    def expect(self, dst: int, src: int, key: Key, out: np.ndarray) -> None:
+        if self.copy:  # the copy every message gets is made into ``out``
+            self._box(dst).expect(src, key, out)
+
     async def _deliver(self, msg: Message) -> None:
         box = self._box(msg.dst)
         if self.copy:
-            msg = Message(msg.src, msg.dst, msg.key, np.array(msg.array, copy=True), msg.tag, msg.note)
+            msg = Message(msg.src, msg.dst, msg.key, box.copy_in(msg.src, msg.key, msg.array), msg.tag, msg.note)
         box.put(msg)
 
     async def _collect(self, dst: int, src: int, key: Key, timeout: float | None) -> Message:
@@ -332,19 +425,14 @@ class InMemoryTransport(Transport):
             return box.take(src, key)
         if src in self._finished:
             raise PeerFinished(dst, src, key)
-        fut = box.slot(src, key)
-        self._waiting[dst][(src, key)] = fut
+        self._waiting[dst][(src, key)] = box.slot(src, key)
         self._n_waiting += 1
         try:
             self._check_deadlock(caller=dst)
-            done, _ = await asyncio.wait({fut}, timeout=timeout)  # see Mailbox.get
-            if not done:
-                box.discard(src, key)
-                raise RecvTimeout(dst, src, key, timeout)
+            return await box.get(src, key, timeout)
         finally:
             self._waiting[dst].pop((src, key), None)
             self._n_waiting -= 1
-        return box.take(src, key)
 
     def _stuck(self, device: int) -> bool:
         """Blocked in a receive whose message has not arrived. (Collectives finish their sends

@@ -104,6 +104,55 @@ def test_all_to_all_uneven(seed):
         assert t.log.bytes_sent(d) == xs[d].nbytes - own
 
 
+@pytest.mark.parametrize("even", [True, False])
+def test_blocks_are_received_into_their_place_in_the_output_when_they_fit(monkeypatch, even):
+    """All-gather and all-to-all joined along their first long dimension, and all-reduce, offer
+    each peer's place in the output: a block of that shape that arrives after the offer is
+    received there (no join copies it), one of another shape is joined the usual way, and the
+    bits are the same either way. Joined along a later dimension, no place is offered."""
+    from simshard.runtime.transport import Mailbox
+
+    seen = []  # (a place was offered, it was taken) per message delivered
+    offer = Mailbox.place
+
+    def place(self, src, key, dtype, shape):
+        offered = (src, key) in self._places
+        out = offer(self, src, key, dtype, shape)
+        seen.append((offered, out is not None))
+        return out
+
+    def placed():
+        got = [taken for offered, taken in seen if offered]
+        seen.clear()
+        return got
+
+    monkeypatch.setattr(Mailbox, "place", place)
+    rng = np.random.default_rng(5)
+    group = (3, 0, 2)
+    xs = {d: floats(rng, (2 if even else 1 + d, 3)) for d in group}
+    out, _ = run_devices(group, lambda ch: all_gather(ch, xs[ch.me], group, 0))
+    assert all(same_bits(out[d], np.concatenate([xs[p] for p in group])) for d in group)
+    got = placed()
+    assert got and (all(got) if even else not all(got))
+    splits = (1, 0, 2) if even else (1, 1, 1)
+    ys = {d: floats(rng, (3, 2 if even else 1 + d)) for d in group}
+    out, _ = run_devices(group, lambda ch: all_to_all(ch, ys[ch.me], group, 0, splits, 0 if even else 1))
+    for i, d in enumerate(group):
+        ref = np.concatenate([np.split(ys[p], np.cumsum(splits)[:-1])[i] for p in group], axis=0 if even else 1)
+        assert same_bits(out[d], ref)
+    got = placed()
+    assert got and (all(got) if even else not all(got))
+    out, _ = run_devices(group, lambda ch: all_reduce(ch, xs[ch.me] if even else xs[0], group, "sum"))
+    ref = fold([xs[p] if even else xs[0] for p in group], "sum")
+    assert all(same_bits(out[d], ref) for d in group)
+    got = placed()
+    assert got and all(got)
+    zs = {d: floats(rng, (2, 1 + d if not even else 2)) for d in group}
+    out, _ = run_devices(group, lambda ch: all_gather(ch, zs[ch.me], group, 1))
+    assert all(same_bits(out[d], np.concatenate([zs[p] for p in group], axis=1)) for d in group)
+    assert not placed()
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_collective_permute(seed):
     rng = np.random.default_rng(seed)

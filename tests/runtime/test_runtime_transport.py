@@ -76,3 +76,23 @@ def test_mailbox_times_out_and_matches_by_source_and_key():
 
     a, b, rest = asyncio.run(main())
     assert a[0] == 0 and b[0] == 1 and rest == []
+
+
+def test_a_message_is_copied_into_the_place_its_receiver_offers_when_it_fits():
+    async def main():
+        t = InMemoryTransport((0, 1))
+        place, other = np.empty(4), np.empty(3)
+        t.expect(1, 0, (0, 0), place)
+        t.expect(1, 0, (0, 1), other)  # a place of another shape: the message arrives as usual
+        x = np.arange(4.0)
+        await t.send(0, 1, (0, 0), x)
+        await t.send(0, 1, (0, 1), x)
+        x[:] = -1  # still the receiver's own copy
+        await t.send(0, 1, (0, 2), np.ones(2))
+        t.expect(1, 0, (0, 2), np.empty(2))  # offered after it arrived: not used
+        return place, other, [await t.recv(1, 0, (0, k)) for k in range(3)]
+
+    place, other, (a, b, c) = asyncio.run(main())
+    assert a is place and np.array_equal(a, np.arange(4.0))
+    assert b is not other and np.array_equal(b, np.arange(4.0))
+    assert np.array_equal(c, np.ones(2))

@@ -2,7 +2,7 @@
 one process: frames carry any array exactly and in order (small ones through the staging buffer,
 large ones received in place, frames straddling the buffer's end), a sync settles every frame
 before it while a refused frame is answered with its reason, a connection without the mesh's
-secret delivers nothing, and a closed peer fails the waiting answers."""
+secret delivers nothing, and a closed peer fails the waiting sync."""
 
 from __future__ import annotations
 
@@ -37,13 +37,11 @@ def test_frames_carry_every_array_exactly_and_in_order():
         listener = Listener(b"s" * 16, deliver)
         await listener.start()
         conn = Connection(listener.address, b"s" * 16)
-        answers = [conn.send(7, 1, 2, (k, 0), a, ("tag", k), f"note {k}") for k, a in enumerate(ARRAYS)]
-        answers.append(conn.send(7, 1, 2, (99,), np.ones(1), None, ""))
-        refused = await asyncio.wait_for(answers[-1], 5)  # answered at once, no sync needed
-        assert refused == "finished"
-        assert not any(a.done() for a in answers[:-1])  # "ok" is not said frame by frame...
+        sent = [conn.send(7, 1, 2, (k, 0), a, ("tag", k), f"note {k}") for k, a in enumerate(ARRAYS)]
+        sent.append(conn.send(7, 1, 2, (99,), np.ones(1), None, ""))
         await asyncio.wait_for(conn.sync(), 5)
-        assert [a.result() for a in answers] == ["ok"] * len(ARRAYS) + ["finished"]  # ...a sync settles them
+        assert conn.refused == {sent[-1]: "finished"}  # only a refusal is answered; a sync settles the rest
+        assert [conn.answer(seq) for seq in sent] == ["ok"] * len(ARRAYS) + ["finished"]
         conn.close()
         listener.close()
         return got
@@ -66,20 +64,21 @@ def test_a_connection_without_the_secret_delivers_nothing_and_a_closed_peer_fail
         listener = Listener(b"right secret 16b", deliver)
         await listener.start()
         wrong = Connection(listener.address, b"wrong secret 16b")
-        answer = wrong.send(0, 1, 2, (0,), np.ones(3), None, "")
+        wrong.send(0, 1, 2, (0,), np.ones(3), None, "")
         with pytest.raises(ConnectionError, match="closed"):
-            await asyncio.wait_for(answer, 5)
+            await asyncio.wait_for(wrong.sync(), 5)
         listener.close()
         return got
 
     assert _run(main()) == []
 
 
-def test_a_peer_that_is_not_listening_fails_the_send_not_hangs():
+def test_a_peer_that_is_not_listening_fails_the_sync_not_hangs():
     async def main():
         conn = Connection("\0simshard-nobody-listens-here", b"x" * 16)
+        conn.send(0, 0, 1, (0,), np.ones(2), None, "")
         with pytest.raises(ConnectionError):
-            await asyncio.wait_for(conn.send(0, 0, 1, (0,), np.ones(2), None, ""), 5)
+            await asyncio.wait_for(conn.sync(), 5)
 
     _run(main())
 
@@ -98,9 +97,9 @@ def test_a_large_array_travels_as_a_shared_memory_file_mapped_by_its_receiver(tm
         blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
         name = blocks.put(big, scope=1)
         assert blocks.put(big, scope=1) == name  # one file for an array sent to several peers
-        answers = [conn.send(0, 1, 2, (k,), big, None, "", shared=name) for k in range(2)]
+        sent = [conn.send(0, 1, 2, (k,), big, None, "", shared=name) for k in range(2)]
         await asyncio.wait_for(conn.sync(), 5)
-        assert [a.result() for a in answers] == ["ok", "ok"]
+        assert [conn.answer(seq) for seq in sent] == ["ok", "ok"]
         assert os.listdir(tmp_path) == [name]
         blocks.release()
         conn.close()
@@ -113,3 +112,71 @@ def test_a_large_array_travels_as_a_shared_memory_file_mapped_by_its_receiver(tm
         array = args[4]
         assert np.array_equal(array, big) and not array.flags.writeable  # a read-only view of the mapping
     assert sc.remove_shared(sc.shared_memory_prefix(b"s" * 16)) == 0
+
+
+def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkeypatch):
+    """A body of any size, and an array in a shared-memory file, are written into the array
+    ``place`` names (copied there from the mapped file); a frame with no place gets a new array."""
+    from simshard.runtime import socket_channel as sc
+
+    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    arrays = {0: np.arange(7, dtype=np.float32), 1: np.arange(3 << 18, dtype=np.float32).reshape(-1, 256),
+              2: np.arange(1 << 20, dtype=np.int32).reshape(1024, 1024), 3: np.arange(5, dtype=np.int64)}
+    places = {k: np.empty_like(a) for k, a in arrays.items() if k != 3}
+
+    async def main():
+        got = {}
+        listener = Listener(b"s" * 16, lambda run_id, src, dst, key, array, tag, note: (got.update({key[0]: array}), "ok")[1],
+                            place=lambda run_id, src, dst, key, dtype, shape: places.get(key[0]))
+        await listener.start()
+        conn = Connection(listener.address, b"s" * 16)
+        blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
+        for k, a in arrays.items():
+            conn.send(0, 1, 2, (k, 0), a, None, "", shared=blocks.put(a, scope=1) if k == 2 else None)
+        await asyncio.wait_for(conn.sync(), 5)
+        blocks.release()
+        conn.close()
+        listener.close()
+        return got
+
+    got = _run(main())
+    for k, a in arrays.items():
+        assert got[k].dtype == a.dtype and got[k].tobytes() == a.tobytes()
+        assert (got[k] is places[k]) if k in places else got[k].flags.writeable  # its own new array
+
+
+def test_mid_sized_bodies_go_through_the_ring_while_it_has_room(tmp_path, monkeypatch):
+    """Bodies from RING_MIN up to SHM_BYTES are copied through the connection's ring of shared
+    memory; one that finds no room (the unread ones fill it) crosses the socket; a sync frees the
+    ring (the next body starts at its beginning again) and removes its file's name. Every array
+    arrives exact, in order."""
+    from simshard.runtime import socket_channel as sc
+
+    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(sc, "RING_BYTES", 1 << 20)
+    arrays = [np.arange(k * 1000, k * 1000 + (100_000 + k), dtype=np.float32) for k in range(4)]  # ~400 KB each
+    arrays.insert(1, np.arange(10, dtype=np.int8))  # small: in the frame
+
+    async def main():
+        got = []
+        listener = Listener(b"s" * 16, lambda *a: (got.append(a), "ok")[1])
+        await listener.start()
+        conn = Connection(listener.address, b"s" * 16)
+        for k, a in enumerate(arrays):
+            conn.send(0, 1, 2, (k,), a, None, "")
+        offsets = conn.ring.head
+        await asyncio.wait_for(conn.sync(), 5)
+        files_after_sync = os.listdir(tmp_path)
+        conn.send(0, 1, 2, (len(arrays),), arrays[0], None, "")
+        restarted = conn.ring.head % (1 << 20)
+        await asyncio.wait_for(conn.sync(), 5)
+        conn.close()
+        listener.close()
+        return got, offsets, files_after_sync, restarted
+
+    got, head, files, restarted = _run(main())
+    assert [g[3] for g in got] == [(k,) for k in range(len(arrays) + 1)]
+    for g, a in zip(got, arrays + [arrays[0]]):
+        assert g[4].dtype == a.dtype and g[4].tobytes() == a.tobytes()
+    assert head == 400_000 + 400_064  # two big bodies in the ring; the next two found no room: the socket
+    assert files == [] and restarted == -(-arrays[0].nbytes // 64) * 64  # unlinked; the ring starts over
