@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..sharding.rows import distinct_rows
+from ..sharding.rows import distinct_rows, row_of, rows_of
 from .schedule import Free, Instr, Schedule
 
 
@@ -30,7 +30,6 @@ class PerDevice(Mapping):
 
     def __init__(self, ids: np.ndarray, codes: np.ndarray, values: Sequence):
         self.ids, self.codes, self.values = ids, codes, tuple(values)
-        self._dense = len(ids) == 0 or int(ids[-1]) == len(ids) - 1  # ids 0..n-1: a device is its row
 
     @staticmethod
     def of(devices: Sequence[int], per: Mapping[int, object]) -> "PerDevice":
@@ -76,14 +75,8 @@ class PerDevice(Mapping):
         values = list({id(v): v for v in self.values}.values())
         return PerDevice(self.ids, np.asarray(remap, dtype=np.int64)[self.codes], values)
 
-    def _row(self, device: int) -> int:
-        row = device if self._dense else int(np.searchsorted(self.ids, device))
-        if not (0 <= row < len(self.ids)) or self.ids[row] != device:
-            raise KeyError(device)
-        return row
-
     def __getitem__(self, device: int):
-        return self.values[self.codes[self._row(device)]]
+        return self.values[self.codes[row_of(self.ids, device)]]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.ids.tolist())
@@ -151,13 +144,12 @@ class ScheduleBuilder:
         index = {default: 0}
         values = [make(default)]
         codes = np.zeros(len(self.devices), dtype=np.int64)
-        rows = PerDevice(self._ids, codes, values)._row
         for d, k in keys.items():
             c = index.get(k)
             if c is None:
                 c = index[k] = len(values)
                 values.append(make(k))
-            codes[rows(d)] = c
+            codes[row_of(self._ids, d)] = c
         self.emit(PerDevice(self._ids, codes, values))
 
     def __len__(self) -> int:
@@ -219,7 +211,7 @@ class ScheduleBuilder:
         classes = self.classes()
         if not classes:
             return []
-        rows = np.searchsorted(self._ids, [m[0] for m in classes])
+        rows = rows_of(self._ids, [m[0] for m in classes])
         columns = [[slot] * len(classes) if isinstance(slot, Instr) else [slot.values[c] for c in slot.codes[rows].tolist()]
                    for slot in slots]
         return list(zip(classes, zip(*columns))) if columns else [(m, ()) for m in classes]

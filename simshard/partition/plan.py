@@ -29,7 +29,7 @@ from ..sharding.axes import merge_adjacent
 from ..sharding.layout import Layout, layout
 from ..sharding.mesh import Mesh
 from ..sharding.dims import Sharding
-from ..sharding.rows import distinct_rows
+from ..sharding.rows import distinct_rows, row_of, rows_of
 from .builder import PerDevice
 
 Group = tuple[int, ...]
@@ -87,10 +87,7 @@ class Shapes:
 
     def rows(self, devices) -> np.ndarray:
         """The rows of ``devices`` (an int array of device ids, any shape)."""
-        devices = np.asarray(devices, dtype=np.int64)
-        if len(self.ids) and self.ids[-1] == len(self.ids) - 1:  # ids 0..n-1: a device is its row
-            return devices
-        return np.searchsorted(self.ids, devices)
+        return rows_of(self.ids, devices)
 
     def per_device(self, values: np.ndarray, devices=None) -> dict[int, int]:
         """``{device: value}`` from an array of values for ``devices`` (default: every row)."""
@@ -104,13 +101,9 @@ class ShapeView(Mapping):
 
     def __init__(self, ids: np.ndarray, dims: np.ndarray):
         self.ids, self.dims = ids, dims
-        self._dense = len(ids) == 0 or int(ids[-1]) == len(ids) - 1
 
     def __getitem__(self, device: int) -> tuple[int, ...]:
-        row = device if self._dense else int(np.searchsorted(self.ids, device))
-        if not (0 <= row < len(self.ids)) or self.ids[row] != device:
-            raise KeyError(device)
-        return tuple(self.dims[row].tolist())
+        return tuple(self.dims[row_of(self.ids, device)].tolist())
 
     def __iter__(self):
         return iter(self.ids.tolist())

@@ -1,10 +1,13 @@
 """From proposed moves to checked steps: each move is verified on the layouts it connects.
 
 A move proposed on atoms (``greedy.Move``) is only a claim that a collective over some device
-groups turns one layout into the next. ``realize`` checks that claim on the layouts' index sets
-(uneven dims do not always nest: 10 rows over 2 then over 8 devices are blocks of 5 and of 2,
-and the second blocks do not sit inside the first) and, when it holds, returns the ``Step`` with
-its groups, per-device emission data and byte counts; None when it does not.
+groups turns one layout into the next. ``realize`` checks that claim on the layouts (uneven dims
+do not always nest: 10 rows over 2 then over 8 devices are blocks of 5 and of 2, and the second
+blocks do not sit inside the first) and, when it holds, returns the ``Step`` with its groups,
+per-device emission data (``PerDevice``) and byte counts; None when it does not. The check runs
+on the layouts' boxes (each block a range per dim) with numpy for all devices at once, and on
+the index arrays where the boxes do not show the claim (an empty block's range can sit anywhere)
+or a layout has none; bytes are counted from the local-shape arrays either way.
 """
 
 from __future__ import annotations

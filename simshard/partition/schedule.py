@@ -11,7 +11,7 @@ round-trip exactly (``to_bytes`` / ``from_bytes``).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 import msgpack

@@ -26,7 +26,7 @@ from ..errors import ReplicaMismatchError, ShardingError
 from .mesh import Mesh
 from .placements import DTensorSpec, cut_dim, pending_op
 from .reduce_ops import REDUCE_OPS
-from .rows import distinct_rows
+from .rows import distinct_rows, rows_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .dims import Sharding
@@ -240,10 +240,7 @@ class Boxes:
 
     def rows(self, devices) -> np.ndarray:
         """The rows of ``devices`` (an int array of device ids, any shape)."""
-        devices = np.asarray(devices, dtype=np.int64)
-        if len(self.ids) and self.ids[-1] == len(self.ids) - 1:  # ids 0..n-1: a device is its row
-            return devices
-        return np.searchsorted(self.ids, devices)
+        return rows_of(self.ids, devices)
 
     @property
     def sizes(self) -> np.ndarray:

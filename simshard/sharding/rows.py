@@ -1,5 +1,8 @@
-"""Distinct rows of an integer table, fast: the classes of devices (equal blocks, equal local
-shapes, equal groups) that layouts and schedules share work between.
+"""Tables with a row per device: which row a device is, and the distinct rows of an integer
+table, fast (the classes of devices, equal blocks, equal local shapes, equal groups, that layouts
+and schedules share work between).
+
+Per-device tables keep a row per device in ascending device id; ``rows_of`` finds them.
 
 ``np.unique(table, axis=0)`` sorts rows as opaque byte strings, slowly; a table whose columns
 fit in one 63-bit mixed-radix number is sorted as that number instead, which orders rows the
@@ -30,3 +33,20 @@ def distinct_rows(table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     else:
         _, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
     return table[first], first, inverse.reshape(-1)
+
+
+def rows_of(ids: np.ndarray, devices) -> np.ndarray:
+    """The rows of ``devices`` (device ids, any shape) in a table whose rows are the ascending
+    device ids ``ids``: the ids themselves when they are 0..n-1 (a device is its row)."""
+    devices = np.asarray(devices, dtype=np.int64)
+    if len(ids) and int(ids[-1]) == len(ids) - 1:
+        return devices
+    return np.searchsorted(ids, devices)
+
+
+def row_of(ids: np.ndarray, device: int) -> int:
+    """The row of one device (KeyError when it has none)."""
+    row = int(rows_of(ids, device))
+    if not (0 <= row < len(ids)) or ids[row] != device:
+        raise KeyError(device)
+    return row
