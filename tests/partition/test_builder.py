@@ -1,0 +1,48 @@
+"""The schedule builder (partition/builder.py): SPMD steps held once, as one instruction or a
+PerDevice table; classes of devices refined by the steps where devices differ; every device's
+schedule numbered by position, a class sharing one instruction tuple."""
+
+import numpy as np
+import pytest
+
+from simshard.partition.builder import PerDevice, ScheduleBuilder
+from simshard.partition.schedule import Compute, Literal
+
+
+def _lit(dst, v):
+    return Literal(0, "test", dst=dst, value=np.int32(v))
+
+
+def test_classes_split_only_where_devices_run_different_objects():
+    b = ScheduleBuilder([0, 1, 2, 3])
+    x = b.buf()
+    b.emit_same(_lit(x, 0))
+    b.emit_by(lambda d: d % 2, lambda d: _lit(x, d % 2))  # two values: evens and odds
+    assert b.classes() == [[0, 2], [1, 3]]
+    b.emit_keyed({3: 7}, 0, lambda v: _lit(x, v))  # device 3 alone differs
+    assert b.classes() == [[0, 2], [1], [3]]
+    y = b.buf()
+    b.emit_same(Compute(0, "test", op="neg", inputs=(x,), outputs=(y,)))
+    scheds = b.finish([], [y])
+    assert [i.id for i in scheds[0].instrs] == list(range(len(scheds[0].instrs)))
+    assert scheds[0].instrs is scheds[2].instrs and scheds[1].instrs is not scheds[3].instrs
+    assert [int(i.value) for i in scheds[3].instrs if i.kind == "literal"] == [0, 1, 7]
+    # the last read of x frees it, the same Free on every device
+    assert scheds[0].instrs[-1].kind == "free" and scheds[0].instrs[-1] is scheds[3].instrs[-1]
+
+
+def test_a_table_with_one_object_for_every_class_is_one_instruction():
+    b = ScheduleBuilder([0, 1, 2])
+    one = _lit(b.buf(), 5)
+    b.emit(PerDevice(np.arange(3), np.array([0, 1, 0]), [one, one]))  # two classes, one object
+    assert b.steps == [one] and b.classes() == [[0, 1, 2]]
+
+
+def test_per_device_tables_read_as_mappings():
+    t = PerDevice(np.array([3, 7, 8]), np.array([1, 0, 1]), ["a", "b"])
+    assert dict(t) == {3: "b", 7: "a", 8: "b"} and len(t) == 3
+    assert t.map(str.upper)[8] == "B"
+    with pytest.raises(KeyError):
+        t[4]
+    assert dict(PerDevice.of_table(np.arange(4), np.array([[1, 2], [0, 0], [1, 2], [0, 0]]), lambda r: r)) == {
+        0: (1, 2), 1: (0, 0), 2: (1, 2), 3: (0, 0)}
