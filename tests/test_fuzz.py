@@ -133,4 +133,8 @@ def test_random_programs_run_bitwise_or_raise_simshards_errors(data):
         event(f"refused: {type(e).__name__}")
         return  # refused, naming the problem: allowed (an uneven P on an explicit type, say)
     event("ran")
-    assert res.verify.bitwise, res.verify.render()
+    # every output bit for bit; an intermediate may differ only where a sharded sum was reduced
+    # after a linear op (a pending sum times 0.0: numpy's sums start from +0.0, so contributions
+    # of -0.0 and +0.0 give +0.0 where the whole sum times 0.0 gives -0.0), which opcheck names
+    assert all(c.bitwise for c in res.verify.checks) and not res.verify.wrong_ops, res.verify.render()
+    assert all(c.bitwise or c.legitimate for c in res.verify.op_checks), res.verify.render()

@@ -169,3 +169,17 @@ def test_exact_inputs_make_the_sharded_sum_bitwise(dtype):
     assert [c.what for c in res.verify.op_checks] == ["op %2 dot_general"]
     cp = res.spmd.checkpoints[0]
     assert cp.reassociated == (("x",) if dtype == np.float32 else ())
+
+
+def test_a_pending_sum_times_zero_differs_only_in_a_zeros_sign_and_is_named_reassociated():
+    """x + x.sum(0) * 0.0 with x's one row over z (the other z device's block empty): the sum
+    stays pending through the product, whose contributions are -4 * 0.0 = -0.0 and (numpy's
+    sums start from +0.0) +0.0 * 0.0 = +0.0, combining to +0.0 where the whole sum gives -0.0.
+    The output is bitwise; the product's check names the reassociation, not a wrong partition."""
+    mesh = ss.Mesh({"y": 2, "z": 2})
+    x = np.array([[6.0, 2.0, 0.0, -4.0]], dtype=np.float32)
+    res = ss.run(lambda x: x + x.sum(axis=0) * 0.0, x, mesh=mesh, in_shardings=(ss.P("z", None),),
+                 out_shardings=ss.P("y", None), backend="local")  # the sum is reduced after the add
+    assert all(c.bitwise for c in res.verify.checks) and res.verify.ok and not res.verify.wrong_ops
+    (mul,) = [c for c in res.verify.op_checks if "mul" in c.what]
+    assert not mul.bitwise and mul.legitimate and mul.reassociated == ("z",) and mul.first_index == (3,)
