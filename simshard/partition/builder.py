@@ -143,13 +143,13 @@ class ScheduleBuilder:
         devices it moves data between). ``make`` runs once per distinct key."""
         index = {default: 0}
         values = [make(default)]
-        codes = np.zeros(len(self.devices), dtype=np.int64)
-        for d, k in keys.items():
-            c = index.get(k)
-            if c is None:
-                c = index[k] = len(values)
+        for k in keys.values():
+            if k not in index:
+                index[k] = len(values)
                 values.append(make(k))
-            codes[row_of(self._ids, d)] = c
+        codes = np.zeros(len(self.devices), dtype=np.int64)
+        if keys:
+            codes[rows_of(self._ids, list(keys))] = [index[k] for k in keys.values()]
         self.emit(PerDevice(self._ids, codes, values))
 
     def __len__(self) -> int:

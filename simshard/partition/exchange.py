@@ -248,9 +248,9 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
 def _pair_axes(mesh, pairs) -> tuple[str, ...]:
     """The mesh axes a round's transfers cross: those along which some pair's coordinates differ
     (what the communication report and the time estimate charge the round to)."""
-    names = mesh.axis_names
-    crossed = set()
-    for s, t in pairs:
-        cs, ct = mesh.coords(s), mesh.coords(t)
-        crossed.update(n for n, a, b in zip(names, cs, ct) if a != b)
-    return tuple(n for n in names if n in crossed)
+    if not pairs:
+        return ()
+    pos = mesh._position
+    s = np.array([pos[a] for a, _ in pairs])
+    t = np.array([pos[b] for _, b in pairs])
+    return tuple(n for n in mesh.axis_names if bool(np.any(mesh.axis_indices(n)[s] != mesh.axis_indices(n)[t])))

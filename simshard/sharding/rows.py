@@ -46,7 +46,8 @@ def rows_of(ids: np.ndarray, devices) -> np.ndarray:
 
 def row_of(ids: np.ndarray, device: int) -> int:
     """The row of one device (KeyError when it has none)."""
-    row = int(rows_of(ids, device))
-    if not (0 <= row < len(ids)) or ids[row] != device:
+    n = len(ids)
+    row = device if n and ids[-1] == n - 1 else int(np.searchsorted(ids, device))
+    if not (0 <= row < n) or ids[row] != device:
         raise KeyError(device)
     return row
