@@ -65,10 +65,11 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         member.append(sig)
     cls_src = [contribution_class(L, s) for s in L.devices]
     bases: dict[tuple, np.ndarray] = {}  # per contribution class: the sources of that class
-    holders: dict[tuple, np.ndarray] = {}  # per (class, cell): the sources holding the cell
+    holders: dict[tuple, tuple] = {}  # per (class, cell): which sources hold the cell (mask, positions)
     placed: dict[tuple, range | tuple] = {}  # positions of a target run in a source block, by arrays
     cut: dict[int, tuple] = {}  # per target block: its runs of elements with one set of holders, per dim
-    load = {s: 0 for s in L.devices}
+    load = np.zeros(len(src_devs), dtype=np.int64)  # elements each source sends, by position
+    row = {int(s): k for k, s in enumerate(src_devs)}  # device -> its position in src_devs
     local: dict[int, list] = {d: [] for d in devices}
     edges: list[tuple[int, int, tuple, tuple, int]] = []  # (source, target, positions, starts, elements)
     for d in devices:
@@ -88,14 +89,15 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
                 ok = base.copy()
                 for k, (a, b, s) in enumerate(cell):
                     ok &= member[k][s][arrid[k]]
-                holders[key] = src_devs[ok]
-            cands = holders[key]
+                holders[key] = (ok, np.flatnonzero(ok))
+            ok, cands = holders[key]
             if len(cands) == 0:
                 return None
-            if d in cands:
+            if ok[row[d]]:
                 src = d
-            else:
-                src = int(min(cands, key=lambda h: (load[int(h)], (int(h) - d) % len(devices))))
+            else:  # the least-loaded holder, the first after d (cyclically) among equals
+                least = cands[load[cands] == load[cands].min()]
+                src = int(src_devs[least[np.argmin((src_devs[least] - d) % len(devices))]])
             n = math.prod(b - a for a, b, _ in cell)
             pos = []
             for k, (a, b, _) in enumerate(cell):
@@ -108,7 +110,7 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
             if src == d:
                 local[d].append((tuple(pos), starts))
             else:
-                load[src] += n
+                load[row[src]] += n
                 edges.append((src, d, tuple(pos), starts, n))
     colors = _edge_colouring([(s, t) for s, t, *_ in edges])
     nrounds = max(colors, default=-1) + 1
@@ -159,17 +161,23 @@ def _edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
     the largest degree (Koenig), flipping alternating paths when both ends' free colours differ."""
     at_s: dict[int, dict[int, int]] = {}  # sender -> colour -> edge index
     at_t: dict[int, dict[int, int]] = {}
+    low: dict[tuple[str, int], int] = {}  # per node: no colour below this one is free
     colour = [-1] * len(edges)
 
-    def free(m: dict[int, int]) -> int:
-        c = 0
+    def free(m: dict[int, int], node: tuple[str, int]) -> int:
+        c = low.get(node, 0)
         while c in m:
             c += 1
+        low[node] = c
         return c
+
+    def release(node: tuple[str, int], c: int) -> None:
+        if c < low.get(node, 0):
+            low[node] = c
 
     for e, (s, t) in enumerate(edges):
         ms, mt = at_s.setdefault(s, {}), at_t.setdefault(t, {})
-        a, b = free(ms), free(mt)
+        a, b = free(ms, ("s", s)), free(mt, ("t", t))
         if a not in mt:
             c = a
         elif b not in ms:
@@ -192,6 +200,8 @@ def _edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
                 old = colour[f]
                 del at_s[fs][old]
                 del at_t[ft][old]
+                release(("s", fs), old)
+                release(("t", ft), old)
             for f in path:
                 fs, ft = edges[f]
                 new = b if colour[f] == a else a
