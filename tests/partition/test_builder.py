@@ -46,3 +46,14 @@ def test_per_device_tables_read_as_mappings():
         t[4]
     assert dict(PerDevice.of_table(np.arange(4), np.array([[1, 2], [0, 0], [1, 2], [0, 0]]), lambda r: r)) == {
         0: (1, 2), 1: (0, 0), 2: (1, 2), 3: (0, 0)}
+
+
+def test_devices_that_are_not_0_to_n_find_their_rows():
+    """A mesh over devices 3, 7 and 8 (fewer ciphertexts, a sub-mesh): tables look rows up by id."""
+    b = ScheduleBuilder([8, 3, 7])
+    x = b.buf()
+    b.emit_keyed({7: 1}, 0, lambda v: _lit(x, v))
+    assert b.classes() == [[3, 8], [7]]
+    scheds = {s.device: s for s in b.finish([], [x])}
+    assert [int(i.value) for i in scheds[7].instrs if i.kind == "literal"] == [1]
+    assert scheds[3].instrs is scheds[8].instrs
