@@ -121,6 +121,25 @@ def meshes(draw, max_axes=3, permuted=True, name="mesh"):
 
 
 @st.composite
+def shapes(draw, rank):
+    return tuple(draw(st.sampled_from([1, 2, 3, 4, 5, 6, 8, 12])) for _ in range(rank))
+
+
+@st.composite
+def reshard_cases(draw, ops=("sum", "max")):
+    """(mesh, shape, source, target): a random reshard, both shardings pending under one op."""
+    mesh = draw(meshes(), label="mesh")
+    rank = draw(st.integers(1, 3), label="rank")
+    shape = draw(shapes(rank), label="shape")
+    op = draw(st.sampled_from(list(ops)), label="op")
+    if op == "avg" and 3 in mesh.axis_sizes:  # an average kept pending over 3 devices divides by 3
+        op = "sum"
+    src = draw(shardings(mesh, rank, reduce_op=op), label="src")
+    dst = draw(shardings(mesh, rank, reduce_op=op), label="dst")
+    return mesh, shape, src, dst
+
+
+@st.composite
 def shardings(draw, mesh: Mesh, rank: int, pending=True, reduce_op=None):
     """Each axis (or, for axes of 4, each half) goes to a random dim, to the pending set, or nowhere.
     Axes of size 1 are drawn like any other: a sharding may name them, and propagation and the

@@ -12,14 +12,12 @@ import dataclasses
 import importlib
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from simshard.partition import plan as plan_module
 from simshard.partition import reshard as reshard_module
 from simshard.partition.reshard import plan_reshard
 
-from .helpers import meshes, shardings
-from .test_reshard import shapes
+from .helpers import reshard_cases
 
 dims_module = importlib.import_module("simshard.sharding.dims")
 layout_module = importlib.import_module("simshard.sharding.layout")  # the package exports a function of that name
@@ -61,14 +59,9 @@ def _summary(plan):
 
 
 @SETTINGS
-@given(st.data())
-def test_a_plan_on_boxes_equals_the_plan_on_index_arrays(data):
-    mesh = data.draw(meshes(), label="mesh")
-    rank = data.draw(st.integers(1, 3), label="rank")
-    shape = data.draw(shapes(rank), label="shape")
-    op = data.draw(st.sampled_from(["sum", "max"]), label="op")
-    src = data.draw(shardings(mesh, rank, reduce_op=op), label="src")
-    dst = data.draw(shardings(mesh, rank, reduce_op=op), label="dst")
+@given(reshard_cases())
+def test_a_plan_on_boxes_equals_the_plan_on_index_arrays(case):
+    _, shape, src, dst = case
     _clear_caches()
     assert layout_module.layout(src, shape).boxes is not None
     on_boxes = _summary(plan_reshard(src, dst, shape))
