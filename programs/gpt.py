@@ -252,19 +252,18 @@ def estimate_pipeline(name: str, strategy: str, mesh: dict, pipeline, topology=N
         return ss.estimate(lambda g, p: {k: p[k] - 0.125 * g[k] for k in p}, p, p, mesh=inner, in_shardings=(g, s),
                            out_shardings=s, topology=topology)
 
-    head = list(shapes)
     labels = ss.ShapeDtype((sc.batch, sc.seq, sc.vocab), np.float32)
     last = ss.estimate(last_stage_step(sc), params, act, labels, mesh=inner, in_shardings=(specs, x_spec, y_spec),
                        out_shardings=(grads, x_spec), topology=topology)
     boundary = ss.layout(ss.NamedSharding(inner, x_spec), act.shape)
     boundary_bytes = max(int(np.prod(boundary.local_shape(d))) for d in inner.device_ids) * 4
     if pipeline.stages == 1:
-        return PipelineEstimate(pipeline, last, boundary_bytes, sync_of(head), topology)
+        return PipelineEstimate(pipeline, last, boundary_bytes, sync_of(list(shapes)), topology)
     body = list(sc.layer_params)
     stage = ss.estimate(stage_step(sc), {k: params[k] for k in body}, act, act, mesh=inner,
                         in_shardings=({k: specs[k] for k in body}, x_spec, x_spec),
                         out_shardings=({k: grads[k] for k in body}, x_spec), topology=topology)
-    return PipelineEstimate(pipeline, stage, boundary_bytes, sync_of(body), topology, last, sync_of(head))
+    return PipelineEstimate(pipeline, stage, boundary_bytes, sync_of(body), topology, last, sync_of(list(shapes)))
 
 
 def _pending_axes(strategy: str, mesh) -> tuple[str, ...]:

@@ -49,7 +49,7 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 
 from simshard.ops.registry import OPS
-from simshard.ops.dynamic import _clamped
+from simshard.ops.dynamic import update_into
 from simshard.partition.schedule import Instr, Schedule, participants, updates_in_place
 from simshard.report.comm import CommRecord, analytic_min_bytes
 from simshard.report.memory import DeviceMemory
@@ -281,8 +281,7 @@ class Executor:
         if in_place and self._owns(ins.inputs[0], args[0]):
             # a scan writing its stacked output: the update lands in the held buffer, nothing new
             # is allocated (the memory accounting counts no new bytes, as on a device)
-            x, update, *starts = args
-            x[_clamped(starts, x.shape, np.shape(update))] = np.asarray(update, dtype=x.dtype)
+            update_into(*args)
             return
         try:
             outs = op.kernel(*args, **dict(ins.params))

@@ -68,9 +68,15 @@ def _dus_eval(x: Aval, update: Aval, *starts: Aval, **_):
     return (Aval(x.shape, x.dtype),)
 
 
+def update_into(x: np.ndarray, update, *starts) -> None:
+    """``dynamic_update_slice`` written into ``x`` itself (starts clamped so the update fits):
+    the kernel on a copy, or an executor updating a buffer it owns in place."""
+    x[_clamped(starts, x.shape, np.shape(update))] = np.asarray(update, dtype=x.dtype)
+
+
 def _dus_kernel(x, update, *starts, **_):
     out = np.array(x, copy=True)
-    out[_clamped(starts, out.shape, np.shape(update))] = np.asarray(update, dtype=out.dtype)
+    update_into(out, update, *starts)
     return (out,)
 
 

@@ -1,8 +1,9 @@
 """Building SPMD schedules: every device gets the same sequence of instruction ids.
 
 ``ScheduleBuilder`` holds the SPMD steps once, not one list per device: a step is one instruction
-every device runs (the usual case), or a mapping device -> instruction where devices differ (a
-Slice keeping different positions, a collective over different groups). Buffer numbers are
+every device runs (the usual case), or a ``PerDevice`` table where devices differ (a Slice keeping
+different positions, a collective over different groups: an instruction per class of devices
+and a class number per device). Buffer numbers are
 allocated once for all devices, so position ``i`` holds the same step on every device, with the
 same id and the same buffers. The builder also keeps the *classes* of devices that run the same
 instruction objects at every step so far (refined only by steps where devices differ): a class's
@@ -34,15 +35,21 @@ class PerDevice(Mapping):
     @staticmethod
     def of(devices: Sequence[int], per: Mapping[int, object]) -> "PerDevice":
         """From a mapping over ``devices`` (ascending), devices with the same object in one class."""
-        seen: dict[int, int] = {}
+        return PerDevice.by_key(devices, lambda d: id(per[d]), per.__getitem__)
+
+    @staticmethod
+    def by_key(devices: Sequence[int], key: Callable[[int], object], make: Callable[[int], object]) -> "PerDevice":
+        """One class per distinct ``key(device)`` over ``devices`` (ascending), its value made
+        once by ``make`` on its first device."""
+        index: dict = {}
         values: list = []
         codes = []
         for d in devices:
-            v = per[d]
-            c = seen.get(id(v))
+            k = key(d)
+            c = index.get(k)
             if c is None:
-                c = seen[id(v)] = len(values)
-                values.append(v)
+                c = index[k] = len(values)
+                values.append(make(d))
             codes.append(c)
         return PerDevice(np.asarray(devices, dtype=np.int64), np.asarray(codes, dtype=np.int64), values)
 
@@ -57,10 +64,7 @@ class PerDevice(Mapping):
     def of_table(ids: np.ndarray, table: np.ndarray, make: Callable[[tuple], object]) -> "PerDevice":
         """One class per distinct row of ``table`` ([devices, k] ints, a row per device in
         ``ids`` order), its value ``make(row as a tuple of ints)``."""
-        table = np.asarray(table, dtype=np.int64).reshape(len(ids), -1)
-        if not table.shape[1] or not len(ids):
-            return PerDevice(ids, np.zeros(len(ids), dtype=np.int64), [make(())] if len(ids) else [])
-        rows, _, inverse = distinct_rows(table)
+        rows, _, inverse = distinct_rows(np.asarray(table, dtype=np.int64))
         return PerDevice(ids, inverse, [make(tuple(r)) for r in rows.tolist()])
 
     def map(self, fn: Callable) -> "PerDevice":
@@ -68,11 +72,16 @@ class PerDevice(Mapping):
 
     def distinct(self) -> "PerDevice":
         """The same mapping with one class per distinct object (classes that got one object merged)."""
-        first: dict[int, int] = {}
-        remap = [first.setdefault(id(v), len(first)) for v in self.values]
-        if len(first) == len(self.values):
+        index: dict[int, int] = {}
+        values: list = []
+        remap = []
+        for v in self.values:
+            if id(v) not in index:
+                index[id(v)] = len(values)
+                values.append(v)
+            remap.append(index[id(v)])
+        if len(values) == len(self.values):
             return self
-        values = list({id(v): v for v in self.values}.values())
         return PerDevice(self.ids, np.asarray(remap, dtype=np.int64)[self.codes], values)
 
     def __getitem__(self, device: int):
@@ -107,9 +116,10 @@ class ScheduleBuilder:
     def emit(self, make: Callable[[int], Instr] | Mapping[int, Instr]) -> None:
         """Append one SPMD step: ``make(device)`` (or ``make[device]``) is that device's copy.
         Ids are placeholders here; ``finish`` numbers them."""
-        if not isinstance(make, PerDevice) or not np.array_equal(make.ids, self._ids):
+        if isinstance(make, PerDevice) and np.array_equal(make.ids, self._ids):
+            make = make.distinct()  # classes a table made one object for run as one
+        else:
             make = PerDevice.of(self.devices, make if isinstance(make, Mapping) else {d: make(d) for d in self.devices})
-        make = make.distinct()
         if len(make.values) <= 1:  # every device runs one instruction
             if make.values:
                 self.steps.append(make.values[0])
@@ -127,15 +137,7 @@ class ScheduleBuilder:
         """One SPMD step whose instruction depends on the device only through ``key(device)``:
         ``make`` runs once per distinct key and devices with equal keys share its instruction
         (which keeps the schedules small and lets the estimate walk a class of devices once)."""
-        made: dict = {}
-
-        def shared(d):
-            k = key(d)
-            if k not in made:
-                made[k] = make(d)
-            return made[k]
-
-        self.emit(shared)
+        self.emit(PerDevice.by_key(self.devices, key, make))
 
     def emit_keyed(self, keys: Mapping[int, object], default, make: Callable[[object], Instr]) -> None:
         """One SPMD step whose instruction depends on a device only through a key: ``keys[d]``
@@ -167,8 +169,7 @@ class ScheduleBuilder:
             return []
         order = np.argsort(self._codes, kind="stable")
         bounds = np.flatnonzero(np.diff(self._codes[order])) + 1
-        ids = np.asarray(self.devices, dtype=np.int64)
-        members = [ids[part].tolist() for part in np.split(order, bounds)]
+        members = [self._ids[part].tolist() for part in np.split(order, bounds)]
         return sorted(members, key=lambda m: m[0])
 
     # -- finishing -------------------------------------------------------------------------------

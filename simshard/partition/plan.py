@@ -126,11 +126,7 @@ def _per_layout(L: Layout) -> tuple:
             ids = np.array(sorted(L.devices), dtype=np.int64)
             dims = np.array([[len(ix) for ix in L.index_map[d]] for d in ids.tolist()], dtype=np.int64)
             dims = dims.reshape(len(ids), len(L.shape))
-        if len(ids) and len(L.shape):
-            classes = distinct_rows(dims)[2]
-        else:
-            classes = np.zeros(len(ids), np.int64)
-        sh = Shapes(ids, dims, np.prod(dims, axis=1, dtype=np.int64), classes)
+        sh = Shapes(ids, dims, np.prod(dims, axis=1, dtype=np.int64), distinct_rows(dims)[2])
         hit = (L, sh, ShapeView(ids, dims))
         if len(_PER_LAYOUT) > 8192:
             _PER_LAYOUT.clear()
@@ -164,18 +160,7 @@ def by_block(devices: Sequence[int], L: Layout, make) -> PerDevice:
         _, first, inverse = distinct_rows(np.concatenate([L.boxes.lo, L.boxes.hi], axis=1))
         return PerDevice(ids, inverse, [make(devices[i]) for i in first.tolist()])
     # devices holding one block share its index arrays (layouts make them once per block)
-    return PerDevice.of(devices, _shared_by_key(devices, lambda d: tuple(map(id, L.indices(d))), make))
-
-
-def _shared_by_key(devices, key, make) -> dict:
-    made: dict = {}
-    out = {}
-    for d in devices:
-        k = key(d)
-        if k not in made:
-            made[k] = make(d)
-        out[d] = made[k]
-    return out
+    return PerDevice.by_key(devices, lambda d: tuple(map(id, L.indices(d))), make)
 
 
 def local_shapes(L: Layout) -> ShapeView:

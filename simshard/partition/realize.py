@@ -138,13 +138,10 @@ def _slice_on_boxes(L: Layout, L2: Layout) -> PerDevice | None:
     if not ((empty | ((a.lo <= b.lo) & (b.hi <= a.hi))).all()):
         return None
     start = np.where(empty, 0, b.lo - a.lo)
-    keys = np.concatenate([start, b.sizes], axis=1)
-    if not keys.shape[1]:
-        return PerDevice(a.ids, np.zeros(len(a.ids), dtype=np.int64), [()])
-    distinct, _, inverse = distinct_rows(keys)
+    distinct, _, inverse = distinct_rows(np.concatenate([start, b.sizes], axis=1))
     rank = start.shape[1]
     made = [tuple(range(row[k], row[k] + row[rank + k]) for k in range(rank)) for row in distinct.tolist()]
-    return PerDevice(a.ids, inverse.reshape(-1), made)
+    return PerDevice(a.ids, inverse, made)
 
 
 def _positions_of(outer: np.ndarray, inner: np.ndarray) -> range | tuple | None:
@@ -187,21 +184,28 @@ def _all_gather(move, before, after, L, L2, shape, item, mesh):
     if not (_gather_on_boxes(L, L2, k, G) or _gather_on_arrays(L, L2, k, groups)):
         return None
     sh = shapes_of(L)
-    n = sh.elements[sh.rows(G)]
-    rec = (n.sum(axis=1, keepdims=True) - n) * item
-    rec = sh.per_device(rec, G)
+    r = sh.rows(G)
+    n = sh.elements[r]
+    rec = sh.per_device((n.sum(axis=1, keepdims=True) - n) * item, G)
     return Step("all_gather", before, after, shape, item, tuple(groups), axes_label(mesh, move.atoms), dim=k,
                 sent=sh.per_device(n * (G.shape[1] - 1) * item, G), received=rec, minimum=rec,
-                data=PerDevice.by_rows(sh.ids, sh.rows(G), groups))
+                data=PerDevice.by_rows(sh.ids, r, groups))
+
+
+def _boxes(L, L2, G):
+    """Both layouts' boxes and the rows of the groups' members in each, or None (a layout
+    without boxes: its claims are checked on the index arrays)."""
+    if L.boxes is None or L2.boxes is None:
+        return None
+    return L.boxes, L.boxes.rows(G), L2.boxes, L2.boxes.rows(G)
 
 
 def _gather_on_boxes(L, L2, k, G) -> bool:
     """On boxes: each member's ``L2`` block is its ``L`` block with dim ``k`` the group's blocks
     one after another, and the members' blocks agree off ``k``."""
-    if L.boxes is None or L2.boxes is None:
+    if (got := _boxes(L, L2, G)) is None:
         return False
-    a, b = L.boxes, L2.boxes
-    r, r2 = a.rows(G), b.rows(G)
+    a, r, b, r2 = got
     off = _other_dims(len(L.shape), (k,))
     return (_same(a, r, b, r2, off) and _same(a, r, a, r[:, :1], off)
             and _stacked(a, r, k, b, r2))
@@ -260,21 +264,27 @@ def _all_to_all(move, before, after, L, L2, shape, item, mesh):
 def _all_to_all_on_boxes(L, L2, i, j, G) -> bool:
     """On boxes: dim ``j`` of the group's first block is split over the members in order, dim
     ``i`` gathers the members' blocks in order, the rest agrees."""
-    if L.boxes is None or L2.boxes is None:
+    if (got := _boxes(L, L2, G)) is None:
         return False
-    a, b = L.boxes, L2.boxes
-    r, r2 = a.rows(G), b.rows(G)
+    a, r, b, r2 = got
     off = _other_dims(len(L.shape), (i, j))
     return (_stacked(b, r2, j, a, r[:, :1]) and _same(a, r, a, r[:, :1], [j]) and _stacked(a, r, i, b, r2)
             and _same(a, r, b, r2, off) and _same(a, r, a, r[:, :1], off))
 
 
+def _split_over(L, L2, j, G) -> bool:
+    """On the arrays: the members' ``L2`` blocks along dim ``j``, in order, are the first
+    member's ``L`` block along it."""
+    B = L.index_map[G[0]][j]
+    return (sum(len(L2.index_map[m][j]) for m in G) == len(B)
+            and _eq(np.concatenate([L2.index_map[m][j] for m in G]), B))
+
+
 def _all_to_all_on_arrays(L, L2, i, j, groups) -> bool:
     for G in groups:
-        B = L.index_map[G[0]][j]
-        sp = [len(L2.index_map[m][j]) for m in G]
-        if sum(sp) != len(B) or not _eq(np.concatenate([L2.index_map[m][j] for m in G]), B):
+        if not _split_over(L, L2, j, G):
             return False
+        B = L.index_map[G[0]][j]
         cat_i = np.concatenate([L.index_map[m][i] for m in G])
         for m in G:
             if not _eq(L.index_map[m][j], B) or not _eq(L2.index_map[m][i], cat_i):
@@ -312,10 +322,9 @@ def scatter_step(before, after, L, L2, j, groups, axes, item, reduce_order) -> S
 
 def _scatter_on_boxes(L, L2, j, G) -> bool:
     """On boxes: the members hold one block, whose dim ``j`` ``L2`` splits over them in order."""
-    if L.boxes is None or L2.boxes is None:
+    if (got := _boxes(L, L2, G)) is None:
         return False
-    a, b = L.boxes, L2.boxes
-    r, r2 = a.rows(G), b.rows(G)
+    a, r, b, r2 = got
     every = list(range(len(L.shape)))
     return (_stacked(b, r2, j, a, r[:, :1]) and _same(a, r, a, r[:, :1], every)
             and _same(a, r, b, r2, _other_dims(len(L.shape), (j,))))
@@ -323,9 +332,7 @@ def _scatter_on_boxes(L, L2, j, G) -> bool:
 
 def _scatter_on_arrays(L, L2, j, groups) -> bool:
     for G in groups:
-        B = L.index_map[G[0]][j]
-        sp = [len(L2.index_map[m][j]) for m in G]
-        if sum(sp) != len(B) or not _eq(np.concatenate([L2.index_map[m][j] for m in G]), B):
+        if not _split_over(L, L2, j, G):
             return False
         for m in G:
             if not _same_block(L, G[0], L, m) or not _same_block(L, m, L2, m, (j,)):
@@ -356,10 +363,9 @@ def all_reduce_step(before, after, L, L2, groups, axes, item) -> Step | None:
 
 
 def _reduce_on_boxes(L, L2, G) -> bool:
-    if L.boxes is None or L2.boxes is None:
+    if (got := _boxes(L, L2, G)) is None:
         return False
-    a, b = L.boxes, L2.boxes
-    r, r2 = a.rows(G), b.rows(G)
+    a, r, b, r2 = got
     every = list(range(len(L.shape)))
     return _same(a, r, a, r[:, :1], every) and _same(a, r, b, r2, every)
 
@@ -440,9 +446,8 @@ def _embed(move, before, after, L, L2, shape, item, mesh):
 def _unreduce(move, before, after, L, L2, shape, item, mesh):
     """Keep the value on the first device of each group over the atoms (every device for an
     idempotent op), the identity elsewhere: data (keep, local shape) per device."""
-    if not (L.boxes is not None and L2.boxes is not None and L.boxes.same_as(L2.boxes)):
-        if not all(_same_block(L, d, L2, d) for d in L.devices):
-            return None
+    if not L.same_blocks(L2):
+        return None
     sh = shapes_of(L)
     keep = np.ones(len(sh.ids), dtype=np.int64)
     if not REDUCE_OPS[L2.reduce_op].idempotent:

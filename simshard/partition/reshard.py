@@ -379,7 +379,7 @@ def _generic(S, T, shape, item) -> list[Step]:
         cur = st.after
     target_plain: Any = T
     if L2.unreduced and not keep_pending:
-        target_plain = Layout(L2.mesh, L2.shape, L2.index_map)
+        target_plain = L2.without_pending()
     if not layout_of(cur, shape).same_as(layout_of(target_plain, shape)):
         ex = plan_exchange(cur, target_plain, shape, item)
         if ex is None:  # pragma: no cover
@@ -400,7 +400,7 @@ def _layout_reduce_scatter(S, L: Layout, L2: Layout, shape, item) -> Step | None
     block (groups combine in their canonical order), or None."""
     if L.mesh != L2.mesh or L2.unreduced:
         return None
-    after = Layout(L2.mesh, L2.shape, L2.index_map, boxes=L2.boxes)
+    after = L2.without_pending()
     labels = tuple(r.short() for r in L.unreduced)
     for k in range(len(shape)):
         st = scatter_step(S, after, L, L2, k, tuple(L.reduce_groups()), labels, item, lambda G: G)
@@ -411,5 +411,5 @@ def _layout_reduce_scatter(S, L: Layout, L2: Layout, shape, item) -> Step | None
 
 def _layout_all_reduce(S, L: Layout, shape, item) -> Step:
     """An all-reduce over the reduce groups."""
-    after = Layout(L.mesh, L.shape, L.index_map, boxes=L.boxes)
+    after = L.without_pending()
     return all_reduce_step(S, after, L, after, tuple(L.reduce_groups()), tuple(r.short() for r in L.unreduced), item)

@@ -15,7 +15,7 @@ Each dialect keeps its own uneven rule:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -198,7 +198,7 @@ class Layout:
         same pending reductions)?"""
         if self.shape != other.shape or set(self.devices) != set(other.devices):
             return False
-        if not (self.boxes and other.boxes and self.boxes.same_as(other.boxes)) and not self._same_blocks(other):
+        if not self.same_blocks(other):
             return False
         if bool(self.unreduced) != bool(other.unreduced):
             return False
@@ -209,7 +209,11 @@ class Layout:
                 return False
         return True
 
-    def _same_blocks(self, other: "Layout") -> bool:
+    def same_blocks(self, other: "Layout") -> bool:
+        """Does every device hold the same indices in the same local order under both (pending
+        reductions aside)? On the boxes where both have equal ones, else on the index arrays."""
+        if self.boxes is not None and other.boxes is not None and self.boxes.same_as(other.boxes):
+            return True
         seen: set[tuple[int, int]] = set()  # devices holding one block share its tuple of index arrays
         for d in self.devices:
             a, b = self.index_map[d], other.index_map[d]
@@ -219,6 +223,10 @@ class Layout:
                 return False
             seen.add((id(a), id(b)))
         return True
+
+    def without_pending(self) -> "Layout":
+        """The same blocks, every device holding its values (no pending reduction)."""
+        return replace(self, unreduced=(), reduce_op="sum")
 
     __eq__ = same_as  # type: ignore[assignment]
     __hash__ = None  # type: ignore[assignment]
