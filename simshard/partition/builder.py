@@ -183,21 +183,22 @@ class ScheduleBuilder:
 
     def _slots(self, keep: Iterable[int], inputs: Sequence[int]) -> list[Instr | PerDevice]:
         """The steps with a ``Free`` after each buffer's last use. Buffer numbers are the same on
-        every device (module docstring), so one device's list tells where; every class shares
-        the Free objects."""
-        first = self.instrs_of(self.devices[0]) if self.devices else []
+        every device (module docstring), so a step's use of a buffer is that of any of its
+        values (devices may read different buffers at one step, e.g. an exchange round whose
+        relays send from the block they assemble); every class shares the Free objects."""
         keep = set(keep)
         last: dict[int, int] = {}
-        for pos, ins in enumerate(first):
-            for b in tuple(ins.reads()) + tuple(ins.writes()):
-                last[b] = pos
+        for pos, step in enumerate(self.steps):
+            for ins in _values(step):
+                for b in tuple(ins.reads()) + tuple(ins.writes()):
+                    last[b] = pos
         for b in inputs:  # an input never read is dead from the start
             last.setdefault(b, -1)
         dying: dict[int, list[int]] = {}
         for b, pos in last.items():
             if b not in keep:
                 dying.setdefault(pos, []).append(b)
-        frees = {pos: Free(0, "dead input" if pos < 0 else first[pos].source, bufs=tuple(sorted(bufs)))
+        frees = {pos: Free(0, "dead input" if pos < 0 else _values(self.steps[pos])[0].source, bufs=tuple(sorted(bufs)))
                  for pos, bufs in dying.items()}
         slots: list[Instr | PerDevice] = [frees[-1]] if -1 in frees else []
         for pos, step in enumerate(self.steps):
@@ -251,6 +252,11 @@ def _number(slots: Sequence[Instr | PerDevice]) -> None:
 
 
 WHILE_IDS = 10**15  # ids a while loop may use (its iterations times its instructions)
+
+
+def _values(step: Instr | PerDevice) -> tuple[Instr, ...]:
+    """The distinct instructions a step runs over all devices."""
+    return (step,) if isinstance(step, Instr) else step.values
 
 
 def _number_loop(ins: Instr, first_free: int) -> int:

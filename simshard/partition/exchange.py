@@ -16,11 +16,17 @@ same instructions (devices with fewer cells slice empty pieces), so schedules st
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
+from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
+from ..sharding.dims import Sharding
 from .plan import Step, block_size, common_count, layout_of
 from .realize import as_positions, contribution_class, positions
 from .schedule import CollectivePermute, Compute, Literal, Slice
@@ -31,21 +37,200 @@ class ExchangeData:
     rank: int
     shapes: dict  # device -> its target block's local shape
     local: dict  # device -> [(source positions per dim, starts per dim)]
-    rounds: tuple  # per round: {target: (source, source positions per dim, starts per dim)}
+    rounds: tuple  # per round: {target: (source, positions per dim, starts per dim, relayed)}; a
+    # relayed cell is forwarded by a device that received it in an earlier round, read from the
+    # block it is assembling (positions in that block) rather than from its source block
+
+
+class _Cell(NamedTuple):
+    """A cell of a target block: which sources hold it (key of ``holders``), the global elements
+    it covers (which other devices' cells equal it), its size, and per dim its run of local
+    positions (``span``, end exclusive) and where that run starts."""
+
+    holders: tuple
+    elements: tuple
+    size: int
+    span: tuple
+    starts: tuple
+
+
+class _Want(NamedTuple):
+    """A cell a device must receive."""
+
+    target: int
+    cell: _Cell
 
 
 def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
     """The exchange step from ``before`` to ``after`` (None if some element has no holder)."""
     shape = tuple(shape)
+    whole = _whole_dims(before, after, shape)
+    if whole:  # planned without them (every device holds them whole, before and after), then put back
+        keep = [k for k in range(len(shape)) if k not in whole]
+        core = _cached_plan(_without(before, keep), _without(after, keep), tuple(shape[k] for k in keep))
+        if core is not None:
+            core = _with_whole_dims(core, shape, keep)
+    else:
+        core = _plan(before, after, shape)
+    if core is None:
+        return None
+    bytes_of = lambda elements: {d: n * itemsize for d, n in elements.items()}
+    return Step("exchange", before, after, shape, itemsize, (), (), sent=bytes_of(core.sent), received=bytes_of(core.received),
+                minimum=bytes_of(core.minimum), data=ExchangeData(core.rank, core.shapes, core.local, core.rounds))
+
+
+class _Plan(NamedTuple):
+    """An exchange planned in elements: the step's data, and per device the elements it sends,
+    receives and lacks."""
+
+    rank: int
+    shapes: dict
+    local: dict
+    rounds: tuple
+    sent: dict
+    received: dict
+    minimum: dict
+
+
+def _whole_dims(before, after, shape) -> set[int]:
+    """Dims of two shardings that neither splits (each device holds them whole, before and
+    after): an exchange moves nothing along them."""
+    if not (isinstance(before, Sharding) and isinstance(after, Sharding)):
+        return set()
+    whole = {k for k, (a, b) in enumerate(zip(before.dims, after.dims)) if not a.axes and not b.axes}
+    return whole if len(whole) < len(shape) else set()  # (a scalar plan would gain nothing)
+
+
+def _without(s: Sharding, keep: list[int]) -> Sharding:
+    return dataclasses.replace(s, dims=tuple(s.dims[k] for k in keep))
+
+
+@lru_cache(maxsize=64)
+def _cached_plan(before: Sharding, after: Sharding, shape: tuple[int, ...]) -> _Plan | None:
+    return _plan(before, after, shape)
+
+
+def _with_whole_dims(core: _Plan, shape: tuple[int, ...], keep: list[int]) -> _Plan:
+    """``core`` (planned over the dims in ``keep``) with the whole dims put back: whole runs of
+    local positions starting at 0, and every cell that many times larger."""
+    rank = len(shape)
+    whole = [k for k in range(rank) if k not in keep]
+    times = math.prod(shape[k] for k in whole)
+    # a tuple over the kept dims, followed by the whole dims' values, put in dim order (in C)
+    order = itemgetter(*((keep + whole).index(k) for k in range(rank)))
+    full = lambda kept, fill: order(kept + fill)
+    whole_run = tuple(range(shape[k]) for k in whole)
+    zero = (0,) * len(whole)
+    size = tuple(shape[k] for k in whole)
+    scaled = lambda elements: {d: n * times for d, n in elements.items()}
+    return _Plan(
+        rank, {d: full(s, size) for d, s in core.shapes.items()},
+        {d: [(full(pos, whole_run), full(starts, zero)) for pos, starts in cells] for d, cells in core.local.items()},
+        tuple({t: (s, full(pos, whole_run), full(starts, zero), relayed) for t, (s, pos, starts, relayed) in rnd.items()}
+              for rnd in core.rounds),
+        scaled(core.sent), scaled(core.received), scaled(core.minimum))
+
+
+def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
+    """The exchange's cells, holders and rounds (None if some element has no holder)."""
     L, L2 = layout_of(before, shape), layout_of(after, shape)
     devices = L2.devices
     if set(devices) != set(L.devices):
         return None
     rank = len(shape)
     src_devs = np.array(L.devices)
-    # per dim: which distinct source arrays hold each global index, as a signature id
+    arrid, sid, member = _signatures(L, shape)
+    cls_src = [contribution_class(L, s) for s in L.devices]
+    bases: dict[tuple, np.ndarray] = {}  # per contribution class: the sources of that class
+    holders: dict[tuple, tuple] = {}  # per (class, cell): which sources hold the cell (mask, devices)
+    placed: dict[tuple, range | tuple] = {}  # positions of a target run in a source block, by arrays
+    row = {int(s): k for k, s in enumerate(src_devs)}  # device -> its position in src_devs
+
+    def place(src: int, d: int, span) -> tuple:
+        """Positions of ``d``'s cell in ``src``'s source block, per dim."""
+        pos = []
+        for k, (a, b) in enumerate(span):
+            outer, inner = L.index_map[src][k], L2.index_map[d][k]
+            at = (id(outer), id(inner), a, b)  # layouts share index arrays between devices
+            if at not in placed:
+                placed[at] = as_positions(positions(outer, inner[a:b]))
+            pos.append(placed[at])
+        return tuple(pos)
+
+    # devices holding one target block (their layouts share its tuple of index arrays) in one
+    # contribution class want the same cells: cut the block once for all of them
+    groups: dict[tuple, list[int]] = {}
+    for d in devices:
+        groups.setdefault((id(L2.index_map[d]), contribution_class(L2, d)), []).append(d)
+    local: dict[int, list] = {d: [] for d in devices}
+    wants: list[_Want] = []
+    for (_, cls), members in groups.items():
+        block = L2.index_map[members[0]]
+        runs = _runs(block, sid)
+        if runs is None:
+            continue
+        if cls not in bases:
+            bases[cls] = np.array([c == cls for c in cls_src])
+        rows = [row[d] for d in members]
+        for cut in _product(runs):
+            key = (cls, tuple(s for _, _, s in cut))
+            if key not in holders:
+                ok = bases[cls].copy()
+                for k, (a, b, s) in enumerate(cut):
+                    ok &= member[k][s][arrid[k]]
+                holders[key] = (ok, src_devs[ok])
+            ok, cands = holders[key]
+            if len(cands) == 0:
+                return None
+            span = tuple((a, b) for a, b, _ in cut)
+            cell = _Cell(key, (cls,) + tuple(ix[a:b].tobytes() for ix, (a, b) in zip(block, span)),
+                         math.prod(b - a for a, b in span), span, tuple(a for a, _ in span))
+            for d, held in zip(members, ok[rows].tolist()):
+                if held:
+                    local[d].append((place(d, d, span), cell.starts))
+                else:
+                    wants.append(_Want(d, cell))
+    sources = _least_loaded(wants, holders, devices)
+    busiest_sender = max(Counter(sources).values(), default=0)
+    busiest_receiver = max(Counter(w.target for w in wants).values(), default=0)
+    if busiest_sender > busiest_receiver:
+        # a few devices hold what many lack (a broadcast): receivers pass cells on
+        transfers = _relayed(wants, holders)
+    else:  # as many rounds as the busiest device has transfers
+        colours = _edge_colouring(list(zip(sources, (w.target for w in wants))))
+        transfers = [[] for _ in range(max(colours, default=-1) + 1)]
+        for s, w, c in zip(sources, wants, colours):
+            transfers[c].append((s, None, w))
+    sent = dict.fromkeys(devices, 0)
+    rec = dict.fromkeys(devices, 0)
+    rounds = []
+    for moves in transfers:
+        rnd = {}
+        for s, own, (t, cell) in moves:
+            pos = place(s, t, cell.span) if own is None else tuple(range(a, b) for a, b in own.span)
+            rnd[t] = (s, pos, cell.starts, own is not None)
+            sent[s] += cell.size
+            rec[t] += cell.size
+        rounds.append(rnd)
+    common: dict[tuple, int] = {}  # elements two blocks share, by their index arrays
+    minimum = {}
+    for d in devices:
+        have = 0
+        if contribution_class(L2, d) == contribution_class(L, d):
+            have = 1
+            for a, b in zip(L2.index_map[d], L.index_map[d]):
+                if (id(a), id(b)) not in common:
+                    common[(id(a), id(b))] = common_count(a, b)
+                have *= common[(id(a), id(b))]
+        minimum[d] = block_size(L2, d) - have
+    return _Plan(rank, {d: L2.local_shape(d) for d in devices}, local, tuple(rounds), sent, rec, minimum)
+
+
+def _signatures(L, shape) -> tuple[list, list, list]:
+    """Per dim: each source's distinct index array (an id per source), each global index's
+    signature (which of those arrays hold it, as an id) and the signatures as masks."""
     arrid, sid, member = [], [], []
-    for k in range(rank):
+    for k in range(len(shape)):
         keys: dict[bytes, int] = {}
         ids = []
         arrays = []
@@ -63,72 +248,71 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         arrid.append(np.array(ids))
         sid.append(np.asarray(inv).reshape(-1))
         member.append(sig)
-    cls_src = [contribution_class(L, s) for s in L.devices]
-    bases: dict[tuple, np.ndarray] = {}  # per contribution class: the sources of that class
-    holders: dict[tuple, tuple] = {}  # per (class, cell): which sources hold the cell (mask, positions)
-    placed: dict[tuple, range | tuple] = {}  # positions of a target run in a source block, by arrays
-    cut: dict[int, tuple] = {}  # per target block: its runs of elements with one set of holders, per dim
-    load = np.zeros(len(src_devs), dtype=np.int64)  # elements each source sends, by position
-    row = {int(s): k for k, s in enumerate(src_devs)}  # device -> its position in src_devs
-    local: dict[int, list] = {d: [] for d in devices}
-    edges: list[tuple[int, int, tuple, tuple, int]] = []  # (source, target, positions, starts, elements)
-    for d in devices:
-        cls = contribution_class(L2, d)
-        if cls not in bases:
-            bases[cls] = np.array([c == cls for c in cls_src])
-        base = bases[cls]
-        block = L2.index_map[d]
-        if id(block) not in cut:  # devices holding one block share its tuple of index arrays
-            cut[id(block)] = (block, _runs(block, sid))
-        runs = cut[id(block)][1]
-        if runs is None:
-            continue
-        for cell in _product(runs):
-            key = (cls, tuple(s for _, _, s in cell))
-            if key not in holders:
-                ok = base.copy()
-                for k, (a, b, s) in enumerate(cell):
-                    ok &= member[k][s][arrid[k]]
-                holders[key] = (ok, np.flatnonzero(ok))
-            ok, cands = holders[key]
-            if len(cands) == 0:
-                return None
-            if ok[row[d]]:
-                src = d
-            else:  # the least-loaded holder, the first after d (cyclically) among equals
-                least = cands[load[cands] == load[cands].min()]
-                src = int(src_devs[least[np.argmin((src_devs[least] - d) % len(devices))]])
-            n = math.prod(b - a for a, b, _ in cell)
-            pos = []
-            for k, (a, b, _) in enumerate(cell):
-                outer, inner = L.index_map[src][k], L2.index_map[d][k]
-                at = (id(outer), id(inner), a, b)  # layouts share index arrays between devices
-                if at not in placed:
-                    placed[at] = as_positions(positions(outer, inner[a:b]))
-                pos.append(placed[at])
-            starts = tuple(a for a, _, _ in cell)
-            if src == d:
-                local[d].append((tuple(pos), starts))
+    return arrid, sid, member
+
+
+def _least_loaded(wants: list[_Want], holders: dict, devices) -> list[int]:
+    """A source per wanted cell, sent directly: the least-loaded holder (by elements sent so far),
+    the first after the target (cyclically) among equals."""
+    load = dict.fromkeys(devices, 0)
+    n = len(devices)
+    sources = []
+    for t, cell in wants:
+        cands = holders[cell.holders][1]
+        if len(cands) == 1:
+            src = int(cands[0])
+        else:
+            loads = np.fromiter((load[int(c)] for c in cands), np.int64, len(cands))
+            least = cands[loads == loads.min()]
+            src = int(least[np.argmin((least - t) % n)])
+        load[src] += cell.size
+        sources.append(src)
+    return sources
+
+
+def _relayed(wants: list[_Want], holders: dict) -> list[list[tuple]]:
+    """Rounds of transfers ``(source, the source's own copy or None, want)`` in which every device
+    sends at most one cell and receives at most one, and a device that has received a cell may
+    pass it on (from its own copy) in later rounds: a cell held by one device and wanted by m
+    others takes about log2(m) rounds rather than m. Greedy by rounds: each round serves first
+    the cells with the most wanting devices per holder."""
+    pending: dict[tuple, list[_Want]] = {}
+    for w in wants:
+        pending.setdefault(w.cell.elements, []).append(w)
+    # who can send each cell: (device, its own copy: a cell of the block it assembles, or None
+    # for a device holding it in its source block)
+    have = {e: [(int(s), None) for s in holders[ws[0].cell.holders][1]] for e, ws in pending.items()}
+    held = Counter()  # cells each device has received so far
+    rounds: list[list[tuple]] = []
+    while pending:
+        sending: set[int] = set()
+        receiving: set[int] = set()
+        moves = []
+        for e in sorted(pending, key=lambda e: -len(pending[e]) / len(have[e])):
+            free = iter([h for h in have[e] if h[0] not in sending])
+            rest = []
+            # devices that hold the fewest cells first: each becomes a new sender of this cell
+            queue = sorted(pending[e], key=lambda w: held[w.target])
+            for i, w in enumerate(queue):
+                if w.target in receiving:
+                    rest.append(w)
+                    continue
+                h = next(free, None)
+                if h is None:
+                    rest.extend(queue[i:])
+                    break
+                moves.append((h[0], h[1], w))
+                sending.add(h[0])
+                receiving.add(w.target)
+            if rest:
+                pending[e] = rest
             else:
-                load[row[src]] += n
-                edges.append((src, d, tuple(pos), starts, n))
-    colors = _edge_colouring([(s, t) for s, t, *_ in edges])
-    nrounds = max(colors, default=-1) + 1
-    rounds: list[dict] = [{} for _ in range(nrounds)]
-    sent = {d: 0 for d in devices}
-    rec = {d: 0 for d in devices}
-    for (s, t, pos, starts, n), c in zip(edges, colors):
-        rounds[c][t] = (s, pos, starts)
-        sent[s] += n * itemsize
-        rec[t] += n * itemsize
-    minimum = {}
-    for d in devices:
-        have = math.prod(common_count(a, b) for a, b in zip(L2.index_map[d], L.index_map[d])) if rank else 1
-        if contribution_class(L2, d) != contribution_class(L, d):
-            have = 0
-        minimum[d] = (block_size(L2, d) - have) * itemsize
-    data = ExchangeData(rank, {d: L2.local_shape(d) for d in devices}, local, tuple(rounds))
-    return Step("exchange", before, after, shape, itemsize, (), (), sent=sent, received=rec, minimum=minimum, data=data)
+                del pending[e]
+        for _, _, w in moves:
+            have[w.cell.elements].append((w.target, w.cell))
+            held[w.target] += 1
+        rounds.append(moves)
+    return rounds
 
 
 def _runs(block, sid) -> list | None:
@@ -245,13 +429,13 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
         acc = update(acc, piece, {d: starts for d, (_, starts) in cells.items()})
     mesh = step.after_layout().mesh
     for rnd in data.rounds:
-        sends = {s: pos for t, (s, pos, _) in rnd.items()}
-        pairs = tuple(sorted(((s, t) for t, (s, _, _) in rnd.items()), key=lambda p: p[1]))
+        sends = {s: (relayed, pos) for t, (s, pos, _, relayed) in rnd.items()}
+        pairs = tuple(sorted(((s, t) for t, (s, *_) in rnd.items()), key=lambda p: p[1]))
         axes = _pair_axes(mesh, pairs)
         out, inb = b.buf(), b.buf()
-        b.emit_keyed(sends, empty, lambda pos: Slice(0, source, src=src, dst=out, index=pos))
+        b.emit_keyed(sends, (False, empty), lambda key, held=acc: Slice(0, source, src=held if key[0] else src, dst=out, index=key[1]))
         b.emit_same(CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name, axes=axes))
-        acc = update(acc, inb, {t: starts for t, (_, _, starts) in rnd.items()})
+        acc = update(acc, inb, {t: starts for t, (_, _, starts, _) in rnd.items()})
     return acc
 
 

@@ -348,6 +348,9 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
     size = np.array([block for _, block in per_dim], dtype=np.int64)
     dims = np.array(shape, dtype=np.int64)
     lo, hi = np.minimum(distinct * size, dims), np.minimum((distinct + 1) * size, dims)
+    # blocks past a dim's end are all the empty one at its end: distinct numbers, equal ranges
+    ranges, _, again = distinct_rows(np.concatenate([lo, hi], axis=1))
+    lo, hi, inverse = ranges[:, :len(shape)], ranges[:, len(shape):], again[inverse]
     index_map = _FlatIndexMap(mesh.device_ids, inverse.tolist(), lo, hi)
     ids = np.asarray(mesh.device_ids, dtype=np.int64)
     order = np.argsort(ids, kind="stable")

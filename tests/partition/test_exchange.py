@@ -46,7 +46,7 @@ def test_exchange_alone_moves_any_layout(data):
     check_plan(plan, np.random.default_rng(0))
     rounds = step.data.rounds
     for rnd in rounds:
-        sources = [s for s, _, _ in rnd.values()]
+        sources = [s for s, *_ in rnd.values()]
         assert len(sources) == len(set(sources))
 
 
@@ -62,3 +62,31 @@ def test_dtensor_uneven_nested_layouts_plan_on_layouts():
     back = ss.plan_reshard(dst, ss.DTensorSpec(mesh, [ss.Replicate(), ss.Replicate()]), (10, 4))
     assert back.bytes == sum(10 * 4 * 4 - ss.layout(dst, (10, 4)).local_shape(d)[0] * 16 for d in mesh.device_ids)
     check_plan(back, np.random.default_rng(1))
+
+
+def test_a_cell_few_devices_hold_is_passed_on_by_its_receivers():
+    """4 elements over a (4, 4) mesh's 16 devices sit on the first four; each row of the mesh
+    wants one of them (dim sharded over x alone): elements 1-3 are each wanted by 4 devices that
+    lack them. Sent straight from their holders that takes 4 rounds; a device that has received
+    its element passes it on, so copies go 1 -> 2 -> 4 -> 8 and 3 rounds serve 4 devices, each
+    still receiving only what it lacks."""
+    mesh = ss.Mesh({"x": 4, "y": 4})
+    src = ss.Sharding(mesh, (ss.DimSharding(("x", "y")),))
+    dst = ss.Sharding(mesh, (ss.DimSharding(("x",)),))
+    step = plan_exchange(src, dst, (4,), 4)
+    assert len(step.data.rounds) == 3
+    relayed = [t for rnd in step.data.rounds for t, (_, _, _, r) in rnd.items() if r]
+    assert relayed, "no receiver passed its element on"
+    assert step.bytes == step.minimum_bytes == 4 * (16 - 1)
+    check_plan(ReshardPlan(src, dst, (4,), np.dtype(np.float32), (step,), dst), np.random.default_rng(0))
+
+
+def test_a_relayed_exchange_runs_bitwise_along_with_the_rest_of_a_block():
+    """The same pattern on a 2-D block, where each device keeps part of its new block and relays
+    forward cells they assemble among others."""
+    mesh = ss.Mesh({"x": 2, "y": 4})
+    src = ss.Sharding(mesh, (ss.DimSharding(("x", "y")), ss.DimSharding(())))
+    dst = ss.Sharding(mesh, (ss.DimSharding(("x",)), ss.DimSharding(())))
+    step = plan_exchange(src, dst, (4, 3), 4)
+    assert any(r for rnd in step.data.rounds for *_, r in rnd.values())
+    check_plan(ReshardPlan(src, dst, (4, 3), np.dtype(np.float32), (step,), dst), np.random.default_rng(1))
