@@ -143,16 +143,24 @@ class ScheduleBuilder:
         """One SPMD step whose instruction depends on a device only through a key: ``keys[d]``
         for the devices listed, ``default`` for the others (an exchange round names only the
         devices it moves data between). ``make`` runs once per distinct key."""
+        index: dict = {}
+        codes = [index.setdefault(k, len(index)) for k in keys.values()]
+        self.emit_at(np.fromiter(keys, np.int64, len(keys)), np.asarray(codes, dtype=np.int64), list(index), default, make)
+
+    def emit_at(self, devices: np.ndarray, codes: np.ndarray, keys: Sequence, default, make: Callable[[object], Instr]) -> None:
+        """``emit_keyed`` with the keys as columns: ``keys[codes[i]]`` for ``devices[i]``."""
         index = {default: 0}
         values = [make(default)]
-        for k in keys.values():
+        remap = np.empty(len(keys), dtype=np.int64)
+        for i, k in enumerate(keys):
             if k not in index:
                 index[k] = len(values)
                 values.append(make(k))
-        codes = np.zeros(len(self.devices), dtype=np.int64)
-        if keys:
-            codes[rows_of(self._ids, list(keys))] = [index[k] for k in keys.values()]
-        self.emit(PerDevice(self._ids, codes, values))
+            remap[i] = index[k]
+        full = np.zeros(len(self.devices), dtype=np.int64)
+        if len(devices):
+            full[rows_of(self._ids, devices)] = remap[codes]
+        self.emit(PerDevice(self._ids, full, values))
 
     def __len__(self) -> int:
         return len(self.steps)

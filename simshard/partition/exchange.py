@@ -37,9 +37,31 @@ class ExchangeData:
     rank: int
     shapes: dict  # device -> its target block's local shape
     local: dict  # device -> [(source positions per dim, starts per dim)]
-    rounds: tuple  # per round: {target: (source, positions per dim, starts per dim, relayed)}; a
-    # relayed cell is forwarded by a device that received it in an earlier round, read from the
-    # block it is assembling (positions in that block) rather than from its source block
+    rounds: tuple[Round, ...]
+
+
+class Round(NamedTuple):
+    """One round of transfers, a row per transfer: who sends to whom, what the sender slices
+    (``piece``: an index into ``pieces``, each ``(relayed, positions per dim)``; a relayed cell
+    is one the sender received in an earlier round, read from the block it is assembling rather
+    than from its source block), where the cell lands in the receiver's block, and its elements."""
+
+    sources: np.ndarray
+    targets: np.ndarray
+    piece: np.ndarray
+    pieces: tuple
+    starts: np.ndarray  # [transfers, rank]
+    sizes: np.ndarray
+
+    @property
+    def pairs(self) -> tuple[tuple[int, int], ...]:
+        """(source, target) per transfer, by target."""
+        order = np.argsort(self.targets, kind="stable")
+        return tuple(zip(self.sources[order].tolist(), self.targets[order].tolist()))
+
+    @property
+    def relayed(self) -> np.ndarray:
+        return np.array([relayed for relayed, _ in self.pieces], dtype=bool)[self.piece]
 
 
 class _Cell(NamedTuple):
@@ -126,9 +148,15 @@ def _with_whole_dims(core: _Plan, shape: tuple[int, ...], keep: list[int]) -> _P
     return _Plan(
         rank, {d: full(s, size) for d, s in core.shapes.items()},
         {d: [(full(pos, whole_run), full(starts, zero)) for pos, starts in cells] for d, cells in core.local.items()},
-        tuple({t: (s, full(pos, whole_run), full(starts, zero), relayed) for t, (s, pos, starts, relayed) in rnd.items()}
-              for rnd in core.rounds),
+        tuple(_widened(r, keep, shape, lambda pos: full(pos, whole_run), times) for r in core.rounds),
         scaled(core.sent), scaled(core.received), scaled(core.minimum))
+
+
+def _widened(r: Round, keep: list[int], shape: tuple[int, ...], full, times: int) -> Round:
+    """A round planned over the dims in ``keep`` with the whole dims put back."""
+    starts = np.zeros((len(r.starts), len(shape)), dtype=np.int64)
+    starts[:, keep] = r.starts
+    return r._replace(pieces=tuple((relayed, full(pos)) for relayed, pos in r.pieces), starts=starts, sizes=r.sizes * times)
 
 
 def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
@@ -201,17 +229,13 @@ def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
         transfers = [[] for _ in range(max(colours, default=-1) + 1)]
         for s, w, c in zip(sources, wants, colours):
             transfers[c].append((s, None, w))
+    rounds = tuple(_round(moves, place, rank) for moves in transfers)
     sent = dict.fromkeys(devices, 0)
     rec = dict.fromkeys(devices, 0)
-    rounds = []
-    for moves in transfers:
-        rnd = {}
-        for s, own, (t, cell) in moves:
-            pos = place(s, t, cell.span) if own is None else tuple(range(a, b) for a, b in own.span)
-            rnd[t] = (s, pos, cell.starts, own is not None)
-            sent[s] += cell.size
-            rec[t] += cell.size
-        rounds.append(rnd)
+    for r in rounds:
+        for s, t, n in zip(r.sources.tolist(), r.targets.tolist(), r.sizes.tolist()):
+            sent[s] += n
+            rec[t] += n
     common: dict[tuple, int] = {}  # elements two blocks share, by their index arrays
     minimum = {}
     for d in devices:
@@ -223,7 +247,20 @@ def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
                     common[(id(a), id(b))] = common_count(a, b)
                 have *= common[(id(a), id(b))]
         minimum[d] = block_size(L2, d) - have
-    return _Plan(rank, {d: L2.local_shape(d) for d in devices}, local, tuple(rounds), sent, rec, minimum)
+    return _Plan(rank, {d: L2.local_shape(d) for d in devices}, local, rounds, sent, rec, minimum)
+
+
+def _round(moves: list[tuple], place, rank: int) -> Round:
+    """The columns of one round's transfers ``(source, the source's own copy or None, want)``."""
+    pieces: dict[tuple, int] = {}
+    piece = []
+    for s, own, (t, cell) in moves:
+        key = (False, place(s, t, cell.span)) if own is None else (True, tuple(range(a, b) for a, b in own.span))
+        piece.append(pieces.setdefault(key, len(pieces)))
+    column = lambda values: np.array(values, dtype=np.int64)
+    return Round(column([s for s, _, _ in moves]), column([w.target for _, _, w in moves]), column(piece), tuple(pieces),
+                 column([w.cell.starts for _, _, w in moves]).reshape(len(moves), rank),
+                 column([w.cell.size for _, _, w in moves]))
 
 
 def _signatures(L, shape) -> tuple[list, list, list]:
@@ -275,41 +312,44 @@ def _relayed(wants: list[_Want], holders: dict) -> list[list[tuple]]:
     sends at most one cell and receives at most one, and a device that has received a cell may
     pass it on (from its own copy) in later rounds: a cell held by one device and wanted by m
     others takes about log2(m) rounds rather than m. Greedy by rounds: each round serves first
-    the cells with the most wanting devices per holder."""
-    pending: dict[tuple, list[_Want]] = {}
-    for w in wants:
-        pending.setdefault(w.cell.elements, []).append(w)
-    # who can send each cell: (device, its own copy: a cell of the block it assembles, or None
-    # for a device holding it in its source block)
-    have = {e: [(int(s), None) for s in holders[ws[0].cell.holders][1]] for e, ws in pending.items()}
-    held = Counter()  # cells each device has received so far
+    the cells with the most wanting devices per holder, and each cell first the devices that
+    have received the fewest cells (each becomes a new sender of it, rather than one device
+    holding many cells but able to send one per round)."""
+    by_cell: dict[tuple, list[int]] = {}  # the wants of each cell (indices into wants)
+    for i, w in enumerate(wants):
+        by_cell.setdefault(w.cell.elements, []).append(i)
+    target = np.array([w.target for w in wants], dtype=np.int64)
+    top = int(max(target.max(), max(int(holders[w.cell.holders][1].max()) for w in wants))) + 1
+    pending = {e: np.array(ix, dtype=np.int64) for e, ix in by_cell.items()}
+    # who can send each cell: devices, and each one's own copy (a cell of the block it assembles,
+    # or None for a device holding it in its source block)
+    senders = {e: [int(s) for s in holders[wants[ix[0]].cell.holders][1]] for e, ix in by_cell.items()}
+    copies = {e: [None] * len(senders[e]) for e in by_cell}
+    held = np.zeros(top, dtype=np.int64)  # cells each device has received so far
     rounds: list[list[tuple]] = []
     while pending:
-        sending: set[int] = set()
-        receiving: set[int] = set()
+        sending = np.zeros(top, dtype=bool)
+        receiving = np.zeros(top, dtype=bool)
         moves = []
-        for e in sorted(pending, key=lambda e: -len(pending[e]) / len(have[e])):
-            free = iter([h for h in have[e] if h[0] not in sending])
-            rest = []
-            # devices that hold the fewest cells first: each becomes a new sender of this cell
-            queue = sorted(pending[e], key=lambda w: held[w.target])
-            for i, w in enumerate(queue):
-                if w.target in receiving:
-                    rest.append(w)
-                    continue
-                h = next(free, None)
-                if h is None:
-                    rest.extend(queue[i:])
-                    break
-                moves.append((h[0], h[1], w))
-                sending.add(h[0])
-                receiving.add(w.target)
-            if rest:
-                pending[e] = rest
+        for e in sorted(pending, key=lambda e: -len(pending[e]) / len(senders[e])):
+            queue = pending[e]
+            free = np.flatnonzero(~sending[senders[e]])
+            ready = queue[~receiving[target[queue]]]
+            ready = ready[np.argsort(held[target[ready]], kind="stable")][:len(free)]
+            if not len(ready):
+                continue
+            for h, i in zip(free[:len(ready)].tolist(), ready.tolist()):
+                moves.append((senders[e][h], copies[e][h], wants[i]))
+            sending[np.array(senders[e])[free[:len(ready)]]] = True
+            receiving[target[ready]] = True
+            left = queue[~np.isin(queue, ready)]
+            if len(left):
+                pending[e] = left
             else:
                 del pending[e]
         for _, _, w in moves:
-            have[w.cell.elements].append((w.target, w.cell))
+            senders[w.cell.elements].append(w.target)
+            copies[w.cell.elements].append(w.cell)
             held[w.target] += 1
         rounds.append(moves)
     return rounds
@@ -411,12 +451,14 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
         0, source, op="full", inputs=(), outputs=(acc,), params=(("shape", tuple(data.shapes[d])), ("fill_value", zero),
                                                                 ("dtype", dtype))))
 
-    def update(acc: int, piece: int, starts: dict) -> int:
-        """Write ``piece`` into ``acc`` at each device's ``starts`` (zeros for devices not listed)."""
+    def update(acc: int, piece: int, devices: np.ndarray, starts: np.ndarray) -> int:
+        """Write ``piece`` into ``acc`` at each listed device's ``starts`` (a row per device;
+        zeros for devices not listed)."""
         sbufs = b.bufs(rank)
         for k in range(rank):
-            b.emit_keyed({d: s[k] for d, s in starts.items()}, 0,
-                         lambda v, k=k: Literal(0, source, dst=sbufs[k], value=np.int32(v)))
+            values, codes = np.unique(starts[:, k], return_inverse=True)
+            b.emit_at(devices, codes.reshape(-1), values.tolist(), 0,
+                      lambda v, k=k: Literal(0, source, dst=sbufs[k], value=np.int32(v)))
         out = b.buf()
         b.emit_same(Compute(0, source, op="dynamic_update_slice", inputs=(acc, piece) + sbufs, outputs=(out,)))
         return out
@@ -426,25 +468,24 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
         piece = b.buf()
         cells = {d: c[slot] for d, c in data.local.items() if slot < len(c)}  # (positions, starts)
         b.emit_keyed({d: pos for d, (pos, _) in cells.items()}, empty, lambda pos: Slice(0, source, src=src, dst=piece, index=pos))
-        acc = update(acc, piece, {d: starts for d, (_, starts) in cells.items()})
+        starts = np.array([starts for _, starts in cells.values()], dtype=np.int64).reshape(len(cells), rank)
+        acc = update(acc, piece, np.fromiter(cells, np.int64, len(cells)), starts)
     mesh = step.after_layout().mesh
     for rnd in data.rounds:
-        sends = {s: (relayed, pos) for t, (s, pos, _, relayed) in rnd.items()}
-        pairs = tuple(sorted(((s, t) for t, (s, *_) in rnd.items()), key=lambda p: p[1]))
-        axes = _pair_axes(mesh, pairs)
+        pairs = rnd.pairs
         out, inb = b.buf(), b.buf()
-        b.emit_keyed(sends, (False, empty), lambda key, held=acc: Slice(0, source, src=held if key[0] else src, dst=out, index=key[1]))
-        b.emit_same(CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name, axes=axes))
-        acc = update(acc, inb, {t: starts for t, (_, _, starts, _) in rnd.items()})
+        b.emit_at(rnd.sources, rnd.piece, rnd.pieces, (False, empty),
+                  lambda key, held=acc: Slice(0, source, src=held if key[0] else src, dst=out, index=key[1]))
+        b.emit_same(CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name,
+                                      axes=_round_axes(mesh, rnd)))
+        acc = update(acc, inb, rnd.targets, rnd.starts)
     return acc
 
 
-def _pair_axes(mesh, pairs) -> tuple[str, ...]:
+def _round_axes(mesh, r: Round) -> tuple[str, ...]:
     """The mesh axes a round's transfers cross: those along which some pair's coordinates differ
     (what the communication report and the time estimate charge the round to)."""
-    if not pairs:
+    if not len(r.sources):
         return ()
-    pos = mesh._position
-    s = np.array([pos[a] for a, _ in pairs])
-    t = np.array([pos[b] for _, b in pairs])
+    s, t = mesh.positions(r.sources), mesh.positions(r.targets)
     return tuple(n for n in mesh.axis_names if bool(np.any(mesh.axis_indices(n)[s] != mesh.axis_indices(n)[t])))

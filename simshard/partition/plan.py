@@ -209,7 +209,7 @@ class Step:
         """Point-to-point steps: per round, its (source, target) pairs (a permute has one round,
         self pairs included; an exchange one per round of transfers)."""
         if self.kind == "exchange":
-            return tuple(tuple(sorted((s, t) for t, (s, *_) in rnd.items())) for rnd in self.data.rounds)
+            return tuple(tuple(sorted(rnd.pairs)) for rnd in self.data.rounds)
         if self.kind == "collective_permute":
             return (self.pairs,)
         return ()

@@ -235,6 +235,16 @@ class Mesh:
         hit = cache[refs] = tuple(tuple(g.tolist()) for g in np.split(ids, bounds))
         return hit
 
+    def positions(self, devices) -> np.ndarray:
+        """Where each of ``devices`` (an int array of ids, any shape) sits in ``device_ids``."""
+        table = self.__dict__.get("_positions")
+        if table is None:
+            ids = np.asarray(self.device_ids, dtype=np.int64)
+            table = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+            table[ids] = np.arange(len(ids))
+            object.__setattr__(self, "_positions", table)
+        return table[np.asarray(devices, dtype=np.int64)]
+
     @property
     def _position(self) -> dict[int, int]:
         # Cached inverse of device_ids (a frozen dataclass can still memoise in __dict__).

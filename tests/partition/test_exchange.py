@@ -46,7 +46,7 @@ def test_exchange_alone_moves_any_layout(data):
     check_plan(plan, np.random.default_rng(0))
     rounds = step.data.rounds
     for rnd in rounds:
-        sources = [s for s, *_ in rnd.values()]
+        sources = rnd.sources.tolist()
         assert len(sources) == len(set(sources))
 
 
@@ -75,7 +75,7 @@ def test_a_cell_few_devices_hold_is_passed_on_by_its_receivers():
     dst = ss.Sharding(mesh, (ss.DimSharding(("x",)),))
     step = plan_exchange(src, dst, (4,), 4)
     assert len(step.data.rounds) == 3
-    relayed = [t for rnd in step.data.rounds for t, (_, _, _, r) in rnd.items() if r]
+    relayed = [t for rnd in step.data.rounds for t, r in zip(rnd.targets.tolist(), rnd.relayed) if r]
     assert relayed, "no receiver passed its element on"
     assert step.bytes == step.minimum_bytes == 4 * (16 - 1)
     check_plan(ReshardPlan(src, dst, (4,), np.dtype(np.float32), (step,), dst), np.random.default_rng(0))
@@ -88,5 +88,5 @@ def test_a_relayed_exchange_runs_bitwise_along_with_the_rest_of_a_block():
     src = ss.Sharding(mesh, (ss.DimSharding(("x", "y")), ss.DimSharding(())))
     dst = ss.Sharding(mesh, (ss.DimSharding(("x",)), ss.DimSharding(())))
     step = plan_exchange(src, dst, (4, 3), 4)
-    assert any(r for rnd in step.data.rounds for *_, r in rnd.values())
+    assert any(rnd.relayed.any() for rnd in step.data.rounds)
     check_plan(ReshardPlan(src, dst, (4, 3), np.dtype(np.float32), (step,), dst), np.random.default_rng(1))

@@ -53,7 +53,8 @@ def _summary(plan):
     for s in plan.steps:
         data = dict(s.data) if hasattr(s.data, "codes") else s.data
         if s.kind == "exchange":
-            data = s.data.rounds
+            data = [(r.sources.tolist(), r.targets.tolist(), r.piece.tolist(), r.pieces, r.starts.tolist(), r.sizes.tolist())
+                    for r in s.data.rounds]
         out.append((s.kind, s.dim, s.tgt_dim, s.axes, s.groups, dict(s.received), dict(s.sent), dict(s.minimum), data))
     return out
 
