@@ -229,14 +229,63 @@ class ScheduleBuilder:
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use (none when not ``free``: every
         buffer kept) and ids numbered in order, the devices of a class sharing one instruction tuple."""
-        slots = self._slots(outputs, inputs) if free else self._slots(range(self._next_buf), ())
+        slots = tuple(self._slots(outputs, inputs) if free else self._slots(range(self._next_buf), ()))
         _number(slots)
         out: dict[int, Schedule] = {}
         inputs, outputs = tuple(inputs), tuple(outputs)
-        for members, instrs in self._lists(slots):
+        classes = self.classes()
+        rows = rows_of(self._ids, [m[0] for m in classes]).tolist() if classes else []
+        for members, row in zip(classes, rows):
+            instrs = Instructions(slots, row)
             for d in members:
                 out[d] = Schedule(d, inputs, instrs, outputs)
         return tuple(out[d] for d in self.devices)
+
+
+class Instructions(Sequence):
+    """One class of devices' instruction list, read from the schedule's step table where it is
+    read: position ``i`` is the step's one instruction, or this class's value of a per-device
+    step. Partitioning writes the table once for the whole mesh; a device's own list is made
+    only when something walks it whole (an executor, serialisation), and the estimate reads it
+    position by position without making it. Compares, hashes and pickles as the tuple it stands for."""
+
+    __slots__ = ("_slots", "_row", "_made")
+
+    def __init__(self, slots: tuple, row: int):
+        self._slots, self._row, self._made = slots, row, None
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self.made()[i]
+        slot = self._slots[i]
+        return slot if isinstance(slot, Instr) else slot.values[slot.codes[self._row]]
+
+    def made(self) -> tuple[Instr, ...]:
+        """The list as a tuple (made once)."""
+        if self._made is None:
+            row = self._row
+            self._made = tuple(s if isinstance(s, Instr) else s.values[s.codes[row]] for s in self._slots)
+        return self._made
+
+    def __iter__(self) -> Iterator[Instr]:
+        return iter(self.made())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (tuple, Instructions)):
+            return self.made() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.made())
+
+    def __reduce__(self):
+        return (tuple, (self.made(),))
+
+    def __repr__(self) -> str:
+        return f"Instructions({len(self)} steps)"
 
 
 def _number_positions(slots: Sequence[Instr | PerDevice]) -> None:

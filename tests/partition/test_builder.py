@@ -57,3 +57,23 @@ def test_devices_that_are_not_0_to_n_find_their_rows():
     scheds = {s.device: s for s in b.finish([], [x])}
     assert [int(i.value) for i in scheds[7].instrs if i.kind == "literal"] == [1]
     assert scheds[3].instrs is scheds[8].instrs
+
+
+def test_a_class_reads_its_instructions_from_the_step_table_until_walked_whole():
+    """A schedule's instruction list is the step table read for its class: indexing does not
+    make the list; walking it does, once; it equals, hashes and pickles as the tuple."""
+    import pickle
+
+    from simshard.partition.builder import Instructions
+
+    b = ScheduleBuilder([0, 1, 2])
+    x = b.buf()
+    b.emit_keyed({1: 5}, 0, lambda v: Literal(0, "k", dst=x, value=np.int32(v)))
+    b.emit_same(Compute(0, "c", op="neg", inputs=(x,), outputs=(b.buf(),)))
+    scheds = b.finish([], [])
+    one = scheds[1].instrs
+    assert isinstance(one, Instructions) and scheds[0].instrs is scheds[2].instrs
+    assert int(one[0].value) == 5 and one._made is None
+    assert [i.kind for i in one] == ["literal", "compute", "free"] and one._made is not None
+    assert one == tuple(one) and hash(one) == hash(tuple(one)) and one != scheds[0].instrs
+    assert pickle.loads(pickle.dumps(one)) == one and type(pickle.loads(pickle.dumps(one))) is tuple
