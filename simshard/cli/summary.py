@@ -79,7 +79,7 @@ def _costs(comm, memory, mesh, topology) -> dict:
         per_axis[row["axis"]] = row["sent"]
     peaks = memory.peaks
     return dict(total_bytes=comm.total_bytes, min_bytes=comm.total_min_bytes, bytes_per_axis=per_axis,
-                messages=comm.total_messages, collectives=len({r.instr for r in comm.records}),
+                messages=comm.total_messages, collectives=comm.collectives,
                 estimated_time_s=float(comm.estimate(topology).total),
                 peak_memory_bytes=[peaks.get(d, 0) for d in range(mesh.size)], max_peak_memory_bytes=memory.max_peak)
 

@@ -49,7 +49,7 @@ def comm_table(comm, topology) -> Table:
                   fmt_bytes(row["sent"]), fmt_bytes(row["minimum"]), fmt_ratio(row["received"], row["minimum"]),
                   fmt_seconds(times[(row["op"], row["kind"], row["axis"])]))
     t.add_section()
-    t.add_row("total", "", "", str(len({r.instr for r in comm.records})), str(comm.total_messages),
+    t.add_row("total", "", "", str(comm.collectives), str(comm.total_messages),
               fmt_bytes(comm.total_bytes), fmt_bytes(comm.total_min_bytes),
               fmt_ratio(comm.total_received, comm.total_min_bytes), fmt_seconds(comm.estimate(topology).total))
     return t

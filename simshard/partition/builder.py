@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sharding.rows import distinct_rows, row_of, rows_of
-from .schedule import Free, Instr, Schedule
+from .schedule import Free, Instr, Schedule, ids_of, number_nested
 
 
 class PerDevice(Mapping):
@@ -308,30 +308,23 @@ def _number(slots: Sequence[Instr | PerDevice]) -> None:
         first_free = used
 
 
-WHILE_IDS = 10**15  # ids a while loop may use (its iterations times its instructions)
-
-
 def _values(step: Instr | PerDevice) -> tuple[Instr, ...]:
     """The distinct instructions a step runs over all devices."""
     return (step,) if isinstance(step, Instr) else step.values
 
 
 def _number_loop(ins: Instr, first_free: int) -> int:
-    """Give a loop a range of ids above every instruction's, one per body instruction and
-    iteration; the next free id. (Bodies and branches come numbered by position from ``freed``;
-    a while loop's body continues its condition's numbers.)"""
-    if ins.kind == "loop":
-        object.__setattr__(ins, "id_base", first_free)
-        return first_free + ins.length * len(ins.body)
-    if ins.kind == "switch":
-        object.__setattr__(ins, "id_base", first_free)
-        return first_free + sum(len(b) for b in ins.branches)
-    if ins.kind == "while":  # as many iterations as the data say: a range no count reaches
+    """Give a control instruction a range of ids above every instruction's (its nested ones
+    ranges inside it); the next free id. (Bodies and branches come numbered by position from
+    ``freed``; a while loop's body continues its condition's numbers.)"""
+    if not ids_of(ins):
+        return first_free
+    if ins.kind == "while":
         for j, b in enumerate(ins.cond + ins.body):
             object.__setattr__(b, "id", j)
-        object.__setattr__(ins, "id_base", first_free)
-        return first_free + WHILE_IDS
-    return first_free
+    object.__setattr__(ins, "id_base", first_free)
+    number_nested(ins)
+    return first_free + ids_of(ins)
 
 
 def same_ids(schedules: Iterable[Schedule]) -> bool:

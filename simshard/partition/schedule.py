@@ -175,8 +175,9 @@ class Loop(Instr):
     writes the step number (``length - 1 - k`` when ``reverse``) into buffer ``counter`` as an
     int32; the body reads the loop's buffers (``reads_``: the scan's constants, carries and
     stacked inputs) and overwrites its carries and stacked outputs (``writes_``) in place.
-    Iteration ``k`` runs body instruction ``j`` under id ``id_base + k * len(body) + j``, so every
-    collective of every iteration has its own id (numbered by ``ScheduleBuilder.finish``)."""
+    Iteration ``k`` runs body instruction ``j`` under id ``id_base + k * stride + j``, and a loop,
+    switch or while in the body under the ids after the body's (``ids``), so every collective of
+    every iteration, nested ones included, has its own id (numbered by ``ScheduleBuilder.finish``)."""
 
     length: int
     reverse: bool
@@ -197,10 +198,14 @@ class Loop(Instr):
         """The step number iteration ``k`` runs (the scan's index into its stacked arrays)."""
         return self.length - 1 - k if self.reverse else k
 
+    @property
+    def stride(self) -> int:
+        """Ids one iteration uses."""
+        return block_ids(self.body)
+
     def iteration(self, k: int) -> tuple[Instr, ...]:
         """The body as iteration ``k`` runs it: collectives under their own ids."""
-        m = len(self.body)
-        return tuple(replace(b, id=self.id_base + k * m + j) if b.is_collective else b for j, b in enumerate(self.body))
+        return placed(self.body, self.id_base + k * self.stride)
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,7 @@ class While(Instr):
     """A loop whose trip count the data decide (``lax.while_loop``): run ``cond`` (which leaves a
     replicated bool in buffer ``pred``, the same on every device), stop when it is false, else
     run ``body`` (which overwrites the carries) and test again. Iteration ``k`` runs instruction
-    ``j`` of ``cond + body`` under id ``id_base + k * (len(cond) + len(body)) + j``."""
+    ``j`` of ``cond + body`` under id ``id_base + k * block_ids(cond + body) + j``."""
 
     cond: tuple[Instr, ...]
     pred: int
@@ -226,8 +231,7 @@ class While(Instr):
 
     def iteration(self, k: int) -> tuple[tuple[Instr, ...], tuple[Instr, ...]]:
         both = self.cond + self.body
-        m = len(both)
-        run = tuple(replace(b, id=self.id_base + k * m + j) if b.is_collective else b for j, b in enumerate(both))
+        run = placed(both, self.id_base + k * block_ids(both))
         return run[:len(self.cond)], run[len(self.cond):]
 
 
@@ -236,7 +240,7 @@ class Switch(Instr):
     """Run only ``branches[index]`` (``lax.switch`` / ``lax.cond``): ``index`` is a replicated int
     buffer (clamped into range), the same on every device, so all take the same branch. Each
     branch leaves its results in the same buffers. Instruction ``j`` of branch ``k`` runs under id
-    ``id_base + (instructions of the branches before k) + j``."""
+    ``id_base + (ids of the branches before k) + j``."""
 
     index: int
     branches: tuple[tuple[Instr, ...], ...]
@@ -253,8 +257,51 @@ class Switch(Instr):
 
     def chosen(self, k: int) -> tuple[Instr, ...]:
         k = min(max(int(k), 0), len(self.branches) - 1)
-        start = self.id_base + sum(len(b) for b in self.branches[:k])
-        return tuple(replace(b, id=start + j) if b.is_collective else b for j, b in enumerate(self.branches[k]))
+        return placed(self.branches[k], self.id_base + sum(block_ids(b) for b in self.branches[:k]))
+
+
+# -- ids of nested blocks ----------------------------------------------------------------------------
+# A block (a loop's body, a branch, a while's condition and body) runs its instruction j under id
+# ``first + j`` and the control instructions in it under the ids after those: each one's
+# ``id_base`` is relative to its block's first id (set by ``number_nested``) until ``placed`` runs
+# the block at its ``first`` id, making it absolute.
+
+WHILE_IDS = 10**15  # ids a while loop may use (its iterations times its instructions)
+
+
+def ids_of(ins: Instr) -> int:
+    """How many ids a control instruction's runs use (0 for any other instruction)."""
+    if ins.kind == "loop":
+        return ins.length * block_ids(ins.body)
+    if ins.kind == "switch":
+        return sum(block_ids(b) for b in ins.branches)
+    if ins.kind == "while":
+        return WHILE_IDS
+    return 0
+
+
+def block_ids(block: tuple[Instr, ...]) -> int:
+    """Ids one run of a block uses: one per instruction, then its control instructions' ranges."""
+    return len(block) + sum(ids_of(b) for b in block)
+
+
+def number_nested(ins: Instr) -> None:
+    """Give the control instructions nested in ``ins`` their id ranges, relative to their block."""
+    blocks = {"loop": lambda: (ins.body,), "switch": lambda: ins.branches, "while": lambda: (ins.cond + ins.body,)}
+    for block in blocks.get(ins.kind, tuple)():
+        offset = len(block)
+        for b in block:
+            if ids_of(b):
+                object.__setattr__(b, "id_base", offset)
+                number_nested(b)
+                offset += ids_of(b)
+
+
+def placed(block: tuple[Instr, ...], first: int) -> tuple[Instr, ...]:
+    """A block as it runs from id ``first``: collectives under their ids, control instructions
+    with their ranges made absolute."""
+    return tuple(replace(b, id=first + j) if b.is_collective else (replace(b, id_base=first + b.id_base) if ids_of(b) else b)
+                 for j, b in enumerate(block))
 
 
 def updates_in_place(instr) -> bool:

@@ -354,3 +354,57 @@ def _assert_7b_dp_peak_by_hand(est, cfg) -> None:
     assert len(holders) == cfg.batch
     assert {m.peak_bytes for m in holders} == {peak} and est.memory.max_peak == peak
     assert 0 < peak - sum(resident.values()) < 0.03 * peak  # the working set: 2.6%
+
+
+def test_a_report_weighs_repeated_records_as_their_copies():
+    """A scan's repeated iterations reach the report as ``Repeat``s (one per device, the first
+    iteration's records and the later iterations' id shifts), nested for a scan in a scan: its
+    totals, summaries by every grouping and time estimate equal those of the records listed copy
+    by copy, and the records it lists are those copies, in order."""
+    from simshard.report import CommReport, Topology
+    from simshard.report.comm import Repeat
+
+    mesh = ss.Mesh({"x": 2, "y": 2})
+
+    def f(h, ws):
+        def outer(h, w):
+            return ss.lax.scan(lambda h, v: (np.tanh(h @ v), None), h, w)[0], None
+        return ss.lax.scan(outer, h, ws)[0]
+
+    args = (ss.ShapeDtype((8, 16), np.float32), ss.ShapeDtype((3, 4, 16, 16), np.float32))
+    est = estimate(f, *args, mesh=mesh, in_shardings=(P("x", None), P(None, None, None, "y")))
+    compact = est.comm
+    assert any(isinstance(it, Repeat) and any(isinstance(i, Repeat) for i in it.items) for it in compact.items)
+    listed = CommReport(compact.records)
+    assert len(listed.records) == compact.total_records == len(listed.items) > len(compact.items)
+    for total in ("total_bytes", "total_received", "total_min_bytes", "total_messages", "collectives", "devices"):
+        assert getattr(compact, total) == getattr(listed, total), total
+    for by in ("op", "kind", "axis", "device", "instr", ("op", "kind", "axis")):
+        assert compact.summary(by) == listed.summary(by), by
+    topology = Topology.uniform(1e9)
+    assert compact.estimate(topology) == listed.estimate(topology)
+    assert compact.peer_bytes() == listed.peer_bytes() and compact.bytes_received(3) == listed.bytes_received(3)
+
+
+def test_every_iteration_of_a_nested_scan_runs_under_its_own_ids():
+    """A scan in a scan: each of the 3 x 4 inner iterations' collective has its own id, none
+    shared with another instruction (the inner loop's ids sit inside the outer iteration's),
+    and the estimate records what the run records."""
+    mesh = ss.Mesh({"x": 2, "y": 2})
+
+    def f(h, ws):
+        def outer(h, w):
+            return ss.lax.scan(lambda h, v: (np.tanh(h @ v), None), h, w)[0], None
+        return ss.lax.scan(outer, h, ws)[0]
+
+    rng = np.random.default_rng(0)
+    h = rng.integers(-2, 3, (8, 16)).astype(np.float32)
+    ws = rng.integers(-1, 2, (3, 4, 16, 16)).astype(np.float32) / 8
+    shardings = (P("x", None), P(None, None, None, "y"))
+    ran = ss.run(f, h, ws, mesh=mesh, in_shardings=shardings)
+    ids = {r.instr for r in ran.comm.records}
+    assert len(ids) == 3 * 4 and len(ran.comm.records) == 3 * 4 * mesh.size
+    top = {i.id for i in ran.spmd.schedules[0].instrs}
+    assert not ids & top
+    est = estimate(f, ss.ShapeDtype(h.shape, h.dtype), ss.ShapeDtype(ws.shape, ws.dtype), mesh=mesh, in_shardings=shardings)
+    assert est.comm.records == ran.comm.records
