@@ -11,6 +11,7 @@ round-trip exactly (``to_bytes`` / ``from_bytes``).
 from __future__ import annotations
 
 import functools
+from functools import cached_property
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
@@ -198,7 +199,7 @@ class Loop(Instr):
         """The step number iteration ``k`` runs (the scan's index into its stacked arrays)."""
         return self.length - 1 - k if self.reverse else k
 
-    @property
+    @cached_property
     def stride(self) -> int:
         """Ids one iteration uses."""
         return block_ids(self.body)
@@ -272,7 +273,7 @@ WHILE_IDS = 10**15  # ids a while loop may use (its iterations times its instruc
 def ids_of(ins: Instr) -> int:
     """How many ids a control instruction's runs use (0 for any other instruction)."""
     if ins.kind == "loop":
-        return ins.length * block_ids(ins.body)
+        return ins.length * ins.stride
     if ins.kind == "switch":
         return sum(block_ids(b) for b in ins.branches)
     if ins.kind == "while":

@@ -304,11 +304,14 @@ def _repeat(devices: dict[int, _Device], classes: list[list[int]], loops: Mappin
             st.write([(loops[c[0]].counter, counter)])
         for work, n in ran[c[0]].items():
             st.ops[work] += n * len(iterations)
+    shifts: dict[int, tuple[int, ...]] = {}  # per class's loop: the later iterations' id shifts
     for d, loop in loops.items():
         records = devices[d].records
         first = tuple(records[marks[d][0]:marks[d][1]])
         if first:
-            records.append(Repeat(first, tuple(k * loop.stride for k in iterations)))
+            if id(loop) not in shifts:
+                shifts[id(loop)] = tuple(k * loop.stride for k in iterations)
+            records.append(Repeat(first, shifts[id(loop)]))
 
 
 def _local(dev: _Device, ins: Instr, memo: dict) -> None:
