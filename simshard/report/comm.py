@@ -132,11 +132,12 @@ def balanced_chunk(n: int, g: int, i: int) -> int:
 
 
 def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: Sequence[int], itemsize: int,
-                       index: int | None = None) -> int:
+                       index: int | None = None, receivers: frozenset | set | None = None) -> int:
     """Bytes ``device`` must receive to run the collective ``instr`` (a schedule instruction)
     whose local input / output shapes are ``in_shape`` / ``out_shape``. See the module docstring.
-    ``index``: the device's position in ``instr.group`` when the caller knows it (a search of an
-    8,192-device group otherwise)."""
+    ``index``: the device's position in ``instr.group``, and for a permute ``receivers``: the
+    devices another device sends to, when the caller knows them (else a search of the group or
+    the pairs, thousands long on a large mesh)."""
     n_in, n_out = math.prod(in_shape), math.prod(out_shape)
     kind = instr.kind
     if kind == "all_gather":
@@ -153,7 +154,7 @@ def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: S
         own = (n_in // along) * instr.splits[i] if along else 0
         return (n_out - own) * itemsize
     if kind == "collective_permute":
-        got = any(t == device and s != device for s, t in instr.pairs)
+        got = device in receivers if receivers is not None else any(t == device and s != device for s, t in instr.pairs)
         return n_out * itemsize if got else 0
     raise ValueError(f"no analytic minimum for instruction kind {kind!r}")
 

@@ -396,10 +396,13 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
         for d in c:
             step[d] = ins
             srcs[d] = block
+    routes: dict[int, _Routes] = {}  # a permute's pairs indexed, once per distinct pairs tuple
     if kind == "collective_permute":
         for d, ins in step.items():
-            srcs[d] = devices[d].state.read(ins.src, ins, d) if any(s == d for s, _ in ins.pairs) else None
-        results = _collective_permute(step, srcs)
+            if id(ins.pairs) not in routes:
+                routes[id(ins.pairs)] = _Routes.of(ins.pairs)
+            srcs[d] = devices[d].state.read(ins.src, ins, d) if d in routes[id(ins.pairs)].targets else None
+        results = _collective_permute(step, srcs, routes)
     else:
         results = {}
         groups: dict[int, tuple[tuple, list[int]]] = {}  # by the group tuple's identity: members share it
@@ -417,10 +420,16 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
                 lists[part[0]] = lists[c[0]]
         for part in parts:
             devices[part[0]].state.write([(step[part[0]].dst, results[part[0]][0])])
+    # each permute's participants once per pairs tuple (classes' copies of a loop iteration's
+    # instruction share it), a group's members are its group
+    members: dict[int, tuple] = {}
     for d, ins in step.items():
         dev = devices[d]
         out, traffic = results[d]
-        group = participants(ins)
+        key = id(ins.pairs) if kind == "collective_permute" else id(ins.group)
+        if key not in members:
+            members[key] = participants(ins)
+        group = members[key]
         where = position(group)
         if d not in where:
             continue
@@ -431,7 +440,7 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
             bytes_received=traffic.received, messages_sent=traffic.messages_sent,
             messages_received=traffic.messages_received,
             min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize,
-                                         where[d]),
+                                         where[d], routes[id(ins.pairs)].receivers if routes else None),
             peers=traffic.peers,
         ))
 
@@ -545,12 +554,31 @@ def _all_to_all(group, members, step, srcs, index):
     return res
 
 
-def _collective_permute(step, srcs):
+@dataclass(frozen=True)
+class _Routes:
+    """A permute's pairs indexed: where each device sends, who sends to each, and the devices
+    another device sends to."""
+
+    targets: dict  # source -> its targets, in pair order
+    sources: dict  # target -> its sources, in pair order
+    receivers: frozenset
+
+    @staticmethod
+    def of(pairs) -> "_Routes":
+        targets: dict[int, list[int]] = {}
+        sources: dict[int, list[int]] = {}
+        for s, t in pairs:
+            targets.setdefault(s, []).append(t)
+            sources.setdefault(t, []).append(s)
+        return _Routes(targets, sources, frozenset(t for s, t in pairs if s != t))
+
+
+def _collective_permute(step, srcs, routes):
     res = {}
     traffic: dict[int, dict[int, list[int]]] = {}  # device -> peer -> [sent, received, msgs out, msgs in]
     for me, ins in step.items():
-        for s, t in ins.pairs:
-            if s == me and t != me:
+        for t in routes[id(ins.pairs)].targets.get(me, ()):
+            if t != me:
                 nbytes = srcs[me].nbytes
                 a = traffic.setdefault(me, {}).setdefault(t, [0, 0, 0, 0])
                 a[0] += nbytes
@@ -559,7 +587,7 @@ def _collective_permute(step, srcs):
                 b[1] += nbytes
                 b[3] += 1
     for me, ins in step.items():
-        sources = [s for s, t in ins.pairs if t == me]
+        sources = routes[id(ins.pairs)].sources.get(me)
         out = srcs[sources[0]] if sources else Block(tuple(int(n) for n in ins.shape), np.dtype(ins.dtype))
         peers = traffic.get(me, {})
         t = _Traffic(sum(v[0] for v in peers.values()), sum(v[1] for v in peers.values()),
