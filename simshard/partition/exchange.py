@@ -9,9 +9,16 @@ exactly the elements of the new block the device did not have: the lower bound f
 
 Transfers are point-to-point, grouped into rounds in which every device sends at most one cell
 and receives at most one (a bipartite edge colouring with as many rounds as the busiest device
-has transfers); each round is one ``CollectivePermute``. The block is assembled with
-``dynamic_update_slice`` into a zero block of the target's local shape. Every device emits the
-same instructions (devices with fewer cells slice empty pieces), so schedules stay SPMD.
+has transfers); each round is one ``CollectivePermute``. Where a few devices hold what many
+lack (a broadcast: the busiest sender has more transfers than the busiest receiver), a device
+that has received a cell passes it on in later rounds, so copies double each round. The block is
+assembled with ``dynamic_update_slice`` into a zero block of the target's local shape. Every
+device emits the same instructions (devices with fewer cells slice empty pieces), so schedules
+stay SPMD.
+
+Devices holding one target block want the same cells, so blocks are cut once, not per device;
+dims neither sharding splits are left out of the plan (which is cached) and put back after; a
+round is held as columns (``Round``) and emitted with numpy.
 """
 
 from __future__ import annotations
