@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sharding.rows import distinct_rows, row_of, rows_of
-from .schedule import Free, Instr, Schedule, ids_of, number_nested
+from .schedule import CONTROL, Free, Instr, Schedule, ids_of, number_nested
 
 
 class PerDevice(Mapping):
@@ -317,7 +317,7 @@ def _number_loop(ins: Instr, first_free: int) -> int:
     """Give a control instruction a range of ids above every instruction's (its nested ones
     ranges inside it); the next free id. (Bodies and branches come numbered by position from
     ``freed``; a while loop's body continues its condition's numbers.)"""
-    if not ids_of(ins):
+    if ins.kind not in CONTROL:
         return first_free
     if ins.kind == "while":
         for j, b in enumerate(ins.cond + ins.body):

@@ -281,9 +281,12 @@ def ids_of(ins: Instr) -> int:
     return 0
 
 
+CONTROL = frozenset({"loop", "switch", "while"})  # instructions that run blocks of their own
+
+
 def block_ids(block: tuple[Instr, ...]) -> int:
     """Ids one run of a block uses: one per instruction, then its control instructions' ranges."""
-    return len(block) + sum(ids_of(b) for b in block)
+    return len(block) + sum(ids_of(b) for b in block if b.kind in CONTROL)
 
 
 def number_nested(ins: Instr) -> None:
@@ -292,7 +295,7 @@ def number_nested(ins: Instr) -> None:
     for block in blocks.get(ins.kind, tuple)():
         offset = len(block)
         for b in block:
-            if ids_of(b):
+            if b.kind in CONTROL:
                 object.__setattr__(b, "id_base", offset)
                 number_nested(b)
                 offset += ids_of(b)
@@ -301,7 +304,7 @@ def number_nested(ins: Instr) -> None:
 def placed(block: tuple[Instr, ...], first: int) -> tuple[Instr, ...]:
     """A block as it runs from id ``first``: collectives under their ids, control instructions
     with their ranges made absolute."""
-    return tuple(replace(b, id=first + j) if b.is_collective else (replace(b, id_base=first + b.id_base) if ids_of(b) else b)
+    return tuple(replace(b, id=first + j) if b.is_collective else (replace(b, id_base=first + b.id_base) if b.kind in CONTROL else b)
                  for j, b in enumerate(block))
 
 
