@@ -104,6 +104,7 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
                 if not t.done():
                     t.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
+            transport.close()
     failed = {d: t.exception() for d, t in tasks.items() if not t.cancelled() and t.exception() is not None}
     if failed:
         raise _root_cause(failed)
