@@ -302,6 +302,10 @@ class Mailbox:
             raise DuplicateMessage(msg)
         fut.set_result(msg)
 
+    def arrive(self, src: int, key: Key, array: np.ndarray, tag: Hashable, note: str) -> None:
+        """``put`` the message ``src`` sent to this mailbox's device."""
+        self.put(Message(src, self.device, key, array, tag, note))
+
     def expect(self, src: int, key: Key, out: np.ndarray) -> None:
         """The receiver offers ``out`` as the place of the message from ``src`` under ``key`` (see
         ``Transport.expect``), unless that has arrived already."""
