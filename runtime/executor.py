@@ -391,7 +391,8 @@ class Executor:
         else:
             x = self._read(ins.src)
             tag = signature(ins, x.dtype, x.shape if ins.kind == "all_reduce" else None)
-        ch = Channel(self.transport, me, ins.id, tag, note=self.where())
+        # the note travels with each message sent: a permute's device that only receives needs none
+        ch = Channel(self.transport, me, ins.id, tag, note="" if x is None else self.where())
         try:
             out = await run_collective(ch, ins, x, self.algorithm)
         except CollectiveError as e:

@@ -375,7 +375,7 @@ class Mailbox:
 
     def _wait_until(self, fut: asyncio.Future, timeout: float) -> None:
         """``fut`` fails with ``_Expired`` unless it is done within ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
+        loop = fut.get_loop()
         deadline = self._deadlines[fut] = loop.time() + timeout
         dog = self._watchdog
         if dog is None or dog.when() > deadline:  # none armed, or armed too late for this one
