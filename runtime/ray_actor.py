@@ -101,9 +101,11 @@ def _quiet_gc() -> None:
     collection scans again: freeze them (they are never garbage) and collect the young generation
     less often, since a run allocates many short-lived objects and few cycles. (Measured on a
     chain of two-device messages: about 124 -> 99 us per message, with the collector the most
-    expensive thing a Ray worker did per message.)"""
+    expensive thing a Ray worker did per message; ``gc_policy`` says more.)"""
+    from .gc_policy import RUN_THRESHOLD
+
     gc.freeze()
-    gc.set_threshold(10_000, 50, 50)
+    gc.set_threshold(*RUN_THRESHOLD)
 
 
 class DeviceHost:
