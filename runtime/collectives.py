@@ -292,20 +292,23 @@ async def collective_permute(ch: Channel, x: np.ndarray | None, pairs: Sequence[
     pair's target gets zeros of ``shape`` / ``dtype``. ``x`` is read only on sources."""
     what = "collective_permute"
     targets = [t for _, t in pairs]
-    dup = sorted({t for t in targets if targets.count(t) > 1})
-    if dup:
+    if len(set(targets)) != len(targets):
+        dup = sorted({t for t in targets if targets.count(t) > 1})
         raise CollectiveError(f"{what}: device {dup[0]} is the target of more than one pair in {tuple(pairs)}")
-    sends = [t for s, t in pairs if s == ch.me]
+    sends, source = [], None
+    for s, t in pairs:
+        if s == ch.me:
+            sends.append(t)
+        if t == ch.me:
+            source = s  # one at most: targets are distinct
     if sends and x is None:
         raise CollectiveError(f"{what}: device {ch.me} is a source in {tuple(pairs)} but has no buffer to send")
     for t in sends:
         if t != ch.me:
             await ch.send(t, 0, x)
-    sources = [s for s, t in pairs if t == ch.me]
-    if not sources:
+    if source is None:
         return np.zeros(tuple(shape), dtype=np.dtype(dtype))
-    s = sources[0]
-    return np.array(x, copy=True) if s == ch.me else await ch.recv(s, 0)
+    return np.array(x, copy=True) if source == ch.me else await ch.recv(source, 0)
 
 
 async def broadcast(ch: Channel, x: np.ndarray | None, group: Sequence[int], root: int) -> np.ndarray:

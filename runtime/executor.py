@@ -76,6 +76,11 @@ def describe(instr: Instr) -> str:
     return f"[{instr.id}] {instr.kind}{extra}{src}"
 
 
+# the instruction kinds that never wait for a peer: run as plain calls (``_step_now``), without a
+# coroutine of their own
+_AT_ONCE = frozenset({"compute", "literal", "slice", "pad", "free"})
+
+
 def _aval(a: np.ndarray) -> str:
     return f"{a.dtype}{list(a.shape)}"
 
@@ -186,6 +191,22 @@ class Executor:
                 self.traced[b] = np.array(a, copy=True)
         self.live_bytes = needed - replaced
 
+    def _write_one(self, buf: int, array) -> None:
+        """``_write([(buf, array)])``: most instructions write one buffer, and this path spares
+        them its lists and sums. A write past the capacity, or into a traced buffer, takes the
+        general path (which raises, or keeps the copy)."""
+        array = np.asarray(array)
+        needed = self.live_bytes + array.nbytes
+        if (self.capacity is not None and needed > self.capacity) or buf in self.trace:
+            self._write([(buf, array)])
+            return
+        if needed > self._peak[0]:
+            ins = self.instr
+            self._peak = (needed, self.position, None if ins is None else ins.id, "inputs" if ins is None else ins.source)
+        old = self.buffers.get(buf)
+        self.buffers[buf] = array
+        self.live_bytes = needed if old is None else needed - old.nbytes
+
     def _free(self, bufs: Sequence[int]) -> None:
         for b in bufs:
             if b not in self.buffers:
@@ -213,7 +234,12 @@ class Executor:
             self.position = pos
             start = time.time()
             try:
-                await self._step(ins)
+                if ins.is_collective:
+                    await self._collective(ins)
+                elif ins.kind in _AT_ONCE:
+                    self._step_now(ins)
+                else:
+                    await self._step(ins)
             except ExecutionError:
                 self.state = "failed"
                 raise
@@ -234,19 +260,11 @@ class Executor:
         kind = ins.kind
         if ins.is_collective:
             await self._collective(ins)
-        elif kind == "compute":
-            self._compute(ins)
-        elif kind == "literal":
-            self._write([(ins.dst, np.array(ins.value, copy=True))])
-        elif kind == "slice":
-            self._write([(ins.dst, self._slice(self._read(ins.src), ins.index))])
-        elif kind == "pad":
-            self._write([(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))])
-        elif kind == "free":
-            self._free(ins.bufs)
+        elif kind in _AT_ONCE:
+            self._step_now(ins)
         elif kind == "loop":
             for k in range(ins.length):
-                self._write([(ins.counter, np.asarray(ins.step(k), np.int32))])
+                self._write_one(ins.counter, np.asarray(ins.step(k), np.int32))
                 for body_ins in ins.iteration(k):
                     await self._step(body_ins)
         elif kind == "switch":
@@ -265,6 +283,20 @@ class Executor:
                 k += 1
         else:
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {kind!r}")
+
+    def _step_now(self, ins: Instr) -> None:
+        """An instruction of the ``_AT_ONCE`` kinds (nothing to wait for)."""
+        kind = ins.kind
+        if kind == "compute":
+            self._compute(ins)
+        elif kind == "literal":
+            self._write_one(ins.dst, np.array(ins.value, copy=True))
+        elif kind == "slice":
+            self._write_one(ins.dst, self._slice(self._read(ins.src), ins.index))
+        elif kind == "pad":
+            self._write_one(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))
+        else:
+            self._free(ins.bufs)
 
     def _compute(self, ins) -> None:
         op = OPS.get(ins.op)
@@ -359,23 +391,24 @@ class Executor:
         else:
             x = self._read(ins.src)
             tag = signature(ins, x.dtype, x.shape if ins.kind == "all_reduce" else None)
-        ch = Channel(self.transport, me, ins.id, tag, note=self.where())
+        # the note travels with each message sent: a permute's device that only receives needs none
+        ch = Channel(self.transport, me, ins.id, tag, note="" if x is None else self.where())
         try:
             out = await run_collective(ch, ins, x, self.algorithm)
         except CollectiveError as e:
             raise self._fail(CollectiveError, f"device {me} {self.where()}: {e}") from None
         in_shape = x.shape if x is not None else ()
-        self._write([(ins.dst, out)])
+        self._write_one(ins.dst, out)
         group = participants(ins)
         if me in group:
-            t = self.transport.log.totals(me, ins.id)
+            sent, received, messages_sent, messages_received, peers = self.transport.log.counts(me, ins.id)
             self.records.append(
                 CommRecord(
                     device=me, instr=ins.id, position=self.position, source=ins.source, kind=ins.kind,
-                    axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=t.sent,
-                    bytes_received=t.received, messages_sent=t.messages_sent, messages_received=t.messages_received,
+                    axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=sent,
+                    bytes_received=received, messages_sent=messages_sent, messages_received=messages_received,
                     min_bytes=analytic_min_bytes(ins, me, in_shape, out.shape, out.dtype.itemsize),
-                    peers=t.peer_rows(),
+                    peers=peers,
                 )
             )
 

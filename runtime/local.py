@@ -24,6 +24,7 @@ from simshard.report.memory import MemoryReport, capacity_of
 
 from .errors import ExecutionError, ScheduleMismatchError
 from .executor import Executor
+from .gc_policy import fewer_collections
 from .transport import InMemoryTransport, TransferLog
 
 
@@ -95,7 +96,9 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
             describe_peer=lambda d: executors[d].where() if d in executors else "not in this program",
             trace=spmd.checkpoint_buffers if trace_values else frozenset(),
         )
-    with one_blas_thread():  # as in a device actor: the bits of a kernel do not depend on the backend
+    # as in a device actor: the bits of a kernel do not depend on the backend, and the collector
+    # does not pass over the whole heap every few hundred messages
+    with one_blas_thread(), fewer_collections():
         tasks = {d: asyncio.create_task(ex.run(list(inputs[d])), name=f"device {d}") for d, ex in executors.items()}
         try:
             done, pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
@@ -104,6 +107,7 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
                 if not t.done():
                     t.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
+            transport.close()
     failed = {d: t.exception() for d, t in tasks.items() if not t.cancelled() and t.exception() is not None}
     if failed:
         raise _root_cause(failed)

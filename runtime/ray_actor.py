@@ -83,25 +83,14 @@ class _LocalMethod:
         return asyncio.ensure_future(self.coro_fn(*args))  # awaitable, as an ObjectRef is
 
 
-class _LocalDeliver:
-    def __init__(self, device: "_Device"):
-        self.device = device
-
-    def remote(self, *args):
-        done = asyncio.get_running_loop().create_future()  # delivered at once: no task per message
-        done.set_result(self.device.deliver_now(*args, copy=True))  # the sender's array: the receiver copies it
-        return done
-
-
 class LocalPeer:
-    """A device of this host: a message goes straight into its mailbox, its other methods run as
-    tasks of this event loop; no Ray call."""
+    """A device of this host: a message goes straight into its mailbox (``RayTransport`` calls
+    ``target.deliver_now``), its other methods run as tasks of this event loop; no Ray call."""
 
     local = True
 
     def __init__(self, device: "_Device"):
         self.target = device
-        self.deliver = _LocalDeliver(device)
 
     def __getattr__(self, name: str) -> _LocalMethod:
         return _LocalMethod(getattr(self.target, name))
@@ -112,9 +101,11 @@ def _quiet_gc() -> None:
     collection scans again: freeze them (they are never garbage) and collect the young generation
     less often, since a run allocates many short-lived objects and few cycles. (Measured on a
     chain of two-device messages: about 124 -> 99 us per message, with the collector the most
-    expensive thing a Ray worker did per message.)"""
+    expensive thing a Ray worker did per message; ``gc_policy`` says more.)"""
+    from .gc_policy import RUN_THRESHOLD
+
     gc.freeze()
-    gc.set_threshold(10_000, 50, 50)
+    gc.set_threshold(*RUN_THRESHOLD)
 
 
 class DeviceHost:
@@ -329,8 +320,6 @@ class _Device:
         The answer, which the sender looks at when it has finished: "ok"; "finished" (this device
         had completed the run without receiving it: a schedule mismatch); "over" (a run left,
         failed or aborted)."""
-        from .transport import Message
-
         if self._over(run_id):
             # a run this device has left: nothing waits for the message
             return "finished" if run_id in self.finished else "over"
@@ -340,7 +329,7 @@ class _Device:
             # otherwise no copy: a large array is a read-only view of the object store (the kernels
             # and collectives never write into their inputs), a small one was unpickled for us alone
             array = st.mailbox.copy_in(src, key, array) if copy else np.asarray(array)
-            st.mailbox.put(Message(src, self.device, key, array, tag, note))
+            st.mailbox.arrive(src, key, array, tag, note)
         except Exception as e:  # a duplicate: fail this device's run with it
             st.error = e
             if st.task is not None and not st.task.done():
@@ -434,4 +423,5 @@ class _Device:
             }
         finally:
             transport.release()  # a run that failed or was aborted leaves no shared memory behind
+            st.mailbox.close()
             self._close(run_id, ex.where())

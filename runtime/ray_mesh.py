@@ -30,6 +30,7 @@ mailbox) or after (the sender, once done, looks at its deliveries' answers).
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import pickle
@@ -157,6 +158,20 @@ def _lost_at_load(devices, cause: BaseException, attempts: int) -> BaseException
         f"it; load(..., retries=1), or retries= on a run, does it for you. Ray said: {type(cause).__name__}",
         lost=devices, attempts=attempts,
     )
+
+
+def _unpickle(summary: bytes):
+    """A device host's summary (``DeviceHost.run``), unpickled with the garbage collector paused:
+    its thousands of small acyclic objects (a record and a span per instruction, a row per
+    message) would otherwise set off collections, some of them over the driver's whole heap,
+    which cost more than the unpickling itself (measured: 3 to 60 us per instruction instead of 3)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(summary)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class RayMesh:
@@ -572,7 +587,7 @@ class RayMesh:
                 self.calls["get"] += 1
                 try:
                     summary = ray.get(ref)
-                    results.update(pickle.loads(summary) if isinstance(summary, bytes) else summary)
+                    results.update(_unpickle(summary) if isinstance(summary, bytes) else summary)
                 except ray.exceptions.RayActorError as e:  # the host died, with all its devices
                     dead.update((d, e) for d in devs)
                 except ray.exceptions.RayTaskError as e:

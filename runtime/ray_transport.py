@@ -55,7 +55,9 @@ def make_transport_class():
             self.run_id = run_id
             self.mailbox = mailbox
             self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
-            self.sent: list[tuple] = []  # (deliver call, destination, key, note) of every Ray or local message
+            # (deliver call, destination, key, note) of every Ray message; (answer, ...) of every
+            # message a device of this process did not take (its answer is known at once)
+            self.sent: list[tuple] = []
             self.frames: list[tuple] = []  # (connection, sequence number, destination, key, note) of every frame
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
             self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
@@ -70,15 +72,15 @@ def make_transport_class():
             peer = self.peers.get(msg.dst)
             if peer is None:
                 raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
-            if peer.local:  # a device of this process: it takes its own copy (LocalPeer), as a self-send gets
-                payload = msg.array
-            elif getattr(peer, "socket", False):  # a frame on the socket to the peer's process
+            if peer.local:  # a device of this process takes its own copy, as a self-send gets
+                answer = peer.target.deliver_now(self.run_id, msg.src, msg.key, msg.array, msg.tag, msg.note, copy=True)
+                if answer != "ok":  # kept for ``late``, as a Ray call's answer is
+                    self.sent.append((answer, msg.dst, msg.key, msg.note))
+                return
+            if getattr(peer, "socket", False):  # a frame on the socket to the peer's process
                 self.frames.append((peer.connection, self._frame(peer, msg), msg.dst, msg.key, msg.note))
                 return
-            elif msg.array.nbytes >= INLINE_BYTES:
-                payload = self._payload(msg)
-            else:
-                payload = msg.array
+            payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
             # no ack awaited here; the answers are looked at once this device has finished (``late``)
             ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
             self.sent.append((ref, msg.dst, msg.key, msg.note))
@@ -122,7 +124,8 @@ def make_transport_class():
             if not self.sent and not self.frames:
                 return []
             connections = list(dict.fromkeys(c for c, *_ in self.frames))
-            waits = [c.sync() for c in connections] + [r for r, *_ in self.sent]
+            calls = [r for r, *_ in self.sent if not isinstance(r, str)]  # a string: a local device's answer
+            waits = [c.sync() for c in connections] + calls
             try:
                 answers = await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), timeout)
             except asyncio.TimeoutError:
@@ -132,8 +135,9 @@ def make_transport_class():
             synced = {c for c, a in zip(connections, answers) if not isinstance(a, BaseException)}
             late = [(dst, key, note) for c, seq, dst, key, note in self.frames
                     if c in synced and c.answer(seq) == "finished"]
-            calls = answers[len(connections):]
-            return late + [(dst, key, note) for (_, dst, key, note), a in zip(self.sent, calls) if a == "finished"]
+            replies = iter(answers[len(connections):])
+            return late + [(dst, key, note) for r, dst, key, note in self.sent
+                           if (r if isinstance(r, str) else next(replies)) == "finished"]
 
         async def _collect(self, dst: int, src: int, key, timeout) -> Message:
             if src != self.device and src not in self.peers:

@@ -37,8 +37,11 @@ import numpy as np
 Key = tuple  # (instruction id, step)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class Message:
+    """One array in flight. Never changed once made (not ``frozen``: a frozen dataclass costs
+    four times as much to make, and a message is made on every send)."""
+
     src: int
     dst: int
     key: Key
@@ -156,7 +159,9 @@ class TransferLog:
     def __init__(self, keep_entries: bool = True):
         self.keep_entries = keep_entries
         self.rows: list[tuple] = []  # each entry's fields (``Transfer``), plain tuples: cheap to keep and ship
-        self._agg: dict[tuple[int, Any], Totals] = defaultdict(Totals)
+        # (device, instruction) -> peer -> [bytes sent, bytes received, messages sent, messages
+        # received]: plain lists, as every message adds to them (``Totals`` are made when asked for)
+        self._agg: dict[tuple[int, Any], dict[int, list[int]]] = {}
         self._summed = 0  # rows[:_summed] are in _agg
 
     @classmethod
@@ -178,16 +183,21 @@ class TransferLog:
         self._add(device, peer, direction, key, nbytes)
 
     def _add(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
-        t = self._agg[(device, key[0])].peers.setdefault(peer, PeerTotals())
+        per = self._agg.get((device, key[0]))
+        if per is None:
+            per = self._agg[(device, key[0])] = {}
+        counts = per.get(peer)
+        if counts is None:
+            counts = per[peer] = [0, 0, 0, 0]
         if direction == "sent":
-            t.sent += nbytes
-            t.messages_sent += 1
+            counts[0] += nbytes
+            counts[2] += 1
         else:
-            t.received += nbytes
-            t.messages_received += 1
+            counts[1] += nbytes
+            counts[3] += 1
 
     @property
-    def _totals(self) -> dict[tuple[int, Any], Totals]:
+    def _totals(self) -> dict[tuple[int, Any], dict[int, list[int]]]:
         """The aggregates, with any rows joined since they were last summed."""
         if self._summed < len(self.rows):
             for row in self.rows[self._summed:]:
@@ -197,34 +207,53 @@ class TransferLog:
 
     def totals(self, device: int, instr) -> Totals:
         """What ``device`` sent and received for instruction ``instr`` (the key's first part)."""
-        return self._totals.get((device, instr), Totals())
+        per = self._totals.get((device, instr), {})
+        return Totals({p: PeerTotals(*counts) for p, counts in per.items()})
+
+    def counts(self, device: int, instr) -> tuple[int, int, int, int, tuple[tuple[int, int, int], ...]]:
+        """``totals(device, instr)``'s figures in one pass: bytes sent, bytes received, messages
+        sent, messages received and the peer rows (``Totals.peer_rows``), what a ``CommRecord``
+        holds (an executor asks after every collective: no ``Totals`` made for it)."""
+        per = self._totals.get((device, instr))
+        if not per:
+            return 0, 0, 0, 0, ()
+        sent = received = messages_sent = messages_received = 0
+        for s, r, ms, mr in per.values():
+            sent += s
+            received += r
+            messages_sent += ms
+            messages_received += mr
+        rows = tuple((p, c[0], c[1]) for p, c in (per.items() if len(per) == 1 else sorted(per.items())))
+        return sent, received, messages_sent, messages_received, rows
 
     def device_totals(self, device: int) -> Totals:
         out = Totals()
-        for (d, _), t in self._totals.items():
+        for (d, _), per in self._totals.items():
             if d != device:
                 continue
-            for p, pt in t.peers.items():
-                o = out.peers.setdefault(p, PeerTotals())
-                o.sent += pt.sent
-                o.received += pt.received
-                o.messages_sent += pt.messages_sent
-                o.messages_received += pt.messages_received
+            for p, (s, r, ms, mr) in per.items():
+                o = out.peers.get(p)
+                if o is None:
+                    o = out.peers[p] = PeerTotals()
+                o.sent += s
+                o.received += r
+                o.messages_sent += ms
+                o.messages_received += mr
         return out
 
     def bytes_sent(self, device: int | None = None) -> int:
-        return sum(t.sent for (d, _), t in self._totals.items() if device is None or d == device)
+        return sum(c[0] for (d, _), per in self._totals.items() if device is None or d == device for c in per.values())
 
     def bytes_received(self, device: int | None = None) -> int:
-        return sum(t.received for (d, _), t in self._totals.items() if device is None or d == device)
+        return sum(c[1] for (d, _), per in self._totals.items() if device is None or d == device for c in per.values())
 
     def matrix(self) -> dict[tuple[int, int], int]:
         """``(src, dst) -> bytes`` sent."""
         out: dict[tuple[int, int], int] = defaultdict(int)
-        for (d, _), t in self._totals.items():
-            for p, pt in t.peers.items():
-                if pt.sent:
-                    out[(d, p)] += pt.sent
+        for (d, _), per in self._totals.items():
+            for p, c in per.items():
+                if c[0]:
+                    out[(d, p)] += c[0]
         return dict(out)
 
     def merge(self, other: "TransferLog") -> None:
@@ -236,33 +265,18 @@ class TransferLog:
 
 
 class _Expired(Exception):
-    """A receive's time ran out (``settled``'s timer: the receiver raises its ``RecvTimeout``)."""
-
-
-def _expire(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_exception(_Expired())
-
-
-async def settled(fut: asyncio.Future, timeout: float | None) -> None:
-    """Wait until ``fut`` is done, or fail it with ``_Expired`` after ``timeout`` seconds.
-
-    The future is awaited itself, with a timer beside it, rather than through ``asyncio.wait`` or
-    ``wait_for``: a message's arrival then wakes its receiver in the next turn of the event loop
-    (``asyncio.wait`` takes two turns more and a future of its own per receive), and cancelling
-    the waiting task always propagates (3.10/3.11's ``wait_for`` can swallow a cancellation)."""
-    if timeout is None:
-        await fut
-        return
-    timer = asyncio.get_running_loop().call_later(timeout, _expire, fut)
-    try:
-        await fut
-    finally:
-        timer.cancel()
+    """A receive's time ran out (the mailbox's watchdog: the receiver raises its ``RecvTimeout``)."""
 
 
 class Mailbox:
     """One device's incoming messages, matched by ``(source, key)``; a receive waits on a future.
+
+    A receive awaits its future itself, rather than through ``asyncio.wait`` or ``wait_for``: a
+    message's arrival then wakes its receiver in the next turn of the event loop (``asyncio.wait``
+    takes two turns more and a future of its own per receive), and cancelling the waiting task
+    always propagates (3.10/3.11's ``wait_for`` can swallow a cancellation). Its timeout is a
+    deadline the mailbox's one timer (``_watchdog``) checks: a timer per receive, made and
+    cancelled again for nearly every message, would cost more than the rest of the receive.
 
     Works in any asyncio event loop (a Ray asyncio actor has one mailbox)."""
 
@@ -270,6 +284,10 @@ class Mailbox:
         self.device = device
         self._slots: dict[tuple[int, Key], asyncio.Future] = {}
         self._places: dict[tuple[int, Key], np.ndarray] = {}  # (source, key) -> where the receiver wants it
+        self._deadlines: dict[asyncio.Future, float] = {}  # a waiting receive's future -> when it expires
+        # fires no later than the earliest deadline; left armed between receives (a later one
+        # re-arms it for its own deadline when it fires early)
+        self._watchdog: asyncio.TimerHandle | None = None
 
     def _slot(self, src: int, key: Key) -> asyncio.Future:
         fut = self._slots.get((src, key))
@@ -283,6 +301,10 @@ class Mailbox:
         if fut.done():
             raise DuplicateMessage(msg)
         fut.set_result(msg)
+
+    def arrive(self, src: int, key: Key, array: np.ndarray, tag: Hashable, note: str) -> None:
+        """``put`` the message ``src`` sent to this mailbox's device."""
+        self.put(Message(src, self.device, key, array, tag, note))
 
     def expect(self, src: int, key: Key, out: np.ndarray) -> None:
         """The receiver offers ``out`` as the place of the message from ``src`` under ``key`` (see
@@ -336,13 +358,48 @@ class Mailbox:
         fut = self._slot(src, key)
         try:
             if not fut.done():
-                await settled(fut, timeout)
+                if timeout is None:
+                    await fut
+                else:
+                    self._wait_until(fut, timeout)
+                    try:
+                        await fut
+                    finally:
+                        del self._deadlines[fut]
             return fut.result()
         except _Expired:
             raise RecvTimeout(self.device, src, key, timeout) from None
         finally:
             self._slots.pop((src, key), None)
             self._places.pop((src, key), None)
+
+    def _wait_until(self, fut: asyncio.Future, timeout: float) -> None:
+        """``fut`` fails with ``_Expired`` unless it is done within ``timeout`` seconds."""
+        loop = fut.get_loop()
+        deadline = self._deadlines[fut] = loop.time() + timeout
+        dog = self._watchdog
+        if dog is None or dog.when() > deadline:  # none armed, or armed too late for this one
+            if dog is not None:
+                dog.cancel()
+            self._watchdog = loop.call_at(deadline, self._expire_due)
+
+    def _expire_due(self) -> None:
+        """The watchdog: fail every receive whose deadline has passed, and re-arm for the next."""
+        self._watchdog = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        later = [d for d in self._deadlines.values() if d > now]
+        for fut, deadline in self._deadlines.items():
+            if deadline <= now and not fut.done():
+                fut.set_exception(_Expired())
+        if later:
+            self._watchdog = loop.call_at(min(later), self._expire_due)
+
+    def close(self) -> None:
+        """No more receives: stop the watchdog (a finished run leaves no timer in the loop)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
 
     def undelivered(self) -> list[Message]:
         """Messages that arrived and were never received."""
@@ -466,3 +523,8 @@ class InMemoryTransport(Transport):
 
     def undelivered(self) -> list[Message]:
         return [m for box in self.boxes.values() for m in box.undelivered()]
+
+    def close(self) -> None:
+        """The run is over: stop the mailboxes' timers."""
+        for box in self.boxes.values():
+            box.close()

@@ -389,3 +389,37 @@ def test_a_failed_run_does_not_chain_the_event_loop_probe():
         chain.append(err)
         err = err.__cause__ or err.__context__
     assert not any("no running event loop" in str(x) for x in chain)
+
+
+def test_a_run_collects_garbage_less_often_and_restores_the_thresholds():
+    """While devices run, the collector's thresholds are at least the device hosts' (a full pass
+    over the heap every few hundred messages cost long runs a third of their time); afterwards the
+    process's own come back, and a collector switched off (threshold 0) stays off."""
+    import gc
+
+    from simshard.runtime.gc_policy import RUN_THRESHOLD
+
+    seen = []
+
+    def probe(x):
+        seen.append(gc.get_threshold())
+        return (x,)
+
+    from dataclasses import replace
+
+    from simshard.ops.registry import OPS
+
+    saved = gc.get_threshold()
+    spmd = SpmdProgram(None, tuple(Schedule(d, (0,), (Compute(0, "copy", op="probe_gc", inputs=(0,), outputs=(1,)),), (1,))
+                                   for d in (0, 1)), (), ())
+    OPS["probe_gc"] = replace(OPS["neg"], name="probe_gc", kernel=probe)  # records the thresholds it runs under
+    try:
+        for thresholds in ((700, 10, 10), (0, 10, 10)):
+            gc.set_threshold(*thresholds)
+            seen.clear()
+            run_local(spmd, {d: [np.zeros(2, np.float32)] for d in (0, 1)})
+            assert seen and all(t == (thresholds if thresholds[0] == 0 else RUN_THRESHOLD) for t in seen)
+            assert gc.get_threshold() == thresholds
+    finally:
+        gc.set_threshold(*saved)
+        OPS.pop("probe_gc", None)
