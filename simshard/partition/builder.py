@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sharding.rows import distinct_rows, row_of, rows_of
-from .schedule import CONTROL, Free, Instr, Schedule, ids_of, number_nested
+from .schedule import CONTROL, Free, Instr, Schedule, ids_of, nested_ids, number_nested
 
 
 class PerDevice(Mapping):
@@ -301,30 +301,25 @@ def _number(slots: Sequence[Instr | PerDevice]) -> None:
     _number_positions(slots)
     first_free = len(slots)
     for slot in slots:
-        values = (slot,) if isinstance(slot, Instr) else slot.values
-        used = first_free
-        for ins in values:  # loops sit at the same positions on every device, with the same sizes
-            used = _number_loop(ins, first_free)
-        first_free = used
+        values = _values(slot)
+        if values[0].kind not in CONTROL:
+            continue
+        # a control step's copies (one per class) have the same blocks' shapes and sizes: their
+        # id ranges and nested control instructions' places are read off the first
+        first = values[0]
+        where = nested_ids(first)
+        for ins in values:
+            if ins.kind == "while":  # its body continues its condition's numbers
+                for j, b in enumerate(ins.cond + ins.body):
+                    object.__setattr__(b, "id", j)
+            object.__setattr__(ins, "id_base", first_free)
+            number_nested(ins, where)
+        first_free += ids_of(first)
 
 
 def _values(step: Instr | PerDevice) -> tuple[Instr, ...]:
     """The distinct instructions a step runs over all devices."""
     return (step,) if isinstance(step, Instr) else step.values
-
-
-def _number_loop(ins: Instr, first_free: int) -> int:
-    """Give a control instruction a range of ids above every instruction's (its nested ones
-    ranges inside it); the next free id. (Bodies and branches come numbered by position from
-    ``freed``; a while loop's body continues its condition's numbers.)"""
-    if ins.kind not in CONTROL:
-        return first_free
-    if ins.kind == "while":
-        for j, b in enumerate(ins.cond + ins.body):
-            object.__setattr__(b, "id", j)
-    object.__setattr__(ins, "id_base", first_free)
-    number_nested(ins)
-    return first_free + ids_of(ins)
 
 
 def same_ids(schedules: Iterable[Schedule]) -> bool:

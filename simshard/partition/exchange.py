@@ -59,12 +59,7 @@ class Round(NamedTuple):
     pieces: tuple
     starts: np.ndarray  # [transfers, rank]
     sizes: np.ndarray
-
-    @property
-    def pairs(self) -> tuple[tuple[int, int], ...]:
-        """(source, target) per transfer, by target."""
-        order = np.argsort(self.targets, kind="stable")
-        return tuple(zip(self.sources[order].tolist(), self.targets[order].tolist()))
+    pairs: tuple[tuple[int, int], ...]  # (source, target) per transfer, by target
 
     @property
     def relayed(self) -> np.ndarray:
@@ -265,9 +260,10 @@ def _round(moves: list[tuple], place, rank: int) -> Round:
         key = (False, place(s, t, cell.span)) if own is None else (True, tuple(range(a, b) for a, b in own.span))
         piece.append(pieces.setdefault(key, len(pieces)))
     column = lambda values: np.array(values, dtype=np.int64)
-    return Round(column([s for s, _, _ in moves]), column([w.target for _, _, w in moves]), column(piece), tuple(pieces),
-                 column([w.cell.starts for _, _, w in moves]).reshape(len(moves), rank),
-                 column([w.cell.size for _, _, w in moves]))
+    sources, targets = column([s for s, _, _ in moves]), column([w.target for _, _, w in moves])
+    order = np.argsort(targets, kind="stable")
+    return Round(sources, targets, column(piece), tuple(pieces), column([w.cell.starts for _, _, w in moves]).reshape(len(moves), rank),
+                 column([w.cell.size for _, _, w in moves]), tuple(zip(sources[order].tolist(), targets[order].tolist())))
 
 
 def _signatures(L, shape) -> tuple[list, list, list]:
@@ -326,7 +322,7 @@ def _relayed(wants: list[_Want], holders: dict) -> list[list[tuple]]:
     for i, w in enumerate(wants):
         by_cell.setdefault(w.cell.elements, []).append(i)
     target = np.array([w.target for w in wants], dtype=np.int64)
-    top = int(max(target.max(), max(int(holders[w.cell.holders][1].max()) for w in wants))) + 1
+    top = int(max(target.max(), max(int(holders[key][1].max()) for key in {w.cell.holders for w in wants}))) + 1
     pending = {e: np.array(ix, dtype=np.int64) for e, ix in by_cell.items()}
     # who can send each cell: devices, and each one's own copy (a cell of the block it assembles,
     # or None for a device holding it in its source block)

@@ -289,16 +289,38 @@ def block_ids(block: tuple[Instr, ...]) -> int:
     return len(block) + sum(ids_of(b) for b in block if b.kind in CONTROL)
 
 
-def number_nested(ins: Instr) -> None:
-    """Give the control instructions nested in ``ins`` their id ranges, relative to their block."""
-    blocks = {"loop": lambda: (ins.body,), "switch": lambda: ins.branches, "while": lambda: (ins.cond + ins.body,)}
-    for block in blocks.get(ins.kind, tuple)():
+def _blocks(ins: Instr) -> tuple[tuple[Instr, ...], ...]:
+    """The blocks a control instruction runs (a while's condition and body as one)."""
+    if ins.kind == "loop":
+        return (ins.body,)
+    if ins.kind == "switch":
+        return ins.branches
+    if ins.kind == "while":
+        return (ins.cond + ins.body,)
+    return ()
+
+
+def nested_ids(ins: Instr) -> tuple[tuple[int, int, int], ...]:
+    """Where the control instructions in ``ins``'s blocks sit and their id ranges start:
+    ``(block, position, id_base relative to the block)``."""
+    out = []
+    for k, block in enumerate(_blocks(ins)):
         offset = len(block)
-        for b in block:
+        for j, b in enumerate(block):
             if b.kind in CONTROL:
-                object.__setattr__(b, "id_base", offset)
-                number_nested(b)
+                out.append((k, j, offset))
                 offset += ids_of(b)
+    return tuple(out)
+
+
+def number_nested(ins: Instr, where: tuple[tuple[int, int, int], ...] | None = None) -> None:
+    """Give the control instructions nested in ``ins`` their id ranges, relative to their block
+    (``where``: ``nested_ids(ins)``, the same for every class's copy of one SPMD step)."""
+    blocks = _blocks(ins)
+    for k, j, offset in nested_ids(ins) if where is None else where:
+        b = blocks[k][j]
+        object.__setattr__(b, "id_base", offset)
+        number_nested(b)
 
 
 def placed(block: tuple[Instr, ...], first: int) -> tuple[Instr, ...]:
