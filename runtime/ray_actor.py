@@ -222,12 +222,15 @@ class DeviceHost:
     async def abort(self, device: int, run_id: int) -> None:
         await self.devices[device].abort(run_id)
 
-    async def run(self, key, run_id: int, trace_values: bool, counts: tuple, held: tuple, *inputs) -> dict[int, dict]:
+    async def run(self, key, run_id: int, trace_values: bool, counts: tuple, held: tuple, released: tuple,
+                  *inputs) -> dict[int, dict]:
         """Run program ``key`` on the devices ``counts`` names ((device, number of input shards)
         pairs, the shards following in that order, as top-level arguments so Ray resolves them;
         ``held`` names the (position, id) of each shard this process keeps, whose argument is
-        None): each device's summary, its outputs kept here and named by id. When one fails, the
-        others here are aborted at once, as the controller would abort them on hearing of it."""
+        None; ``released``: ids of kept arrays the driver dropped, let go first): each device's
+        summary, its outputs kept here and named by id. When one fails, the others here are
+        aborted at once, as the controller would abort them on hearing of it."""
+        await self.release(released)
         tasks, i = {}, 0
         inputs = list(inputs)
         for pos, held_id in held:

@@ -549,7 +549,6 @@ class RayMesh:
         from .transport import TransferLog
 
         ray = import_ray()
-        self._release_dropped()
         run_id = self._last_run = next(self._run_ids)
         pending: dict[Any, tuple[int, ...]] = {}  # one run call per host: its devices of this program
         for group in self.groups:
@@ -557,9 +556,12 @@ class RayMesh:
             if devs:
                 counts = tuple((d, len(shards[d])) for d in devs)
                 held, args = self._args(devs, shards)
-                ref = self.actors[devs[0]].run.remote(key, run_id, bool(trace_values), counts, held, *args)
+                host = self.actors[devs[0]]
+                released = tuple(self._released.pop(host, ()))  # dropped arrays go with the run, not in a call of their own
+                ref = host.run.remote(key, run_id, bool(trace_values), counts, held, released, *args)
                 self.calls["remote"] += 1
                 pending[ref] = devs
+        self._release_dropped()  # hosts this run does not reach
         results: dict[int, dict] = {}
         dead: dict[int, BaseException] = {}
         told_dead: set[int] = set()
