@@ -11,7 +11,8 @@ instruction list is made once, whatever its size.
 
 ``freed`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
 device; a loop's body uses it too); ``finish`` then numbers the ids 0, 1, 2, ... and returns one
-``Schedule`` per device, the devices of a class sharing one instruction tuple.
+``Schedule`` per device, the devices of a class sharing one instruction list (``Instructions``,
+read from the step table).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sharding.rows import distinct_rows, row_of, rows_of
-from .schedule import CONTROL, Free, Instr, Schedule, ids_of, nested_ids, number_nested
+from .schedule import CONTROL, Free, Instr, Instructions, Schedule, ids_of, nested_ids, number_nested
 
 
 class PerDevice(Mapping):
@@ -181,13 +182,16 @@ class ScheduleBuilder:
         return sorted(members, key=lambda m: m[0])
 
     # -- finishing -------------------------------------------------------------------------------
-    def freed(self, keep: Iterable[int], inputs: Sequence[int] = ()) -> list[tuple[list[int], tuple[Instr, ...]]]:
-        """Per class, its devices and their instructions with a ``Free`` after each buffer's last
-        use (buffers in ``keep`` excepted; ``inputs`` never read freed before the first step),
-        each instruction's id its position (a loop body's numbering, done once per position)."""
-        slots = self._slots(keep, inputs)
+    def freed(self, keep: Iterable[int], inputs: Sequence[int] = ()) -> list[tuple[list[int], Instructions]]:
+        """Per class, its devices and their instructions (read from the step table, as a
+        schedule's are) with a ``Free`` after each buffer's last use (buffers in ``keep``
+        excepted; ``inputs`` never read freed before the first step), each instruction's id its
+        position (a loop body's numbering, done once per position)."""
+        slots = tuple(self._slots(keep, inputs))
         _number_positions(slots)
-        return self._lists(slots)
+        classes = self.classes()
+        rows = rows_of(self._ids, [m[0] for m in classes]).tolist() if classes else []
+        return [(members, Instructions(slots, row)) for members, row in zip(classes, rows)]
 
     def _slots(self, keep: Iterable[int], inputs: Sequence[int]) -> list[Instr | PerDevice]:
         """The steps with a ``Free`` after each buffer's last use. Buffer numbers are the same on
@@ -215,20 +219,9 @@ class ScheduleBuilder:
                 slots.append(frees[pos])
         return slots
 
-    def _lists(self, slots: Sequence[Instr | PerDevice]) -> list[tuple[list[int], tuple[Instr, ...]]]:
-        """Each class's devices and instruction tuple: the slots read column by column (a step's
-        value for each class at once), then zipped into one tuple per class."""
-        classes = self.classes()
-        if not classes:
-            return []
-        rows = rows_of(self._ids, [m[0] for m in classes])
-        columns = [[slot] * len(classes) if isinstance(slot, Instr) else [slot.values[c] for c in slot.codes[rows].tolist()]
-                   for slot in slots]
-        return list(zip(classes, zip(*columns))) if columns else [(m, ()) for m in classes]
-
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use (none when not ``free``: every
-        buffer kept) and ids numbered in order, the devices of a class sharing one instruction tuple."""
+        buffer kept) and ids numbered in order, the devices of a class sharing one instruction list."""
         slots = tuple(self._slots(outputs, inputs) if free else self._slots(range(self._next_buf), ()))
         _number(slots)
         out: dict[int, Schedule] = {}
@@ -240,52 +233,6 @@ class ScheduleBuilder:
             for d in members:
                 out[d] = Schedule(d, inputs, instrs, outputs)
         return tuple(out[d] for d in self.devices)
-
-
-class Instructions(Sequence):
-    """One class of devices' instruction list, read from the schedule's step table where it is
-    read: position ``i`` is the step's one instruction, or this class's value of a per-device
-    step. Partitioning writes the table once for the whole mesh; a device's own list is made
-    only when something walks it whole (an executor, serialisation), and the estimate reads it
-    position by position without making it. Compares, hashes and pickles as the tuple it stands for."""
-
-    __slots__ = ("_slots", "_row", "_made")
-
-    def __init__(self, slots: tuple, row: int):
-        self._slots, self._row, self._made = slots, row, None
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return self.made()[i]
-        slot = self._slots[i]
-        return slot if isinstance(slot, Instr) else slot.values[slot.codes[self._row]]
-
-    def made(self) -> tuple[Instr, ...]:
-        """The list as a tuple (made once)."""
-        if self._made is None:
-            row = self._row
-            self._made = tuple(s if isinstance(s, Instr) else s.values[s.codes[row]] for s in self._slots)
-        return self._made
-
-    def __iter__(self) -> Iterator[Instr]:
-        return iter(self.made())
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, (tuple, Instructions)):
-            return self.made() == tuple(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.made())
-
-    def __reduce__(self):
-        return (tuple, (self.made(),))
-
-    def __repr__(self) -> str:
-        return f"Instructions({len(self)} steps)"
 
 
 def _number_positions(slots: Sequence[Instr | PerDevice]) -> None:

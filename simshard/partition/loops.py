@@ -207,7 +207,8 @@ def emit_while(P, e) -> None:
     owned = set(carry_bufs) | set(cconst_bufs) | set(bconst_bufs) | {pred}
     tests, steps = _per_device(test.freed(owned)), _per_device(step.freed(owned))
     reads = tuple(dict.fromkeys(carry_bufs + cconst_bufs + bconst_bufs))
-    b.emit(lambda d: While(0, src, cond=tests[d], pred=pred, body=steps[d], reads_=reads, writes_=tuple(carry_bufs)))
+    b.emit(lambda d: While(0, src, cond=tests[d].made(), pred=pred, body=steps[d].made(), reads_=reads,
+                           writes_=tuple(carry_bufs)))
     _results(P, e, src, e.outputs, carry_bufs, carry_specs, _body_axes(body))
 
 

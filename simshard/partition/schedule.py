@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from functools import cached_property
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator, Sequence
 
 import msgpack
 import numpy as np
@@ -392,6 +392,52 @@ class Schedule:
         return {"device": self.device, "inputs": self.inputs, "instrs": instrs, "outputs": self.outputs}
 
 
+class Instructions(Sequence):
+    """One class of devices' instruction list, read from the schedule's step table where it is
+    read: position ``i`` is the step's one instruction, or this class's value of a per-device
+    step. Partitioning writes the table once for the whole mesh; a device's own list is made
+    only when something walks it whole (an executor, serialisation), and the estimate reads it
+    position by position without making it. Compares, hashes and pickles as the tuple it stands for."""
+
+    __slots__ = ("_slots", "_row", "_made")
+
+    def __init__(self, slots: tuple, row: int):
+        self._slots, self._row, self._made = slots, row, None  # slots: Instr | PerDevice (builder)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self.made()[i]
+        slot = self._slots[i]
+        return slot if isinstance(slot, Instr) else slot.values[slot.codes[self._row]]
+
+    def made(self) -> tuple[Instr, ...]:
+        """The list as a tuple (made once)."""
+        if self._made is None:
+            row = self._row
+            self._made = tuple(s if isinstance(s, Instr) else s.values[s.codes[row]] for s in self._slots)
+        return self._made
+
+    def __iter__(self) -> Iterator[Instr]:
+        return iter(self.made())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (tuple, Instructions)):
+            return self.made() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.made())
+
+    def __reduce__(self):
+        return (tuple, (self.made(),))
+
+    def __repr__(self) -> str:
+        return f"Instructions({len(self)} steps)"
+
+
 def _show(v) -> str:
     if isinstance(v, np.ndarray):
         return f"array{list(v.shape)}"
@@ -405,7 +451,7 @@ def _show(v) -> str:
 def _encode(v):
     from ..sharding.dims import Sharding
 
-    if isinstance(v, tuple):
+    if isinstance(v, (tuple, Instructions)):
         return {"__tuple__": [_encode(x) for x in v]}
     if isinstance(v, list):
         return [_encode(x) for x in v]
