@@ -248,7 +248,11 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
         if first.is_collective:
             _collective(devices, classes, here, lists)
         elif first.kind == "loop":
+            origin = {d: c[0] for c in classes for d in c}
             _loop(devices, classes, here, memo)
+            for c in classes:  # a class the body's collectives split runs on in its origin's list
+                if c[0] not in lists:
+                    lists[c[0]] = lists[origin[c[0]]]
         elif first.kind in ("while", "switch"):
             what = "its trip count" if first.kind == "while" else "the branch it takes"
             raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
