@@ -11,7 +11,6 @@ round-trip exactly (``to_bytes`` / ``from_bytes``).
 from __future__ import annotations
 
 import functools
-from functools import cached_property
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Iterator, Sequence
 
@@ -177,8 +176,9 @@ class Loop(Instr):
     int32; the body reads the loop's buffers (``reads_``: the scan's constants, carries and
     stacked inputs) and overwrites its carries and stacked outputs (``writes_``) in place.
     Iteration ``k`` runs body instruction ``j`` under id ``id_base + k * stride + j``, and a loop,
-    switch or while in the body under the ids after the body's (``ids``), so every collective of
-    every iteration, nested ones included, has its own id (numbered by ``ScheduleBuilder.finish``)."""
+    switch or while in the body under ids after the body's own (``nested_ids``), so every
+    collective of every iteration, nested ones included, has its own id (numbered by
+    ``ScheduleBuilder.finish``)."""
 
     length: int
     reverse: bool
@@ -199,7 +199,7 @@ class Loop(Instr):
         """The step number iteration ``k`` runs (the scan's index into its stacked arrays)."""
         return self.length - 1 - k if self.reverse else k
 
-    @cached_property
+    @functools.cached_property
     def stride(self) -> int:
         """Ids one iteration uses."""
         return block_ids(self.body)
@@ -326,8 +326,14 @@ def number_nested(ins: Instr, where: tuple[tuple[int, int, int], ...] | None = N
 def placed(block: tuple[Instr, ...], first: int) -> tuple[Instr, ...]:
     """A block as it runs from id ``first``: collectives under their ids, control instructions
     with their ranges made absolute."""
-    return tuple(replace(b, id=first + j) if b.is_collective else (replace(b, id_base=first + b.id_base) if b.kind in CONTROL else b)
-                 for j, b in enumerate(block))
+    out = []
+    for j, b in enumerate(block):
+        if b.is_collective:
+            b = replace(b, id=first + j)
+        elif b.kind in CONTROL:
+            b = replace(b, id_base=first + b.id_base)
+        out.append(b)
+    return tuple(out)
 
 
 def updates_in_place(instr) -> bool:
