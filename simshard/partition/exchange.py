@@ -329,6 +329,7 @@ def _relayed(wants: list[_Want], holders: dict) -> list[list[tuple]]:
     senders = {e: [int(s) for s in holders[wants[ix[0]].cell.holders][1]] for e, ix in by_cell.items()}
     copies = {e: [None] * len(senders[e]) for e in by_cell}
     held = np.zeros(top, dtype=np.int64)  # cells each device has received so far
+    served = np.zeros(len(wants), dtype=bool)  # the wants given a transfer
     rounds: list[list[tuple]] = []
     while pending:
         sending = np.zeros(top, dtype=bool)
@@ -345,7 +346,8 @@ def _relayed(wants: list[_Want], holders: dict) -> list[list[tuple]]:
                 moves.append((senders[e][h], copies[e][h], wants[i]))
             sending[np.array(senders[e])[free[:len(ready)]]] = True
             receiving[target[ready]] = True
-            left = queue[~np.isin(queue, ready)]
+            served[ready] = True
+            left = queue[~served[queue]]
             if len(left):
                 pending[e] = left
             else:
