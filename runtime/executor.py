@@ -234,9 +234,7 @@ class Executor:
             self.position = pos
             start = time.time()
             try:
-                if ins.is_collective:
-                    await self._collective(ins)
-                elif ins.kind in _AT_ONCE:
+                if ins.kind in _AT_ONCE:
                     self._step_now(ins)
                 else:
                     await self._step(ins)

@@ -167,10 +167,6 @@ class ScheduleBuilder:
         return len(self.steps)
 
     # -- reading ---------------------------------------------------------------------------------
-    def instrs_of(self, device: int) -> list[Instr]:
-        """``device``'s instructions so far."""
-        return [s if isinstance(s, Instr) else s[device] for s in self.steps]
-
     def classes(self) -> list[list[int]]:
         """The devices that run the same instruction objects at every step, class by class (in
         the order of their first devices)."""
@@ -189,6 +185,10 @@ class ScheduleBuilder:
         position (a loop body's numbering, done once per position)."""
         slots = tuple(self._slots(keep, inputs))
         _number_positions(slots)
+        return self._lists(slots)
+
+    def _lists(self, slots: tuple[Instr | PerDevice, ...]) -> list[tuple[list[int], Instructions]]:
+        """Each class's devices and its instruction list, read from ``slots`` for its class."""
         classes = self.classes()
         rows = rows_of(self._ids, [m[0] for m in classes]).tolist() if classes else []
         return [(members, Instructions(slots, row)) for members, row in zip(classes, rows)]
@@ -226,10 +226,7 @@ class ScheduleBuilder:
         _number(slots)
         out: dict[int, Schedule] = {}
         inputs, outputs = tuple(inputs), tuple(outputs)
-        classes = self.classes()
-        rows = rows_of(self._ids, [m[0] for m in classes]).tolist() if classes else []
-        for members, row in zip(classes, rows):
-            instrs = Instructions(slots, row)
+        for members, instrs in self._lists(slots):
             for d in members:
                 out[d] = Schedule(d, inputs, instrs, outputs)
         return tuple(out[d] for d in self.devices)
@@ -239,7 +236,7 @@ def _number_positions(slots: Sequence[Instr | PerDevice]) -> None:
     """Number every instruction by its position (an object sits at one position; the devices of
     a PerDevice step share its position)."""
     for i, slot in enumerate(slots):
-        for ins in (slot,) if isinstance(slot, Instr) else slot.values:
+        for ins in _values(slot):
             object.__setattr__(ins, "id", i)
 
 
@@ -267,9 +264,3 @@ def _number(slots: Sequence[Instr | PerDevice]) -> None:
 def _values(step: Instr | PerDevice) -> tuple[Instr, ...]:
     """The distinct instructions a step runs over all devices."""
     return (step,) if isinstance(step, Instr) else step.values
-
-
-def same_ids(schedules: Iterable[Schedule]) -> bool:
-    """True when every schedule runs the same sequence of instruction ids and kinds of collective."""
-    seqs = [tuple((i.id, i.kind if i.is_collective else "local") for i in s.instrs) for s in schedules]
-    return all(s == seqs[0] for s in seqs)

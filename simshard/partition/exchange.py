@@ -100,17 +100,14 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
         return None
     bytes_of = lambda elements: {d: n * itemsize for d, n in elements.items()}
     return Step("exchange", before, after, shape, itemsize, (), (), sent=bytes_of(core.sent), received=bytes_of(core.received),
-                minimum=bytes_of(core.minimum), data=ExchangeData(core.rank, core.shapes, core.local, core.rounds))
+                minimum=bytes_of(core.minimum), data=core.data)
 
 
 class _Plan(NamedTuple):
     """An exchange planned in elements: the step's data, and per device the elements it sends,
     receives and lacks."""
 
-    rank: int
-    shapes: dict
-    local: dict
-    rounds: tuple
+    data: ExchangeData
     sent: dict
     received: dict
     minimum: dict
@@ -147,10 +144,12 @@ def _with_whole_dims(core: _Plan, shape: tuple[int, ...], keep: list[int]) -> _P
     zero = (0,) * len(whole)
     size = tuple(shape[k] for k in whole)
     scaled = lambda elements: {d: n * times for d, n in elements.items()}
+    data = core.data
     return _Plan(
-        rank, {d: full(s, size) for d, s in core.shapes.items()},
-        {d: [(full(pos, whole_run), full(starts, zero)) for pos, starts in cells] for d, cells in core.local.items()},
-        tuple(_widened(r, keep, shape, lambda pos: full(pos, whole_run), times) for r in core.rounds),
+        ExchangeData(
+            rank, {d: full(s, size) for d, s in data.shapes.items()},
+            {d: [(full(pos, whole_run), full(starts, zero)) for pos, starts in cells] for d, cells in data.local.items()},
+            tuple(_widened(r, keep, shape, lambda pos: full(pos, whole_run), times) for r in data.rounds)),
         scaled(core.sent), scaled(core.received), scaled(core.minimum))
 
 
@@ -249,7 +248,7 @@ def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
                     common[(id(a), id(b))] = common_count(a, b)
                 have *= common[(id(a), id(b))]
         minimum[d] = block_size(L2, d) - have
-    return _Plan(rank, {d: L2.local_shape(d) for d in devices}, local, rounds, sent, rec, minimum)
+    return _Plan(ExchangeData(rank, {d: L2.local_shape(d) for d in devices}, local, rounds), sent, rec, minimum)
 
 
 def _round(moves: list[tuple], place, rank: int) -> Round:
@@ -336,15 +335,15 @@ def _relayed(wants: list[_Want], holders: dict) -> list[list[tuple]]:
         receiving = np.zeros(top, dtype=bool)
         moves = []
         for e in sorted(pending, key=lambda e: -len(pending[e]) / len(senders[e])):
-            queue = pending[e]
-            free = np.flatnonzero(~sending[senders[e]])
+            queue, who = pending[e], np.array(senders[e])
+            free = np.flatnonzero(~sending[who])
             ready = queue[~receiving[target[queue]]]
             ready = ready[np.argsort(held[target[ready]], kind="stable")][:len(free)]
             if not len(ready):
                 continue
             for h, i in zip(free[:len(ready)].tolist(), ready.tolist()):
                 moves.append((senders[e][h], copies[e][h], wants[i]))
-            sending[np.array(senders[e])[free[:len(ready)]]] = True
+            sending[who[free[:len(ready)]]] = True
             receiving[target[ready]] = True
             served[ready] = True
             left = queue[~served[queue]]
