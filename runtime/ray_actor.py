@@ -269,11 +269,17 @@ class _Device:
         self._closed_order: deque = deque()
         self.finished: set[int] = set()  # closed runs this device completed
         self._transport_cls = None
+        self.shared = None  # SharedBlocks: this device's shared-memory files, kept from run to run
         self.floor = 0  # runs below this id are over (a restart): their messages are stale
 
     def connect(self, peers: dict, floor: int | None = None) -> None:
         """Every other device as a ``LocalPeer`` or ``RemotePeer``; runs below ``floor`` are over."""
         self.peers = peers
+        prefix = next((p.connection.shared_prefix for p in peers.values() if getattr(p, "socket", False)), None)
+        if prefix and (self.shared is None or self.shared.prefix != prefix):
+            from .socket_channel import SharedBlocks
+
+            self.shared = SharedBlocks(prefix)  # files for large messages to socket peers
         if floor is not None:
             self.floor = max(self.floor, floor)
 
@@ -386,7 +392,7 @@ class _Device:
             return {"status": "aborted", "where": "not started", "waits": []}
         schedule, capacity, algorithm, trace, timeout = self.programs[key]
         transport = self._transport_cls(self.device, self.peers, run_id, st.mailbox, timeout=timeout,
-                                          dead=st.dead)
+                                          dead=st.dead, shared=self.shared)
         st.transport = transport
         st.executor = ex = Executor(
             schedule, transport, capacity=capacity, algorithm=algorithm,
@@ -425,6 +431,6 @@ class _Device:
                 "where": ex.where(),
             }
         finally:
-            transport.release()  # a run that failed or was aborted leaves no shared memory behind
+            transport.release()
             st.mailbox.close()
             self._close(run_id, ex.where())

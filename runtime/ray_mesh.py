@@ -489,13 +489,16 @@ class RayMesh:
                 args.append(shard)
         return tuple(held), args
 
-    def _release_dropped(self) -> None:
-        """Tell each host process which of its kept arrays the driver has no handle on any more."""
+    def _release_dropped(self) -> list:
+        """Tell each host process which of its kept arrays the driver has no handle on any more:
+        the calls' refs (nothing waits for them)."""
+        refs = []
         while self._released:
             host, ids = self._released.popitem()
             if host in {id(h): h for h in self.actors.values()}.values():
-                host.release.remote(ids)
+                refs.append(host.release.remote(ids))
                 self.calls["release"] += 1  # bookkeeping, not part of a run
+        return refs
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]], *, trace_values: bool = False,

@@ -46,7 +46,8 @@ def make_transport_class():
         actor's ``deliver``; receives wait on this device's mailbox. Its log holds this device's
         transfers only."""
 
-        def __init__(self, device: int, peers: Mapping[int, Any], run_id: int, mailbox, timeout, dead: set):
+        def __init__(self, device: int, peers: Mapping[int, Any], run_id: int, mailbox, timeout, dead: set,
+                     shared=None):
             super().__init__(timeout)
             self.dead = dead  # devices the controller reported dead: waiting for them fails at once
             self.lost: tuple | None = None  # (source, key) of the receive a dead peer failed
@@ -61,7 +62,7 @@ def make_transport_class():
             self.frames: list[tuple] = []  # (connection, sequence number, destination, key, note) of every frame
             self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
             self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
-            self._shared = None  # SharedBlocks: the shared-memory files of large socket messages
+            self._shared = shared  # SharedBlocks: the device's shared-memory files for large socket messages
             self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
 
         async def _deliver(self, msg: Message) -> None:
@@ -87,13 +88,12 @@ def make_transport_class():
 
         def _frame(self, peer, msg: Message) -> int:
             """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
-            (written once per instruction however many peers it goes to): the frame's number."""
-            from .socket_channel import SHM_BYTES, SharedBlocks
+            (written once per instruction however many peers it goes to, into one of the device's
+            files its readers have let go of): the frame's number."""
+            from .socket_channel import SHM_BYTES
 
-            shared, prefix = None, peer.connection.shared_prefix
-            if msg.array.nbytes >= SHM_BYTES and prefix:
-                if self._shared is None:
-                    self._shared = SharedBlocks(prefix)
+            shared = None
+            if msg.array.nbytes >= SHM_BYTES and self._shared is not None:
                 shared = self._shared.put(msg.array, scope=msg.key[0])
             return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
                                         shared=shared)
@@ -104,7 +104,7 @@ def make_transport_class():
             self.mailbox.expect(src, key, out)
 
         def release(self) -> None:
-            """Unlink the shared-memory files this run wrote (their receivers have mapped them)."""
+            """Forget the arrays this run wrote to shared memory (the files stay for the next)."""
             if self._shared is not None:
                 self._shared.release()
 

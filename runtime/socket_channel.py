@@ -19,10 +19,11 @@ A mid-sized body (``RING_MIN`` up to ``SHM_BYTES``) does not cross the socket ei
 connection's ring of shared memory has room (``Ring``): the sender copies it in, the frame names
 the offset, and the receiver copies it out as it hands the frame on. A large array is written
 once into a file of the node's shared memory (``SharedBlocks``, one file per array however many
-peers it goes to, as one Ray object serves all its readers) and the frame names the file; the
-receiver maps it read-only and hands on a view of the mapping, so the kernel copies its bytes
-once instead of twice per receiver. The sender unlinks its files once its receivers have mapped
-them (a sync has been answered); the mappings live as long as the receivers' arrays.
+peers it goes to, as one Ray object serves all its readers) and the frame names the file and the
+reader's slot in it; the receiver maps it read-only and hands on a view of the mapping, so its
+bytes are copied once instead of twice per receiver. A receiver clears its slot when the last
+view of its mapping goes; the sender writes a file again once every slot is clear, so its pages
+are warm (writing fresh pages of shared memory costs several times a copy).
 
 A receiving device may offer the place a message belongs in (``Listener``'s ``place``: a slot of
 a collective's output); a body, a ring's copy or a mapped file's then goes straight there.
@@ -40,6 +41,7 @@ import os
 import pickle
 import socket
 import struct
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -55,6 +57,9 @@ SHM_BYTES = 2 << 20  # an array from this size up travels in shared memory (Shar
 RING_BYTES = 16 << 20  # each connection's ring of shared memory (Ring), its pages touched as it is used
 RING_MIN = 1 << 16  # a body from this size up to SHM_BYTES goes through the ring while it has room
 _ALIGN = 64  # ring offsets start on a cache line
+READERS = 4096  # a shared file's first page: one byte per reader slot (1 while its mapping lives)
+_GRAIN = 1 << 20  # shared files are made in whole MiB, so a file fits arrays of nearby sizes
+POOL_BYTES = 256 << 20  # a device keeps its idle shared files up to this many bytes
 
 Deliver = Callable[..., str]  # (run_id, src, dst, key, array, tag, note) -> answer ("ok" or why not)
 # (run_id, src, dst, key, dtype, shape) -> the array a frame's body goes into, or None (a new one)
@@ -178,11 +183,12 @@ class _Receiver(asyncio.BufferedProtocol):
             self.start = self.end = 0
 
     def _from_shared(self, shared, dtype, shape, array: np.ndarray | None) -> np.ndarray:
-        """A body in shared memory: copied out of the sender's ring (``(ring, offset)``: its space
-        is reused once this frame has been handed on); else its file mapped, and copied into the
-        offered place if there is one."""
-        if isinstance(shared, tuple):
-            name, offset = shared
+        """A body in shared memory: copied out of the sender's ring (``("ring", name, offset)``:
+        its space is reused once this frame has been handed on); else its file mapped
+        (``("file", name, slot)``), and copied into the offered place if there is one."""
+        kind, name, at = shared
+        if kind == "ring":
+            offset = at
             ring = self.rings.get(name)
             if ring is None:
                 ring = self.rings[name] = map_ring(name)
@@ -191,7 +197,7 @@ class _Receiver(asyncio.BufferedProtocol):
             flat = array.reshape(-1).view(np.uint8)
             flat[...] = ring[offset:offset + flat.size]
             return array
-        mapped = map_shared(shared, dtype, shape)
+        mapped = map_shared(name, dtype, shape, slot=at)
         if array is None:
             return mapped
         np.copyto(array, mapped)
@@ -306,9 +312,9 @@ class Connection:
                 self.writer.write(p)
 
     def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str,
-             shared: str | None = None) -> int:
-        """A frame carrying ``array``, or only naming it when it is in shared memory already (the
-        file ``shared``, written by ``SharedBlocks``); its sequence number, for ``answer``."""
+             shared: tuple | None = None) -> int:
+        """A frame carrying ``array``, or only naming it when it is in shared memory already
+        (``("file", name, slot)``, from ``SharedBlocks.put``); its sequence number, for ``answer``."""
         seq = next(self.seq)
         array = np.asarray(array)
         if not array.flags.c_contiguous:
@@ -332,7 +338,7 @@ class Connection:
         if self.ring is None:
             self.ring = Ring(self.shared_prefix)
         offset = self.ring.put(array)
-        return None if offset is None else (self.ring.name, offset)
+        return None if offset is None else ("ring", self.ring.name, offset)
 
     def sync(self) -> asyncio.Future:
         """A frame the receiver answers once it has handed on every frame sent before it (a
@@ -409,41 +415,88 @@ class Ring:
                 pass
 
 
+class _File:
+    """One shared file of a ``SharedBlocks``: a page of reader slots, then the body."""
+
+    def __init__(self, prefix: str, capacity: int):
+        self.name = f"{prefix}-{os.urandom(8).hex()}"  # unique across the devices of a process
+        self.capacity = capacity
+        fd = os.open(os.path.join(SHM_DIR, self.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, READERS + capacity)
+            self.mm = mmap.mmap(fd, READERS + capacity)
+        finally:
+            os.close(fd)
+        self.slots = np.frombuffer(self.mm, dtype=np.uint8, count=READERS)
+        self.body = np.frombuffer(self.mm, dtype=np.uint8, offset=READERS)
+
+    def idle(self) -> bool:
+        return not self.slots.any()
+
+    def remove(self) -> None:
+        try:
+            os.unlink(os.path.join(SHM_DIR, self.name))
+        except FileNotFoundError:
+            pass
+
+
 class SharedBlocks:
-    """The shared-memory files one device's run has written: ``put`` writes an array once (by
-    identity: an all-gather's block sent to seven peers is one file), ``release`` unlinks them all
-    (after the receivers have mapped them, or when the run is over)."""
+    """A device's files of the node's shared memory for arrays from ``SHM_BYTES`` up, kept from
+    run to run: ``put`` writes an array once per instruction (by identity: an all-gather's block
+    sent to seven peers is one file, each peer a slot in it) into an idle file, one whose every
+    reader has let go of its mapping. Idle files beyond ``POOL_BYTES`` are removed; the driver
+    removes the rest, by the mesh's prefix, when the mesh closes."""
 
     def __init__(self, prefix: str):
         self.prefix = prefix  # the mesh's: what is left after a crash can be found and removed
-        self.names: list[str] = []
-        self.scope, self.files = None, {}  # id(array) -> (array, name) within one instruction
+        self.files: list[_File] = []
+        self.scope, self.written = None, {}  # id(array) -> [array, file, next slot] within one instruction
 
-    def put(self, array: np.ndarray, scope=None) -> str:
-        """The file holding ``array``, written on its first ``put`` in ``scope`` (an instruction)."""
+    def put(self, array: np.ndarray, scope=None) -> tuple[str, str, int]:
+        """``("file", name, slot)`` of a file holding ``array`` for one more reader, written on the
+        array's first ``put`` in ``scope`` (an instruction)."""
         if scope != self.scope:
-            self.scope, self.files = scope, {}
-        hit = self.files.get(id(array))
-        if hit is None:
-            name = f"{self.prefix}-{os.urandom(8).hex()}"  # unique across the devices of a process
-            fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            try:
-                view = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
-                while view:  # one write call moves it all, unless the kernel stops short
-                    view = view[os.write(fd, view):]
-            finally:
-                os.close(fd)
-            self.names.append(name)
-            hit = self.files[id(array)] = (array, name)  # the array kept: its id is not reused meanwhile
-        return hit[1]
+            self.scope, self.written = scope, {}
+        hit = self.written.get(id(array))
+        if hit is None or hit[2] == READERS:
+            flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            file = self._idle(flat.size)
+            file.body[:flat.size] = flat
+            hit = self.written[id(array)] = [array, file, 0]  # the array kept: its id is not reused meanwhile
+        _, file, slot = hit
+        file.slots[slot] = 1  # before the frame goes: the receiver clears it
+        hit[2] += 1
+        return "file", file.name, slot
+
+    def _idle(self, nbytes: int) -> _File:
+        """The smallest idle file that fits ``nbytes`` and this instruction has not written, or a
+        new one (after removing idle files beyond ``POOL_BYTES``)."""
+        busy = {id(f) for _, f, _ in self.written.values()}
+        idle = [f for f in self.files if id(f) not in busy and f.idle()]
+        fits = [f for f in idle if f.capacity >= nbytes]
+        if fits:
+            return min(fits, key=lambda f: f.capacity)
+        kept = sum(f.capacity for f in self.files)
+        for f in sorted(idle, key=lambda f: f.capacity):
+            if kept + nbytes <= POOL_BYTES:
+                break
+            f.remove()
+            self.files.remove(f)
+            kept -= f.capacity
+        file = _File(self.prefix, -(-nbytes // _GRAIN) * _GRAIN)
+        self.files.append(file)
+        return file
 
     def release(self) -> None:
-        for name in self.names:
-            try:
-                os.unlink(os.path.join(SHM_DIR, name))
-            except FileNotFoundError:
-                pass
-        self.names, self.scope, self.files = [], None, {}
+        """Forget this run's arrays (the files stay for the next run)."""
+        self.scope, self.written = None, {}
+
+    def close(self) -> None:
+        """Remove every file (their readers' mappings stay valid)."""
+        for f in self.files:
+            f.remove()
+        self.files = []
+        self.release()
 
 
 def shared_memory_prefix(secret: bytes) -> str | None:
@@ -454,18 +507,31 @@ def shared_memory_prefix(secret: bytes) -> str | None:
     return "simshard-" + hashlib.sha256(secret).hexdigest()[:16]
 
 
-def map_shared(name: str, dtype, shape) -> np.ndarray:
-    """A read-only array over the shared-memory file ``name`` (the mapping outlives the file)."""
+def map_shared(name: str, dtype, shape, slot: int) -> np.ndarray:
+    """A read-only array over the body of the shared file ``name`` (``SharedBlocks``); reader
+    ``slot`` is cleared when the last view of the mapping goes, so the sender may write it again."""
     shape = tuple(shape)
     n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
     if n == 0:
+        _let_go(fd, slot)
         return np.empty(shape, dtype=dtype)
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
     try:
-        mm = mmap.mmap(fd, n, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+        mm = mmap.mmap(fd, n, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ,
+                       offset=READERS)
+    except BaseException:
+        _let_go(fd, slot)
+        raise
+    weakref.finalize(mm, _let_go, fd, slot)
+    return np.frombuffer(mm, dtype=dtype).reshape(shape)
+
+
+def _let_go(fd: int, slot: int) -> None:
+    """Clear a reader's slot of a shared file (its mapping is gone) and close the file."""
+    try:
+        os.pwrite(fd, b"\0", slot)
     finally:
         os.close(fd)
-    return np.frombuffer(mm, dtype=dtype).reshape(shape)
 
 
 def map_ring(name: str) -> np.ndarray:

@@ -83,33 +83,50 @@ def test_a_peer_that_is_not_listening_fails_the_sync_not_hangs():
     _run(main())
 
 
-def test_a_large_array_travels_as_a_shared_memory_file_mapped_by_its_receiver(tmp_path, monkeypatch):
+def test_a_large_array_travels_in_a_shared_file_written_again_once_its_readers_let_go(tmp_path, monkeypatch):
+    """An array sent to two peers is one file with a slot per reader; the receivers hand on
+    read-only views of its mapping. While they hold them the file is busy (another array gets a
+    new file); once they let go it is written again, so a run's pages are warm. ``close`` removes
+    the files, the receivers' mappings staying valid."""
+    import gc
+
     from simshard.runtime import socket_channel as sc
 
     monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))  # any directory works; /dev/shm is the fast one
     big = np.arange(1 << 20, dtype=np.float32).reshape(1024, 1024)
+    other = -big
 
     async def main():
         got = []
-        listener = Listener(b"s" * 16, lambda *a: (got.append(a), "ok")[1])
+        listener = Listener(b"s" * 16, lambda *a: (got.append(a[4]), "ok")[1])
         await listener.start()
         conn = Connection(listener.address, b"s" * 16)
         blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
-        name = blocks.put(big, scope=1)
-        assert blocks.put(big, scope=1) == name  # one file for an array sent to several peers
-        sent = [conn.send(0, 1, 2, (k,), big, None, "", shared=name) for k in range(2)]
+        first = blocks.put(big, scope=1)
+        second = blocks.put(big, scope=1)
+        assert first[:2] == second[:2] and (first[2], second[2]) == (0, 1)  # one file, two readers
+        sent = [conn.send(0, 1, 2, (k,), big, None, "", shared=s) for k, s in enumerate((first, second))]
         await asyncio.wait_for(conn.sync(), 5)
         assert [conn.answer(seq) for seq in sent] == ["ok", "ok"]
-        assert os.listdir(tmp_path) == [name]
-        blocks.release()
+        busy = blocks.put(other, scope=2)  # the readers still hold their views: a second file
+        assert busy[1] != first[1] and sorted(os.listdir(tmp_path)) == sorted([first[1], busy[1]])
+        held = list(got)
+        got.clear()
+        conn.send(0, 1, 2, (2,), other, None, "", shared=busy)
+        await asyncio.wait_for(conn.sync(), 5)
+        assert np.array_equal(got[0], other)
+        got.clear()
+        gc.collect()
+        again = blocks.put(other, scope=3)  # the second file's reader let go: written again
+        assert again[1] == busy[1]
+        blocks.close()
         conn.close()
         listener.close()
-        return got
+        return held
 
-    got = _run(main())
-    assert os.listdir(tmp_path) == []  # unlinked; the receivers' mappings outlive the file
-    for args in got:
-        array = args[4]
+    held = _run(main())
+    assert os.listdir(tmp_path) == []
+    for array in held:
         assert np.array_equal(array, big) and not array.flags.writeable  # a read-only view of the mapping
     assert sc.remove_shared(sc.shared_memory_prefix(b"s" * 16)) == 0
 
@@ -134,7 +151,7 @@ def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkey
         for k, a in arrays.items():
             conn.send(0, 1, 2, (k, 0), a, None, "", shared=blocks.put(a, scope=1) if k == 2 else None)
         await asyncio.wait_for(conn.sync(), 5)
-        blocks.release()
+        blocks.close()
         conn.close()
         listener.close()
         return got
