@@ -119,7 +119,8 @@ class Executor:
         self.input_bytes = 0
         self.position = -1
         self.state = "not started"
-        self.records: list[CommRecord] = []
+        self._records: list[CommRecord] = []
+        self._done: list[tuple] = []  # (instruction, position, in shape, out shape, itemsize) of each collective run
         self.timeline: list[Span] = []  # one per instruction run
         self._peak = (0, -1, None, "inputs")
 
@@ -390,25 +391,39 @@ class Executor:
             x = self._read(ins.src)
             tag = signature(ins, x.dtype, x.shape if ins.kind == "all_reduce" else None)
         # the note travels with each message sent: a permute's device that only receives needs none
-        ch = Channel(self.transport, me, ins.id, tag, note="" if x is None else self.where())
+        ch = Channel(self.transport, me, ins.id, tag, note="" if x is None else self._note(ins))
         try:
             out = await run_collective(ch, ins, x, self.algorithm)
         except CollectiveError as e:
             raise self._fail(CollectiveError, f"device {me} {self.where()}: {e}") from None
-        in_shape = x.shape if x is not None else ()
         self._write_one(ins.dst, out)
-        group = participants(ins)
-        if me in group:
-            sent, received, messages_sent, messages_received, peers = self.transport.log.counts(me, ins.id)
-            self.records.append(
+        # its CommRecord is made when ``records`` is read, off the path between two messages
+        self._done.append((ins, self.position, () if x is None else x.shape, out.shape, out.dtype.itemsize))
+
+    def _note(self, ins) -> str:
+        """Where this device is, in the few words a message carries (for the receiver's errors)."""
+        src = f" from {ins.source!r}" if ins.source else ""
+        return f"at position {self.position} [{ins.id}] {ins.kind}{src}"
+
+    @property
+    def records(self) -> list[CommRecord]:
+        """One ``CommRecord`` per collective this device took part in, in the order run."""
+        me, log = self.device, self.transport.log
+        for ins, position, in_shape, out_shape, itemsize in self._done:
+            group = participants(ins)
+            if me not in group:
+                continue
+            sent, received, messages_sent, messages_received, peers = log.counts(me, ins.id)
+            self._records.append(
                 CommRecord(
-                    device=me, instr=ins.id, position=self.position, source=ins.source, kind=ins.kind,
+                    device=me, instr=ins.id, position=position, source=ins.source, kind=ins.kind,
                     axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=sent,
                     bytes_received=received, messages_sent=messages_sent, messages_received=messages_received,
-                    min_bytes=analytic_min_bytes(ins, me, in_shape, out.shape, out.dtype.itemsize),
-                    peers=peers,
+                    min_bytes=analytic_min_bytes(ins, me, in_shape, out_shape, itemsize), peers=peers,
                 )
             )
+        self._done = []
+        return self._records
 
     # -- transport failures as schedule errors -------------------------------------------------------
     def _transport_error(self, e: TransportError) -> ExecutionError:

@@ -162,16 +162,20 @@ class DeviceHost:
         from .socket_channel import Listener
 
         if self.listener is None:
-            self.listener = Listener(secret, self._deliver_frame, self._place_frame)
+            devices = self.devices
+
+            # plain functions, not this actor's methods (which Ray wraps for its tracing): one of
+            # each per message
+            def deliver(run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
+                return devices[dst].deliver_now(run_id, src, key, array, tag, note)
+
+            def place(run_id: int, src: int, dst: int, key, dtype, shape) -> np.ndarray | None:
+                device = devices.get(dst)
+                return None if device is None else device.place(run_id, src, key, dtype, shape)
+
+            self.listener = Listener(secret, deliver, place)
             await self.listener.start()
         return self.node_id(), self.listener.address
-
-    def _deliver_frame(self, run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
-        return self.devices[dst].deliver_now(run_id, src, key, array, tag, note)
-
-    def _place_frame(self, run_id: int, src: int, dst: int, key, dtype, shape) -> np.ndarray | None:
-        device = self.devices.get(dst)
-        return None if device is None else device.place(run_id, src, key, dtype, shape)
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
                       secret: bytes = b"") -> int:

@@ -49,14 +49,17 @@ def test_waiting_for_a_collective_the_peer_never_reaches_is_a_deadlock():
 )
 def test_a_different_collective_under_the_same_id(other):
     e = run({0: [AllReduce(1, "%5 dot", src=0, dst=0, group=(0, 1))], 1: [other]})
-    from simshard.runtime.executor import describe
+    from simshard.runtime.collectives import signature
 
-    # device 0 receives first (tasks start in device order): its own step, then the sender's
-    assert str(e).startswith(
+    # device 0 receives first (tasks start in device order): its own step, then the sender's, whose
+    # message names its position and kind in a few words and its collective in full (the tag)
+    sender = f"at position 0 [1] {other.kind} from {other.source!r}"
+    sent = signature(other, np.float32, (2, 2) if other.kind == "all_reduce" else None)
+    assert str(e) == (
         "schedules disagree at instruction id 1: device 0 at position 0 [1] all_reduce over (0, 1) from '%5 dot' "
-        "expects all_reduce((0, 1), 'sum', (2, 2), '<f4'), but device 1 at position 0 " + describe(other) + " sent "
+        f"expects all_reduce((0, 1), 'sum', (2, 2), '<f4'), but device 1 {sender} sent {sent[0]}{sent[1:]}"
     )
-    assert e.devices == (0, 1) and e.positions[1] == "at position 0 " + describe(other)
+    assert e.devices == (0, 1) and e.positions[1] == sender
 
 
 def test_waiting_for_a_device_that_has_finished():
