@@ -65,8 +65,9 @@ class RemotePeer:
 
 
 class SocketPeer(RemotePeer):
-    """A device of another process on this node: its messages go over the socket between the two
-    processes (``runtime/socket_channel.py``, ``RayTransport._frame``); every other call through Ray."""
+    """A device of another process: its messages go over the socket between the two processes
+    (``runtime/socket_channel.py``, ``RayTransport._frame``: a Unix socket on this node, TCP to
+    another); every other call through Ray."""
 
     socket = True
 
@@ -154,11 +155,25 @@ class DeviceHost:
     def pid(self, device: int | None = None) -> int:
         return os.getpid()
 
+    def routes(self, device: int) -> dict[int, str]:
+        """How ``device``'s messages reach each peer: "process" (a device of this process),
+        "unix" (this node's socket), "tcp" (another node's socket) or "ray" (actor calls)."""
+        out = {}
+        for p, peer in self.devices[device].peers.items():
+            if isinstance(peer, LocalPeer):
+                out[p] = "process"
+            elif getattr(peer, "socket", False):
+                out[p] = "tcp" if peer.connection.address.startswith("tcp:") else "unix"
+            else:
+                out[p] = "ray"
+        return out
+
     def node_id(self, device: int | None = None) -> str:
         return import_ray().get_runtime_context().get_node_id()
 
-    async def listen(self, secret: bytes) -> tuple[str, str]:
-        """Open this process's message socket: (its node id, its address)."""
+    async def listen(self, secret: bytes) -> tuple[str, str, str]:
+        """Open this process's message sockets: (its node id, its address for this node's
+        processes, its TCP address for other nodes')."""
         from .socket_channel import Listener
 
         if self.listener is None:
@@ -173,15 +188,15 @@ class DeviceHost:
                 device = devices.get(dst)
                 return None if device is None else device.place(run_id, src, key, dtype, shape)
 
-            self.listener = Listener(secret, deliver, place)
+            self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
             await self.listener.start()
-        return self.node_id(), self.listener.address
+        return self.node_id(), self.listener.address, self.listener.tcp_address
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
                       secret: bytes = b"") -> int:
         """Learn every device's host handle (again after a restart) and, with ``sockets`` (device ->
-        (node id, address) of its process), reach the processes of this node by socket; runs below
-        ``floor`` are over."""
+        (node id, address, TCP address) of its process), reach other processes by socket: this
+        node's by their Unix socket, other nodes' by TCP. Runs below ``floor`` are over."""
         from .socket_channel import Connection
 
         for c in self.connections.values():
@@ -195,8 +210,8 @@ class DeviceHost:
                     continue
                 if p in self.devices:
                     peers[p] = LocalPeer(self.devices[p])
-                elif sockets and sockets.get(p) and sockets[p][0] == here:
-                    address = sockets[p][1]
+                elif sockets and sockets.get(p) and (sockets[p][0] == here or sockets[p][2]):
+                    address = sockets[p][1] if sockets[p][0] == here else sockets[p][2]
                     if address not in self.connections:
                         self.connections[address] = Connection(address, secret)
                     peers[p] = SocketPeer(h, p, self.connections[address])
@@ -279,7 +294,8 @@ class _Device:
     def connect(self, peers: dict, floor: int | None = None) -> None:
         """Every other device as a ``LocalPeer`` or ``RemotePeer``; runs below ``floor`` are over."""
         self.peers = peers
-        prefix = next((p.connection.shared_prefix for p in peers.values() if getattr(p, "socket", False)), None)
+        prefix = next((p.connection.shared_prefix for p in peers.values()
+                       if getattr(p, "socket", False) and p.connection.shared_prefix), None)
         if prefix and (self.shared is None or self.shared.prefix != prefix):
             from .socket_channel import SharedBlocks
 

@@ -14,7 +14,8 @@ all of them). ``RayMesh.calls`` counts every call the controller made.
 On a cluster: ``RayMesh(mesh, address="<head>:6379", node_axes=("host",))`` plans the devices
 onto nodes (``runtime/nodes.py``: devices sharing every coordinate of ``node_axes`` share a node),
 reserves one placement-group bundle per node and pins each device actor to its node's bundle;
-``close`` removes the group. ``device_nodes()`` says which Ray node each device is on.
+``close`` removes the group. ``device_nodes()`` says which Ray node each device is on, and
+``routes(device)`` how its messages reach each other device.
 
 Failures: a device whose actor dies gives a ``DeviceLostError`` naming it and the instruction its
 peers were waiting for it to reach; the other devices are stopped at once. With ``retries=N``
@@ -49,9 +50,9 @@ from .ray_transport import PutOnce
 
 RayResult = Result  # the name a run on a RayMesh has always had
 
-# How messages between device processes travel: "sockets" (between processes of one node, a frame
-# on a Unix socket, an array from SHM_BYTES up in a shared-memory file the frame names; other
-# nodes by Ray calls) or "ray" (every message a Ray actor call): runtime/socket_channel.py.
+# How messages between device processes travel: "sockets" (a frame on a socket: a Unix socket
+# between processes of one node, an array from SHM_BYTES up in a shared-memory file the frame
+# names; TCP between nodes) or "ray" (every message a Ray actor call): runtime/socket_channel.py.
 DATA_PLANES = ("sockets", "ray")
 
 
@@ -211,7 +212,7 @@ class RayMesh:
             raise ValueError(f"RayMesh: data_plane must be one of {', '.join(DATA_PLANES)}, not {data_plane!r}")
         self.data_plane = data_plane
         self._secret = os.urandom(16)  # a socket connection must start with it
-        self._sockets: dict[int, tuple[str, str]] = {}  # device -> (node id, address) of its process
+        self._sockets: dict[int, tuple] = {}  # device -> (node id, address, TCP address) of its process
         self._released: dict[Any, list[int]] = {}  # host handle -> ids of kept arrays nobody holds
         self.address = address
         self.node_axes = node_axes
@@ -375,6 +376,12 @@ class RayMesh:
     def pid(self, device: int) -> int:
         ray = import_ray()
         return ray.get(self._call(device, "pid"))
+
+    def routes(self, device: int) -> dict[int, str]:
+        """How ``device``'s messages reach each other device: "process" (the same worker process),
+        "unix" (a socket to another process of its node), "tcp" (a socket to another node's) or
+        "ray" (an actor call per message: the ``ray`` data plane)."""
+        return import_ray().get(self._call(device, "routes"))
 
     # -- programs ------------------------------------------------------------------------------
     def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",

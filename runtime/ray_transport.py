@@ -1,13 +1,13 @@
 """The Ray transport: one device's side of sending and receiving between device actors.
 
-A send is fire-and-forget (``RayTransport._deliver``): to a device of another process of this
-node on the sockets data plane, a frame on the socket to its process (``socket_channel.py``: a
-large array in shared memory); to any other device of another process, a Ray call on its
-``deliver``, the array travelling as a Ray object (``ray.put`` once per instruction, from
-``INLINE_BYTES`` up) or inline below that; to a device of the same host a task of this event
-loop, the array copied (``LocalPeer``). A receive waits on the
-device's own mailbox with the receive timeout. The collectives and the executor above it are the
-local backend's, so outputs and communication records are the same, bit for bit and byte for byte.
+A send is fire-and-forget (``RayTransport._deliver``): to a device of another process on the
+sockets data plane, a frame on the socket to its process (``socket_channel.py``: a Unix socket on
+this node, a large array in shared memory; TCP to another node); on the ray data plane, a Ray
+call on its ``deliver``, the array travelling as a Ray object (``ray.put`` once per instruction,
+from ``INLINE_BYTES`` up) or inline below that; to a device of the same host a task of this event
+loop, the array copied (``LocalPeer``). A receive waits on the device's own mailbox with the
+receive timeout. The collectives and the executor above it are the local backend's, so outputs
+and communication records are the same, bit for bit and byte for byte.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def make_transport_class():
             from .socket_channel import SHM_BYTES
 
             shared = None
-            if msg.array.nbytes >= SHM_BYTES and self._shared is not None:
+            if msg.array.nbytes >= SHM_BYTES and self._shared is not None and peer.connection.shared_prefix:
                 shared = self._shared.put(msg.array, scope=msg.key[0])
             return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
                                         shared=shared)

@@ -1,5 +1,5 @@
-"""Messages between device processes of one node over Unix sockets: the fast path of the Ray
-data plane.
+"""Messages between device processes over sockets (Unix sockets within a node, TCP between
+nodes): the fast path of the Ray data plane.
 
 A Ray actor call costs the sender and the receiver hundreds of microseconds; the schedule is
 static and the processes long-lived, so each host process opens one listening socket once
@@ -28,7 +28,8 @@ are warm (writing fresh pages of shared memory costs several times a copy).
 A receiving device may offer the place a message belongs in (``Listener``'s ``place``: a slot of
 a collective's output); a body, a ring's copy or a mapped file's then goes straight there.
 
-Ray stays the control plane (load, run, abort, where) and carries messages to other nodes.
+Between nodes the frames are the same on a TCP socket (``Listener``'s ``tcp_address``), every body
+in the stream. Ray stays the control plane (load, run, abort, where).
 """
 
 from __future__ import annotations
@@ -218,25 +219,37 @@ class _Receiver(asyncio.BufferedProtocol):
 
 
 class Listener:
-    """This process's socket: frames in, each handed to ``deliver`` (a plain function, called in
+    """This process's sockets: frames in, each handed to ``deliver`` (a plain function, called in
     stream order on the event loop). ``place`` (optional) names the array a frame's body is
     written into (the receiving device's offered place for it), given the frame's run, source,
-    destination, key, dtype and shape; None, or no ``place``: a new array."""
+    destination, key, dtype and shape; None, or no ``place``: a new array. Peers of this node
+    connect to ``address`` (an abstract Unix socket); with ``tcp_host``, peers of other nodes to
+    ``tcp_address`` (``tcp:host:port``, a port the kernel picks), the same frames with every body
+    in the stream (no shared memory between nodes)."""
 
-    def __init__(self, secret: bytes, deliver: Deliver, place: Place = _nowhere):
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = _nowhere, tcp_host: str | None = None):
         self.secret, self.deliver, self.place = secret, deliver, place
         self.address = "\0simshard-" + os.urandom(12).hex()  # abstract namespace: no file
-        self.server = None
+        self.tcp_host, self.tcp_address = tcp_host, None
+        self.servers: list = []
 
     async def start(self) -> str:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_unix_server(lambda: _Receiver(self.secret, self.deliver, self.place),
-                                                    path=self.address)
+
+        def receiver():
+            return _Receiver(self.secret, self.deliver, self.place)
+
+        self.servers.append(await loop.create_unix_server(receiver, path=self.address))
+        if self.tcp_host is not None:
+            server = await loop.create_server(receiver, host=self.tcp_host, port=0)
+            self.servers.append(server)
+            host, port = server.sockets[0].getsockname()[:2]
+            self.tcp_address = f"tcp:{host}:{port}"
         return self.address
 
     def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
 
 
 class Connection:
@@ -248,7 +261,8 @@ class Connection:
 
     def __init__(self, address: str, secret: bytes):
         self.address, self.secret = address, secret
-        self.shared_prefix = shared_memory_prefix(secret)  # None: no shared memory on this node
+        # None: no shared memory with the peer (another node, or none on this one)
+        self.shared_prefix = None if address.startswith("tcp:") else shared_memory_prefix(secret)
         self.writer: asyncio.StreamWriter | None = None
         self.waiting: list[bytes] | None = []  # frames written before the connection opened
         self.refused: dict[int, str] = {}  # seq -> why the receiver did not take that frame
@@ -261,7 +275,11 @@ class Connection:
 
     async def _open(self) -> None:
         try:
-            reader, writer = await asyncio.open_unix_connection(self.address)
+            if self.address.startswith("tcp:"):
+                host, port = self.address[4:].rsplit(":", 1)
+                reader, writer = await asyncio.open_connection(host, int(port))
+            else:
+                reader, writer = await asyncio.open_unix_connection(self.address)
         except OSError as e:
             self._fail(e)
             return

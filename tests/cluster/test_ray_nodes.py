@@ -86,3 +86,25 @@ def test_outer_axis_across_nodes_bitwise_and_only_host_collectives_cross(two_nod
         pg = devices.placement_group
     assert devices.placement_group is None
     assert placement_group_table(pg)["state"] == "REMOVED"
+
+
+@pytest.mark.parametrize("plane", ["sockets", "ray"])
+def test_messages_across_nodes_go_by_tcp_on_the_sockets_plane(two_node_cluster, plane):
+    """Two processes per node: a device reaches its process's devices directly, its node's other
+    process by Unix socket and the other node's by TCP (on the ray plane: actor calls), and the
+    run is bitwise either way."""
+    from simshard.runtime.ray_backend import RayMesh
+
+    mesh = ss.Mesh({"host": 2, "x": 2, "y": 2})
+    args = ss.exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)
+    shardings = (P("x", None), P(None, ("host", "y")), P(("host", "y"), None))  # the all-reduce crosses nodes
+    local = ss.run(mlp, *args, mesh=mesh, in_shardings=shardings, backend="local")
+    with RayMesh(mesh, address=two_node_cluster.address, node_axes=("host",), devices_per_process=2,
+                 data_plane=plane) as devices:
+        routes = devices.routes(0)
+        res = ss.run(mlp, *args, mesh=mesh, in_shardings=shardings, backend="ray", ray_mesh=devices)
+    across = "tcp" if plane == "sockets" else "ray"
+    assert routes == {1: "process", 2: "unix" if plane == "sockets" else "ray", 3: routes[2],
+                      4: across, 5: across, 6: across, 7: across}
+    assert res.verify.bitwise and bits(res.outputs) == bits(local.outputs)
+    assert res.comm.records == local.comm.records

@@ -197,3 +197,34 @@ def test_mid_sized_bodies_go_through_the_ring_while_it_has_room(tmp_path, monkey
         assert g[4].dtype == a.dtype and g[4].tobytes() == a.tobytes()
     assert head == 400_000 + 400_064  # two big bodies in the ring; the next two found no room: the socket
     assert files == [] and restarted == -(-arrays[0].nbytes // 64) * 64  # unlinked; the ring starts over
+
+
+def test_frames_cross_tcp_to_another_node_with_every_body_in_the_stream(tmp_path, monkeypatch):
+    """A peer of another node connects to the listener's TCP address: the same frames, in order
+    and exact, a mid-sized body in the stream rather than a ring (no shared memory across nodes)."""
+    from simshard.runtime import socket_channel as sc
+
+    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    arrays = [np.arange(12, dtype=np.float32), np.arange(100_000, dtype=np.float64), np.arange(3 << 18, dtype=np.int32)]
+
+    async def main():
+        got = []
+        listener = Listener(b"s" * 16, lambda *a: (got.append(a[4]), "ok")[1], tcp_host="127.0.0.1")
+        await listener.start()
+        assert listener.tcp_address.startswith("tcp:127.0.0.1:")
+        conn = Connection(listener.tcp_address, b"s" * 16)
+        assert conn.shared_prefix is None
+        for k, a in enumerate(arrays):
+            conn.send(0, 1, 2, (k,), a, None, "")
+        await asyncio.wait_for(conn.sync(), 5)
+        assert conn.ring is None and os.listdir(tmp_path) == []
+        wrong = Connection(listener.tcp_address, b"w" * 16)  # the secret guards TCP as it does Unix sockets
+        wrong.send(0, 1, 2, (9,), arrays[0], None, "")
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(wrong.sync(), 5)
+        conn.close()
+        listener.close()
+        return got
+
+    got = _run(main())
+    assert [g.tobytes() for g in got] == [a.tobytes() for a in arrays]
