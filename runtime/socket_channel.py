@@ -530,22 +530,28 @@ def map_shared(name: str, dtype, shape, slot: int) -> np.ndarray:
     ``slot`` is cleared when the last view of the mapping goes, so the sender may write it again."""
     shape = tuple(shape)
     n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
     if n == 0:
-        _let_go(fd, slot)
+        _let_go(name, slot)
         return np.empty(shape, dtype=dtype)
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
     try:
         mm = mmap.mmap(fd, n, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ,
                        offset=READERS)
     except BaseException:
-        _let_go(fd, slot)
+        _let_go(name, slot)
         raise
-    weakref.finalize(mm, _let_go, fd, slot)
+    finally:
+        os.close(fd)
+    weakref.finalize(mm, _let_go, name, slot)  # by name: no descriptor kept open per live mapping
     return np.frombuffer(mm, dtype=dtype).reshape(shape)
 
 
-def _let_go(fd: int, slot: int) -> None:
-    """Clear a reader's slot of a shared file (its mapping is gone) and close the file."""
+def _let_go(name: str, slot: int) -> None:
+    """Clear a reader's slot of a shared file (its mapping is gone); nothing if the file is."""
+    try:
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_WRONLY)
+    except FileNotFoundError:  # the mesh closed (its files removed) before this view went
+        return
     try:
         os.pwrite(fd, b"\0", slot)
     finally:
