@@ -195,6 +195,16 @@ class _State:
             self.buffers[k] = b
         self.live = needed - replaced
 
+    def write_one(self, buf: int, block: Block) -> None:
+        """``write([(buf, block)])``, the common case, without its sums over lists."""
+        old = self.buffers.get(buf)
+        needed = self.live + block.nbytes
+        if needed > self.peak[0]:
+            top = self.top
+            self.peak = (needed, self.position, None if top is None else top.id, "inputs" if top is None else top.source)
+        self.buffers[buf] = block
+        self.live = needed if old is None else needed - old.nbytes
+
     def free(self, bufs: Sequence[int]) -> None:
         for k in bufs:
             self.live -= self.buffers.pop(k).nbytes
@@ -318,6 +328,12 @@ def _repeat(devices: dict[int, _Device], classes: list[list[int]], loops: Mappin
             records.append(Repeat(first, shifts[id(loop)]))
 
 
+@functools.lru_cache(maxsize=65536)
+def _block(shape: tuple[int, ...], dtype: np.dtype) -> Block:
+    """One Block per shape and dtype (a mesh of thousands slices the same shapes over and over)."""
+    return Block(shape, dtype)
+
+
 def _local(dev: _Device, ins: Instr, memo: dict) -> None:
     kind = ins.kind
     st, me = dev.state, dev.device
@@ -343,15 +359,18 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
         blocks_out, work = out
         st.ops[work] += 1
         if not updates_in_place(ins):  # in place: the buffer keeps its block, no new bytes
-            st.write(list(zip(ins.outputs, blocks_out)))
+            if len(blocks_out) == 1:
+                st.write_one(ins.outputs[0], blocks_out[0])
+            else:
+                st.write(list(zip(ins.outputs, blocks_out)))
     elif kind == "literal":
         v = np.asarray(ins.value)
-        st.write([(ins.dst, Block(v.shape, v.dtype))])
+        st.write_one(ins.dst, Block(v.shape, v.dtype))
     elif kind == "slice":
         src = st.read(ins.src, ins, me)
-        st.write([(ins.dst, Block(tuple(len(ix) for ix in ins.index), src.dtype))])
+        st.write_one(ins.dst, _block(tuple(len(ix) for ix in ins.index), src.dtype))
     elif kind == "pad":
-        st.write([(ins.dst, Block(tuple(int(s) for s in ins.shape), st.read(ins.src, ins, me).dtype))])
+        st.write_one(ins.dst, _block(tuple(int(s) for s in ins.shape), st.read(ins.src, ins, me).dtype))
     elif kind == "free":
         st.free(ins.bufs)
     else:
@@ -423,7 +442,7 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
             for part in parts:
                 lists[part[0]] = lists[c[0]]
         for part in parts:
-            devices[part[0]].state.write([(step[part[0]].dst, results[part[0]][0])])
+            devices[part[0]].state.write_one(step[part[0]].dst, results[part[0]][0])
     # each permute's participants once per pairs tuple (classes' copies of a loop iteration's
     # instruction share it), a group's members are its group
     members: dict[int, tuple] = {}
