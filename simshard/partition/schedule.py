@@ -17,6 +17,8 @@ from typing import Any, ClassVar, Iterator, Sequence
 import msgpack
 import numpy as np
 
+from ..sharding.rows import row_of
+
 Group = tuple[int, ...]  # device ids in canonical order (ascending mesh coordinate)
 
 
@@ -336,6 +338,52 @@ def placed(block: tuple[Instr, ...], first: int) -> tuple[Instr, ...]:
     return tuple(out)
 
 
+class Varying:
+    """A field of one SPMD step's instruction that depends on the device: a value per class of
+    devices and each device's class (``codes``, a row per device of ``ids``, ascending). A
+    collective over mesh axes holds its groups so (each device indexes the table of groups, as
+    replica groups do in XLA), so one instruction serves every group and the devices of different
+    groups stay in one class. ``resolved`` gives a device its own instruction."""
+
+    __slots__ = ("ids", "codes", "values")
+
+    def __init__(self, ids: np.ndarray, codes: np.ndarray, values: Sequence):
+        self.ids, self.codes, self.values = ids, codes, tuple(values)
+
+    def code(self, device: int) -> int:
+        return int(self.codes[row_of(self.ids, device)])
+
+    def of(self, device: int):
+        return self.values[self.code(device)]
+
+    def __repr__(self) -> str:
+        return f"Varying({len(self.values)} values over {len(self.ids)} devices)"
+
+
+def varies(ins: Instr) -> bool:
+    """Whether ``ins`` (or an instruction of its blocks) has a ``Varying`` field."""
+    if ins.kind in CONTROL:
+        return any(varies(b) for block in _blocks(ins) for b in block)
+    return ins.is_collective and any(isinstance(getattr(ins, f.name), Varying) for f in fields(ins))
+
+
+def resolved(ins: Instr, device: int) -> Instr:
+    """``device``'s own copy of ``ins``: each ``Varying`` field its value for the device, in the
+    blocks of a control instruction too (``ins`` itself where nothing varies)."""
+    if ins.kind == "loop":
+        return replace(ins, body=_resolved_block(ins.body, device))
+    if ins.kind == "while":
+        return replace(ins, cond=_resolved_block(ins.cond, device), body=_resolved_block(ins.body, device))
+    if ins.kind == "switch":
+        return replace(ins, branches=tuple(_resolved_block(b, device) for b in ins.branches))
+    changes = {f.name: v.of(device) for f in fields(ins) if isinstance(v := getattr(ins, f.name), Varying)}
+    return replace(ins, **changes) if changes else ins
+
+
+def _resolved_block(block, device: int) -> tuple[Instr, ...]:
+    return tuple(resolved(b, device) if varies(b) else b for b in block)
+
+
 def updates_in_place(instr) -> bool:
     """A ``dynamic_update_slice`` whose result goes to its operand's own buffer (a scan writing
     one step of its stacked output): the update lands in the buffer the device holds, so it
@@ -399,31 +447,48 @@ class Schedule:
 
 
 class Instructions(Sequence):
-    """One class of devices' instruction list, read from the schedule's step table where it is
-    read: position ``i`` is the step's one instruction, or this class's value of a per-device
-    step. Partitioning writes the table once for the whole mesh; a device's own list is made
-    only when something walks it whole (an executor, serialisation), and the estimate reads it
-    position by position without making it. Compares, hashes and pickles as the tuple it stands for."""
+    """One device's (or one class of devices') instruction list, read from the schedule's step
+    table where it is read: position ``i`` is the step's one instruction, or the class's value of
+    a per-device step. Partitioning writes the table once for the whole mesh; a device's own list
+    is made only when something walks it whole (an executor, serialisation), its ``Varying``
+    fields resolved for ``device`` (positions ``varying``); the estimate reads a class's list
+    position by position (``shared``) without making it. Compares, hashes and pickles as the
+    tuple it stands for."""
 
-    __slots__ = ("_slots", "_row", "_made")
+    __slots__ = ("_slots", "_row", "_made", "device", "varying")
 
-    def __init__(self, slots: tuple, row: int):
+    def __init__(self, slots: tuple, row: int, device: int | None = None, varying: frozenset = frozenset()):
         self._slots, self._row, self._made = slots, row, None  # slots: Instr | PerDevice (builder)
+        self.device, self.varying = device, varying
+
+    @property
+    def klass(self) -> tuple[int, int]:
+        """Which class's list this is: devices with equal ``klass`` run the same table row."""
+        return id(self._slots), self._row
 
     def __len__(self) -> int:
         return len(self._slots)
 
+    def shared(self, i: int) -> Instr:
+        """Position ``i`` as the class holds it (``Varying`` fields unresolved)."""
+        slot = self._slots[i]
+        return slot if isinstance(slot, Instr) else slot.values[slot.codes[self._row]]
+
     def __getitem__(self, i):
         if isinstance(i, slice):
             return self.made()[i]
-        slot = self._slots[i]
-        return slot if isinstance(slot, Instr) else slot.values[slot.codes[self._row]]
+        if self.varying:
+            return self.made()[i]
+        return self.shared(i)
 
     def made(self) -> tuple[Instr, ...]:
         """The list as a tuple (made once)."""
         if self._made is None:
             row = self._row
-            self._made = tuple(s if isinstance(s, Instr) else s.values[s.codes[row]] for s in self._slots)
+            made = tuple(s if isinstance(s, Instr) else s.values[s.codes[row]] for s in self._slots)
+            if self.varying:
+                made = tuple(resolved(ins, self.device) if i in self.varying else ins for i, ins in enumerate(made))
+            self._made = made
         return self._made
 
     def __iter__(self) -> Iterator[Instr]:

@@ -19,14 +19,15 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from ..ir.program import Aval
 from ..ops.registry import OPS
-from ..partition.schedule import Instr, SpmdProgram, participants, updates_in_place
+from ..partition.schedule import (Instr, Instructions, SpmdProgram, Varying, participants, resolved, updates_in_place,
+                                  varies)
 from ..sharding.layout import layout
 from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes, balanced_chunk
 from .compute import DeviceCompute, device_of, op_flops
@@ -123,7 +124,10 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     devices, classes, lists = {}, {}, {}
     for s in spmd.schedules:
         blocks = tuple(input_blocks[s.device])
-        key = (id(s.instrs), s.inputs, blocks)  # the same instructions on the same inputs: one class
+        # the same instructions on the same inputs: one class (devices whose lists differ only in
+        # Varying fields, a collective's groups, share a class list and resolve per member)
+        which = s.instrs.klass if isinstance(s.instrs, Instructions) else id(s.instrs)
+        key = (which, s.inputs, blocks)
         if key not in classes:
             state = _State()
             state.start(s.inputs, blocks)
@@ -249,7 +253,7 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
     memo = {} if memo is None else memo
     n = len(lists[classes[0][0]]) if classes else 0
     for pos in range(n):
-        here = {c[0]: lists[c[0]][pos] for c in classes}
+        here = {c[0]: _at(lists[c[0]], pos) for c in classes}
         if top:
             for c in classes:
                 st = devices[c[0]].state
@@ -270,6 +274,17 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
         else:
             for c in classes:
                 _local(devices[c[0]], here[c[0]], memo)
+
+
+def _tables(ins: Instr) -> tuple[Varying, ...]:
+    """A collective's ``Varying`` fields (its groups, and splits where they differ)."""
+    return tuple(v for f in fields(ins) if isinstance(v := getattr(ins, f.name), Varying)) if varies(ins) else ()
+
+
+def _at(instrs: Sequence[Instr], pos: int) -> Instr:
+    """Position ``pos`` of a class's list as the class holds it (a collective's ``Varying`` groups
+    unresolved: its members resolve their own)."""
+    return instrs.shared(pos) if isinstance(instrs, Instructions) else instrs[pos]
 
 
 def _loop(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr], memo: dict) -> None:
@@ -413,11 +428,19 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
 
     step: dict[int, Instr] = {}
     srcs: dict[int, Block | None] = {}
+    own: dict[tuple, Instr] = {}  # (id(instruction), the Varying's class) -> that class's resolved copy
     for c in classes:  # a class runs one instruction on one state: its source block is read once
         ins = here[c[0]]
         block = devices[c[0]].state.read(ins.src, ins, c[0]) if kind != "collective_permute" else None
+        tables = _tables(ins)
         for d in c:
-            step[d] = ins
+            if tables:
+                key = (id(ins),) + tuple(t.code(d) for t in tables)
+                if key not in own:
+                    own[key] = resolved(ins, d)
+                step[d] = own[key]
+            else:
+                step[d] = ins
             srcs[d] = block
     routes: dict[int, _Routes] = {}  # a permute's pairs indexed, once per distinct pairs tuple
     if kind == "collective_permute":

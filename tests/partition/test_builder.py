@@ -77,3 +77,40 @@ def test_a_class_reads_its_instructions_from_the_step_table_until_walked_whole()
     assert [i.kind for i in one] == ["literal", "compute", "free"] and one._made is not None
     assert one == tuple(one) and hash(one) == hash(tuple(one)) and one != scheds[0].instrs
     assert pickle.loads(pickle.dumps(one)) == one and type(pickle.loads(pickle.dumps(one))) is tuple
+
+
+def test_a_collective_over_a_mesh_axis_is_one_instruction_whose_groups_each_device_indexes():
+    """A 2-D step's all-reduces over x and over y: each is one instruction holding its groups as a
+    Varying table, so the 16 devices stay one class (with a tuple of groups per device, the x and
+    y groups together would make every device its own); each device's own list names its own
+    groups, in the mesh's order, and runs bitwise."""
+    import simshard as ss
+    from simshard import P
+    from simshard.partition.schedule import Instructions, Varying
+
+    mesh = ss.Mesh({"x": 4, "y": 4})
+
+    def f(a, b):
+        return (a @ b).sum(axis=1)  # contracting over y, then summing the rows over x's columns
+
+    args = ss.exact_inputs([(8, 8), (8, 8)], seed=0)
+    res = ss.run(f, *args, mesh=mesh, in_shardings=(P("x", "y"), P("y", None)), out_shardings=P(None),
+                 backend="local")
+    assert res.verify.bitwise
+    scheds = res.spmd.schedules
+    assert all(isinstance(s.instrs, Instructions) for s in scheds)
+    assert len({s.instrs.klass for s in scheds}) == 1
+    shared = [scheds[0].instrs.shared(i) for i in range(len(scheds[0].instrs))]
+    assert any(isinstance(getattr(i, "group", None), Varying) for i in shared)
+    names = list(mesh.shape)
+    coords = {d: dict(zip(names, mesh.coords(d))) for d in res.spmd.devices}
+    seen = set()
+    for s in scheds:
+        for ins in s.instrs:
+            if ins.is_collective:
+                seen.add(ins.axes)
+                assert isinstance(ins.group, tuple) and s.device in ins.group
+                want = tuple(d for d in res.spmd.devices
+                             if all(coords[d][a] == coords[s.device][a] for a in names if a not in ins.axes))
+                assert ins.group == want, (s.device, ins)
+    assert seen == {("x",), ("y",)}
