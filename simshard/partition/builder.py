@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sharding.rows import distinct_rows, row_of, rows_of
-from .schedule import CONTROL, Free, Instr, Instructions, Schedule, ids_of, nested_ids, number_nested, varies
+from .schedule import CONTROL, Free, Instr, Instructions, Schedule, ids_of, nested_ids, number_nested, varying_slots
 
 
 class PerDevice(Mapping):
@@ -226,20 +226,15 @@ class ScheduleBuilder:
         _number(slots)
         out: dict[int, Schedule] = {}
         inputs, outputs = tuple(inputs), tuple(outputs)
-        seen: dict[int, bool] = {}  # id(instruction) -> whether it varies
+        hits = varying_slots(slots, {})
         for members, instrs in self._lists(slots):
-            where = frozenset(i for i in range(len(instrs)) if _varies(instrs.shared(i), seen))
+            row = instrs._row
+            where = frozenset(i for i, (slot, vary) in hits.items()
+                              if (0 if isinstance(slot, Instr) else int(slot.codes[row])) in vary)
             for d in members:  # a class whose list has Varying fields: each device resolves its own
                 own = Instructions(instrs._slots, instrs._row, d, where) if where else instrs
                 out[d] = Schedule(d, inputs, own, outputs)
         return tuple(out[d] for d in self.devices)
-
-
-def _varies(ins: Instr, seen: dict[int, bool]) -> bool:
-    hit = seen.get(id(ins))
-    if hit is None:
-        hit = seen[id(ins)] = varies(ins)
-    return hit
 
 
 def _number_positions(slots: Sequence[Instr | PerDevice]) -> None:

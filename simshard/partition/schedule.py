@@ -360,11 +360,45 @@ class Varying:
         return f"Varying({len(self.values)} values over {len(self.ids)} devices)"
 
 
-def varies(ins: Instr) -> bool:
-    """Whether ``ins`` (or an instruction of its blocks) has a ``Varying`` field."""
-    if ins.kind in CONTROL:
-        return any(varies(b) for block in _blocks(ins) for b in block)
-    return ins.is_collective and any(isinstance(getattr(ins, f.name), Varying) for f in fields(ins))
+VARYING_FIELDS = ("group", "splits", "reduce_order")  # the fields partition/emit.py may make Varying
+
+
+def varies(ins: Instr, seen: dict | None = None) -> bool:
+    """Whether ``ins`` (or an instruction of its blocks) has a ``Varying`` field. ``seen`` (id of
+    an instruction -> the answer) spares a body shared by several control instructions a second look."""
+    if ins.kind not in CONTROL:
+        return ins.is_collective and any(isinstance(getattr(ins, n, None), Varying) for n in VARYING_FIELDS)
+    if seen is None:
+        seen = {}
+    hit = seen.get(id(ins))
+    if hit is None:
+        hit = seen[id(ins)] = any(_block_varies(block, seen) for block in _blocks(ins))
+    return hit
+
+
+def _block_varies(block, seen: dict) -> bool:
+    """``varies`` over a block; a class's list of a table (a loop body) reads the table's slots
+    once for all its classes."""
+    if not isinstance(block, Instructions):
+        return any(varies(b, seen) for b in block)
+    key = ("slots", id(block._slots))
+    hits = seen.get(key)
+    if hits is None:  # per slot with a Varying somewhere: which of its values vary
+        hits = seen[key] = varying_slots(block._slots, seen)
+    row = block._row
+    return any((0 if isinstance(slot, Instr) else int(slot.codes[row])) in vary for slot, vary in hits.values())
+
+
+def varying_slots(slots: Sequence, seen: dict) -> dict[int, tuple[Any, set[int]]]:
+    """Position -> (slot, indices of its values that vary) of each step table slot holding a
+    ``Varying`` (a slot is one instruction, its index 0, or a builder's per-device table)."""
+    hits = {}
+    for i, slot in enumerate(slots):
+        values = (slot,) if isinstance(slot, Instr) else slot.values
+        vary = {k for k, ins in enumerate(values) if varies(ins, seen)}
+        if vary:
+            hits[i] = (slot, vary)
+    return hits
 
 
 def resolved(ins: Instr, device: int) -> Instr:
@@ -376,7 +410,7 @@ def resolved(ins: Instr, device: int) -> Instr:
         return replace(ins, cond=_resolved_block(ins.cond, device), body=_resolved_block(ins.body, device))
     if ins.kind == "switch":
         return replace(ins, branches=tuple(_resolved_block(b, device) for b in ins.branches))
-    changes = {f.name: v.of(device) for f in fields(ins) if isinstance(v := getattr(ins, f.name), Varying)}
+    changes = {n: v.of(device) for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying)}
     return replace(ins, **changes) if changes else ins
 
 

@@ -19,15 +19,15 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from ..ir.program import Aval
 from ..ops.registry import OPS
-from ..partition.schedule import (Instr, Instructions, SpmdProgram, Varying, participants, resolved, updates_in_place,
-                                  varies)
+from ..partition.schedule import (VARYING_FIELDS, Instr, Instructions, SpmdProgram, Varying, participants, resolved,
+                                  updates_in_place)
 from ..sharding.layout import layout
 from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes, balanced_chunk
 from .compute import DeviceCompute, device_of, op_flops
@@ -278,7 +278,7 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
 
 def _tables(ins: Instr) -> tuple[Varying, ...]:
     """A collective's ``Varying`` fields (its groups, and splits where they differ)."""
-    return tuple(v for f in fields(ins) if isinstance(v := getattr(ins, f.name), Varying)) if varies(ins) else ()
+    return tuple(v for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
 
 
 def _at(instrs: Sequence[Instr], pos: int) -> Instr:
