@@ -12,7 +12,8 @@ instruction list is made once, whatever its size.
 ``freed`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
 device; a loop's body uses it too); ``finish`` then numbers the ids 0, 1, 2, ... and returns one
 ``Schedule`` per device, the devices of a class sharing one instruction list (``Instructions``,
-read from the step table).
+read from the step table), or each its own view of it where an instruction has ``Varying``
+fields (a collective's groups), resolved for the device.
 """
 
 from __future__ import annotations
@@ -228,12 +229,9 @@ class ScheduleBuilder:
         inputs, outputs = tuple(inputs), tuple(outputs)
         hits = varying_slots(slots, {})
         for members, instrs in self._lists(slots):
-            row = instrs._row
-            where = frozenset(i for i, (slot, vary) in hits.items()
-                              if (0 if isinstance(slot, Instr) else int(slot.codes[row])) in vary)
+            where = instrs.varying_positions(hits)
             for d in members:  # a class whose list has Varying fields: each device resolves its own
-                own = Instructions(instrs._slots, instrs._row, d, where) if where else instrs
-                out[d] = Schedule(d, inputs, own, outputs)
+                out[d] = Schedule(d, inputs, instrs.own(d, where) if where else instrs, outputs)
         return tuple(out[d] for d in self.devices)
 
 

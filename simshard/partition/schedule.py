@@ -385,8 +385,7 @@ def _block_varies(block, seen: dict) -> bool:
     hits = seen.get(key)
     if hits is None:  # per slot with a Varying somewhere: which of its values vary
         hits = seen[key] = varying_slots(block._slots, seen)
-    row = block._row
-    return any((0 if isinstance(slot, Instr) else int(slot.codes[row])) in vary for slot, vary in hits.values())
+    return bool(block.varying_positions(hits))
 
 
 def varying_slots(slots: Sequence, seen: dict) -> dict[int, tuple[Any, set[int]]]:
@@ -499,6 +498,16 @@ class Instructions(Sequence):
     def klass(self) -> tuple[int, int]:
         """Which class's list this is: devices with equal ``klass`` run the same table row."""
         return id(self._slots), self._row
+
+    def own(self, device: int, varying: frozenset) -> "Instructions":
+        """``device``'s list of this class's, its ``Varying`` fields (at positions ``varying``) resolved."""
+        return Instructions(self._slots, self._row, device, varying)
+
+    def varying_positions(self, hits: dict) -> frozenset:
+        """The positions where this class's instruction varies, of a table's ``varying_slots``."""
+        row = self._row
+        return frozenset(i for i, (slot, vary) in hits.items()
+                         if (0 if isinstance(slot, Instr) else int(slot.codes[row])) in vary)
 
     def __len__(self) -> int:
         return len(self._slots)
