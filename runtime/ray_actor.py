@@ -28,6 +28,8 @@ import numpy as np
 from .ray_start import bootstrap, import_ray
 from .ray_transport import make_transport_class
 
+CONNECT_SECONDS = 10.0  # a peer process's socket not open by then is reached by Ray calls instead
+
 
 class _RunState:
     def __init__(self, device: int):
@@ -126,6 +128,7 @@ class DeviceHost:
         self.devices = {int(d): _Device(int(d)) for d in devices}
         self.listener = None
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
+        self.unreachable: dict[str, str] = {}  # peer process address -> why its socket did not open
         self.held: dict[int, np.ndarray] = {}
         self._held_ids = itertools.count()
 
@@ -157,7 +160,8 @@ class DeviceHost:
 
     def routes(self, device: int) -> dict[int, str]:
         """How ``device``'s messages reach each peer: "process" (a device of this process),
-        "unix" (this node's socket), "tcp" (another node's socket) or "ray" (actor calls)."""
+        "unix" (this node's socket), "tcp" (another node's socket) or "ray" (actor calls: the ray
+        data plane, or a socket that would not open, ``unreachable``)."""
         out = {}
         for p, peer in self.devices[device].peers.items():
             if isinstance(peer, LocalPeer):
@@ -196,13 +200,28 @@ class DeviceHost:
                       secret: bytes = b"") -> int:
         """Learn every device's host handle (again after a restart) and, with ``sockets`` (device ->
         (node id, address, TCP address) of its process), reach other processes by socket: this
-        node's by their Unix socket, other nodes' by TCP. Runs below ``floor`` are over."""
+        node's by their Unix socket, other nodes' by TCP. A socket that does not open within
+        ``CONNECT_SECONDS`` (a firewall between nodes, say) is given up: its peers are reached by
+        Ray calls instead, and ``unreachable`` says why. Runs below ``floor`` are over."""
         from .socket_channel import Connection
 
         for c in self.connections.values():
             c.close()
-        self.connections = {}
+        self.connections, self.unreachable = {}, {}
         here = self.node_id()
+        address_of = {}
+        for p in hosts:
+            if p not in self.devices and sockets and sockets.get(p) and (sockets[p][0] == here or sockets[p][2]):
+                address_of[p] = sockets[p][1] if sockets[p][0] == here else sockets[p][2]
+        for address in dict.fromkeys(address_of.values()):
+            self.connections[address] = Connection(address, secret)
+        if self.connections:
+            await asyncio.wait([c.opened for c in self.connections.values()], timeout=CONNECT_SECONDS)
+        for address, c in list(self.connections.items()):
+            if not (c.opened.done() and c.opened.result()):
+                self.unreachable[address] = str(c.failed) if c.failed else f"no answer within {CONNECT_SECONDS:g} s"
+                c.close()
+                del self.connections[address]
         for d, dev in self.devices.items():
             peers = {}
             for p, h in hosts.items():
@@ -210,11 +229,8 @@ class DeviceHost:
                     continue
                 if p in self.devices:
                     peers[p] = LocalPeer(self.devices[p])
-                elif sockets and sockets.get(p) and (sockets[p][0] == here or sockets[p][2]):
-                    address = sockets[p][1] if sockets[p][0] == here else sockets[p][2]
-                    if address not in self.connections:
-                        self.connections[address] = Connection(address, secret)
-                    peers[p] = SocketPeer(h, p, self.connections[address])
+                elif address_of.get(p) in self.connections:
+                    peers[p] = SocketPeer(h, p, self.connections[address_of[p]])
                 else:
                     peers[p] = RemotePeer(h, p)
             dev.connect(peers, floor)

@@ -271,7 +271,8 @@ class Connection:
         self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.seq = itertools.count()
         self.failed: BaseException | None = None
-        asyncio.ensure_future(self._open())
+        self.opened = asyncio.get_running_loop().create_future()  # True once open, False if it could not be
+        self.task = asyncio.ensure_future(self._open())
 
     async def _open(self) -> None:
         try:
@@ -282,7 +283,9 @@ class Connection:
                 reader, writer = await asyncio.open_unix_connection(self.address)
         except OSError as e:
             self._fail(e)
+            self.opened.set_result(False)
             return
+        self.opened.set_result(True)
         _widen(writer.transport)
         writer.write(self.secret)
         for frame in self.waiting:
@@ -379,6 +382,8 @@ class Connection:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        elif not self.opened.done():  # still opening (a peer that does not answer): stop trying
+            self.task.cancel()
         if self.ring is not None:
             self.ring.unlink()
 

@@ -156,3 +156,25 @@ def test_a_large_mesh_groups_its_devices_by_default_a_cluster_does_not():
     assert len(RayMesh(big).groups) == 64 // auto_per_process(64)  # no actor starts until start()
     assert RayMesh(MESH).groups == tuple((d,) for d in range(8))
     assert len(RayMesh(big, address="127.0.0.1:1").groups) == 64  # on a cluster: one process per device
+
+
+def test_a_socket_that_will_not_open_leaves_its_peers_to_ray_calls(ray_session):
+    """A peer process whose socket refuses the connection (a firewall between nodes, say) is
+    reached by Ray calls instead: the route says so, and the run is bitwise as before."""
+    spmd = every_collective(cols=6)
+    rng = np.random.default_rng(3)
+    inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs)
+    with RayMesh(MESH, devices_per_process=2) as devices:
+        assert set(devices.routes(0).values()) == {"process", "unix"}
+        # device 0's process told that every other process sits on another node, at a TCP port
+        # nothing listens on
+        elsewhere = {d: ("another node", addr, "tcp:127.0.0.1:1") for d, (_, addr, _) in devices._sockets.items()}
+        ray.get(devices.actors[0].connect.remote(devices.actors, None, elsewhere, devices._secret))
+        routes = devices.routes(0)
+        assert routes[1] == "process" and {routes[d] for d in spmd.devices if d > 1} == {"ray"}
+        remote = devices.run_spmd(spmd, inputs)
+        outputs = dict(remote.outputs)
+    for d in spmd.devices:
+        assert [bits(a) for a in outputs[d]] == [bits(a) for a in local.outputs[d]], d
+    assert remote.records == local.records
