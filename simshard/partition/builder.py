@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sharding.rows import distinct_rows, row_of, rows_of
-from .schedule import CONTROL, Free, Instr, Instructions, Schedule, ids_of, nested_ids, number_nested, varying_slots
+from .schedule import CONTROL, Free, Instr, Instructions, Schedule, Varying, ids_of, nested_ids, number_nested, varying_slots
 
 
 class PerDevice(Mapping):
@@ -71,6 +71,21 @@ class PerDevice(Mapping):
 
     def map(self, fn: Callable) -> "PerDevice":
         return PerDevice(self.ids, self.codes, [fn(v) for v in self.values])
+
+    def distinct_values(self) -> "PerDevice":
+        """The same mapping with one class per distinct value (by equality)."""
+        index: dict = {}
+        values: list = []
+        remap = []
+        for v in self.values:
+            key = _hashable(v)
+            if key not in index:
+                index[key] = len(values)
+                values.append(v)
+            remap.append(index[key])
+        if len(values) == len(self.values):
+            return self
+        return PerDevice(self.ids, np.asarray(remap, dtype=np.int64)[self.codes], values)
 
     def distinct(self) -> "PerDevice":
         """The same mapping with one class per distinct object (classes that got one object merged)."""
@@ -141,28 +156,48 @@ class ScheduleBuilder:
         (which keeps the schedules small and lets the estimate walk a class of devices once)."""
         self.emit(PerDevice.by_key(self.devices, key, make))
 
-    def emit_keyed(self, keys: Mapping[int, object], default, make: Callable[[object], Instr]) -> None:
+    def emit_keyed(self, keys: Mapping[int, object], default, make: Callable[[object], Instr], varying: bool = False) -> None:
         """One SPMD step whose instruction depends on a device only through a key: ``keys[d]``
         for the devices listed, ``default`` for the others (an exchange round names only the
-        devices it moves data between). ``make`` runs once per distinct key."""
+        devices it moves data between). ``make`` runs once per distinct key (``varying``: once,
+        on a ``Varying`` of the keys, ``emit_at``)."""
         index: dict = {}
         codes = [index.setdefault(k, len(index)) for k in keys.values()]
-        self.emit_at(np.fromiter(keys, np.int64, len(keys)), np.asarray(codes, dtype=np.int64), list(index), default, make)
+        self.emit_at(np.fromiter(keys, np.int64, len(keys)), np.asarray(codes, dtype=np.int64), list(index), default, make,
+                     varying)
 
-    def emit_at(self, devices: np.ndarray, codes: np.ndarray, keys: Sequence, default, make: Callable[[object], Instr]) -> None:
-        """``emit_keyed`` with the keys as columns: ``keys[codes[i]]`` for ``devices[i]``."""
+    def emit_at(self, devices: np.ndarray, codes: np.ndarray, keys: Sequence, default, make: Callable[[object], Instr],
+                varying: bool = False) -> None:
+        """``emit_keyed`` with the keys as columns: ``keys[codes[i]]`` for ``devices[i]``. With
+        ``varying``, the key is a field of one instruction (``make`` gets a ``Varying`` of the
+        keys, or the one key every device has): devices that differ only there stay one class."""
         index = {default: 0}
-        values = [make(default)]
+        values = [default]
         remap = np.empty(len(keys), dtype=np.int64)
         for i, k in enumerate(keys):
             if k not in index:
                 index[k] = len(values)
-                values.append(make(k))
+                values.append(k)
             remap[i] = index[k]
         full = np.zeros(len(self.devices), dtype=np.int64)
         if len(devices):
             full[rows_of(self._ids, devices)] = remap[codes]
-        self.emit(PerDevice(self._ids, full, values))
+        if varying:
+            self.emit_varying(PerDevice(self._ids, full, values), make)
+        else:
+            self.emit(PerDevice(self._ids, full, [make(v) for v in values]))
+
+    def emit_varying(self, per: "PerDevice", make: Callable[[object], Instr]) -> None:
+        """One instruction every device runs, ``make``'s argument being ``per``'s value for each
+        device: the value itself where all devices have one, else a ``Varying`` of ``per``."""
+        if not np.array_equal(per.ids, self._ids):
+            per = PerDevice.of(self.devices, {d: per[d] for d in self.devices})
+        per = per.distinct_values()
+        used = np.unique(per.codes)
+        if len(used) == 1:
+            self.emit_same(make(per.values[int(used[0])]))
+        else:
+            self.emit_same(make(Varying(per.ids, per.codes, per.values)))
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -233,6 +268,14 @@ class ScheduleBuilder:
             for d in members:  # a class whose list has Varying fields: each device resolves its own
                 out[d] = Schedule(d, inputs, instrs.own(d, where) if where else instrs, outputs)
         return tuple(out[d] for d in self.devices)
+
+
+def _hashable(v):
+    """``v`` as a dict key: numpy scalars and arrays by dtype and bytes."""
+    if isinstance(v, (np.ndarray, np.generic)):
+        a = np.asarray(v)
+        return (a.dtype.str, a.shape, a.tobytes())
+    return v
 
 
 def _number_positions(slots: Sequence[Instr | PerDevice]) -> None:

@@ -27,7 +27,7 @@ def emit_step(step: Step, b, src: int, dtype: np.dtype, source: str = "reshard")
 
 def _emit_slice(step: Step, b, src, dtype, source):
     dst = b.buf()
-    b.emit(step.data.map(lambda pos: Slice(0, source, src=src, dst=dst, index=pos)))
+    b.emit_varying(step.data, lambda pos: Slice(0, source, src=src, dst=dst, index=pos))  # each device's positions
     return dst
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from ..sharding.dims import Sharding
 from .plan import Step, block_size, common_count, layout_of
 from .realize import as_positions, contribution_class, positions
-from .schedule import CollectivePermute, Compute, Literal, Slice
+from .schedule import CollectivePermute, Compute, Literal, Slice, field_of
 
 
 @dataclass(frozen=True, eq=False)
@@ -461,8 +461,8 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
         sbufs = b.bufs(rank)
         for k in range(rank):
             values, codes = np.unique(starts[:, k], return_inverse=True)
-            b.emit_at(devices, codes.reshape(-1), values.tolist(), 0,
-                      lambda v, k=k: Literal(0, source, dst=sbufs[k], value=np.int32(v)))
+            b.emit_at(devices, codes.reshape(-1), [np.int32(v) for v in values.tolist()], np.int32(0),
+                      lambda v, k=k: Literal(0, source, dst=sbufs[k], value=v), varying=True)
         out = b.buf()
         b.emit_same(Compute(0, source, op="dynamic_update_slice", inputs=(acc, piece) + sbufs, outputs=(out,)))
         return out
@@ -471,15 +471,18 @@ def emit_exchange(step: Step, b, src: int, dtype: np.dtype, source: str) -> int:
     for slot in range(nlocal):
         piece = b.buf()
         cells = {d: c[slot] for d, c in data.local.items() if slot < len(c)}  # (positions, starts)
-        b.emit_keyed({d: pos for d, (pos, _) in cells.items()}, empty, lambda pos: Slice(0, source, src=src, dst=piece, index=pos))
+        b.emit_keyed({d: pos for d, (pos, _) in cells.items()}, empty, lambda pos: Slice(0, source, src=src, dst=piece, index=pos),
+                     varying=True)
         starts = np.array([starts for _, starts in cells.values()], dtype=np.int64).reshape(len(cells), rank)
         acc = update(acc, piece, np.fromiter(cells, np.int64, len(cells)), starts)
     mesh = step.after_layout().mesh
     for rnd in data.rounds:
         pairs = rnd.pairs
         out, inb = b.buf(), b.buf()
+        # a relay cuts its piece from the block it assembles, an original holder from its own
         b.emit_at(rnd.sources, rnd.piece, rnd.pieces, (False, empty),
-                  lambda key, held=acc: Slice(0, source, src=held if key[0] else src, dst=out, index=key[1]))
+                  lambda key, held=acc: Slice(0, source, src=field_of(key, lambda k: held if k[0] else src), dst=out,
+                                              index=field_of(key, lambda k: k[1])), varying=True)
         b.emit_same(CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name,
                                       axes=_round_axes(mesh, rnd)))
         acc = update(acc, inb, rnd.targets, rnd.starts)

@@ -34,7 +34,10 @@ class Instr:
     is_collective: ClassVar[bool] = False
 
     def reads(self) -> tuple[int, ...]:
-        return (self.src,) if hasattr(self, "src") else ()
+        if not hasattr(self, "src"):
+            return ()
+        src = self.src  # a Varying source (an exchange round's relays read what they assemble): every buffer it names
+        return tuple(dict.fromkeys(src.values)) if isinstance(src, Varying) else (src,)
 
     def writes(self) -> tuple[int, ...]:
         return (self.dst,) if hasattr(self, "dst") else ()
@@ -342,8 +345,9 @@ class Varying:
     """A field of one SPMD step's instruction that depends on the device: a value per class of
     devices and each device's class (``codes``, a row per device of ``ids``, ascending). A
     collective over mesh axes holds its groups so (each device indexes the table of groups, as
-    replica groups do in XLA), so one instruction serves every group and the devices of different
-    groups stay in one class. ``resolved`` gives a device its own instruction."""
+    replica groups do in XLA), a slice the positions of each device's block, a literal each
+    device's offset: one instruction serves every device, and devices that differ only there
+    stay in one class. ``resolved`` gives a device its own instruction."""
 
     __slots__ = ("ids", "codes", "values")
 
@@ -356,18 +360,31 @@ class Varying:
     def of(self, device: int):
         return self.values[self.code(device)]
 
+    def map(self, fn):
+        """``fn`` of each device's value: a Varying on the same classes, or the one result all share."""
+        out = [fn(v) for v in self.values]
+        if all(o == out[0] for o in out[1:]):
+            return out[0]
+        return Varying(self.ids, self.codes, out)
+
     def __repr__(self) -> str:
         return f"Varying({len(self.values)} values over {len(self.ids)} devices)"
 
 
-VARYING_FIELDS = ("group", "splits", "reduce_order")  # the fields partition/emit.py may make Varying
+def field_of(value, fn):
+    """``fn`` of a field's value, per class where the value is ``Varying``."""
+    return value.map(fn) if isinstance(value, Varying) else fn(value)
+
+
+# the fields the partitioner may make Varying: a collective's groups, a slice's positions, a literal's value
+VARYING_FIELDS = ("group", "splits", "reduce_order", "index", "value", "src")
 
 
 def varies(ins: Instr, seen: dict | None = None) -> bool:
     """Whether ``ins`` (or an instruction of its blocks) has a ``Varying`` field. ``seen`` (id of
     an instruction -> the answer) spares a body shared by several control instructions a second look."""
     if ins.kind not in CONTROL:
-        return ins.is_collective and any(isinstance(getattr(ins, n, None), Varying) for n in VARYING_FIELDS)
+        return any(isinstance(getattr(ins, n, None), Varying) for n in VARYING_FIELDS)
     if seen is None:
         seen = {}
     hit = seen.get(id(ins))

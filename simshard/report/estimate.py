@@ -272,8 +272,46 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
             raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
                                 "an estimate does not have; run the program (ss.run) to cost it")
         else:
-            for c in classes:
-                _local(devices[c[0]], here[c[0]], memo)
+            for c in list(classes):
+                ins = here[c[0]]
+                if _tables(ins):  # a slice's or literal's Varying field: members may get different blocks
+                    _local_varying(devices, classes, lists, c, ins, memo)
+                else:
+                    _local(devices[c[0]], ins, memo)
+
+
+def _local_varying(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int, Sequence[Instr]],
+                   c: list[int], ins: Instr, memo: dict) -> None:
+    """A local instruction with ``Varying`` fields on class ``c``: each member runs its own copy;
+    members whose copies make equal blocks keep sharing a state, and the class splits where they
+    do not (as a collective splits it)."""
+    tables = _tables(ins)
+    own: dict[tuple, Instr] = {}
+
+    def mine(d: int) -> Instr:
+        key = tuple(t.code(d) for t in tables)
+        if key not in own:
+            own[key] = resolved(ins, d)
+        return own[key]
+
+    parts = _split(devices, c, lambda d: _made_block(mine(d)))
+    if len(parts) > 1:
+        classes.remove(c)
+        classes.extend(parts)
+        for part in parts:
+            lists[part[0]] = lists[c[0]]
+    for part in parts:
+        _local(devices[part[0]], mine(part[0]), memo)
+
+
+def _made_block(ins: Instr) -> tuple:
+    """What decides the block a slice or literal writes (its shape and, for a literal, dtype)."""
+    if ins.kind == "slice":
+        return tuple(len(ix) for ix in ins.index)
+    if ins.kind == "literal":
+        v = np.asarray(ins.value)
+        return v.shape, v.dtype.str
+    raise EstimateError(f"[{ins.id}] {ins.kind} from {ins.source!r}: no estimate for a per-device {ins.kind}")
 
 
 def _tables(ins: Instr) -> tuple[Varying, ...]:

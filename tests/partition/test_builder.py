@@ -114,3 +114,33 @@ def test_a_collective_over_a_mesh_axis_is_one_instruction_whose_groups_each_devi
                              if all(coords[d][a] == coords[s.device][a] for a in names if a not in ins.axes))
                 assert ins.group == want, (s.device, ins)
     assert seen == {("x",), ("y",)}
+
+
+def test_a_slice_per_block_is_one_instruction_each_device_resolves():
+    """Each device keeping its own block of a replicated value (a Slice per position), before and
+    after a reshape: one instruction whose positions are Varying, so the 16 devices stay one
+    class where their blocks have one shape; each device's own copy cuts its own block, the run
+    is bitwise, and the estimate, which resolves them per member, records what the run records
+    (an exchange's cuts: test_exchange.py)."""
+    import simshard as ss
+    from simshard import P
+    from simshard.partition.schedule import Varying
+
+    mesh = ss.Mesh({"x": 4, "y": 4})
+
+    def f(a):
+        return (a * 2).reshape(8, 32)
+
+    (a,) = ss.exact_inputs([(16, 16)], seed=1)
+    specs = dict(mesh=mesh, in_shardings=(P(None, None),), out_shardings=P("x", "y"))
+    res = ss.run(f, a, backend="local", **specs)
+    assert res.verify.bitwise
+    scheds = res.spmd.schedules
+    assert len({s.instrs.klass for s in scheds}) == 1
+    shared = [scheds[0].instrs.shared(i) for i in range(len(scheds[0].instrs))]
+    assert {i.kind for i in shared if any(isinstance(getattr(i, n, None), Varying) for n in ("index", "value", "src"))} \
+        >= {"slice"}
+    for s in scheds:  # every device's own slices name plain positions
+        assert all(not isinstance(i.index, Varying) for i in s.instrs if i.kind == "slice")
+    est = ss.estimate(f, ss.ShapeDtype(a.shape, a.dtype), **specs)
+    assert est.comm.records == res.comm.records and est.memory == res.memory

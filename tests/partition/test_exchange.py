@@ -90,3 +90,29 @@ def test_a_relayed_exchange_runs_bitwise_along_with_the_rest_of_a_block():
     step = plan_exchange(src, dst, (4, 3), 4)
     assert any(rnd.relayed.any() for rnd in step.data.rounds)
     check_plan(ReshardPlan(src, dst, (4, 3), np.dtype(np.float32), (step,), dst), np.random.default_rng(1))
+
+
+def test_a_rounds_cuts_are_one_instruction_whose_source_and_positions_vary():
+    """The relayed broadcast above, emitted: each round's cut is one Slice whose source (the
+    device's own block, or for a relay the block it assembles) and positions are Varying (as a
+    write offset's Literal value is where offsets differ); the 16 devices stay one class, and each
+    device's own list names plain buffers and positions (the bits: the test above)."""
+    from simshard.partition.builder import ScheduleBuilder
+    from simshard.partition.emit import emit_step
+    from simshard.partition.schedule import Varying
+
+    mesh = ss.Mesh({"x": 4, "y": 4})
+    src = ss.Sharding(mesh, (ss.DimSharding(("x", "y")),))
+    dst = ss.Sharding(mesh, (ss.DimSharding(("x",)),))
+    step = plan_exchange(src, dst, (4,), 4)
+    b = ScheduleBuilder(range(16))
+    first = b.buf()
+    out = emit_step(step, b, first, np.dtype(np.float32))
+    scheds = b.finish([first], [out])
+    assert len({s.instrs.klass for s in scheds}) == 1
+    shared = [scheds[0].instrs.shared(i) for i in range(len(scheds[0].instrs))]
+    varying = {(i.kind, n) for i in shared for n in ("src", "index", "value") if isinstance(getattr(i, n, None), Varying)}
+    assert {("slice", "src"), ("slice", "index")} <= varying
+    for s in scheds:
+        for i in s.instrs:
+            assert not any(isinstance(getattr(i, n, None), Varying) for n in ("src", "index", "value")), (s.device, i)
