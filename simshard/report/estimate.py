@@ -29,6 +29,7 @@ from ..ops.registry import OPS
 from ..partition.schedule import (VARYING_FIELDS, Instr, Instructions, SpmdProgram, Varying, participants, resolved,
                                   updates_in_place)
 from ..sharding.layout import layout
+from ..sharding.rows import rows_of
 from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes, balanced_chunk
 from .compute import DeviceCompute, device_of, op_flops
 from .memory import DeviceMemory, MemoryReport
@@ -274,7 +275,7 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
         else:
             for c in list(classes):
                 ins = here[c[0]]
-                if _tables(ins):  # a slice's or literal's Varying field: members may get different blocks
+                if _tables(ins, memo):  # a slice's or literal's Varying field: members may get different blocks
                     _local_varying(devices, classes, lists, c, ins, memo)
                 else:
                     _local(devices[c[0]], ins, memo)
@@ -285,23 +286,33 @@ def _local_varying(devices: dict[int, _Device], classes: list[list[int]], lists:
     """A local instruction with ``Varying`` fields on class ``c``: each member runs its own copy;
     members whose copies make equal blocks keep sharing a state, and the class splits where they
     do not (as a collective splits it)."""
-    tables = _tables(ins)
-    own: dict[tuple, Instr] = {}
-
-    def mine(d: int) -> Instr:
-        key = tuple(t.code(d) for t in tables)
-        if key not in own:
-            own[key] = resolved(ins, d)
-        return own[key]
-
-    parts = _split(devices, c, lambda d: _made_block(mine(d)))
+    tables = _tables(ins, memo)
+    if len(c) == 1:  # a class of one (a strategy that sets every device apart): its own copy
+        d = c[0]
+        _local(devices[d], _own(ins, tuple(t.code(d) for t in tables), d, memo), memo)
+        return
+    members = np.asarray(c, dtype=np.int64)
+    codes = np.stack([t.codes[rows_of(t.ids, members)] for t in tables], axis=1)  # [members, tables]
+    distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
+    copies = [_own(ins, tuple(row), members[int(np.argmax(inverse == k))], memo) for k, row in enumerate(distinct.tolist())]
+    copy_of = dict(zip(c, (copies[k] for k in inverse.reshape(-1).tolist())))
+    parts = _split(devices, c, lambda d: _made_block(copy_of[d])) if len(copies) > 1 else [c]
     if len(parts) > 1:
         classes.remove(c)
         classes.extend(parts)
         for part in parts:
             lists[part[0]] = lists[c[0]]
     for part in parts:
-        _local(devices[part[0]], mine(part[0]), memo)
+        _local(devices[part[0]], copy_of[part[0]], memo)
+
+
+def _own(ins: Instr, codes: tuple, device: int, memo: dict) -> Instr:
+    """The copy of ``ins`` the devices with ``codes`` in its Varying fields run (made once)."""
+    key = ("own", id(ins), codes)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = resolved(ins, int(device))
+    return hit
 
 
 def _made_block(ins: Instr) -> tuple:
@@ -314,9 +325,16 @@ def _made_block(ins: Instr) -> tuple:
     raise EstimateError(f"[{ins.id}] {ins.kind} from {ins.source!r}: no estimate for a per-device {ins.kind}")
 
 
-def _tables(ins: Instr) -> tuple[Varying, ...]:
-    """A collective's ``Varying`` fields (its groups, and splits where they differ)."""
-    return tuple(v for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
+def _tables(ins: Instr, memo: dict | None = None) -> tuple[Varying, ...]:
+    """An instruction's ``Varying`` fields (a collective's groups, a slice's positions, ...),
+    looked up once per instruction object when ``memo`` is given."""
+    if memo is None:
+        return tuple(v for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
+    key = ("tables", id(ins))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = tuple(v for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
+    return hit
 
 
 def _at(instrs: Sequence[Instr], pos: int) -> Instr:
