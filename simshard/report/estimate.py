@@ -243,6 +243,19 @@ def _split(devices: dict[int, _Device], members: list[int], key) -> list[list[in
     return parts
 
 
+def _regroup(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int, Sequence[Instr]],
+             c: list[int], key) -> list[list[int]]:
+    """Class ``c`` split by ``key(device)`` (``_split``), ``classes`` and ``lists`` updated: each
+    part runs on in ``c``'s list."""
+    parts = _split(devices, c, key)
+    if len(parts) > 1:
+        classes.remove(c)
+        classes.extend(parts)
+        for part in parts:
+            lists[part[0]] = lists[c[0]]
+    return parts
+
+
 def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int, Sequence[Instr]],
           top: bool = False, memo: dict | None = None) -> None:
     """Run the aligned instruction lists one SPMD step at a time, a class of devices at a time.
@@ -296,12 +309,7 @@ def _local_varying(devices: dict[int, _Device], classes: list[list[int]], lists:
     distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
     copies = [_own(ins, tuple(row), members[int(np.argmax(inverse == k))], memo) for k, row in enumerate(distinct.tolist())]
     copy_of = dict(zip(c, (copies[k] for k in inverse.reshape(-1).tolist())))
-    parts = _split(devices, c, lambda d: _made_block(copy_of[d])) if len(copies) > 1 else [c]
-    if len(parts) > 1:
-        classes.remove(c)
-        classes.extend(parts)
-        for part in parts:
-            lists[part[0]] = lists[c[0]]
+    parts = _regroup(devices, classes, lists, c, lambda d: _made_block(copy_of[d])) if len(copies) > 1 else [c]
     for part in parts:
         _local(devices[part[0]], copy_of[part[0]], memo)
 
@@ -514,12 +522,7 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
             results.update(_COLLECTIVES[kind](tuple(group), members, step, srcs, position(group)))
     # each class writes its members' result once, split where members got different blocks
     for c in list(classes):
-        parts = _split(devices, c, lambda d: results[d][0])
-        if len(parts) > 1:
-            classes.remove(c)
-            classes.extend(parts)
-            for part in parts:
-                lists[part[0]] = lists[c[0]]
+        parts = _regroup(devices, classes, lists, c, lambda d: results[d][0])
         for part in parts:
             devices[part[0]].state.write_one(step[part[0]].dst, results[part[0]][0])
     # each permute's participants once per pairs tuple (classes' copies of a loop iteration's
