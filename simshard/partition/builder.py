@@ -271,10 +271,15 @@ class ScheduleBuilder:
 
 
 def _hashable(v):
-    """``v`` as a dict key: numpy scalars and arrays by dtype and bytes."""
+    """``v`` as a dict key: numpy scalars and arrays by dtype and bytes, anything else that does
+    not hash by identity."""
     if isinstance(v, (np.ndarray, np.generic)):
         a = np.asarray(v)
         return (a.dtype.str, a.shape, a.tobytes())
+    try:
+        hash(v)
+    except TypeError:
+        return ("object", id(v))
     return v
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from ..sharding.reduce_ops import REDUCE_OPS
 from .exchange import emit_exchange
 from .plan import ReshardPlan, Step
-from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice, Varying
+from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice, field_of
 
 
 def emit_plan(plan: ReshardPlan, b, src: int, source: str = "reshard") -> int:
@@ -32,45 +32,38 @@ def _emit_slice(step: Step, b, src, dtype, source):
 
 
 # A collective is one instruction for the whole mesh: where its groups (or their splits) differ,
-# the field is a ``Varying`` table each device indexes, so the groups of an axis do not split the
-# devices into classes (a 2-D strategy's x and y groups would make every device its own).
-
-
-def _field(data, pick=lambda v: v):
-    """The step's per-class values (``pick`` of each) as one field: the value itself where every
-    class has it, else a ``Varying`` over the step's classes."""
-    values = [pick(v) for v in data.values]
-    if all(v == values[0] for v in values[1:]):
-        return values[0]
-    return Varying(data.ids, data.codes, values)
+# the field is a ``Varying`` table each device indexes (``ScheduleBuilder.emit_varying``), so the
+# groups of an axis do not split the devices into classes (a 2-D strategy's x and y groups would
+# make every device its own).
 
 
 def _emit_all_gather(step: Step, b, src, dtype, source):
     dst = b.buf()
-    b.emit_same(AllGather(0, source, src=src, dst=dst, group=_field(step.data), axis=step.dim, axes=step.axes))
+    b.emit_varying(step.data, lambda group: AllGather(0, source, src=src, dst=dst, group=group, axis=step.dim,
+                                                      axes=step.axes))
     return dst
 
 
 def _emit_reduce_scatter(step: Step, b, src, dtype, source):
     dst = b.buf()
-    g = step.data  # (group, splits, reduce order) per group
-    b.emit_same(ReduceScatter(0, source, src=src, dst=dst, group=_field(g, lambda v: v[0]), axis=step.dim,
-                              splits=_field(g, lambda v: v[1]), reduce_op=step.reduce_op, axes=step.axes,
-                              reduce_order=_field(g, lambda v: v[2])))
+    b.emit_varying(step.data, lambda g: ReduceScatter(  # (group, splits, reduce order) per group
+        0, source, src=src, dst=dst, group=field_of(g, lambda v: v[0]), axis=step.dim, splits=field_of(g, lambda v: v[1]),
+        reduce_op=step.reduce_op, axes=step.axes, reduce_order=field_of(g, lambda v: v[2])))
     return dst
 
 
 def _emit_all_reduce(step: Step, b, src, dtype, source):
     dst = b.buf()
-    b.emit_same(AllReduce(0, source, src=src, dst=dst, group=_field(step.data), reduce_op=step.reduce_op, axes=step.axes))
+    b.emit_varying(step.data, lambda group: AllReduce(0, source, src=src, dst=dst, group=group, reduce_op=step.reduce_op,
+                                                      axes=step.axes))
     return dst
 
 
 def _emit_all_to_all(step: Step, b, src, dtype, source):
     dst = b.buf()
-    g = step.data  # (group, splits) per group
-    b.emit_same(AllToAll(0, source, src=src, dst=dst, group=_field(g, lambda v: v[0]), split_axis=step.tgt_dim,
-                         splits=_field(g, lambda v: v[1]), concat_axis=step.dim, axes=step.axes))
+    b.emit_varying(step.data, lambda g: AllToAll(  # (group, splits) per group
+        0, source, src=src, dst=dst, group=field_of(g, lambda v: v[0]), split_axis=step.tgt_dim,
+        splits=field_of(g, lambda v: v[1]), concat_axis=step.dim, axes=step.axes))
     return dst
 
 
