@@ -320,7 +320,14 @@ def _own(ins: Instr, codes: tuple, device: int, memo: dict) -> Instr:
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = resolved(ins, int(device))
+        _keep(memo, ins)
     return hit
+
+
+def _keep(memo: dict, ins: Instr) -> None:
+    """Keep ``ins`` alive while ``memo`` has entries under its id (a loop iteration's copies are
+    made and dropped, and a later object could otherwise take a dropped one's id)."""
+    memo.setdefault("alive", []).append(ins)
 
 
 def _made_block(ins: Instr) -> tuple:
@@ -342,6 +349,7 @@ def _tables(ins: Instr, memo: dict | None = None) -> tuple[Varying, ...]:
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = tuple(v for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
+        _keep(memo, ins)
     return hit
 
 
@@ -435,6 +443,7 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
                 if by_value is not None:
                     memo[by_value] = out
             memo[by_id] = out
+            _keep(memo, ins)
         blocks_out, work = out
         st.ops[work] += 1
         if not updates_in_place(ins):  # in place: the buffer keeps its block, no new bytes
