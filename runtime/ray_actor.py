@@ -128,7 +128,6 @@ class DeviceHost:
         self.devices = {int(d): _Device(int(d)) for d in devices}
         self.listener = None
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
-        self.unreachable: dict[str, str] = {}  # peer process address -> why its socket did not open
         self.held: dict[int, np.ndarray] = {}
         self._held_ids = itertools.count()
 
@@ -161,7 +160,7 @@ class DeviceHost:
     def routes(self, device: int) -> dict[int, str]:
         """How ``device``'s messages reach each peer: "process" (a device of this process),
         "unix" (this node's socket), "tcp" (another node's socket) or "ray" (actor calls: the ray
-        data plane, or a socket that would not open, ``unreachable``)."""
+        data plane, or a socket that would not open)."""
         out = {}
         for p, peer in self.devices[device].peers.items():
             if isinstance(peer, LocalPeer):
@@ -202,12 +201,12 @@ class DeviceHost:
         (node id, address, TCP address) of its process), reach other processes by socket: this
         node's by their Unix socket, other nodes' by TCP. A socket that does not open within
         ``CONNECT_SECONDS`` (a firewall between nodes, say) is given up: its peers are reached by
-        Ray calls instead, and ``unreachable`` says why. Runs below ``floor`` are over."""
+        Ray calls instead. Runs below ``floor`` are over."""
         from .socket_channel import Connection
 
         for c in self.connections.values():
             c.close()
-        self.connections, self.unreachable = {}, {}
+        self.connections = {}
         here = self.node_id()
         address_of = {}
         for p in hosts:
@@ -219,7 +218,6 @@ class DeviceHost:
             await asyncio.wait([c.opened for c in self.connections.values()], timeout=CONNECT_SECONDS)
         for address, c in list(self.connections.items()):
             if not (c.opened.done() and c.opened.result()):
-                self.unreachable[address] = str(c.failed) if c.failed else f"no answer within {CONNECT_SECONDS:g} s"
                 c.close()
                 del self.connections[address]
         for d, dev in self.devices.items():

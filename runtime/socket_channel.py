@@ -432,10 +432,7 @@ class Ring:
         """Remove the file's name (both mappings stay)."""
         if self.linked:
             self.linked = False
-            try:
-                os.unlink(os.path.join(SHM_DIR, self.name))
-            except FileNotFoundError:
-                pass
+            _unlink(self.name)
 
 
 class _File:
@@ -457,10 +454,7 @@ class _File:
         return not self.slots.any()
 
     def remove(self) -> None:
-        try:
-            os.unlink(os.path.join(SHM_DIR, self.name))
-        except FileNotFoundError:
-            pass
+        _unlink(self.name)
 
 
 class SharedBlocks:
@@ -547,7 +541,7 @@ def map_shared(name: str, dtype, shape, slot: int) -> np.ndarray:
         raise
     finally:
         os.close(fd)
-    weakref.finalize(mm, _let_go, name, slot)  # by name: no descriptor kept open per live mapping
+    weakref.finalize(mm, _let_go, name, slot)  # by name: the file is opened again only when the view goes
     return np.frombuffer(mm, dtype=dtype).reshape(shape)
 
 
@@ -579,9 +573,14 @@ def remove_shared(prefix: str) -> int:
     gone = 0
     for name in os.listdir(SHM_DIR):
         if name.startswith(prefix + "-"):
-            try:
-                os.unlink(os.path.join(SHM_DIR, name))
-                gone += 1
-            except FileNotFoundError:
-                pass
+            gone += _unlink(name)
     return gone
+
+
+def _unlink(name: str) -> bool:
+    """Remove the name of a file of the node's shared memory (its mappings stay); False if it was gone."""
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        return False
+    return True

@@ -380,11 +380,16 @@ def field_of(value, fn):
 VARYING_FIELDS = ("group", "splits", "reduce_order", "index", "value", "src")
 
 
+def varying_fields(ins: Instr) -> tuple[tuple[str, Varying], ...]:
+    """``ins``'s own ``Varying`` fields, as (name, table) pairs (not its blocks')."""
+    return tuple((n, v) for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
+
+
 def varies(ins: Instr, seen: dict | None = None) -> bool:
     """Whether ``ins`` (or an instruction of its blocks) has a ``Varying`` field. ``seen`` (id of
     an instruction -> the answer) spares a body shared by several control instructions a second look."""
     if ins.kind not in CONTROL:
-        return any(isinstance(getattr(ins, n, None), Varying) for n in VARYING_FIELDS)
+        return bool(varying_fields(ins))
     if seen is None:
         seen = {}
     hit = seen.get(id(ins))
@@ -426,7 +431,7 @@ def resolved(ins: Instr, device: int) -> Instr:
         return replace(ins, cond=_resolved_block(ins.cond, device), body=_resolved_block(ins.body, device))
     if ins.kind == "switch":
         return replace(ins, branches=tuple(_resolved_block(b, device) for b in ins.branches))
-    changes = {n: v.of(device) for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying)}
+    changes = {n: v.of(device) for n, v in varying_fields(ins)}
     return replace(ins, **changes) if changes else ins
 
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from ..ir.program import Aval
 from ..ops.registry import OPS
-from ..partition.schedule import (VARYING_FIELDS, Instr, Instructions, SpmdProgram, Varying, participants, resolved,
-                                  updates_in_place)
+from ..partition.schedule import (Instr, Instructions, SpmdProgram, Varying, participants, resolved, updates_in_place,
+                                  varying_fields)
 from ..sharding.layout import layout
 from ..sharding.rows import rows_of
 from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes, balanced_chunk
@@ -274,7 +274,7 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
                 st.position, st.top = pos, here[c[0]]
         first = here[classes[0][0]]
         if first.is_collective:
-            _collective(devices, classes, here, lists)
+            _collective(devices, classes, here, lists, memo)
         elif first.kind == "loop":
             origin = {d: c[0] for c in classes for d in c}
             _loop(devices, classes, here, memo)
@@ -306,8 +306,8 @@ def _local_varying(devices: dict[int, _Device], classes: list[list[int]], lists:
         return
     members = np.asarray(c, dtype=np.int64)
     codes = np.stack([t.codes[rows_of(t.ids, members)] for t in tables], axis=1)  # [members, tables]
-    distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
-    copies = [_own(ins, tuple(row), members[int(np.argmax(inverse == k))], memo) for k, row in enumerate(distinct.tolist())]
+    distinct, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
+    copies = [_own(ins, tuple(row), members[i], memo) for row, i in zip(distinct.tolist(), first.tolist())]
     copy_of = dict(zip(c, (copies[k] for k in inverse.reshape(-1).tolist())))
     parts = _regroup(devices, classes, lists, c, lambda d: _made_block(copy_of[d])) if len(copies) > 1 else [c]
     for part in parts:
@@ -340,15 +340,13 @@ def _made_block(ins: Instr) -> tuple:
     raise EstimateError(f"[{ins.id}] {ins.kind} from {ins.source!r}: no estimate for a per-device {ins.kind}")
 
 
-def _tables(ins: Instr, memo: dict | None = None) -> tuple[Varying, ...]:
+def _tables(ins: Instr, memo: dict) -> tuple[Varying, ...]:
     """An instruction's ``Varying`` fields (a collective's groups, a slice's positions, ...),
-    looked up once per instruction object when ``memo`` is given."""
-    if memo is None:
-        return tuple(v for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
+    looked up once per instruction object."""
     key = ("tables", id(ins))
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = tuple(v for n in VARYING_FIELDS if isinstance(v := getattr(ins, n, None), Varying))
+        hit = memo[key] = tuple(v for _, v in varying_fields(ins))
         _keep(memo, ins)
     return hit
 
@@ -489,7 +487,7 @@ class _Traffic:
 
 
 def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr],
-                lists: dict[int, Sequence[Instr]]) -> None:
+                lists: dict[int, Sequence[Instr]], memo: dict) -> None:
     kind = next(iter(here.values())).kind
     positions: dict[int, dict[int, int]] = {}  # per group (by identity): device -> its index
 
@@ -501,19 +499,12 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
 
     step: dict[int, Instr] = {}
     srcs: dict[int, Block | None] = {}
-    own: dict[tuple, Instr] = {}  # (id(instruction), the Varying's class) -> that class's resolved copy
     for c in classes:  # a class runs one instruction on one state: its source block is read once
         ins = here[c[0]]
         block = devices[c[0]].state.read(ins.src, ins, c[0]) if kind != "collective_permute" else None
-        tables = _tables(ins)
+        tables = _tables(ins, memo)  # its members' groups: each resolves its own copy (one per group)
         for d in c:
-            if tables:
-                key = (id(ins),) + tuple(t.code(d) for t in tables)
-                if key not in own:
-                    own[key] = resolved(ins, d)
-                step[d] = own[key]
-            else:
-                step[d] = ins
+            step[d] = _own(ins, tuple(t.code(d) for t in tables), d, memo) if tables else ins
             srcs[d] = block
     routes: dict[int, _Routes] = {}  # a permute's pairs indexed, once per distinct pairs tuple
     if kind == "collective_permute":
