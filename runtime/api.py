@@ -188,9 +188,10 @@ def run(
                             trace_values=bool(check_ops), progress=say, **backend_options)
     from simshard.errors import ReplicaMismatchError
 
-    from .comm_debug import observe, program_info
+    from .comm_debug import observe, observing, program_info
 
-    observe(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution.records, program_info(program, spmd))
+    if observing():
+        observe(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution.records, program_info(program, spmd))
     try:
         outputs = assemble_outputs(spmd, execution.outputs)
     except ReplicaMismatchError as e:

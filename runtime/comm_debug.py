@@ -55,6 +55,11 @@ class CommDebugMode:
         return self.counts.render()
 
 
+def observing() -> bool:
+    """Whether any mode is active (a caller skips gathering a run's records and shardings if not)."""
+    return bool(_ACTIVE.get())
+
+
 def observe(label: str, records: Iterable, info: Mapping[str, Any] | None = None) -> None:
     """A run's records, for every active mode (nothing when none is active)."""
     modes = _ACTIVE.get()

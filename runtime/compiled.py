@@ -106,11 +106,12 @@ class Compiled:
         return shards
 
     def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "Result":
-        from .comm_debug import observe, program_info
+        from .comm_debug import observe, observing, program_info
 
         execution = self.devices.execute(self.key, self.spmd, self.inputs(*args), trace_values=trace_values,
                                          retries=retries)
-        observe("compiled call", execution.records, program_info(self.program, self.spmd))
+        if observing():
+            observe("compiled call", execution.records, program_info(self.program, self.spmd))
         return Result(self, execution)
 
 

@@ -119,7 +119,7 @@ class Executor:
         self.input_bytes = 0
         self.position = -1
         self.state = "not started"
-        self._records: list[CommRecord] = []
+        self._rows: list[tuple] = []  # record_rows made so far
         self._done: list[tuple] = []  # (instruction, position, in shape, out shape, itemsize) of each collective run
         self.timeline: list[Span] = []  # one per instruction run
         self._peak = (0, -1, None, "inputs")
@@ -406,24 +406,26 @@ class Executor:
         return f"at position {self.position} [{ins.id}] {ins.kind}{src}"
 
     @property
-    def records(self) -> list[CommRecord]:
-        """One ``CommRecord`` per collective this device took part in, in the order run."""
+    def record_rows(self) -> list[tuple]:
+        """Each ``CommRecord``'s fields in order, one row per collective this device took part in,
+        in the order run: plain tuples, made after the run (not between two messages) and cheap to
+        ship; the records themselves are made where they are read (``records``)."""
         me, log = self.device, self.transport.log
         for ins, position, in_shape, out_shape, itemsize in self._done:
             group = participants(ins)
             if me not in group:
                 continue
             sent, received, messages_sent, messages_received, peers = log.counts(me, ins.id)
-            self._records.append(
-                CommRecord(
-                    device=me, instr=ins.id, position=position, source=ins.source, kind=ins.kind,
-                    axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=sent,
-                    bytes_received=received, messages_sent=messages_sent, messages_received=messages_received,
-                    min_bytes=analytic_min_bytes(ins, me, in_shape, out_shape, itemsize), peers=peers,
-                )
-            )
+            self._rows.append((me, ins.id, position, ins.source, ins.kind, tuple(getattr(ins, "axes", ())), group,
+                               sent, received, messages_sent, messages_received,
+                               analytic_min_bytes(ins, me, in_shape, out_shape, itemsize), peers))
         self._done = []
-        return self._records
+        return self._rows
+
+    @property
+    def records(self) -> list[CommRecord]:
+        """One ``CommRecord`` per collective this device took part in, in the order run."""
+        return [CommRecord(*row) for row in self.record_rows]
 
     # -- transport failures as schedule errors -------------------------------------------------------
     def _transport_error(self, e: TransportError) -> ExecutionError:

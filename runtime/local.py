@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -37,7 +38,9 @@ class Execution:
 
     spmd: SpmdProgram
     outputs: Mapping[int, tuple[np.ndarray, ...]]  # device -> its local output shards
-    records: tuple[CommRecord, ...]  # one per collective instruction per participating device
+    # one CommRecord's fields per collective instruction per participating device (``records``
+    # makes the records when first read: a run that nobody asks about pays little for them)
+    record_rows: Sequence[tuple]
     memory: MemoryReport
     transfers: TransferLog  # every message, as recorded by the transport
     # device -> buffer -> its contents right after it was written, for the SpmdProgram's
@@ -45,6 +48,11 @@ class Execution:
     values: Mapping[int, Mapping[int, np.ndarray]] = field(default_factory=dict)
     # device -> when it ran each instruction (``executor.Span``s, in schedule order)
     timeline: Mapping[int, tuple] = field(default_factory=dict)
+
+    @cached_property
+    def records(self) -> tuple[CommRecord, ...]:
+        """One per collective instruction per participating device."""
+        return tuple(CommRecord(*row) for row in self.record_rows)
 
     @property
     def comm(self) -> CommReport:
@@ -120,7 +128,7 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
             devices=(m.src, m.dst), positions={m.src: m.note, m.dst: executors[m.dst].where()},
         )
     outputs = {d: tasks[d].result() for d in spmd.devices}
-    records = tuple(r for d in spmd.devices for r in executors[d].records)
+    records = tuple(r for d in spmd.devices for r in executors[d].record_rows)
     memory = MemoryReport(tuple(executors[d].memory() for d in spmd.devices))
     values = {d: dict(executors[d].traced) for d in spmd.devices} if trace_values else {}
     timeline = {d: tuple(executors[d].timeline) for d in spmd.devices}

@@ -196,12 +196,15 @@ class DeviceHost:
         return self.node_id(), self.listener.address, self.listener.tcp_address
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
-                      secret: bytes = b"") -> int:
+                      secret: bytes = b"", busy_poll: bool | None = None) -> bool:
         """Learn every device's host handle (again after a restart) and, with ``sockets`` (device ->
         (node id, address, TCP address) of its process), reach other processes by socket: this
         node's by their Unix socket, other nodes' by TCP. A socket that does not open within
         ``CONNECT_SECONDS`` (a firewall between nodes, say) is given up: its peers are reached by
-        Ray calls instead. Runs below ``floor`` are over."""
+        Ray calls instead. Runs below ``floor`` are over. ``busy_poll``: whether this process's
+        loop polls before it sleeps (``busy_poll.py``; None: where the node has a core for each of
+        its device processes). Returns whether it polls."""
+        from .busy_poll import SPIN_SECONDS, busy_poll as poll, should_spin
         from .socket_channel import Connection
 
         for c in self.connections.values():
@@ -232,7 +235,9 @@ class DeviceHost:
                 else:
                     peers[p] = RemotePeer(h, p)
             dev.connect(peers, floor)
-        return len(hosts)
+        if busy_poll is None:  # the node's processes are known on the sockets data plane only
+            busy_poll = bool(sockets) and should_spin(len({a for node, a, _ in sockets.values() if node == here}))
+        return poll(asyncio.get_running_loop(), SPIN_SECONDS if busy_poll else 0.0) and busy_poll
 
     # every call below is for one of this host's devices
     async def load(self, device: int, *args) -> int:
@@ -455,7 +460,7 @@ class _Device:
             return {
                 "status": "ok",
                 "outputs": [np.asarray(o) for o in outs],  # the host keeps them (DeviceHost.run)
-                "records": tuple(ex.records),
+                "records": ex.record_rows,  # CommRecord fields: the driver makes records when asked
                 "memory": ex.memory(),
                 "transfers": transport.log.rows,  # plain tuples: a summary of many messages pickles fast
                 "timeline": [tuple(sp) for sp in ex.timeline],

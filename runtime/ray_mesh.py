@@ -182,7 +182,9 @@ class RayMesh:
     messages between them staying in it (see ``runtime/ray_actor.py``); by default one device per
     process up to ``max(8, 2 * CPUs)`` devices on a local Ray, more beyond (``auto_per_process``),
     and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
-    messages between processes travel (``DATA_PLANES``)."""
+    messages between processes travel (``DATA_PLANES``). ``busy_poll``: whether a waiting device
+    process polls for its message before it sleeps (``runtime/busy_poll.py``); by default on the
+    sockets data plane where a node has a core for each of its device processes (``polls``)."""
 
     _keys = itertools.count()
     _last_run = -1  # the latest run id (set per mesh by each run)
@@ -190,7 +192,8 @@ class RayMesh:
     def __init__(self, mesh=None, address: str | None = None, node_axes: Sequence[str] | str | None = None, *,
                  devices: Sequence[int] | None = None, actor_cpus: float | None = None,
                  node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
-                 start_timeout: float = 60.0, devices_per_process: int | None = None, data_plane: str = "sockets"):
+                 start_timeout: float = 60.0, devices_per_process: int | None = None, data_plane: str = "sockets",
+                 busy_poll: bool | None = None):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
@@ -211,6 +214,8 @@ class RayMesh:
         if data_plane not in DATA_PLANES:
             raise ValueError(f"RayMesh: data_plane must be one of {', '.join(DATA_PLANES)}, not {data_plane!r}")
         self.data_plane = data_plane
+        self.busy_poll = busy_poll
+        self._polls: dict[int, bool] = {}  # device -> whether its process busy-polls (set on connect)
         self._secret = os.urandom(16)  # a socket connection must start with it
         self._sockets: dict[int, tuple] = {}  # device -> (node id, address, TCP address) of its process
         self._released: dict[Any, list[int]] = {}  # host handle -> ids of kept arrays nobody holds
@@ -308,8 +313,9 @@ class RayMesh:
             for g, where in zip(new_groups, got):
                 self._sockets.update((d, tuple(where)) for d in g)
         sockets = self._sockets if self.data_plane == "sockets" else None
-        ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self._secret) for g in self.groups],
-                timeout=timeout)
+        polls = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self._secret, self.busy_poll)
+                         for g in self.groups], timeout=timeout)
+        self._polls = {d: p for g, p in zip(self.groups, polls) for d in g}
         self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1
 
@@ -382,6 +388,10 @@ class RayMesh:
         "unix" (a socket to another process of its node), "tcp" (a socket to another node's) or
         "ray" (an actor call per message: the ``ray`` data plane)."""
         return import_ray().get(self._call(device, "routes"))
+
+    def polls(self, device: int) -> bool:
+        """Whether ``device``'s process busy-polls for messages (``busy_poll``) or sleeps in wait."""
+        return self._polls[device]
 
     # -- programs ------------------------------------------------------------------------------
     def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
@@ -637,7 +647,7 @@ class RayMesh:
                 devices=(src, d), positions={src: note, d: results[d]["where"]},
             )
         log = TransferLog.of_rows([row for d in spmd.devices for row in results[d]["transfers"]])
-        records = tuple(r for d in spmd.devices for r in results[d]["records"])
+        records = tuple(row for d in spmd.devices for row in results[d]["records"])
         memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
         values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
         outputs = _Outputs({d: [Held(self.actors[d], i, self._released) for i in results[d]["outputs"]]

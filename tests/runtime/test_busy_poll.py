@@ -1,0 +1,74 @@
+"""Busy-polling a device process's event loop (``runtime/busy_poll.py``): the loop sees the same
+events, sleeps again after its spin, is restored by a spin of 0, and a Ray mesh polls only where
+each of the node's device processes has a core (or as told), with the same bits either way."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from simshard.runtime.busy_poll import busy_poll, should_spin
+
+
+def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin():
+    loop = asyncio.new_event_loop()
+    a, b = socket.socketpair()
+    try:
+        original = loop._selector.select
+        assert busy_poll(loop, 0.05)
+        assert loop._selector.select != original
+        a.setblocking(False)
+
+        async def wait():
+            loop.call_later(0.01, b.send, b"x")  # arrives within the spin
+            got = await loop.sock_recv(a, 1)
+            wall, cpu = time.monotonic(), time.process_time()
+            await asyncio.sleep(0.3)  # nothing arrives: the loop polls for 50 ms, then sleeps
+            return got, time.monotonic() - wall, time.process_time() - cpu
+
+        got, wall, cpu = loop.run_until_complete(wait())
+        assert got == b"x" and wall >= 0.29
+        assert 0.01 < cpu < 0.2, cpu  # the spin's CPU, not the whole wait's
+        assert busy_poll(loop, 0)  # restored: the selector's own select again
+        assert loop._selector.select == original
+    finally:
+        a.close()
+        b.close()
+        loop.close()
+
+
+def test_polling_only_with_a_core_per_process():
+    cores = len(os.sched_getaffinity(0))
+    assert should_spin(1) and should_spin(cores) and not should_spin(cores + 1)
+
+
+def test_a_loop_without_a_selector_is_left_alone():
+    class Bare:
+        pass
+
+    assert busy_poll(Bare(), 0.001) is False
+
+
+@pytest.mark.parametrize("poll", [None, True, False])
+def test_a_ray_mesh_polls_as_told_or_where_the_node_has_the_cores(ray_session, poll):
+    from simshard.runtime import run_local
+    from simshard.runtime.ray_backend import RayMesh
+    from test_ray import MESH, bits, every_collective
+
+    spmd = every_collective(cols=6)
+    rng = np.random.default_rng(5)
+    inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs)
+    with RayMesh(MESH, devices_per_process=4, busy_poll=poll) as devices:
+        remote = devices.run_spmd(spmd, inputs)
+        expected = should_spin(2) if poll is None else poll  # 2 processes on this node
+        assert [devices.polls(d) for d in spmd.devices] == [expected] * 8
+        outputs = dict(remote.outputs)
+    for d in spmd.devices:
+        assert [bits(a) for a in outputs[d]] == [bits(a) for a in local.outputs[d]], d
+    assert remote.records == local.records
