@@ -290,25 +290,23 @@ async def collective_permute(ch: Channel, x: np.ndarray | None, pairs: Sequence[
                              shape: Sequence[int], dtype) -> np.ndarray:
     """Each ``(source, target)`` pair moves the source's ``x`` to the target; a device that is no
     pair's target gets zeros of ``shape`` / ``dtype``. ``x`` is read only on sources."""
-    what = "collective_permute"
-    targets = [t for _, t in pairs]
-    if len(set(targets)) != len(targets):
-        dup = sorted({t for t in targets if targets.count(t) > 1})
-        raise CollectiveError(f"{what}: device {dup[0]} is the target of more than one pair in {tuple(pairs)}")
+    what, me = "collective_permute", ch.me
     sends, source = [], None
-    for s, t in pairs:
-        if s == ch.me:
+    for s, t in pairs:  # one pass: each device checks the pairs that name it
+        if s == me:
             sends.append(t)
-        if t == ch.me:
-            source = s  # one at most: targets are distinct
+        if t == me:
+            if source is not None:
+                raise CollectiveError(f"{what}: device {me} is the target of more than one pair in {tuple(pairs)}")
+            source = s
     if sends and x is None:
-        raise CollectiveError(f"{what}: device {ch.me} is a source in {tuple(pairs)} but has no buffer to send")
+        raise CollectiveError(f"{what}: device {me} is a source in {tuple(pairs)} but has no buffer to send")
     for t in sends:
-        if t != ch.me:
+        if t != me:
             await ch.send(t, 0, x)
     if source is None:
         return np.zeros(tuple(shape), dtype=np.dtype(dtype))
-    return np.array(x, copy=True) if source == ch.me else await ch.recv(source, 0)
+    return np.array(x, copy=True) if source == me else await ch.recv(source, 0)
 
 
 async def broadcast(ch: Channel, x: np.ndarray | None, group: Sequence[int], root: int) -> np.ndarray:

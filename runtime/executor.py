@@ -121,7 +121,7 @@ class Executor:
         self.state = "not started"
         self._rows: list[tuple] = []  # record_rows made so far
         self._done: list[tuple] = []  # (instruction, position, in shape, out shape, itemsize) of each collective run
-        self.timeline: list[Span] = []  # one per instruction run
+        self.spans: list[tuple] = []  # a Span's fields per instruction run (``timeline``)
         self._peak = (0, -1, None, "inputs")
 
     # -- where am I ------------------------------------------------------------------------------
@@ -248,7 +248,7 @@ class Executor:
             except Exception as e:  # a kernel or numpy error: name where it happened
                 self.state = "failed"
                 raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {type(e).__name__}: {e}") from e
-            self.timeline.append(Span(self.device, pos, ins.id, ins.kind, ins.source, start, time.time()))
+            self.spans.append((self.device, pos, ins.id, ins.kind, ins.source, start, time.time()))
         self.position = len(s.instrs)
         outputs = tuple(self._read(b) for b in s.outputs)
         self.state = "finished"
@@ -406,19 +406,24 @@ class Executor:
         return f"at position {self.position} [{ins.id}] {ins.kind}{src}"
 
     @property
+    def timeline(self) -> list[Span]:
+        """When this device ran each instruction, in the order run."""
+        return list(map(Span._make, self.spans))
+
+    @property
     def record_rows(self) -> list[tuple]:
         """Each ``CommRecord``'s fields in order, one row per collective this device took part in,
         in the order run: plain tuples, made after the run (not between two messages) and cheap to
         ship; the records themselves are made where they are read (``records``)."""
-        me, log = self.device, self.transport.log
+        me, counts, add = self.device, self.transport.log.counts, self._rows.append
         for ins, position, in_shape, out_shape, itemsize in self._done:
             group = participants(ins)
             if me not in group:
                 continue
-            sent, received, messages_sent, messages_received, peers = log.counts(me, ins.id)
-            self._rows.append((me, ins.id, position, ins.source, ins.kind, tuple(getattr(ins, "axes", ())), group,
-                               sent, received, messages_sent, messages_received,
-                               analytic_min_bytes(ins, me, in_shape, out_shape, itemsize), peers))
+            sent, received, messages_sent, messages_received, peers = counts(me, ins.id)
+            add((me, ins.id, position, ins.source, ins.kind, tuple(getattr(ins, "axes", ())), group,
+                 sent, received, messages_sent, messages_received,
+                 analytic_min_bytes(ins, me, in_shape, out_shape, itemsize), peers))
         self._done = []
         return self._rows
 

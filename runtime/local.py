@@ -34,7 +34,7 @@ class Execution:
     """What a run produced: each device's output shards, and what it cost."""
 
     def __repr__(self) -> str:  # short: asyncio may repr a finished task's result (its arrays)
-        return f"<Execution of {len(self.outputs)} devices, {len(self.records)} collective records>"
+        return f"<Execution of {len(self.outputs)} devices, {len(self.record_rows)} collective records>"
 
     spmd: SpmdProgram
     outputs: Mapping[int, tuple[np.ndarray, ...]]  # device -> its local output shards

@@ -463,7 +463,7 @@ class _Device:
                 "records": ex.record_rows,  # CommRecord fields: the driver makes records when asked
                 "memory": ex.memory(),
                 "transfers": transport.log.rows,  # plain tuples: a summary of many messages pickles fast
-                "timeline": [tuple(sp) for sp in ex.timeline],
+                "timeline": ex.spans,
                 "values": dict(ex.traced),
                 "undelivered": undelivered,
                 "late": late,

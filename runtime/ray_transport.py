@@ -39,6 +39,7 @@ class PutOnce:
 
 
 def make_transport_class():
+    from .socket_channel import SHM_BYTES
     from .transport import Message, PeerLost, RecvTimeout, Transport, TransportError
 
     class RayTransport(Transport):
@@ -90,8 +91,6 @@ def make_transport_class():
             """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
             (written once per instruction however many peers it goes to, into one of the device's
             files its readers have let go of): the frame's number."""
-            from .socket_channel import SHM_BYTES
-
             shared = None
             if msg.array.nbytes >= SHM_BYTES and self._shared is not None and peer.connection.shared_prefix:
                 shared = self._shared.put(msg.array, scope=msg.key[0])

@@ -329,8 +329,9 @@ class Connection:
         if self.writer is None:
             self.waiting.append(b"".join(parts))
         else:
+            write = self.writer.transport.write  # (the stream writer's write only adds a call)
             for p in parts:
-                self.writer.write(p)
+                write(p)
 
     def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str,
              shared: tuple | None = None) -> int:
@@ -340,17 +341,16 @@ class Connection:
         array = np.asarray(array)
         if not array.flags.c_contiguous:
             array = array.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
-        if shared is None and RING_MIN <= array.nbytes < SHM_BYTES and self.shared_prefix:
+        nbytes = array.nbytes
+        if shared is None and RING_MIN <= nbytes < SHM_BYTES and self.shared_prefix:
             shared = self._into_ring(array)
         header = pickle.dumps((seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared))
-        body = 0 if shared is not None else array.nbytes
-        prefix = _FRAME.pack(seq, len(header), body) + header
         if shared is not None:
-            self._write(prefix)
-        elif array.nbytes < _SMALL:
-            self._write(prefix + array.tobytes())
+            self._write(_FRAME.pack(seq, len(header), 0) + header)
+        elif nbytes < _SMALL:
+            self._write(_FRAME.pack(seq, len(header), nbytes) + header + array.tobytes())
         else:  # no copy of a large body on this side (the kernel's copy is the only one)
-            self._write(prefix, memoryview(array.reshape(-1).view(np.uint8)))
+            self._write(_FRAME.pack(seq, len(header), nbytes) + header, memoryview(array.reshape(-1).view(np.uint8)))
         return seq
 
     def _into_ring(self, array: np.ndarray) -> tuple[str, int] | None:

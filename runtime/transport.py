@@ -152,9 +152,9 @@ class TransferLog:
 
     The local transport's one log holds every device's side; a Ray device's transport holds only
     its own, and the driver's log of a Ray run joins the devices' ``rows`` (``of_rows``). Either way
-    ``totals(device, instr)`` is the same. A log records as it goes (an executor reads each
-    collective's totals at once); a joined log aggregates when first asked (a run that nobody
-    asks about its transfers pays nothing for them)."""
+    ``totals(device, instr)`` is the same. A log keeps a row per transfer and aggregates the rows
+    when first asked (a message costs its sender and receiver one append each; a run that nobody
+    asks about its transfers pays nothing more for them)."""
 
     def __init__(self, keep_entries: bool = True):
         self.keep_entries = keep_entries
@@ -177,10 +177,10 @@ class TransferLog:
         return [Transfer._make(r) for r in self.rows]
 
     def record(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
-        if self.keep_entries:
+        if self.keep_entries:  # summed when first asked for (not between two messages)
             self.rows.append((device, peer, direction, key, nbytes))
-            self._summed += 1
-        self._add(device, peer, direction, key, nbytes)
+        else:
+            self._add(device, peer, direction, key, nbytes)
 
     def _add(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
         per = self._agg.get((device, key[0]))
@@ -217,13 +217,16 @@ class TransferLog:
         per = self._totals.get((device, instr))
         if not per:
             return 0, 0, 0, 0, ()
+        if len(per) == 1:  # one peer (a permute, a two-device group): its figures are the sums
+            for p, (s, r, ms, mr) in per.items():
+                return s, r, ms, mr, ((p, s, r),)
         sent = received = messages_sent = messages_received = 0
         for s, r, ms, mr in per.values():
             sent += s
             received += r
             messages_sent += ms
             messages_received += mr
-        rows = tuple((p, c[0], c[1]) for p, c in (per.items() if len(per) == 1 else sorted(per.items())))
+        rows = tuple((p, c[0], c[1]) for p, c in sorted(per.items()))
         return sent, received, messages_sent, messages_received, rows
 
     def device_totals(self, device: int) -> Totals:
