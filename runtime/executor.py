@@ -334,9 +334,11 @@ class Executor:
 
     def _owns(self, buf: int, x: np.ndarray) -> bool:
         """Whether buffer ``buf``'s array ``x`` may be written in place: its own memory, writable,
-        held under no other buffer number (an identity copy shares its array)."""
+        held under no other buffer number (an identity copy shares its array), and not waiting
+        for a peer to read it from this process's memory (``Transport.lends``)."""
         return (x.flags.writeable and x.base is None
-                and not any(a is x for b, a in self.buffers.items() if b != buf))
+                and not any(a is x for b, a in self.buffers.items() if b != buf)
+                and not self.transport.lends(x))
 
     def _slice(self, x: np.ndarray, index) -> np.ndarray:
         if len(index) != x.ndim:

@@ -65,6 +65,7 @@ def make_transport_class():
             self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
             self._shared = shared  # SharedBlocks: the device's shared-memory files for large socket messages
             self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
+            self._connections: set | None = None  # see ``lends``
 
         async def _deliver(self, msg: Message) -> None:
             if msg.dst == self.device:
@@ -96,6 +97,11 @@ def make_transport_class():
                 shared = self._shared.put(msg.array, scope=msg.key[0])
             return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
                                         shared=shared)
+
+        def lends(self, owner: np.ndarray) -> bool:
+            if self._connections is None:  # the sockets to peer processes, found on first need
+                self._connections = {p.connection for p in self.peers.values() if getattr(p, "socket", False)}
+            return any(c.lends(owner) for c in self._connections)
 
         def expect(self, dst: int, src: int, key, out: np.ndarray) -> None:
             """The place ``out`` offered to whoever writes the message (a socket frame's reader, a

@@ -35,6 +35,7 @@ in the stream. Ray stays the control plane (load, run, abort, where).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import itertools
 import mmap
@@ -49,6 +50,7 @@ import numpy as np
 
 _FRAME = struct.Struct("<QII")  # sequence number, header bytes (0: a sync frame), body bytes
 _ANSWER = struct.Struct("<QI")  # sequence number, answer bytes
+_PROBE = struct.Struct("<QQ")  # a probe frame's body: the sender's pid, the address of its copy of the secret
 _STAGE = 1 << 18  # the receive buffer for frame prefixes, headers and small bodies
 _IN_PLACE = 1 << 16  # a body from this size up is read straight into its array
 _SMALL = 1 << 16  # a body below this size is sent in one write with its header
@@ -56,7 +58,7 @@ _BUFFER = 4 << 20  # the socket buffers asked for (see _widen)
 SHM_DIR = "/dev/shm"  # the node's shared memory (Linux); without it every body goes through the socket
 SHM_BYTES = 2 << 20  # an array from this size up travels in shared memory (SharedBlocks)
 RING_BYTES = 16 << 20  # each connection's ring of shared memory (Ring), its pages touched as it is used
-RING_MIN = 1 << 16  # a body from this size up to SHM_BYTES goes through the ring while it has room
+RING_MIN = 1 << 16  # a body from this size up to SHM_BYTES is read from the sender's memory, or goes through the ring
 _ALIGN = 64  # ring offsets start on a cache line
 READERS = 4096  # a shared file's first page: one byte per reader slot (1 while its mapping lives)
 _GRAIN = 1 << 20  # shared files are made in whole MiB, so a file fits arrays of nearby sizes
@@ -145,9 +147,16 @@ class _Receiver(asyncio.BufferedProtocol):
             self.start += len(self.secret)
         while self.end - self.start >= _FRAME.size:
             seq, hn, bn = _FRAME.unpack_from(stage, self.start)
-            if hn == 0:  # sync: every frame before it has been handed on
+            if hn == 0 and bn == 0:  # sync: every frame before it has been handed on
                 self.start += _FRAME.size
                 self._answer(seq, "sync")
+                continue
+            if hn == 0:  # a probe (``Connection``): may this process read the sender's memory?
+                if self.end - self.start < _FRAME.size + bn:
+                    return
+                pid, address = _PROBE.unpack_from(stage, self.start + _FRAME.size)
+                self.start += _FRAME.size + bn
+                self._answer(seq, "cma" if probe_memory(pid, address, self.secret) else "no cma")
                 continue
             head_end = self.start + _FRAME.size + hn
             if self.end < head_end:
@@ -161,10 +170,14 @@ class _Receiver(asyncio.BufferedProtocol):
                 return  # a small body not complete yet: wait for it in the stage
             header = pickle.loads(stage[self.start + _FRAME.size:head_end])
             dtype, shape, shared = header[-3:]
-            array = self.place(*header[1:5], dtype, shape)
-            if shared is not None:  # the body is in shared memory (no bytes follow)
+            # a small body is copied out of the stage wherever it goes: not worth finding its place
+            array = self.place(*header[1:5], dtype, shape) if bn >= _IN_PLACE or shared else None
+            if shared is not None:  # the body is in shared memory or the sender's (no bytes follow)
                 self.start = head_end
-                self._hand_on(header, self._from_shared(shared, dtype, shape, array))
+                array = self._from_shared(shared, dtype, shape, array)
+                if shared[0] == "cma":  # read: the sender may let go of it
+                    self._answer(header[0], "read")
+                self._hand_on(header, array)
                 continue
             if array is None:
                 array = np.empty(shape, dtype=dtype)
@@ -184,10 +197,16 @@ class _Receiver(asyncio.BufferedProtocol):
             self.start = self.end = 0
 
     def _from_shared(self, shared, dtype, shape, array: np.ndarray | None) -> np.ndarray:
-        """A body in shared memory: copied out of the sender's ring (``("ring", name, offset)``:
-        its space is reused once this frame has been handed on); else its file mapped
-        (``("file", name, slot)``), and copied into the offered place if there is one."""
+        """A body that did not cross the socket: read from the sender's memory (``("cma", pid,
+        address)``) or copied out of its ring (``("ring", name, offset)``: its space is reused once
+        this frame has been handed on), each into the offered place if there is one; else its
+        file mapped (``("file", name, slot)``), and copied into the offered place if there is one."""
         kind, name, at = shared
+        if kind == "cma":  # (pid, address): one copy, by the kernel, straight into its place
+            if array is None:
+                array = np.empty(shape, dtype=dtype)
+            read_memory(name, at, array)
+            return array
         if kind == "ring":
             offset = at
             ring = self.rings.get(name)
@@ -268,6 +287,10 @@ class Connection:
         self.refused: dict[int, str] = {}  # seq -> why the receiver did not take that frame
         self.syncs: dict[int, asyncio.Future] = {}  # seq of a sync -> its future
         self.ring: Ring | None = None  # made on first use (needs the node's shared memory)
+        # whether the receiver reads mid-sized bodies from this process's memory (its answer to
+        # the probe sent on opening), and what it has yet to read: seq -> the array
+        self.cma, self.lent = False, {}
+        self._probe = np.frombuffer(bytearray(secret), dtype=np.uint8)  # what the probe points it at
         self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.seq = itertools.count()
         self.failed: BaseException | None = None
@@ -288,6 +311,9 @@ class Connection:
         self.opened.set_result(True)
         _widen(writer.transport)
         writer.write(self.secret)
+        if self.shared_prefix and memory_reads_possible():
+            probe = _PROBE.pack(os.getpid(), self._probe.ctypes.data)
+            writer.write(_FRAME.pack(next(self.seq), 0, len(probe)) + probe)
         for frame in self.waiting:
             writer.write(frame)
         self.waiting, self.writer = None, writer
@@ -303,6 +329,10 @@ class Connection:
                     self._synced(seq)
                     if not fut.done():
                         fut.set_result("sync")
+                elif answer == "read":
+                    self.lent.pop(seq, None)
+                elif answer in ("cma", "no cma"):
+                    self.cma = answer == "cma"
                 else:
                     self.refused[seq] = answer
         except (asyncio.IncompleteReadError, ConnectionError) as e:
@@ -312,12 +342,15 @@ class Connection:
         """Sync ``seq`` was answered: the ring written before it has been copied out (its space is
         free again) and its file mapped, if ever it will be (the name is no longer needed)."""
         mark = self.marks.pop(seq, 0)
+        for s in [s for s in self.lent if s < seq]:  # read (or refused unread): let go
+            del self.lent[s]
         if self.ring is not None:
             self.ring.free(mark)
             self.ring.unlink()
 
     def _fail(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
+        self.lent.clear()
         for fut in self.syncs.values():
             if not fut.done():
                 fut.set_exception(self.failed)
@@ -343,7 +376,7 @@ class Connection:
             array = array.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         nbytes = array.nbytes
         if shared is None and RING_MIN <= nbytes < SHM_BYTES and self.shared_prefix:
-            shared = self._into_ring(array)
+            shared = self._lend(seq, array) if self.cma else self._into_ring(array)
         header = pickle.dumps((seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared))
         if shared is not None:
             self._write(_FRAME.pack(seq, len(header), 0) + header)
@@ -352,6 +385,17 @@ class Connection:
         else:  # no copy of a large body on this side (the kernel's copy is the only one)
             self._write(_FRAME.pack(seq, len(header), nbytes) + header, memoryview(array.reshape(-1).view(np.uint8)))
         return seq
+
+    def _lend(self, seq: int, array: np.ndarray) -> tuple[str, int, int]:
+        """Let the receiver read ``array`` from this process's memory (``("cma", pid, address)``),
+        keeping it alive until the receiver says it has (see ``lends``)."""
+        self.lent[seq] = array
+        return "cma", os.getpid(), array.ctypes.data
+
+    def lends(self, owner: np.ndarray) -> bool:
+        """Whether the receiver has yet to read an array whose memory ``owner`` owns (it must not
+        be written in place meanwhile)."""
+        return any(_owner(a) is owner for a in self.lent.values())
 
     def _into_ring(self, array: np.ndarray) -> tuple[str, int] | None:
         """Copy ``array`` into this connection's ring: (its name, the offset), or None when the
@@ -380,6 +424,7 @@ class Connection:
         return self.refused.pop(seq, "ok")
 
     def close(self) -> None:
+        self.lent.clear()
         if self.writer is not None:
             self.writer.close()
         elif not self.opened.done():  # still opening (a peer that does not answer): stop trying
@@ -514,6 +559,63 @@ class SharedBlocks:
             f.remove()
         self.files = []
         self.release()
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def _process_vm_readv():
+    """Linux's ``process_vm_readv`` (one copy from another process's memory, by the kernel), or
+    None where the C library has none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).process_vm_readv
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec), ctypes.c_ulong,
+                   ctypes.c_ulong]
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
+_READV = _process_vm_readv()
+
+
+def memory_reads_possible() -> bool:
+    """Whether this process could read a peer's memory (whether its peers may is up to the kernel:
+    a probe asks each receiver)."""
+    return _READV is not None
+
+
+def read_memory(pid: int, address: int, into: np.ndarray) -> None:
+    """Copy ``into.nbytes`` bytes at ``address`` of process ``pid`` into ``into`` (C-contiguous)."""
+    n, done = into.nbytes, 0
+    base = into.ctypes.data
+    while done < n:
+        local, remote = _IoVec(base + done, n - done), _IoVec(address + done, n - done)
+        got = _READV(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) if _READV else -1
+        if got <= 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"reading {n} bytes of process {pid}'s memory: {os.strerror(err) if err else 'unavailable'}")
+        done += got
+
+
+def probe_memory(pid: int, address: int, secret: bytes) -> bool:
+    """Whether this process may read process ``pid``'s memory (the kernel's ptrace rules decide):
+    the mesh's secret, read at ``address`` there."""
+    got = np.empty(len(secret), dtype=np.uint8)
+    try:
+        read_memory(pid, address, got)
+    except OSError:
+        return False
+    return got.tobytes() == secret
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array whose memory ``array`` views (itself if it owns its memory)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
 
 def shared_memory_prefix(secret: bytes) -> str | None:

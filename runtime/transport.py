@@ -438,6 +438,11 @@ class Transport(ABC):
         message straight into ``out`` and have ``recv`` return ``out`` itself, sparing the
         receiver a copy; a message of another dtype or shape arrives as usual. This one ignores it."""
 
+    def lends(self, owner: np.ndarray) -> bool:
+        """Whether a message still to be read from this process's memory views ``owner``'s memory
+        (a transport that sends copies: never). The executor writes no such array in place."""
+        return False
+
     def finished(self, device: int) -> None:
         """``device`` has run its whole schedule (it will send nothing more)."""
 

@@ -96,3 +96,25 @@ def test_a_message_is_copied_into_the_place_its_receiver_offers_when_it_fits():
     assert a is place and np.array_equal(a, np.arange(4.0))
     assert b is not other and np.array_equal(b, np.arange(4.0))
     assert np.array_equal(c, np.ones(2))
+
+
+def test_an_array_a_peer_has_yet_to_read_is_not_written_in_place():
+    """The executor updates a buffer in place (a scan's stacked output) only when no message still
+    to be read from this process's memory views it (``Transport.lends``)."""
+    import numpy as np
+
+    from simshard.partition import Schedule
+    from simshard.runtime.executor import Executor
+    from simshard.runtime.transport import InMemoryTransport
+
+    lent = np.zeros(4)
+
+    class Lending(InMemoryTransport):
+        def lends(self, owner):
+            return owner is lent
+
+    ex = Executor(Schedule(0, (), (), ()), Lending((0,)))
+    mine = np.zeros(4)
+    ex.buffers.update({7: lent, 8: mine})
+    assert not ex._owns(7, lent) and ex._owns(8, mine)
+    assert not InMemoryTransport((0,)).lends(lent)

@@ -132,8 +132,9 @@ def test_a_large_array_travels_in_a_shared_file_written_again_once_its_readers_l
 
 
 def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkeypatch):
-    """A body of any size, and an array in a shared-memory file, are written into the array
-    ``place`` names (copied there from the mapped file); a frame with no place gets a new array."""
+    """A body from ``_IN_PLACE`` up, and an array in a shared-memory file, are written into the
+    array ``place`` names (copied there from the mapped file); a frame with no place, or a small
+    body (copied out of the stage either way), gets a new array."""
     from simshard.runtime import socket_channel as sc
 
     monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
@@ -159,17 +160,19 @@ def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkey
     got = _run(main())
     for k, a in arrays.items():
         assert got[k].dtype == a.dtype and got[k].tobytes() == a.tobytes()
-        assert (got[k] is places[k]) if k in places else got[k].flags.writeable  # its own new array
+        placed = k in places and (a.nbytes >= sc._IN_PLACE or k == 2)
+        assert (got[k] is places[k]) if placed else (got[k] is not places.get(k) and got[k].flags.writeable)
 
 
 def test_mid_sized_bodies_go_through_the_ring_while_it_has_room(tmp_path, monkeypatch):
-    """Bodies from RING_MIN up to SHM_BYTES are copied through the connection's ring of shared
-    memory; one that finds no room (the unread ones fill it) crosses the socket; a sync frees the
-    ring (the next body starts at its beginning again) and removes its file's name. Every array
-    arrives exact, in order."""
+    """Where a receiver may not read its sender's memory, bodies from RING_MIN up to SHM_BYTES are
+    copied through the connection's ring of shared memory; one that finds no room (the unread ones
+    fill it) crosses the socket; a sync frees the ring (the next body starts at its beginning
+    again) and removes its file's name. Every array arrives exact, in order."""
     from simshard.runtime import socket_channel as sc
 
     monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(sc, "probe_memory", lambda *a: False)  # the kernel says no
     monkeypatch.setattr(sc, "RING_BYTES", 1 << 20)
     arrays = [np.arange(k * 1000, k * 1000 + (100_000 + k), dtype=np.float32) for k in range(4)]  # ~400 KB each
     arrays.insert(1, np.arange(10, dtype=np.int8))  # small: in the frame
@@ -197,6 +200,51 @@ def test_mid_sized_bodies_go_through_the_ring_while_it_has_room(tmp_path, monkey
         assert g[4].dtype == a.dtype and g[4].tobytes() == a.tobytes()
     assert head == 400_000 + 400_064  # two big bodies in the ring; the next two found no room: the socket
     assert files == [] and restarted == -(-arrays[0].nbytes // 64) * 64  # unlinked; the ring starts over
+
+
+async def _cma_agreed(conn) -> None:
+    """Wait for the receiver's answer to the connection's probe (or fail after 5 s)."""
+    for _ in range(500):
+        if conn.cma:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the receiver never agreed to read the sender's memory")
+
+
+def test_mid_sized_bodies_are_read_from_the_senders_memory(tmp_path, monkeypatch):
+    """Where the kernel lets a receiver read its sender's memory (the probe on opening asks), a
+    body from RING_MIN up to SHM_BYTES is read straight into its place, or a new array, with no
+    ring; the sender keeps it, and reports its memory lent, until the receiver says it has read
+    it. Every array arrives exact, in order."""
+    from simshard.runtime import socket_channel as sc
+
+    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    base = np.arange(600_000, dtype=np.float32)
+    arrays = {0: base[:100_000], 1: base[100_000:400_000].reshape(300, 1000), 2: np.arange(10, dtype=np.int8)}
+    places = {1: np.empty((300, 1000), np.float32)}
+
+    async def main():
+        got = {}
+        listener = Listener(b"s" * 16, lambda run_id, src, dst, key, array, tag, note: (got.update({key[0]: array}), "ok")[1],
+                            place=lambda run_id, src, dst, key, dtype, shape: places.get(key[0]))
+        await listener.start()
+        conn = Connection(listener.address, b"s" * 16)
+        await _cma_agreed(conn)
+        for k, a in arrays.items():
+            conn.send(0, 1, 2, (k,), a, None, "")
+        lent = (sorted(len(a) for a in conn.lent.values()), conn.lends(base), conn.lends(places[1]))
+        await asyncio.wait_for(conn.sync(), 5)
+        after = (dict(conn.lent), conn.lends(base), conn.ring)
+        conn.close()
+        listener.close()
+        return got, lent, after
+
+    got, lent, after = _run(main())
+    for k, a in arrays.items():
+        assert got[k].dtype == a.dtype and got[k].tobytes() == a.tobytes()
+    assert got[1] is places[1] and got[0].base is None  # its place, or its own new array
+    assert lent == ([300, 100_000], True, False)  # the two mid-sized views of base, until read
+    assert after == ({}, False, None)  # read and let go; no ring was made
 
 
 def test_frames_cross_tcp_to_another_node_with_every_body_in_the_stream(tmp_path, monkeypatch):
