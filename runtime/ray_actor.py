@@ -375,10 +375,16 @@ class _Device:
         key = tuple(key)
         try:
             # otherwise no copy: a large array is a read-only view of the object store (the kernels
-            # and collectives never write into their inputs), a small one was unpickled for us alone
-            array = st.mailbox.copy_in(src, key, array) if copy else np.asarray(array)
+            # and collectives never write into their inputs), a small one was unpickled for us
+            # alone, a body still in its sender's memory is read when received (socket_channel.Lent)
+            if copy:
+                array = st.mailbox.copy_in(src, key, array)
+            elif not hasattr(array, "fetch"):
+                array = np.asarray(array)
             st.mailbox.arrive(src, key, array, tag, note)
         except Exception as e:  # a duplicate: fail this device's run with it
+            if hasattr(array, "release"):
+                array.release()
             st.error = e
             if st.task is not None and not st.task.done():
                 st.task.cancel()

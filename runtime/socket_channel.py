@@ -174,10 +174,7 @@ class _Receiver(asyncio.BufferedProtocol):
             array = self.place(*header[1:5], dtype, shape) if bn >= _IN_PLACE or shared else None
             if shared is not None:  # the body is in shared memory or the sender's (no bytes follow)
                 self.start = head_end
-                array = self._from_shared(shared, dtype, shape, array)
-                if shared[0] == "cma":  # read: the sender may let go of it
-                    self._answer(header[0], "read")
-                self._hand_on(header, array)
+                self._hand_on(header, self._from_shared(header[0], shared, dtype, shape, array))
                 continue
             if array is None:
                 array = np.empty(shape, dtype=dtype)
@@ -196,17 +193,16 @@ class _Receiver(asyncio.BufferedProtocol):
         if self.start == self.end:
             self.start = self.end = 0
 
-    def _from_shared(self, shared, dtype, shape, array: np.ndarray | None) -> np.ndarray:
-        """A body that did not cross the socket: read from the sender's memory (``("cma", pid,
-        address)``) or copied out of its ring (``("ring", name, offset)``: its space is reused once
-        this frame has been handed on), each into the offered place if there is one; else its
-        file mapped (``("file", name, slot)``), and copied into the offered place if there is one."""
+    def _from_shared(self, seq: int, shared, dtype, shape, array: np.ndarray | None) -> "np.ndarray | Lent":
+        """A body that did not cross the socket: in the sender's memory (``("cma", pid, address)``),
+        read into the offered place, or left there (a ``Lent``) until the receiver names one;
+        copied out of the sender's ring (``("ring", name, offset)``: its space is reused once this
+        frame has been handed on) into the offered place if there is one; else its file mapped
+        (``("file", name, slot)``), and copied into the offered place if there is one."""
         kind, name, at = shared
-        if kind == "cma":  # (pid, address): one copy, by the kernel, straight into its place
-            if array is None:
-                array = np.empty(shape, dtype=dtype)
-            read_memory(name, at, array)
-            return array
+        if kind == "cma":  # one copy, by the kernel, into its place whenever that is known
+            lent = Lent(dtype, shape, name, at, lambda: self._answer(seq, "read"))
+            return lent if array is None else lent.fetch(array)
         if kind == "ring":
             offset = at
             ring = self.rings.get(name)
@@ -223,18 +219,53 @@ class _Receiver(asyncio.BufferedProtocol):
         np.copyto(array, mapped)
         return array
 
-    def _hand_on(self, header: tuple, array: np.ndarray) -> None:
+    def _hand_on(self, header: tuple, array: "np.ndarray | Lent") -> None:
         seq, (run_id, src, dst, key, tag, note) = header[0], header[1:7]
         try:
             answer = self.deliver(run_id, src, dst, key, array, tag, note)
         except Exception as e:  # the receiving device could not take it: the sender hears why
             answer = f"error: {type(e).__name__}: {e}"
         if answer != "ok":
+            if isinstance(array, Lent):  # not taken: it will not be read
+                array.release()
             self._answer(seq, answer)
 
     def _answer(self, seq: int, answer: str) -> None:
+        if self.transport.is_closing():
+            return  # the sender is gone: nobody to tell
         data = answer.encode()
         self.transport.write(_ANSWER.pack(seq, len(data)) + data)
+
+
+class Lent:
+    """A message's body still in its sender's memory: ``fetch`` reads it (one copy, by the kernel)
+    into the place its receiver names, or a new array, and tells the sender it may let go;
+    ``release`` tells it so without reading (a message nobody will receive). Either happens once.
+    (A receiver that arrives after its message names the place only when it receives: the body
+    waits for it in the sender's memory rather than being read twice.)"""
+
+    __slots__ = ("dtype", "shape", "pid", "address", "_done")
+
+    def __init__(self, dtype, shape, pid: int, address: int, done: Callable[[], None]):
+        self.dtype, self.shape, self.pid, self.address = np.dtype(dtype), tuple(shape), pid, address
+        self._done = done
+
+    def fetch(self, into: np.ndarray | None = None) -> np.ndarray:
+        """The body, read into ``into`` when it fits (the dtype and shape, C-contiguous), else a new array."""
+        if self._done is None:
+            raise RuntimeError("a lent body was read or released already")
+        if into is None or into.dtype != self.dtype or into.shape != self.shape or not into.flags.c_contiguous:
+            into = np.empty(self.shape, dtype=self.dtype)
+        try:
+            read_memory(self.pid, self.address, into)
+        finally:
+            self.release()
+        return into
+
+    def release(self) -> None:
+        if self._done is not None:
+            done, self._done = self._done, None
+            done()
 
 
 class Listener:
@@ -342,8 +373,6 @@ class Connection:
         """Sync ``seq`` was answered: the ring written before it has been copied out (its space is
         free again) and its file mapped, if ever it will be (the name is no longer needed)."""
         mark = self.marks.pop(seq, 0)
-        for s in [s for s in self.lent if s < seq]:  # read (or refused unread): let go
-            del self.lent[s]
         if self.ring is not None:
             self.ring.free(mark)
             self.ring.unlink()

@@ -311,8 +311,9 @@ class Mailbox:
 
     def expect(self, src: int, key: Key, out: np.ndarray) -> None:
         """The receiver offers ``out`` as the place of the message from ``src`` under ``key`` (see
-        ``Transport.expect``), unless that has arrived already."""
-        if not self.has(src, key):
+        ``Transport.expect``), unless that has arrived already (and is not still to be read from
+        its sender's memory: a ``fetch``-able body, read into its place when received)."""
+        if not self.has(src, key) or hasattr(self._slots[(src, key)].result().array, "fetch"):
             self._places[(src, key)] = out
 
     def place(self, src: int, key: Key, dtype, shape) -> np.ndarray | None:
@@ -354,10 +355,13 @@ class Mailbox:
         fut = self._slots.pop((src, key), None)
         if fut is not None and not fut.done():
             fut.cancel()
+        elif fut is not None:
+            _let_go(fut)
 
     async def get(self, src: int, key: Key, timeout: float | None) -> Message:
         """The message from ``src`` under ``key``: at once if it has arrived, else when it does (a
-        ``RecvTimeout`` after ``timeout`` seconds; whatever ``fail`` set, raised)."""
+        ``RecvTimeout`` after ``timeout`` seconds; whatever ``fail`` set, raised). A body still in
+        its sender's memory is read now, into the place offered for it if there is one."""
         fut = self._slot(src, key)
         try:
             if not fut.done():
@@ -369,7 +373,11 @@ class Mailbox:
                         await fut
                     finally:
                         del self._deadlines[fut]
-            return fut.result()
+            msg = fut.result()
+            if hasattr(msg.array, "fetch"):  # a socket_channel.Lent
+                msg = Message(msg.src, msg.dst, msg.key, msg.array.fetch(self._places.get((src, key))), msg.tag,
+                              msg.note)
+            return msg
         except _Expired:
             raise RecvTimeout(self.device, src, key, timeout) from None
         finally:
@@ -399,14 +407,23 @@ class Mailbox:
             self._watchdog = loop.call_at(min(later), self._expire_due)
 
     def close(self) -> None:
-        """No more receives: stop the watchdog (a finished run leaves no timer in the loop)."""
+        """No more receives: stop the watchdog (a finished run leaves no timer in the loop), and
+        tell the senders of bodies nobody read that they may let go of them."""
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
+        for fut in self._slots.values():
+            _let_go(fut)
 
     def undelivered(self) -> list[Message]:
         """Messages that arrived and were never received."""
         return [f.result() for f in self._slots.values() if f.done() and not f.cancelled() and f.exception() is None]
+
+
+def _let_go(fut: asyncio.Future) -> None:
+    """Release a received message's body still in its sender's memory (it will not be read)."""
+    if fut.done() and not fut.cancelled() and fut.exception() is None and hasattr(fut.result().array, "release"):
+        fut.result().array.release()
 
 
 # -- the interface -------------------------------------------------------------------------------

@@ -213,14 +213,16 @@ async def _cma_agreed(conn) -> None:
 
 def test_mid_sized_bodies_are_read_from_the_senders_memory(tmp_path, monkeypatch):
     """Where the kernel lets a receiver read its sender's memory (the probe on opening asks), a
-    body from RING_MIN up to SHM_BYTES is read straight into its place, or a new array, with no
-    ring; the sender keeps it, and reports its memory lent, until the receiver says it has read
-    it. Every array arrives exact, in order."""
+    body from RING_MIN up to SHM_BYTES is read straight into the place offered for it, with no
+    ring; one with no place yet arrives as a ``Lent``, read when its receiver names the place
+    (``fetch``) or let go unread (``release``). The sender keeps each array, and reports its memory
+    lent, until the receiver says it has done with it. Every array arrives exact."""
     from simshard.runtime import socket_channel as sc
 
     monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
     base = np.arange(600_000, dtype=np.float32)
-    arrays = {0: base[:100_000], 1: base[100_000:400_000].reshape(300, 1000), 2: np.arange(10, dtype=np.int8)}
+    arrays = {0: base[:100_000], 1: base[100_000:400_000].reshape(300, 1000), 2: np.arange(10, dtype=np.int8),
+              3: base[400_000:]}
     places = {1: np.empty((300, 1000), np.float32)}
 
     async def main():
@@ -232,19 +234,25 @@ def test_mid_sized_bodies_are_read_from_the_senders_memory(tmp_path, monkeypatch
         await _cma_agreed(conn)
         for k, a in arrays.items():
             conn.send(0, 1, 2, (k,), a, None, "")
-        lent = (sorted(len(a) for a in conn.lent.values()), conn.lends(base), conn.lends(places[1]))
+        sent = sorted(a.size for a in conn.lent.values())
+        await asyncio.wait_for(conn.sync(), 5)
+        unread = (sorted(a.size for a in conn.lent.values()), conn.lends(base), type(got[0]), type(got[3]))
+        fetched = got[0].fetch()
+        got[3].release()
         await asyncio.wait_for(conn.sync(), 5)
         after = (dict(conn.lent), conn.lends(base), conn.ring)
         conn.close()
         listener.close()
-        return got, lent, after
+        return got, fetched, sent, unread, after
 
-    got, lent, after = _run(main())
-    for k, a in arrays.items():
-        assert got[k].dtype == a.dtype and got[k].tobytes() == a.tobytes()
-    assert got[1] is places[1] and got[0].base is None  # its place, or its own new array
-    assert lent == ([300, 100_000], True, False)  # the two mid-sized views of base, until read
-    assert after == ({}, False, None)  # read and let go; no ring was made
+    got, fetched, sent, unread, after = _run(main())
+    assert sent == [100_000, 200_000, 300_000]  # the mid-sized views of base
+    assert unread == ([100_000, 200_000], True, sc.Lent, sc.Lent)  # the placed one was read at once
+    assert fetched.tobytes() == arrays[0].tobytes() and fetched.base is None
+    for k in (1, 2):
+        assert got[k].dtype == arrays[k].dtype and got[k].tobytes() == arrays[k].tobytes()
+    assert got[1] is places[1]
+    assert after == ({}, False, None)  # read or released, and let go; no ring was made
 
 
 def test_frames_cross_tcp_to_another_node_with_every_body_in_the_stream(tmp_path, monkeypatch):
