@@ -96,6 +96,7 @@ class _Receiver(asyncio.BufferedProtocol):
         self.start = self.end = 0  # the unparsed bytes are stage[start:end]
         self.body: tuple | None = None  # (header, array, its bytes, bytes filled) of a body read in place
         self.rings: dict[str, np.ndarray] = {}  # the sender's ring (Ring), mapped on its first use
+        self.reads: list[int] = []  # frames whose lent bodies were read this turn (``_read``)
         self.transport = None
 
     def connection_made(self, transport) -> None:
@@ -201,7 +202,7 @@ class _Receiver(asyncio.BufferedProtocol):
         (``("file", name, slot)``), and copied into the offered place if there is one."""
         kind, name, at = shared
         if kind == "cma":  # one copy, by the kernel, into its place whenever that is known
-            lent = Lent(dtype, shape, name, at, lambda: self._answer(seq, "read"))
+            lent = Lent(dtype, shape, name, at, lambda: self._read(seq))
             return lent if array is None else lent.fetch(array)
         if kind == "ring":
             offset = at
@@ -235,6 +236,18 @@ class _Receiver(asyncio.BufferedProtocol):
             return  # the sender is gone: nobody to tell
         data = answer.encode()
         self.transport.write(_ANSWER.pack(seq, len(data)) + data)
+
+    def _read(self, seq: int) -> None:
+        """Tell the sender frame ``seq``'s body has been read (or will not be): in one write with
+        the others read in this turn of the event loop (a collective reads several at once)."""
+        if not self.reads:
+            asyncio.get_running_loop().call_soon(self._tell_reads)
+        self.reads.append(seq)
+
+    def _tell_reads(self) -> None:
+        reads, self.reads = self.reads, []
+        if not self.transport.is_closing():
+            self.transport.write(b"".join(_ANSWER.pack(seq, 4) + b"read" for seq in reads))
 
 
 class Lent:
