@@ -7,15 +7,23 @@ process of the node has a core of its own, a waiting loop can afford to poll ins
 selector without blocking until something is ready or ``SPIN_SECONDS`` have passed, and only then
 sleeps. (MPI libraries do the same, and yield instead when the node is oversubscribed; so does
 this: ``should_spin``.) Nothing else changes: the same events, in the same order.
+
+A polling thread gives up the interpreter lock only for each non-blocking ``select``, and takes it
+straight back: another thread of the process that wants it (Ray's, handing the loop an actor call)
+would wait for the interpreter's switch interval, 5 ms by default. While it polls, the process
+switches every ``SWITCH_SECONDS`` instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 
 SPIN_SECONDS = 1e-3  # how long a waiting loop polls before it sleeps (a few message round trips)
+SWITCH_SECONDS = 5e-5  # the interpreter's switch interval while a loop polls
+_SWITCH = sys.getswitchinterval()  # the process's own, restored when polling stops
 
 
 def should_spin(processes_here: int) -> bool:
@@ -37,7 +45,9 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
     select = getattr(selector.select, "sleeping", selector.select)  # installed before: the original
     if spin <= 0:
         selector.select = select
+        sys.setswitchinterval(_SWITCH)
         return True
+    sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
     clock = time.monotonic
 
     def polling(timeout: float | None = None):

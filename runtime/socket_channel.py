@@ -15,9 +15,14 @@ its device refused ("finished", "over", an error). The sender learns that everyt
 from a sync frame (``Connection.sync``): answered once every frame before it on the stream has
 been handed on, so one answer per connection and run replaces one per message.
 
-A mid-sized body (``RING_MIN`` up to ``SHM_BYTES``) does not cross the socket either while the
-connection's ring of shared memory has room (``Ring``): the sender copies it in, the frame names
-the offset, and the receiver copies it out as it hands the frame on. A large array is written
+A mid-sized body (``RING_MIN`` up to ``SHM_BYTES``) does not cross the socket: the frame names
+its address in the sender's memory and the receiver reads it from there (``process_vm_readv``: one
+copy, by the kernel) into the place it offered for it, at once or, when the frame came first,
+when it receives the message (``Lent``); then it tells the sender, which keeps the array until
+then. A probe on opening asks whether the kernel lets the receiver read the sender's memory (its
+ptrace rules decide); where it does not, the sender copies the body into the connection's ring of
+shared memory while it has room (``Ring``), the frame names the offset, and the receiver copies it
+out as it hands the frame on. A large array is written
 once into a file of the node's shared memory (``SharedBlocks``, one file per array however many
 peers it goes to, as one Ray object serves all its readers) and the frame names the file and the
 reader's slot in it; the receiver maps it read-only and hands on a view of the mapping, so its

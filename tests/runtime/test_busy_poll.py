@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import time
 
 import numpy as np
@@ -19,7 +20,7 @@ def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin():
     loop = asyncio.new_event_loop()
     a, b = socket.socketpair()
     try:
-        original = loop._selector.select
+        original, switch = loop._selector.select, sys.getswitchinterval()
         assert busy_poll(loop, 0.05)
         assert loop._selector.select != original
         a.setblocking(False)
@@ -34,8 +35,9 @@ def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin():
         got, wall, cpu = loop.run_until_complete(wait())
         assert got == b"x" and wall >= 0.29
         assert 0.01 < cpu < 0.2, cpu  # the spin's CPU, not the whole wait's
-        assert busy_poll(loop, 0)  # restored: the selector's own select again
-        assert loop._selector.select == original
+        assert sys.getswitchinterval() <= 1e-4  # other threads get the lock within 0.1 ms
+        assert busy_poll(loop, 0)  # restored: the selector's own select and switch interval again
+        assert loop._selector.select == original and sys.getswitchinterval() == switch
     finally:
         a.close()
         b.close()
