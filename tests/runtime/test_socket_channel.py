@@ -131,6 +131,15 @@ def test_a_large_array_travels_in_a_shared_file_written_again_once_its_readers_l
     assert sc.remove_shared(sc.shared_memory_prefix(b"s" * 16)) == 0
 
 
+async def _keyed(got: dict, places: dict):
+    """A listener keeping each frame's array in ``got`` by the first part of its key, into the
+    place ``places`` names for that key if any, and a connection to it."""
+    listener = Listener(b"s" * 16, lambda run_id, src, dst, key, array, tag, note: (got.update({key[0]: array}), "ok")[1],
+                        place=lambda run_id, src, dst, key, dtype, shape: places.get(key[0]))
+    await listener.start()
+    return listener, Connection(listener.address, b"s" * 16)
+
+
 def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkeypatch):
     """A body from ``_IN_PLACE`` up, and an array in a shared-memory file, are written into the
     array ``place`` names (copied there from the mapped file); a frame with no place, or a small
@@ -144,10 +153,7 @@ def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkey
 
     async def main():
         got = {}
-        listener = Listener(b"s" * 16, lambda run_id, src, dst, key, array, tag, note: (got.update({key[0]: array}), "ok")[1],
-                            place=lambda run_id, src, dst, key, dtype, shape: places.get(key[0]))
-        await listener.start()
-        conn = Connection(listener.address, b"s" * 16)
+        listener, conn = await _keyed(got, places)
         blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
         for k, a in arrays.items():
             conn.send(0, 1, 2, (k, 0), a, None, "", shared=blocks.put(a, scope=1) if k == 2 else None)
@@ -227,10 +233,7 @@ def test_mid_sized_bodies_are_read_from_the_senders_memory(tmp_path, monkeypatch
 
     async def main():
         got = {}
-        listener = Listener(b"s" * 16, lambda run_id, src, dst, key, array, tag, note: (got.update({key[0]: array}), "ok")[1],
-                            place=lambda run_id, src, dst, key, dtype, shape: places.get(key[0]))
-        await listener.start()
-        conn = Connection(listener.address, b"s" * 16)
+        listener, conn = await _keyed(got, places)
         await _cma_agreed(conn)
         for k, a in arrays.items():
             conn.send(0, 1, 2, (k,), a, None, "")
