@@ -251,7 +251,7 @@ class DeviceHost:
                     peers[p] = SocketPeer(h, p, self.connections[address_of[p]])
                 else:
                     peers[p] = RemotePeer(h, p)
-            dev.connect(peers, floor)
+            dev.connect(peers, floor, self.connections.values())
         if busy_poll is None:  # the node's processes are known on the sockets data plane only
             busy_poll = bool(sockets) and should_spin(len({a for node, a, _ in sockets.values() if node == here}))
         return poll(asyncio.get_running_loop(), SPIN_SECONDS if busy_poll else 0.0) and busy_poll
@@ -318,6 +318,7 @@ class _Device:
     def __init__(self, device: int):
         self.device = device
         self.peers: dict[int, Any] = {}
+        self.connections: tuple = ()  # the host's sockets to other processes
         self.programs: dict[Any, tuple] = {}  # key -> (Schedule, capacity, algorithm, trace buffers, timeout)
         self.runs: dict[int, _RunState] = {}
         self.closed: dict[int, str] = {}  # finished run -> where it ended
@@ -327,11 +328,12 @@ class _Device:
         self.shared = None  # SharedBlocks: this device's shared-memory files, kept from run to run
         self.floor = 0  # runs below this id are over (a restart): their messages are stale
 
-    def connect(self, peers: dict, floor: int | None = None) -> None:
-        """Every other device as a ``LocalPeer`` or ``RemotePeer``; runs below ``floor`` are over."""
+    def connect(self, peers: dict, floor: int | None = None, connections=()) -> None:
+        """Every other device as a ``LocalPeer`` or ``RemotePeer``; runs below ``floor`` are over;
+        ``connections``: the process's sockets to other processes."""
         self.peers = peers
-        prefix = next((p.connection.shared_prefix for p in peers.values()
-                       if getattr(p, "socket", False) and p.connection.shared_prefix), None)
+        self.connections = tuple(connections)
+        prefix = next((c.shared_prefix for c in self.connections if c.shared_prefix), None)
         if prefix and (self.shared is None or self.shared.prefix != prefix):
             from .socket_channel import SharedBlocks
 
@@ -454,7 +456,7 @@ class _Device:
             return {"status": "aborted", "where": "not started", "waits": []}
         schedule, capacity, algorithm, trace, timeout = self.programs[key]
         transport = self._transport_cls(self.device, self.peers, run_id, st.mailbox, timeout=timeout,
-                                          dead=st.dead, shared=self.shared)
+                                          dead=st.dead, shared=self.shared, connections=self.connections)
         st.transport = transport
         st.executor = ex = Executor(
             schedule, transport, capacity=capacity, algorithm=algorithm,

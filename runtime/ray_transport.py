@@ -48,7 +48,7 @@ def make_transport_class():
         transfers only."""
 
         def __init__(self, device: int, peers: Mapping[int, Any], run_id: int, mailbox, timeout, dead: set,
-                     shared=None):
+                     shared=None, connections=()):
             super().__init__(timeout)
             self.dead = dead  # devices the controller reported dead: waiting for them fails at once
             self.lost: tuple | None = None  # (source, key) of the receive a dead peer failed
@@ -65,7 +65,7 @@ def make_transport_class():
             self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
             self._shared = shared  # SharedBlocks: the device's shared-memory files for large socket messages
             self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
-            self._connections: set | None = None  # see ``lends``
+            self.connections = connections  # the process's sockets to other processes (``lends``)
 
         async def _deliver(self, msg: Message) -> None:
             if msg.dst == self.device:
@@ -99,9 +99,7 @@ def make_transport_class():
                                         shared=shared)
 
         def lends(self, owner: np.ndarray) -> bool:
-            if self._connections is None:  # the sockets to peer processes, found on first need
-                self._connections = {p.connection for p in self.peers.values() if getattr(p, "socket", False)}
-            return any(c.lends(owner) for c in self._connections)
+            return any(c.lends(owner) for c in self.connections)
 
         def expect(self, dst: int, src: int, key, out: np.ndarray) -> None:
             """The place ``out`` offered to whoever writes the message (a socket frame's reader, a
