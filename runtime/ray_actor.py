@@ -277,21 +277,21 @@ class DeviceHost:
     async def abort(self, device: int, run_id: int) -> None:
         await self.devices[device].abort(run_id)
 
-    async def run(self, key, run_id: int, trace_values: bool, counts: tuple, held: tuple, released: tuple,
-                  *inputs) -> dict[int, dict]:
-        """Run program ``key`` on the devices ``counts`` names ((device, number of input shards)
-        pairs, the shards following in that order, as top-level arguments so Ray resolves them;
-        ``held`` names the (position, id) of each shard this process keeps, whose argument is
-        None; ``released``: ids of kept arrays the driver dropped, let go first): each device's
+    async def run(self, plan: tuple, *inputs) -> dict[int, dict]:
+        """Run a program on this host's devices. ``plan``: (the program's key, the run id,
+        whether to trace values, ``counts``: (device, number of input shards) pairs in the order
+        of the shards, ``held``: the (position, id) of each shard this process keeps, ``released``:
+        ids of kept arrays the driver dropped, let go first), in one argument; ``inputs``: the
+        other shards, in order, as top-level arguments so Ray resolves them. Returns each device's
         summary, its outputs kept here and named by id. When one fails, the others here are
         aborted at once, as the controller would abort them on hearing of it."""
+        key, run_id, trace_values, counts, held, released = plan
         await self.release(released)
+        kept, given = dict(held), iter(inputs)
+        shards = [self._held(kept[pos]) if pos in kept else next(given) for pos in range(sum(n for _, n in counts))]
         tasks, i = {}, 0
-        inputs = list(inputs)
-        for pos, held_id in held:
-            inputs[pos] = self._held(held_id)
         for d, n in counts:
-            tasks[d] = asyncio.ensure_future(self.devices[d].run(key, run_id, trace_values, *inputs[i:i + n]))
+            tasks[d] = asyncio.ensure_future(self.devices[d].run(key, run_id, trace_values, *shards[i:i + n]))
             i += n
         pending = set(tasks.values())
         while pending:

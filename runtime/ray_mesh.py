@@ -493,17 +493,18 @@ class RayMesh:
 
     def _args(self, devs, shards: Mapping[int, list]) -> tuple[tuple, list]:
         """The shards of devices ``devs`` as a run call's arguments: (the (position, id) of each
-        array their process keeps, the arguments with None in those places)."""
-        held, args = [], []
+        array their process keeps, the other shards in order)."""
+        held, args, position = [], [], 0
         for d in devs:
             for shard in shards[d]:
                 if isinstance(shard, Held):
                     if shard.host is not self.actors.get(d):
                         raise ValueError(f"device {d} is given an array kept by another process (an output of a "
                                          "run on another RayMesh, or before the device was restarted): put it again")
-                    held.append((len(args), shard.id))
-                    shard = None
-                args.append(shard)
+                    held.append((position, shard.id))
+                else:
+                    args.append(shard)
+                position += 1
         return tuple(held), args
 
     def _release_dropped(self) -> list:
@@ -578,7 +579,9 @@ class RayMesh:
                 held, args = self._args(devs, shards)
                 host = self.actors[devs[0]]
                 released = tuple(self._released.pop(host, ()))  # dropped arrays go with the run, not in a call of their own
-                ref = host.run.remote(key, run_id, bool(trace_values), counts, held, released, *args)
+                # the plan in one argument (Ray handles each argument on its own), the shards as
+                # top-level ones, so that Ray resolves the refs among them
+                ref = host.run.remote((key, run_id, bool(trace_values), counts, held, released), *args)
                 self.calls["remote"] += 1
                 pending[ref] = devs
         self._release_dropped()  # hosts this run does not reach
