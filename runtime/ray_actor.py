@@ -368,7 +368,9 @@ class _Device:
     def _close(self, run_id: int, where: str, completed: bool = False) -> None:
         if run_id in self.closed:
             return
-        self.runs.pop(run_id, None)
+        st = self.runs.pop(run_id, None)
+        if st is not None:  # let go of what arrived for it (a body still in its sender's memory)
+            st.mailbox.close()
         self.closed[run_id] = where
         if completed:
             self.finished.add(run_id)

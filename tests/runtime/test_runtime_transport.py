@@ -153,3 +153,31 @@ def test_a_body_left_in_its_senders_memory_is_read_into_the_place_offered_when_r
     got, place = asyncio.run(main())
     assert got is place and got.tobytes() == body.tobytes()
     assert told == ["a", "b"]
+
+
+def test_a_run_aborted_before_it_started_lets_go_of_bodies_lent_for_it():
+    """A message that arrived, still in its sender's memory, for a run its device never ran (the
+    run was aborted first) is released when the device closes the run, so its sender lets go."""
+    import asyncio
+    import os
+
+    import numpy as np
+    import pytest
+
+    from simshard.runtime import socket_channel as sc
+    from simshard.runtime.ray_actor import _Device
+
+    if not sc.memory_reads_possible():
+        pytest.skip("no process_vm_readv here")
+    body = np.arange(6, dtype=np.float32)
+    told = []
+
+    async def main():
+        device = _Device(1)
+        lent = sc.Lent(body.dtype, body.shape, os.getpid(), body.ctypes.data, lambda: told.append("released"))
+        assert device.deliver_now(7, 0, (3, 0), lent, None, "") == "ok"
+        await device.abort(7)
+        return await device.run("never loaded", 7, False)
+
+    assert asyncio.run(main())["status"] == "aborted"
+    assert told == ["released"]
