@@ -313,7 +313,8 @@ class Mailbox:
         """The receiver offers ``out`` as the place of the message from ``src`` under ``key`` (see
         ``Transport.expect``), unless that has arrived already (and is not still to be read from
         its sender's memory: a ``fetch``-able body, read into its place when received)."""
-        if not self.has(src, key) or hasattr(self._slots[(src, key)].result().array, "fetch"):
+        fut = self._slots.get((src, key))
+        if fut is None or not fut.done() or hasattr(_array_of(fut), "fetch"):
             self._places[(src, key)] = out
 
     def place(self, src: int, key: Key, dtype, shape) -> np.ndarray | None:
@@ -420,10 +421,18 @@ class Mailbox:
         return [f.result() for f in self._slots.values() if f.done() and not f.cancelled() and f.exception() is None]
 
 
+def _array_of(fut: asyncio.Future):
+    """The array of the message a done mailbox slot holds (None for a failed or cancelled one)."""
+    if fut.cancelled() or fut.exception() is not None:
+        return None
+    return fut.result().array
+
+
 def _let_go(fut: asyncio.Future) -> None:
     """Release a received message's body still in its sender's memory (it will not be read)."""
-    if fut.done() and not fut.cancelled() and fut.exception() is None and hasattr(fut.result().array, "release"):
-        fut.result().array.release()
+    array = _array_of(fut) if fut.done() else None
+    if hasattr(array, "release"):
+        array.release()
 
 
 # -- the interface -------------------------------------------------------------------------------
