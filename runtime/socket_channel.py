@@ -397,7 +397,6 @@ class Connection:
 
     def _fail(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
-        self.lent.clear()
         for fut in self.syncs.values():
             if not fut.done():
                 fut.set_exception(self.failed)
@@ -471,7 +470,8 @@ class Connection:
         return self.refused.pop(seq, "ok")
 
     def close(self) -> None:
-        self.lent.clear()
+        # (what is lent stays lent while this object lives: a receiver that still holds a frame
+        # must never read memory the sender has given back)
         if self.writer is not None:
             self.writer.close()
         elif not self.opened.done():  # still opening (a peer that does not answer): stop trying
