@@ -8,8 +8,8 @@ each instruction in order and returns the buffers the schedule names as outputs:
   ``Pad``: pad at the end of each dim to ``shape`` with ``value``; ``Free``: drop buffers;
 * collectives: ``collectives.run_collective`` over a ``Channel`` keyed by the instruction id.
 
-Along the way it records one ``CommRecord`` per collective (from the transport's counts, beside
-the analytic minimum) and tracks live bytes (the peak goes into a ``DeviceMemory``; with a
+Along the way it records one ``CommRecord``'s fields per collective (``record_rows``: the
+transport's counts beside the analytic minimum) and tracks live bytes (the peak goes into a ``DeviceMemory``; with a
 ``capacity`` the run fails like a real out-of-memory). Every failure is an ``ExecutionError``
 naming the device, the instruction's position and id, its kind and the op it came from;
 transport failures (a peer that never sends, runs another collective, or has finished) become
@@ -399,7 +399,7 @@ class Executor:
         except CollectiveError as e:
             raise self._fail(CollectiveError, f"device {me} {self.where()}: {e}") from None
         self._write_one(ins.dst, out)
-        # its CommRecord is made when ``records`` is read, off the path between two messages
+        # its record's row is made when ``record_rows`` is read, off the path between two messages
         self._done.append((ins, self.position, () if x is None else x.shape, out.shape, out.dtype.itemsize))
 
     def _note(self, ins) -> str:

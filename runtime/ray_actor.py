@@ -404,8 +404,6 @@ class _Device:
                 array = np.asarray(array)
             st.mailbox.arrive(src, key, array, tag, note)
         except Exception as e:  # a duplicate: fail this device's run with it
-            if hasattr(array, "release"):
-                array.release()
             st.error = e
             if st.task is not None and not st.task.done():
                 st.task.cancel()

@@ -492,12 +492,7 @@ class Ring:
 
     def __init__(self, prefix: str):
         self.name = f"{prefix}-ring-{os.urandom(8).hex()}"  # the mesh's prefix: a leftover is found
-        fd = os.open(os.path.join(SHM_DIR, self.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-        try:
-            os.ftruncate(fd, RING_BYTES)
-            self.bytes = np.frombuffer(mmap.mmap(fd, RING_BYTES), dtype=np.uint8)
-        finally:
-            os.close(fd)
+        self.bytes = np.frombuffer(_new_shared_file(self.name, RING_BYTES), dtype=np.uint8)
         self.linked = True
         self.head = self.tail = 0  # positions (offset + laps x RING_BYTES): [tail, head) may be unread
 
@@ -527,18 +522,24 @@ class Ring:
             _unlink(self.name)
 
 
+def _new_shared_file(name: str, nbytes: int) -> mmap.mmap:
+    """A new file ``name`` of ``nbytes`` in the node's shared memory, mapped read-write (only
+    this process's user may open it)."""
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, nbytes)
+        return mmap.mmap(fd, nbytes)
+    finally:
+        os.close(fd)
+
+
 class _File:
     """One shared file of a ``SharedBlocks``: a page of reader slots, then the body."""
 
     def __init__(self, prefix: str, capacity: int):
         self.name = f"{prefix}-{os.urandom(8).hex()}"  # unique across the devices of a process
         self.capacity = capacity
-        fd = os.open(os.path.join(SHM_DIR, self.name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-        try:
-            os.ftruncate(fd, READERS + capacity)
-            self.mm = mmap.mmap(fd, READERS + capacity)
-        finally:
-            os.close(fd)
+        self.mm = _new_shared_file(self.name, READERS + capacity)
         self.slots = np.frombuffer(self.mm, dtype=np.uint8, count=READERS)
         self.body = np.frombuffer(self.mm, dtype=np.uint8, offset=READERS)
 

@@ -302,6 +302,7 @@ class Mailbox:
     def put(self, msg: Message) -> None:
         fut = self._slot(msg.src, msg.key)
         if fut.done():
+            _release(msg.array)  # not kept: a body still in its sender's memory will not be read
             raise DuplicateMessage(msg)
         fut.set_result(msg)
 
@@ -430,7 +431,12 @@ def _array_of(fut: asyncio.Future):
 
 def _let_go(fut: asyncio.Future) -> None:
     """Release a received message's body still in its sender's memory (it will not be read)."""
-    array = _array_of(fut) if fut.done() else None
+    if fut.done():
+        _release(_array_of(fut))
+
+
+def _release(array) -> None:
+    """Tell the sender of a body still in its memory (a ``socket_channel.Lent``) it will not be read."""
     if hasattr(array, "release"):
         array.release()
 

@@ -74,29 +74,23 @@ class PerDevice(Mapping):
 
     def distinct_values(self) -> "PerDevice":
         """The same mapping with one class per distinct value (by equality)."""
+        return self._distinct_by(_hashable)
+
+    def distinct(self) -> "PerDevice":
+        """The same mapping with one class per distinct object (classes that got one object merged)."""
+        return self._distinct_by(id)
+
+    def _distinct_by(self, key: Callable) -> "PerDevice":
+        """The same mapping with the classes whose values have one ``key`` merged."""
         index: dict = {}
         values: list = []
         remap = []
         for v in self.values:
-            key = _hashable(v)
-            if key not in index:
-                index[key] = len(values)
+            k = key(v)
+            if k not in index:
+                index[k] = len(values)
                 values.append(v)
-            remap.append(index[key])
-        if len(values) == len(self.values):
-            return self
-        return PerDevice(self.ids, np.asarray(remap, dtype=np.int64)[self.codes], values)
-
-    def distinct(self) -> "PerDevice":
-        """The same mapping with one class per distinct object (classes that got one object merged)."""
-        index: dict[int, int] = {}
-        values: list = []
-        remap = []
-        for v in self.values:
-            if id(v) not in index:
-                index[id(v)] = len(values)
-                values.append(v)
-            remap.append(index[id(v)])
+            remap.append(index[k])
         if len(values) == len(self.values):
             return self
         return PerDevice(self.ids, np.asarray(remap, dtype=np.int64)[self.codes], values)

@@ -451,7 +451,7 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
                 st.write(list(zip(ins.outputs, blocks_out)))
     elif kind == "literal":
         v = np.asarray(ins.value)
-        st.write_one(ins.dst, Block(v.shape, v.dtype))
+        st.write_one(ins.dst, _block(v.shape, v.dtype))
     elif kind == "slice":
         src = st.read(ins.src, ins, me)
         st.write_one(ins.dst, _block(tuple(len(ix) for ix in ins.index), src.dtype))
