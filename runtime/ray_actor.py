@@ -144,6 +144,7 @@ class DeviceHost:
         _keep_freed_pages()
         self.devices = {int(d): _Device(int(d)) for d in devices}
         self.listener = None
+        self.control = None  # the driver's line (ControlServer), opened with the listener
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
         self.held: dict[int, np.ndarray] = {}
         self._held_ids = itertools.count()
@@ -191,9 +192,11 @@ class DeviceHost:
     def node_id(self, device: int | None = None) -> str:
         return import_ray().get_runtime_context().get_node_id()
 
-    async def listen(self, secret: bytes) -> tuple[str, str, str]:
-        """Open this process's message sockets: (its node id, its address for this node's
-        processes, its TCP address for other nodes')."""
+    async def listen(self, secret: bytes) -> tuple[str, str, str, str]:
+        """Open this process's sockets: (its node id, its message address for this node's
+        processes, its TCP message address for other nodes', the address of its control line for
+        a driver on its node: ``control_line.py``)."""
+        from .control_line import ControlServer
         from .socket_channel import Listener
 
         if self.listener is None:
@@ -210,7 +213,9 @@ class DeviceHost:
 
             self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
             await self.listener.start()
-        return self.node_id(), self.listener.address, self.listener.tcp_address
+            self.control = ControlServer(secret, self.run)
+            await self.control.start()
+        return self.node_id(), self.listener.address, self.listener.tcp_address, self.control.address
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
                       secret: bytes = b"", busy_poll: bool | None = None) -> bool:

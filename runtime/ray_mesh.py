@@ -1,8 +1,10 @@
 """The mesh of device actors (``RayMesh``) and the controller that runs programs on it.
 
-The controller makes O(1) Ray calls per device process per run: a ``ray.put`` per input shard
-(each device gets only its shards), one ``run`` call for the process's devices, and a wait / get
-of their summaries. Outputs stay on
+The controller makes one call per device process per run, for the process's devices, and reads
+their summaries back: on its control line to the process (``control_line.py``: the plan, small
+input shards by value) or, where a shard is large, an input is a Ray object, the process is on
+another node or the data plane is "ray", as a Ray ``run`` call after a ``ray.put`` per distinct
+input block. Outputs stay on
 the devices until asked for (``Execution.outputs[device]`` fetches one device's, ``assemble``
 all of them). ``RayMesh.calls`` counts every call the controller made.
 
@@ -42,7 +44,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import ray_actor, ray_start, ray_transport
+from . import control_line, ray_actor, ray_start, ray_transport
+from .control_line import INLINE_MAX, ControlLine
 from .ray_actor import DeviceHost
 from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
 from .compiled import Compiled, Result, compile_on, put as put_arrays
@@ -218,6 +221,7 @@ class RayMesh:
         self._polls: dict[int, bool] = {}  # device -> whether its process busy-polls (set on connect)
         self._secret = os.urandom(16)  # a socket connection must start with it
         self._sockets: dict[int, tuple] = {}  # device -> (node id, address, TCP address) of its process
+        self._lines: dict[tuple[int, ...], ControlLine] = {}  # group -> the driver's line to its process
         self._released: dict[Any, list[int]] = {}  # host handle -> ids of kept arrays nobody holds
         self.address = address
         self.node_axes = node_axes
@@ -310,14 +314,28 @@ class RayMesh:
             got = ray.get([self.actors[g[0]].listen.remote(self._secret) for g in new_groups], timeout=timeout)
             self.calls["remote"] += len(new_groups)
             self.calls["get"] += 1
+            here = ray.get_runtime_context().get_node_id()
             for g, where in zip(new_groups, got):
-                self._sockets.update((d, tuple(where)) for d in g)
+                self._sockets.update((d, tuple(where[:3])) for d in g)
+                self._open_line(g, where[3] if where[0] == here else None, timeout)
         sockets = self._sockets if self.data_plane == "sockets" else None
         polls = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self._secret, self.busy_poll)
                          for g in self.groups], timeout=timeout)
         self._polls = {d: p for g, p in zip(self.groups, polls) for d in g}
         self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1
+
+    def _open_line(self, group: tuple[int, ...], address: str | None, timeout: float | None) -> None:
+        """The driver's line to ``group``'s (new) process, at ``address`` (None: on another node,
+        where its runs stay Ray calls); a line that does not open leaves Ray calls too."""
+        old = self._lines.pop(group, None)
+        if old is not None:
+            old.close()
+        if address is not None:
+            try:
+                self._lines[group] = ControlLine(address, self._secret, timeout=timeout or 10.0)
+            except OSError:
+                pass
 
     def _call(self, device: int, method: str, *args):
         """``method`` of ``device``, on its host actor."""
@@ -365,6 +383,9 @@ class RayMesh:
             except Exception:
                 pass
         self.actors = {}
+        for line in self._lines.values():
+            line.close()
+        self._lines = {}
         from .socket_channel import remove_shared, shared_memory_prefix
 
         prefix = shared_memory_prefix(self._secret)
@@ -537,17 +558,30 @@ class RayMesh:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, not {retries}")
         before = Counter(self.calls)
-        put = PutOnce()  # a block several devices hold goes once; a DeviceArray's shards are there already
         ray = import_ray()
-        shards = {d: [a if isinstance(a, (ray.ObjectRef, Held)) else put(a) for a in inputs[d]] for d in spmd.devices}
-        self.calls["put"] += len(put)
+        shards = {d: list(inputs[d]) for d in spmd.devices}
+        stored = None
+
+        def in_object_store() -> dict:
+            """The shards with each numpy array put into Ray's object store, once however many
+            attempts need them (a block several devices hold goes once; a DeviceArray's shards are
+            on the devices already)."""
+            nonlocal stored
+            if stored is None:
+                put = PutOnce()
+                stored = {d: [a if isinstance(a, (ray.ObjectRef, Held)) else put(a) for a in ins]
+                          for d, ins in shards.items()}
+                self.calls["put"] += len(put)
+            return stored
+
         restarted: list[int] = []
         for attempt in range(retries + 1):
             last = attempt == retries
             if attempt:
                 restarted += self.repair(floor=self._last_run + 1)
             try:
-                ex = self._attempt(key, spmd, shards, trace_values, abort_wait, lost_grace if last else 0.0)
+                ex = self._attempt(key, spmd, shards, in_object_store, trace_values, abort_wait,
+                                   lost_grace if last else 0.0)
             except DeviceLostError as e:
                 if last:
                     e.attempts = attempt + 1
@@ -560,9 +594,28 @@ class RayMesh:
             return ex
         raise AssertionError("unreachable")
 
-    def _attempt(self, key, spmd, shards: Mapping[int, list], trace_values: bool, abort_wait: float,
-                 lost_grace: float):
-        """One run of the program on every device (see ``execute``)."""
+    def _lines_for(self, shards: Mapping[int, list]) -> dict | None:
+        """The control lines a run goes on (group -> line): every process it reaches has a line
+        open and every shard is kept there or small enough to go by value (``INLINE_MAX``); None
+        otherwise (the run is Ray calls, its shards in the object store)."""
+        ray = import_ray()
+        for ins in shards.values():
+            for a in ins:
+                if not isinstance(a, Held) and (isinstance(a, ray.ObjectRef) or getattr(a, "nbytes", 0) >= INLINE_MAX):
+                    return None
+        lines = {}
+        for group in self.groups:
+            if any(d in shards for d in group):
+                line = self._lines.get(group)
+                if line is None or line.failed is not None:
+                    return None
+                lines[group] = line
+        return lines
+
+    def _attempt(self, key, spmd, shards: Mapping[int, list], in_object_store, trace_values: bool,
+                 abort_wait: float, lost_grace: float):
+        """One run of the program on every device (see ``execute``): on the control lines where
+        it can (``_lines_for``), else by Ray calls with ``in_object_store()``'s shards."""
         from simshard.report.memory import MemoryReport
 
         from .executor import Span
@@ -571,7 +624,10 @@ class RayMesh:
 
         ray = import_ray()
         run_id = self._last_run = next(self._run_ids)
-        pending: dict[Any, tuple[int, ...]] = {}  # one run call per host: its devices of this program
+        lines = self._lines_for(shards) if self.data_plane == "sockets" else None
+        if lines is None:
+            shards = in_object_store()
+        pending: dict[Any, tuple[int, ...]] = {}  # one run call per host (a line, or a ref): its devices
         for group in self.groups:
             devs = tuple(d for d in group if d in shards)
             if devs:
@@ -579,12 +635,41 @@ class RayMesh:
                 held, args = self._args(devs, shards)
                 host = self.actors[devs[0]]
                 released = tuple(self._released.pop(host, ()))  # dropped arrays go with the run, not in a call of their own
-                # the plan in one argument (Ray handles each argument on its own), the shards as
-                # top-level ones, so that Ray resolves the refs among them
-                ref = host.run.remote((key, run_id, bool(trace_values), counts, held, released), *args)
-                self.calls["remote"] += 1
-                pending[ref] = devs
+                plan = (key, run_id, bool(trace_values), counts, held, released)
+                if lines is not None:
+                    lines[group].send(run_id, plan, args)
+                    self.calls["line"] += 1
+                    pending[lines[group]] = devs
+                else:
+                    # the plan in one argument (Ray handles each argument on its own), the shards as
+                    # top-level ones, so that Ray resolves the refs among them
+                    pending[host.run.remote(plan, *args)] = devs
+                    self.calls["remote"] += 1
         self._release_dropped()  # hosts this run does not reach
+        if lines is not None:
+            def wait(left):
+                return control_line.wait(list(pending), run_id, left)
+
+            def answer(line) -> tuple[str, Any]:
+                if line.failed is not None:  # its process died (Ray would say its actor died)
+                    return "dead", line.failed
+                try:
+                    return "summary", line.take(run_id)
+                except control_line.HostError as e:
+                    return "error", e.args[0]
+        else:
+            def wait(left):
+                self.calls["wait"] += 1
+                return ray.wait(list(pending), num_returns=1, timeout=left)[0]
+
+            def answer(ref) -> tuple[str, Any]:
+                self.calls["get"] += 1
+                try:
+                    return "summary", ray.get(ref)
+                except ray.exceptions.RayActorError as e:  # the host died, with all its devices
+                    return "dead", e
+                except ray.exceptions.RayTaskError as e:
+                    return "error", getattr(e, "cause", e)
         results: dict[int, dict] = {}
         dead: dict[int, BaseException] = {}
         told_dead: set[int] = set()
@@ -600,24 +685,21 @@ class RayMesh:
 
         while pending:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
-            self.calls["wait"] += 1
+            ready = wait(left)
             if not ready:
                 if aborted:
                     break  # aborted devices that do not answer: reported as such
                 abort()  # survivors of a dead device that did not fail in the grace time
                 continue
-            for ref in ready:
-                devs = pending.pop(ref)
-                self.calls["get"] += 1
-                try:
-                    summary = ray.get(ref)
-                    results.update(_unpickle(summary) if isinstance(summary, bytes) else summary)
-                except ray.exceptions.RayActorError as e:  # the host died, with all its devices
-                    dead.update((d, e) for d in devs)
-                except ray.exceptions.RayTaskError as e:
-                    results.update((d, {"status": "error", "error": getattr(e, "cause", e), "where": "unknown"})
-                                   for d in devs)
+            for call in ready:
+                devs = pending.pop(call)
+                kind, value = answer(call)
+                if kind == "summary":
+                    results.update(_unpickle(value) if isinstance(value, bytes) else value)
+                elif kind == "dead":
+                    dead.update((d, value) for d in devs)
+                else:
+                    results.update((d, {"status": "error", "error": value, "where": "unknown"}) for d in devs)
             if aborted or not pending:
                 continue
             if any(r["status"] != "ok" for r in results.values()):
@@ -656,7 +738,9 @@ class RayMesh:
         outputs = _Outputs({d: [Held(self.actors[d], i, self._released) for i in results[d]["outputs"]]
                             for d in spmd.devices}, self.calls)
         timeline = {d: tuple(map(Span._make, results[d]["timeline"])) for d in spmd.devices}
-        return Execution(spmd, outputs, records, memory, log, values, timeline)
+        ex = Execution(spmd, outputs, records, memory, log, values, timeline)
+        object.__setattr__(ex, "control_plane", "ray" if lines is None else "sockets")
+        return ex
 
     def run_spmd(self, spmd, inputs, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
                  trace_values: bool = False, retries: int = 0):
@@ -753,9 +837,10 @@ def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> 
             at = (f"it had not finished its part of instruction {what}: device {peer} was waiting for it "
                   f"({positions[peer]})")
         cause = str(dead[d]).strip().splitlines()[0] if str(dead[d]).strip() else type(dead[d]).__name__
+        said = "Ray said" if type(dead[d]).__module__.startswith("ray") else "The driver saw"  # or its control line
         others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
         return DeviceLostError(
-            f"device {d}'s Ray actor died during the run{others}; {at}. Ray said: {cause}",
+            f"device {d}'s Ray actor died during the run{others}; {at}. {said}: {cause}",
             device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
         )
     errors = {d: r["error"] for d, r in results.items() if r["status"] == "error"}

@@ -34,7 +34,7 @@ A receiving device may offer the place a message belongs in (``Listener``'s ``pl
 a collective's output); a body, a ring's copy or a mapped file's then goes straight there.
 
 Between nodes the frames are the same on a TCP socket (``Listener``'s ``tcp_address``), every body
-in the stream. Ray stays the control plane (load, run, abort, where).
+in the stream. Ray stays the control plane (load, abort, where), but for run calls (``control_line.py``).
 """
 
 from __future__ import annotations

@@ -118,12 +118,28 @@ def test_compiled_runs_again_and_controller_calls_do_not_grow_with_ops(mesh8, ar
     assert np.array_equal(res.outputs, deeper(*args))
     n = len(MESH.device_ids)
     for r in (first, again, res):
-        calls = r.controller_calls
-        # one run call per device, one put per distinct input block: x is P("x", None) (2 blocks),
-        # w1 and w2 are split over y only (4 blocks each; the devices along x share them)
-        assert calls["remote"] == n and calls["put"] == 2 + 4 + 4
-        assert calls["wait"] <= n and calls["get"] <= n
+        # one run call per device process on its control line, the small input blocks in it: no
+        # Ray call, no put
+        assert r.controller_calls == {"line": n} and r.execution.control_plane == "sockets"
     assert res.controller_calls == again.controller_calls
+
+
+def test_a_run_is_ray_calls_where_its_shards_are_large_or_in_the_object_store(mesh8, args):
+    from simshard.runtime.control_line import INLINE_MAX
+
+    compiled = mesh8.compile(mlp, *args, in_shardings=MEGATRON)
+    n = len(MESH.device_ids)
+    on_lines = compiled(*args)
+    big = ss.exact_inputs([(16, INLINE_MAX // 16), (INLINE_MAX // 16, 8), (8, 32)], seed=1)  # float32
+    wide = mesh8.compile(mlp, *big, in_shardings=(P("x", None), P(None, None), P(None, "y")))
+    by_ray = wide(*big)  # x's and w1's shards are over INLINE_MAX: every shard goes through the object store
+    assert np.array_equal(by_ray.outputs, mlp(*big))
+    assert by_ray.execution.control_plane == "ray" and by_ray.controller_calls["remote"] == n
+    assert by_ray.controller_calls["put"] == 2 + 1 + 4  # one put per distinct block: x 2, w1 1, w2 4
+    with RayMesh(MESH, data_plane="ray") as calls_only:  # the Ray data plane: Ray calls throughout
+        again = calls_only.compile(mlp, *args, in_shardings=MEGATRON)(*args)
+        assert again.execution.control_plane == "ray" and again.controller_calls["remote"] == n
+        assert bits(again.outputs) == bits(on_lines.outputs) and again.records == on_lines.records
 
 
 def test_ss_run_on_ray_matches_local(ray_session, args):
@@ -165,6 +181,7 @@ def test_a_dead_device_is_named_with_its_instruction_in_bounded_time(ray_session
         spmd = spmd_of({d: [AllReduce(4, "%4 sum", src=0, dst=0, group=(0, 1, 2), axes=("x",))] for d in (0, 1, 2)})
         key = devices.load(spmd, timeout=60.0)
         ray.kill(devices.actors[2])
+        assert devices.lost() == [2]  # dead before the run (ray.kill does not wait for it)
         start = time.perf_counter()
         with pytest.raises(DeviceLostError) as err:
             devices.execute(key, spmd, {d: [np.ones((2,), np.float32)] for d in (0, 1, 2)})

@@ -1,0 +1,119 @@
+"""The driver's control line to a device process (runtime/control_line.py), without Ray: a
+``ControlServer`` on an event loop in a thread, serving a stand-in for ``DeviceHost.run``."""
+
+import asyncio
+import pickle
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from simshard.runtime import control_line
+from simshard.runtime.control_line import ControlLine, ControlServer, HostError
+
+SECRET = b"s" * 16
+
+
+class Host:
+    """A ControlServer whose ``run(plan, *inputs)`` sums its inputs (or raises, or waits, as the
+    plan says), on its own loop in a thread."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.release = asyncio.Event()
+        self.seen: list = []
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = ControlServer(SECRET, self.run)
+        self.address = self.call(self.server.start())
+
+    def call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    async def run(self, plan, *inputs):
+        self.seen.append((plan, inputs))
+        if plan == "raise":
+            raise ValueError("an input is an array this process no longer holds (id 7)")
+        if plan == "wait":
+            await self.release.wait()
+        if plan == "unpicklable":
+            return {"status": "error", "error": threading.Lock()}
+        return pickle.dumps({"plan": plan, "sum": [float(np.sum(a)) for a in inputs]})
+
+    def stop(self):
+        self.loop.call_soon_threadsafe(self.server.close)
+        time.sleep(0.05)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def host():
+    h = Host()
+    yield h
+    h.stop()
+
+
+def answer(line: ControlLine, run_id: int, timeout: float = 10.0) -> bytes:
+    assert control_line.wait([line], run_id, timeout) == [line]
+    return line.take(run_id)
+
+
+def test_a_run_goes_and_its_summary_comes_back_with_the_arrays_by_value(host):
+    line = ControlLine(host.address, SECRET)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    line.send(0, "p0", [a, a, np.ones(5)])  # a named twice
+    got = pickle.loads(answer(line, 0))
+    assert got == {"plan": "p0", "sum": [66.0, 66.0, 5.0]}
+    (_, inputs), = host.seen
+    assert inputs[0] is inputs[1]  # sent once: pickle's memo
+    assert np.array_equal(inputs[0], a) and not inputs[0].flags.writeable  # a run's inputs are not written
+    line.close()
+
+
+def test_answers_are_matched_by_run_id_and_a_given_up_run_is_dropped(host):
+    line = ControlLine(host.address, SECRET)
+    line.send(1, "wait", [])
+    assert control_line.wait([line], 1, 0.2) == []  # not answered yet: the wait times out
+    line.send(2, "p2", [np.ones(3)])
+    assert pickle.loads(answer(line, 2))["sum"] == [3.0]  # a later run answers while the first waits
+    host.loop.call_soon_threadsafe(host.release.set)
+    line.send(3, "p3", [])
+    assert pickle.loads(answer(line, 3))["plan"] == "p3"
+    assert 1 not in line.answers  # run 1's answer came and went: nobody waited for it any more
+    line.close()
+
+
+def test_what_run_raises_comes_back_as_a_host_error(host):
+    line = ControlLine(host.address, SECRET)
+    line.send(0, "raise", [])
+    with pytest.raises(HostError) as err:
+        answer(line, 0)
+    assert isinstance(err.value.args[0], ValueError) and "no longer holds (id 7)" in str(err.value.args[0])
+    line.send(1, "unpicklable", [])  # a summary plain pickle refuses goes by value (cloudpickle) or as text
+    with pytest.raises(HostError, match="lock"):
+        answer(line, 1)
+    line.send(2, "p2", [])
+    assert pickle.loads(answer(line, 2))["plan"] == "p2"  # the line still works
+    line.close()
+
+
+def test_a_host_that_goes_breaks_the_line_and_the_wait_says_so(host):
+    line = ControlLine(host.address, SECRET)
+    line.send(0, "wait", [])
+    time.sleep(0.1)
+    host.stop()  # its process going closes its end
+    start = time.monotonic()
+    assert control_line.wait([line], 0, 10.0) == [line]
+    assert time.monotonic() - start < 5.0
+    assert isinstance(line.failed, ConnectionError) and "closed its end" in str(line.failed)
+    line.send(1, "p1", [])  # a broken line writes nothing and does not raise: the wait reports it
+    assert control_line.wait([line], 1, 0.0) == [line]
+
+
+def test_a_connection_without_the_secret_is_closed(host):
+    line = ControlLine(host.address, b"x" * 16)
+    line.send(0, "p0", [])
+    assert control_line.wait([line], 0, 10.0) == [line] and line.failed is not None
+    assert host.seen == []  # nothing ran
