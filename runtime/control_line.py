@@ -129,8 +129,12 @@ def wait(lines: Sequence[ControlLine], run_id: int, timeout: float | None) -> li
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             return []
-        readable, _, _ = select.select(lines, [], [], left)
-        for ln in readable:
+        poll = select.poll()  # not select(): a driver of many processes has descriptors past 1024
+        by_fd = {ln.fileno(): ln for ln in lines}
+        for fd in by_fd:
+            poll.register(fd, select.POLLIN)
+        for fd, _ in poll.poll(None if left is None else left * 1e3):
+            ln = by_fd[fd]
             ln.read()
             for stale in [r for r in ln.answers if r != run_id]:
                 del ln.answers[stale]  # a run given up on (aborted): nobody waits for it

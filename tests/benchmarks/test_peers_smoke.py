@@ -48,6 +48,13 @@ def test_a_peer_that_is_not_installed_is_reported_not_raised(tmp_path):
     assert peers.run_peer(str(fake), "torch", {"what": "collectives", "nbytes": 1024}) == {"error": "not installed"}
 
 
+def test_each_side_keeps_its_best_round_and_a_peer_that_never_ran_keeps_its_error():
+    rounds = [{"resident": 0.05, "end_to_end": 0.2}, {"resident": 0.04, "end_to_end": 0.3}, {"resident": 0.06}]
+    assert peers.best_of(rounds) == {"resident": 0.04, "end_to_end": 0.2}
+    assert peers.best_of([{"error": "not installed"}] * 2) == {"error": "not installed"}
+    assert peers.best_of([{"resident": "failed"}, {"resident": 0.07}]) == {"resident": 0.07}
+
+
 def test_the_table_has_ratios_and_is_rewritten_between_its_markers(tmp_path):
     result = {"rows": [{"work": "1 MiB all-reduce, 8 ranks", "simshard ray": 0.02, "simshard local": 0.004,
                         "torch gloo": 0.01, "jax": "not installed"}],
