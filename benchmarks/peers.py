@@ -18,11 +18,13 @@ timed repetitions after a warm-up, each from a function returning numbers:
 * the Megatron MLP ``relu(x @ w1) @ w2`` on a [2, 4] mesh (batch over x, d_ff over y, an
   all-reduce over y), inputs already on the devices (simshard: DeviceArrays, outputs left on
   the devices; torch: each rank's shards; JAX: committed arrays), and end to end (put, run, gather).
-  Every side runs once in each of ``--rounds`` rounds (default 3), one side after another, and
-  keeps its best: the machine's speed drifts over minutes, and a peer measured in a fast minute
-  against simshard in a slow one (or the reverse) would say nothing.
 * a tiny MLP step on 64 devices ([8, 8]): simshard with 8 devices per process.
 * per-message overhead: a chain of tiny collective-permutes around 8 devices, time per round.
+
+The collectives and the Megatron MLP run every side once in each of ``--rounds`` rounds (default
+3), one side after another, and keep each side's best: the machine's speed drifts over minutes,
+and a peer measured in a fast minute against simshard in a slow one (or the reverse) says
+nothing about either.
 """
 
 from __future__ import annotations
@@ -365,19 +367,20 @@ def measure(args) -> dict:
     def add(work, ray=None, local=None, torch=None, jax=None):
         rows.append({"work": work, "simshard ray": ray, "simshard local": local, "torch gloo": torch, "jax": jax})
 
+    # the machine's speed drifts by up to 2x over minutes: for the collectives and the Megatron
+    # MLP, every side runs in each of several rounds, one after another, and keeps its best
     for nbytes in (small, large):
         label = f"{nbytes / (1 << 20):g} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
-        r = simshard_collectives(nbytes, "ray")
-        loc = simshard_collectives(nbytes, "local")
-        t = run_peer(peer, "torch", {"what": "collectives", "nbytes": nbytes})
-        j = run_peer(peer, "jax", {"what": "collectives", "nbytes": nbytes})
+        rounds = [(simshard_collectives(nbytes, "ray"), simshard_collectives(nbytes, "local"),
+                   run_peer(peer, "torch", {"what": "collectives", "nbytes": nbytes}),
+                   run_peer(peer, "jax", {"what": "collectives", "nbytes": nbytes}))
+                  for _ in range(args.rounds)]
+        r, loc, t, j = (best_of(side) for side in zip(*rounds))
         for kind in KINDS:
             add(f"{label} {kind.replace('_', '-')}, 8 ranks", r[kind], loc[kind], t.get(kind, t.get("error")),
                 j.get(kind, j.get("error")))
     for scale in ("small", "large"):
         shapes = mlp_shapes(scale, quick)
-        # the machine's speed drifts by up to 2x over minutes: every side runs in each of several
-        # rounds, one after another, and keeps its best
         rounds = [(run_peer(peer, "torch", {"what": "mlp", "mesh": [2, 4], "shapes": shapes}),
                    simshard_mlp(*shapes, "ray", per_process=4), simshard_mlp(*shapes, "ray"),
                    simshard_mlp(*shapes, "local"), run_peer(peer, "jax", {"what": "mlp", "mesh": [2, 4], "shapes": shapes}))
@@ -422,7 +425,7 @@ def table(result: dict) -> str:
     rounds = result.get("rounds", 1)
     lines.append(f"Measured {result['date']} on this machine ({os.cpu_count()} cores), load average "
                  f"{result['load']:.2f} when the run started{' (--quick sizes)' if result['quick'] else ''}; "
-                 f"the Megatron rows: the best of {rounds} round{'s' * (rounds != 1)}, every side in each.")
+                 f"the collectives and Megatron rows: the best of {rounds} round{'s' * (rounds != 1)}, every side in each.")
     return "\n".join(lines)
 
 
@@ -442,7 +445,7 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="toy sizes")
     ap.add_argument("--peer-python", default=sys.executable, help="the interpreter with torch / jax installed")
     ap.add_argument("--torch64", action="store_true", help="also run torch with 64 gloo processes (slow to start)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of the Megatron MLP rows, every side in each (best kept)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the collectives and Megatron MLP rows, every side in each (best kept)")
     ap.add_argument("--write", metavar="FILE", help="write the table into FILE between the peers.py markers")
     ap.add_argument("--worker", nargs=2, metavar=("PEER", "TASK"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
