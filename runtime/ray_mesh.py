@@ -37,6 +37,7 @@ import gc
 import itertools
 import os
 import pickle
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -222,6 +223,7 @@ class RayMesh:
         self._secret = os.urandom(16)  # a socket connection must start with it
         self._sockets: dict[int, tuple] = {}  # device -> (node id, address, TCP address) of its process
         self._lines: dict[tuple[int, ...], ControlLine] = {}  # group -> the driver's line to its process
+        self._line_lock = threading.Lock()  # held by the thread whose run is on the lines
         self._released: dict[Any, list[int]] = {}  # host handle -> ids of kept arrays nobody holds
         self.address = address
         self.node_axes = node_axes
@@ -615,7 +617,21 @@ class RayMesh:
     def _attempt(self, key, spmd, shards: Mapping[int, list], in_object_store, trace_values: bool,
                  abort_wait: float, lost_grace: float):
         """One run of the program on every device (see ``execute``): on the control lines where
-        it can (``_lines_for``), else by Ray calls with ``in_object_store()``'s shards."""
+        it can (``_lines_for``), else by Ray calls with ``in_object_store()``'s shards. One thread
+        at a time uses the lines (another's wait would take its answers for stale ones): a run
+        that finds them taken is Ray calls."""
+        mine = self.data_plane == "sockets" and self._line_lock.acquire(blocking=False)
+        try:
+            lines = self._lines_for(shards) if mine else None
+            return self._run(key, spmd, shards if lines is not None else in_object_store(), lines, trace_values,
+                             abort_wait, lost_grace)
+        finally:
+            if mine:
+                self._line_lock.release()
+
+    def _run(self, key, spmd, shards: Mapping[int, list], lines: dict | None, trace_values: bool,
+             abort_wait: float, lost_grace: float):
+        """``_attempt`` once its route is chosen: on ``lines`` (group -> line), or Ray calls if None."""
         from simshard.report.memory import MemoryReport
 
         from .executor import Span
@@ -624,27 +640,25 @@ class RayMesh:
 
         ray = import_ray()
         run_id = self._last_run = next(self._run_ids)
-        lines = self._lines_for(shards) if self.data_plane == "sockets" else None
-        if lines is None:
-            shards = in_object_store()
+        # every call made before any is sent: _args may refuse a shard, and then nothing has started
+        made = [(group, devs, self._args(devs, shards)) for group in self.groups
+                for devs in [tuple(d for d in group if d in shards)] if devs]
+        calls = []  # (group, its devices, plan, shards passed)
+        for group, devs, (held, args) in made:
+            counts = tuple((d, len(shards[d])) for d in devs)
+            released = tuple(self._released.pop(self.actors[devs[0]], ()))  # dropped arrays go with the run
+            calls.append((group, devs, (key, run_id, bool(trace_values), counts, held, released), args))
         pending: dict[Any, tuple[int, ...]] = {}  # one run call per host (a line, or a ref): its devices
-        for group in self.groups:
-            devs = tuple(d for d in group if d in shards)
-            if devs:
-                counts = tuple((d, len(shards[d])) for d in devs)
-                held, args = self._args(devs, shards)
-                host = self.actors[devs[0]]
-                released = tuple(self._released.pop(host, ()))  # dropped arrays go with the run, not in a call of their own
-                plan = (key, run_id, bool(trace_values), counts, held, released)
-                if lines is not None:
-                    lines[group].send(run_id, plan, args)
-                    self.calls["line"] += 1
-                    pending[lines[group]] = devs
-                else:
-                    # the plan in one argument (Ray handles each argument on its own), the shards as
-                    # top-level ones, so that Ray resolves the refs among them
-                    pending[host.run.remote(plan, *args)] = devs
-                    self.calls["remote"] += 1
+        for group, devs, plan, args in calls:
+            if lines is not None:
+                lines[group].send(run_id, plan, args)
+                self.calls["line"] += 1
+                pending[lines[group]] = devs
+            else:
+                # the plan in one argument (Ray handles each argument on its own), the shards as
+                # top-level ones, so that Ray resolves the refs among them
+                pending[self.actors[devs[0]].run.remote(plan, *args)] = devs
+                self.calls["remote"] += 1
         self._release_dropped()  # hosts this run does not reach
         if lines is not None:
             def wait(left):
