@@ -53,12 +53,13 @@ def execute(args, out: Output) -> int:
 
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
     out.heading(f"{program.name} / {strategy.name}", strategy.about)
-    plane = getattr(getattr(res, "execution", None), "data_plane", None)
+    execution = getattr(res, "execution", None)
+    plane, control = getattr(execution, "data_plane", None), getattr(execution, "control_plane", None)
     if estimated:
         out.line(f"mesh {mesh_text} ({used.size} devices), estimated without running")
     else:
         out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}"
-                 + (f" (data plane: {plane})" if plane else ""))
+                 + (f" (data plane: {plane}; run calls: {control})" if plane else ""))
     if mode != "forward":
         out.line(f"mode {mode}: {program.describe_mode(mode)}")
     out.line(f"topology {options.describe_topology(topology)}")
