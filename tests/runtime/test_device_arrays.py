@@ -100,3 +100,22 @@ def test_outputs_stay_in_their_processes_until_no_handle_is_left(ray_session):
         double(devices.put(x, P("x", None)))  # the mesh's next call on the host releases what nobody holds
         with pytest.raises(ray.exceptions.RayTaskError, match="no longer holds"):
             ray.get(host.fetch.remote([held_id]))
+
+
+def test_an_array_its_process_let_go_of_is_refused_by_name_on_the_control_line(ray_session):
+    """What the device process's ``run`` raises comes back on the driver's control line and is
+    raised as it is; the mesh runs on afterwards."""
+    import ray
+
+    from simshard.runtime.ray_backend import RayMesh
+
+    x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    with RayMesh(MESH, devices_per_process=4) as devices:
+        double = devices.compile(lambda a: a * 2, x, in_shardings=(P("x", None),))
+        arr = devices.put(x, P("x", None))
+        shard = arr.shards[0]
+        ray.get(shard.host.release.remote([shard.id]))  # as if the driver had dropped it
+        with pytest.raises(ValueError, match=rf"no longer holds \(id {shard.id}\)"):
+            double(arr)
+        res = double(devices.put(x, P("x", None)))
+        assert res.execution.control_plane == "sockets" and np.array_equal(res.outputs, x * 2)
