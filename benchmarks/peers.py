@@ -13,7 +13,8 @@ timed repetitions after a warm-up, each from a function returning numbers:
 * collectives (all-gather, reduce-scatter, all-reduce, all-to-all over 8 ranks, of a global
   array of the given size): simshard's is the steady-state time of one collective on the devices'
   own clocks (``ray_bench.collective_seconds``), on Ray (one process per device, sockets data
-  plane) and on the local backend; torch's the time between barriers; JAX's a jitted
+  plane) and on the local backend; torch's from the first rank's start to the last rank's end
+  (the ranks lined up by a barrier before each trial); JAX's a jitted
   collective, ``block_until_ready``.
 * the Megatron MLP ``relu(x @ w1) @ w2`` on a [2, 4] mesh (batch over x, d_ff over y, an
   all-reduce over y), inputs already on the devices (simshard: DeviceArrays, outputs left on
@@ -209,16 +210,19 @@ def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
     res = {}
 
     def timed(fn, trials=5):
+        """Each trial's (start, end) on this rank's wall clock, the ranks lined up by a barrier
+        before each: ``torch_worker`` takes the span from the first rank's start to the last
+        rank's end (the ranks leave a barrier at different times, so one rank's own interval
+        between barriers can miss work others did before it left)."""
         fn()
-        dist.barrier()
-        bestt = float("inf")
+        spans = []
         for _ in range(trials):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0 = time.time()
             fn()
-            dist.barrier()
-            bestt = min(bestt, time.perf_counter() - t0)
-        return bestt
+            spans.append((t0, time.time()))
+        dist.barrier()
+        return spans
 
     if task["what"] == "hop":  # ranks 0 and 1 pass a tiny tensor back and forth
         buf, hops = torch.zeros(4), task["hops"]
@@ -230,7 +234,8 @@ def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
                 else:
                     dist.recv(buf, 1 - rank)
 
-        res["hop"] = timed(chain, 3) / hops
+        res["hop"] = timed(chain, 3)
+        res["per"] = {"hop": hops}
     elif task["what"] == "collectives":
         n = task["nbytes"] // 4
         full = torch.ones(n)
@@ -264,8 +269,7 @@ def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
             return y
 
         res["resident"] = timed(step)
-    if rank == 0:
-        out.put(res)
+    out.put(res)
     dist.destroy_process_group()
 
 
@@ -283,10 +287,26 @@ def torch_worker(task: dict) -> dict:
     procs = [ctx.Process(target=_torch_rank, args=(r, world, port, task, q)) for r in range(world)]
     for p in procs:
         p.start()
-    res = q.get(timeout=600)
+    ranks = [q.get(timeout=600) for _ in range(world)]
     for p in procs:
         p.join(60)
-    return res
+    return span_times(ranks)
+
+
+def span_times(ranks: list[dict]) -> dict:
+    """Per key, the best trial's span from the first rank's start to the last rank's end (divided
+    by ``per[key]`` where a trial is several operations); a text (unsupported) as it is."""
+    out = {}
+    per = ranks[0].get("per", {})
+    for key, first in ranks[0].items():
+        if key == "per":
+            continue
+        if isinstance(first, str):
+            out[key] = first
+            continue
+        trials = zip(*(r[key] for r in ranks))
+        out[key] = min(max(e for _, e in t) - min(s for s, _ in t) for t in trials) / per.get(key, 1)
+    return out
 
 
 def jax_worker(task: dict) -> dict:

@@ -55,6 +55,13 @@ def test_each_side_keeps_its_best_round_and_a_peer_that_never_ran_keeps_its_erro
     assert peers.best_of([{"resident": "failed"}, {"resident": 0.07}]) == {"resident": 0.07}
 
 
+def test_a_torch_trial_is_timed_from_the_first_rank_start_to_the_last_rank_end():
+    # rank 1 left the barrier 3 ms after rank 0 and finished last; per=: several operations a trial
+    ranks = [{"x": [(0.0, 0.010), (1.0, 1.020)], "per": {"x": 2}, "y": "unsupported: no"},
+             {"x": [(0.003, 0.012), (1.001, 1.009)], "per": {"x": 2}, "y": "unsupported: no"}]
+    assert peers.span_times(ranks) == {"x": pytest.approx(0.006), "y": "unsupported: no"}
+
+
 def test_the_table_has_ratios_and_is_rewritten_between_its_markers(tmp_path):
     result = {"rows": [{"work": "1 MiB all-reduce, 8 ranks", "simshard ray": 0.02, "simshard local": 0.004,
                         "torch gloo": 0.01, "jax": "not installed"}],
