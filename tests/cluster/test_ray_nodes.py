@@ -108,3 +108,5 @@ def test_messages_across_nodes_go_by_tcp_on_the_sockets_plane(two_node_cluster, 
                       4: across, 5: across, 6: across, 7: across}
     assert res.verify.bitwise and bits(res.outputs) == bits(local.outputs)
     assert res.comm.records == local.comm.records
+    # the driver's control line reaches only its own node's processes: this run is Ray calls
+    assert res.execution.control_plane == "ray"
