@@ -1,4 +1,5 @@
-"""The driver's own socket to each device process of its node: run calls without Ray.
+"""The driver's own socket to each device process of its node: run calls (and fetches of the
+arrays a process keeps) without Ray.
 
 A run is one call per device process and one summary back. As a Ray actor call it costs about a
 millisecond each way (task submission, the hop onto the actor's event loop, the reply through the
@@ -7,7 +8,8 @@ a few milliseconds. The call is one small message each way, so each host process
 an abstract Unix socket (``ControlServer``) and the driver keeps one connection to it
 (``ControlLine``): it writes the run's plan and the input shards it passes by value (small numpy
 arrays, as pickle-5 out-of-band buffers), the host answers with the run's summary, tagged with
-the run id. Loading, aborting, asking where a device is and restarting stay Ray calls; hosts on
+the run id. Fetching the outputs a process keeps goes the same way, their bytes out of band on
+the socket. Loading, aborting, asking where a device is and restarting stay Ray calls; hosts on
 other nodes, and runs with shards in Ray's object store, are run by Ray calls too.
 
 Failures: a host whose process dies closes its end, and the driver reads the end of the stream
@@ -26,35 +28,42 @@ import select
 import socket
 import struct
 import time
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Mapping, Sequence
 
-_REQUEST = struct.Struct("<qQI")  # run id, pickled bytes, number of out-of-band buffers
+_REQUEST = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
 _LENGTH = struct.Struct("<Q")  # one out-of-band buffer's bytes
-_ANSWER = struct.Struct("<qBQ")  # run id, kind (_SUMMARY or _RAISED), payload bytes
-_SUMMARY, _RAISED = 0, 1
+_ANSWER = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, number of out-of-band buffers
+_BYTES, _RAISED, _OBJECT = 0, 1, 2  # what an answer holds: bytes as they are, an exception, an object
 INLINE_MAX = 1 << 20  # an input shard below this size goes on the line; a larger one through Ray's object store
 
 
 class HostError(Exception):
-    """What a host's ``run`` raised, carried back on the line."""
+    """What a host's method raised, carried back on the line."""
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytearray | None:
-    """``n`` bytes from a blocking socket; None at the end of the stream."""
+def _frame(head: bytes, body: bytes, buffers: Sequence[pickle.PickleBuffer]) -> tuple[list, list]:
+    """A frame's parts: its head with the out-of-band buffers' lengths, its body, the buffers
+    (their memory, not copies)."""
+    raws = [b.raw() for b in buffers]
+    return [head + b"".join(_LENGTH.pack(r.nbytes) for r in raws), body], raws
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytearray:
+    """``n`` bytes from a blocking socket; EOFError at the end of the stream."""
     buf = bytearray(n)
     view, got = memoryview(buf), 0
     while got < n:
         k = sock.recv_into(view[got:])
         if k == 0:
-            return None
+            raise EOFError("the host process closed its end")
         got += k
     return buf
 
 
 class ControlLine:
-    """The driver's end of one host process's line (a blocking socket). ``send`` writes a run;
-    ``answers`` collects what came back, by run id; ``failed`` is set once the line broke (the
-    host process died, or closed it)."""
+    """The driver's end of one host process's line (a blocking socket). ``send`` writes a call of
+    one of the host's methods ("run", "fetch"), tagged; ``answers`` collects what came back, by
+    tag; ``failed`` is set once the line broke (the host process died, or closed it)."""
 
     def __init__(self, address: str, secret: bytes, timeout: float = 10.0):
         self.address = address
@@ -63,24 +72,23 @@ class ControlLine:
         self.sock.connect(address)
         self.sock.sendall(secret)
         self.sock.settimeout(None)
-        self.answers: dict[int, tuple[int, bytes]] = {}
+        self.answers: dict[int, tuple[int, bytes, list]] = {}
         self.failed: BaseException | None = None
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def send(self, run_id: int, plan: tuple, inputs: Sequence) -> None:
-        """Write run ``run_id``: ``DeviceHost.run(plan, *inputs)`` on the host. A numpy array is
-        pickled as a reference to its memory, which goes out after the frame without a copy; the
-        same array named twice goes once (pickle's memo)."""
+    def send(self, tag: int, method: str, args: Sequence) -> None:
+        """Write call ``tag``: ``await method(*args)`` on the host (``DeviceHost.run(plan,
+        *inputs)``, say). A numpy array is pickled as a reference to its memory, which goes out
+        after the frame without a copy; the same array named twice goes once (pickle's memo)."""
         if self.failed is not None:
             return  # the wait reports the line broken
         buffers: list[pickle.PickleBuffer] = []
-        body = pickle.dumps((plan, tuple(inputs)), protocol=5, buffer_callback=buffers.append)
-        raws = [b.raw() for b in buffers]
-        head = _REQUEST.pack(run_id, len(body), len(raws)) + b"".join(_LENGTH.pack(r.nbytes) for r in raws)
+        body = pickle.dumps((method, tuple(args)), protocol=5, buffer_callback=buffers.append)
+        parts, raws = _frame(_REQUEST.pack(tag, len(body), len(buffers)), body, buffers)
         try:
-            for part in (head, body, *raws):
+            for part in (*parts, *raws):
                 self.sock.sendall(part)
         except OSError as e:
             self._break(e)
@@ -88,24 +96,24 @@ class ControlLine:
     def read(self) -> None:
         """One answer off the socket (the caller saw it readable): into ``answers``, or ``failed``."""
         try:
-            head = _recv_exactly(self.sock, _ANSWER.size)
-            payload = None if head is None else _recv_exactly(self.sock, _ANSWER.unpack(head)[2])
-        except OSError as e:
+            tag, kind, nbody, nbuf = _ANSWER.unpack(_recv_exactly(self.sock, _ANSWER.size))
+            lengths = [n for (n,) in _LENGTH.iter_unpack(_recv_exactly(self.sock, _LENGTH.size * nbuf))]
+            body = _recv_exactly(self.sock, nbody)
+            buffers = [_recv_exactly(self.sock, n) for n in lengths]
+        except (OSError, EOFError) as e:
             self._break(e)
             return
-        if payload is None:
-            self._break(EOFError("the host process closed its end"))
-            return
-        run_id, kind, _ = _ANSWER.unpack(head)
-        self.answers[run_id] = (kind, bytes(payload))
+        self.answers[tag] = (kind, body, buffers)
 
-    def take(self, run_id: int) -> bytes:
-        """Run ``run_id``'s summary (the pickled bytes ``DeviceHost.run`` answered), once it came;
-        raises ``HostError`` with what the host's ``run`` raised."""
-        kind, payload = self.answers.pop(run_id)
+    def take(self, tag: int):
+        """Call ``tag``'s answer, once it came: bytes the method returned, as they are (a run's
+        pickled summary), or the object it returned (arrays it fetched: their memory read
+        straight off the socket, each the caller's own); raises ``HostError`` with what the
+        method raised."""
+        kind, body, buffers = self.answers.pop(tag)
         if kind == _RAISED:
-            raise HostError(pickle.loads(payload))
-        return payload
+            raise HostError(pickle.loads(body))
+        return bytes(body) if kind == _BYTES else pickle.loads(body, buffers=buffers)
 
     def _break(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the device process's control line ({self.address[1:]}) broke: {error}")
@@ -118,12 +126,12 @@ class ControlLine:
             pass
 
 
-def wait(lines: Sequence[ControlLine], run_id: int, timeout: float | None) -> list[ControlLine]:
-    """The lines whose answer to ``run_id`` has come, or that broke, waiting up to ``timeout``
-    seconds (None: for ever) for at least one. Answers to other runs are read and dropped."""
+def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None) -> list[ControlLine]:
+    """The lines whose answer to call ``tag`` has come, or that broke, waiting up to ``timeout``
+    seconds (None: for ever) for at least one. Answers to other calls are read and dropped."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        ready = [ln for ln in lines if run_id in ln.answers or ln.failed is not None]
+        ready = [ln for ln in lines if tag in ln.answers or ln.failed is not None]
         if ready:
             return ready
         left = None if deadline is None else deadline - time.monotonic()
@@ -136,17 +144,17 @@ def wait(lines: Sequence[ControlLine], run_id: int, timeout: float | None) -> li
         for fd, _ in poll.poll(None if left is None else left * 1e3):
             ln = by_fd[fd]
             ln.read()
-            for stale in [r for r in ln.answers if r != run_id]:
-                del ln.answers[stale]  # a run given up on (aborted): nobody waits for it
+            for stale in [t for t in ln.answers if t != tag]:
+                del ln.answers[stale]  # a call given up on (an aborted run): nobody waits for it
 
 
 class ControlServer:
     """A host process's end: accepts the driver's connection (which must start with the mesh's
-    secret) and answers each run written on it with ``await run(plan, *inputs)`` (pickled bytes),
-    runs concurrently, each answer written whole."""
+    secret) and answers each call written on it with ``await methods[name](*args)``, calls
+    running concurrently, each answer written whole."""
 
-    def __init__(self, secret: bytes, run: Callable[..., Awaitable]):
-        self.secret, self.run = secret, run
+    def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]]):
+        self.secret, self.methods = secret, dict(methods)
         self.address = "\0simshard-control-" + os.urandom(12).hex()  # abstract namespace: no file
         self.sock: socket.socket | None = None
         self.tasks: set[asyncio.Task] = set()
@@ -189,31 +197,38 @@ class ControlServer:
             if not hmac.compare_digest(bytes(await exactly(len(self.secret))), self.secret):
                 return
             while True:
-                run_id, nbody, nbuf = _REQUEST.unpack(await exactly(_REQUEST.size))
-                lengths = [_LENGTH.unpack(await exactly(_LENGTH.size))[0] for _ in range(nbuf)]
+                tag, nbody, nbuf = _REQUEST.unpack(await exactly(_REQUEST.size))
+                lengths = [n for (n,) in _LENGTH.iter_unpack(await exactly(_LENGTH.size * nbuf))]
                 body = await exactly(nbody)
                 # read-only: the shards are the run's inputs, which nothing writes into
                 buffers = [(await exactly(n)).toreadonly() for n in lengths]
-                self._spawn(self._answer(conn, writing, run_id, bytes(body), buffers))
+                self._spawn(self._answer(conn, writing, tag, bytes(body), buffers))
         except (OSError, EOFError):  # the driver went
             return
         finally:
             conn.close()
 
-    async def _answer(self, conn: socket.socket, writing: asyncio.Lock, run_id: int, body: bytes, buffers) -> None:
+    async def _answer(self, conn: socket.socket, writing: asyncio.Lock, tag: int, body: bytes, buffers) -> None:
         import cloudpickle
 
+        out: list[pickle.PickleBuffer] = []
         try:
-            plan, inputs = pickle.loads(body, buffers=buffers)
-            summary = await self.run(plan, *inputs)
-            # by value where plain pickle refused (a failure's exception of a class defined where
-            # it was raised)
-            kind, payload = _SUMMARY, summary if isinstance(summary, bytes) else cloudpickle.dumps(summary)
+            method, args = pickle.loads(body, buffers=buffers)
+            result = await self.methods[method](*args)
+            if isinstance(result, bytes):
+                kind, payload = _BYTES, result
+            else:  # by value where plain pickle would refuse (an exception of a class defined where
+                # it was raised); arrays' memory out of band, written without a copy
+                kind, payload = _OBJECT, cloudpickle.dumps(result, protocol=5, buffer_callback=out.append)
         except Exception as e:
-            kind, payload = _RAISED, _error_bytes(e)
+            kind, payload, out = _RAISED, _error_bytes(e), []
+        parts, raws = _frame(_ANSWER.pack(tag, kind, len(payload), len(out)), payload, out)
+        loop = asyncio.get_running_loop()
         async with writing:
             try:
-                await asyncio.get_running_loop().sock_sendall(conn, _ANSWER.pack(run_id, kind, len(payload)) + payload)
+                await loop.sock_sendall(conn, b"".join(parts))
+                for raw in raws:
+                    await loop.sock_sendall(conn, raw)
             except OSError:
                 pass  # the driver went
 

@@ -213,7 +213,7 @@ class DeviceHost:
 
             self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
             await self.listener.start()
-            self.control = ControlServer(secret, self.run)
+            self.control = ControlServer(secret, {"run": self.run, "fetch": self.fetch})
             await self.control.start()
         return self.node_id(), self.listener.address, self.listener.tcp_address, self.control.address
 

@@ -77,39 +77,28 @@ class Held:
             pass
 
 
-def _fetch_held(handles: Sequence[Held], calls: Counter) -> list[np.ndarray]:
-    """Every handle's array, one Ray call per host process."""
-    ray = import_ray()
-    by_host: dict[Any, list[int]] = {}
-    for i, h in enumerate(handles):
-        by_host.setdefault(h.host, []).append(i)
-    refs = {host: host.fetch.remote([handles[i].id for i in idx]) for host, idx in by_host.items()}
-    calls["fetch"] += len(refs)  # one per host process, counted apart from the runs' calls
-    calls["get"] += 1
-    got = dict(zip(refs, ray.get(list(refs.values()))))
-    out: list = [None] * len(handles)
-    for host, idx in by_host.items():
-        for i, a in zip(idx, got[host]):
-            out[i] = np.array(a, copy=True)
-    return out
+def _lost_kinds() -> tuple:
+    """What a fetch from a process that died raises: Ray's error for a dead actor, or the broken
+    control line's."""
+    return import_ray().exceptions.RayActorError, ConnectionError
 
 
 class _Outputs(Mapping):
-    """device -> its output shards, kept by its host process and fetched from it on first access."""
+    """device -> its output shards, kept by its host process and fetched from it on first access
+    (``fetch``: ``RayMesh._fetch_held``)."""
 
-    def __init__(self, held: Mapping[int, list], calls: Counter):
+    def __init__(self, held: Mapping[int, list], fetch):
         self._held = dict(held)
-        self._calls = calls
+        self._fetch = fetch
         self._got: dict[int, tuple[np.ndarray, ...]] = {}
 
     def __getitem__(self, device: int) -> tuple[np.ndarray, ...]:
         if device not in self._got:
             if device not in self._held:
                 raise KeyError(device)
-            ray = import_ray()
             try:
-                self._got[device] = tuple(_fetch_held(self._held[device], self._calls))
-            except ray.exceptions.RayActorError as e:  # the process died, and the arrays it kept
+                self._got[device] = tuple(self._fetch(self._held[device]))
+            except _lost_kinds() as e:  # the process died, and the arrays it kept
                 raise _outputs_lost(device, e) from e
         return self._got[device]
 
@@ -117,10 +106,9 @@ class _Outputs(Mapping):
         """Every device's shards, one call per host process."""
         missing = [d for d in self._held if d not in self._got]
         if missing:
-            ray = import_ray()
             try:
-                flat = _fetch_held([h for d in missing for h in self._held[d]], self._calls)
-            except ray.exceptions.RayActorError:
+                flat = self._fetch([h for d in missing for h in self._held[d]])
+            except _lost_kinds():
                 for d in missing:  # which device's: fetch one by one
                     self[d]
                 raise
@@ -142,13 +130,18 @@ class _Outputs(Mapping):
         return len(self._held)
 
 
+def _said(cause: BaseException) -> str:
+    """Who reported a process dead: Ray (its actor error) or the driver (its control line broke)."""
+    return "Ray said" if type(cause).__module__.startswith("ray") else "The driver saw"
+
+
 def _outputs_lost(device: int, cause: BaseException) -> BaseException:
     from .errors import DeviceLostError
 
     return DeviceLostError(
         f"device {device}'s Ray actor died after the run, and its output shards with it (they stay on "
         f"the device until fetched): run the program again (RayMesh.repair() restarts the device; "
-        f"retries= does it for you). Ray said: {type(cause).__name__}",
+        f"retries= does it for you). {_said(cause)}: {type(cause).__name__}",
         device=device, lost=(device,),
     )
 
@@ -505,7 +498,7 @@ class RayMesh:
         self._release_dropped()
         held = [i for i, h in enumerate(handles) if isinstance(h, Held)]
         out = list(handles)
-        for i, a in zip(held, _fetch_held([handles[i] for i in held], self.calls)):
+        for i, a in zip(held, self._fetch_held([handles[i] for i in held])):
             out[i] = a
         refs = [i for i, h in enumerate(handles) if not isinstance(h, Held)]
         if refs:
@@ -513,6 +506,58 @@ class RayMesh:
             for i, a in zip(refs, ray.get([handles[i] for i in refs])):
                 out[i] = a
         return out
+
+    def _fetch_held(self, handles: Sequence[Held]) -> list[np.ndarray]:
+        """Every handle's array (each the caller's own copy), one call per host process: on the
+        control lines where every process it reaches has one, else as Ray calls."""
+        by_host: dict[Any, list[int]] = {}
+        for i, h in enumerate(handles):
+            by_host.setdefault(h.host, []).append(i)
+        self.calls["fetch"] += len(by_host)  # one per host process, counted apart from the runs' calls
+        ids = {host: [handles[i].id for i in idx] for host, idx in by_host.items()}
+        got = self._fetch_on_lines(ids)
+        if got is None:
+            ray = import_ray()
+            refs = {host: host.fetch.remote(i) for host, i in ids.items()}
+            self.calls["get"] += 1
+            # copies: Ray hands out read-only views of its object store
+            got = {host: [np.array(a, copy=True) for a in arrays]
+                   for host, arrays in zip(refs, ray.get(list(refs.values())))}
+        out: list = [None] * len(handles)
+        for host, idx in by_host.items():
+            for i, a in zip(idx, got[host]):
+                out[i] = a
+        return out
+
+    def _fetch_on_lines(self, ids: Mapping[Any, list[int]]) -> dict | None:
+        """host -> the arrays of its ``ids``, fetched on the control lines (their bytes out of
+        band, read into arrays of the driver's own); None where a process has no line open or
+        another thread is on the lines. A broken line raises its ConnectionError, what the
+        host's ``fetch`` raised is raised as it is."""
+        line_of = {id(self.actors[g[0]]): line for g, line in self._lines.items() if g[0] in self.actors}
+        lines = {host: line_of.get(id(host)) for host in ids}
+        if any(ln is None or ln.failed is not None for ln in lines.values()):
+            return None
+        if not self._line_lock.acquire(blocking=False):
+            return None
+        try:
+            tag = next(self._run_ids)  # a fresh tag: no run or fetch shares it
+            for host, i in ids.items():
+                lines[host].send(tag, "fetch", (i,))
+            pending = {lines[host]: host for host in ids}
+            got = {}
+            while pending:
+                for line in control_line.wait(list(pending), tag, None):
+                    host = pending.pop(line)
+                    if line.failed is not None:
+                        raise line.failed
+                    try:
+                        got[host] = line.take(tag)
+                    except control_line.HostError as e:
+                        raise e.args[0] from None
+            return got
+        finally:
+            self._line_lock.release()
 
     def _args(self, devs, shards: Mapping[int, list]) -> tuple[tuple, list]:
         """The shards of devices ``devs`` as a run call's arguments: (the (position, id) of each
@@ -651,7 +696,7 @@ class RayMesh:
         pending: dict[Any, tuple[int, ...]] = {}  # one run call per host (a line, or a ref): its devices
         for group, devs, plan, args in calls:
             if lines is not None:
-                lines[group].send(run_id, plan, args)
+                lines[group].send(run_id, "run", (plan, *args))
                 self.calls["line"] += 1
                 pending[lines[group]] = devs
             else:
@@ -750,7 +795,7 @@ class RayMesh:
         memory = MemoryReport(tuple(results[d]["memory"] for d in spmd.devices))
         values = {d: results[d]["values"] for d in spmd.devices} if trace_values else {}
         outputs = _Outputs({d: [Held(self.actors[d], i, self._released) for i in results[d]["outputs"]]
-                            for d in spmd.devices}, self.calls)
+                            for d in spmd.devices}, self._fetch_held)
         timeline = {d: tuple(map(Span._make, results[d]["timeline"])) for d in spmd.devices}
         ex = Execution(spmd, outputs, records, memory, log, values, timeline)
         object.__setattr__(ex, "control_plane", "ray" if lines is None else "sockets")
@@ -851,10 +896,9 @@ def _failure(spmd, results: dict[int, dict], dead: dict[int, BaseException]) -> 
             at = (f"it had not finished its part of instruction {what}: device {peer} was waiting for it "
                   f"({positions[peer]})")
         cause = str(dead[d]).strip().splitlines()[0] if str(dead[d]).strip() else type(dead[d]).__name__
-        said = "Ray said" if type(dead[d]).__module__.startswith("ray") else "The driver saw"  # or its control line
         others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
         return DeviceLostError(
-            f"device {d}'s Ray actor died during the run{others}; {at}. {said}: {cause}",
+            f"device {d}'s Ray actor died during the run{others}; {at}. {_said(dead[d])}: {cause}",
             device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
         )
     errors = {d: r["error"] for d, r in results.items() if r["status"] == "error"}

@@ -25,11 +25,14 @@ class Host:
         self.seen: list = []
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.server = ControlServer(SECRET, self.run)
+        self.server = ControlServer(SECRET, {"run": self.run, "fetch": self.fetch})
         self.address = self.call(self.server.start())
 
     def call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    async def fetch(self, ids):
+        return [np.arange(n, dtype=np.float32) for n in ids]
 
     async def run(self, plan, *inputs):
         self.seen.append((plan, inputs))
@@ -63,7 +66,7 @@ def answer(line: ControlLine, run_id: int, timeout: float = 10.0) -> bytes:
 def test_a_run_goes_and_its_summary_comes_back_with_the_arrays_by_value(host):
     line = ControlLine(host.address, SECRET)
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
-    line.send(0, "p0", [a, a, np.ones(5)])  # a named twice
+    line.send(0, "run", ("p0", a, a, np.ones(5)))  # a named twice
     got = pickle.loads(answer(line, 0))
     assert got == {"plan": "p0", "sum": [66.0, 66.0, 5.0]}
     (_, inputs), = host.seen
@@ -72,14 +75,27 @@ def test_a_run_goes_and_its_summary_comes_back_with_the_arrays_by_value(host):
     line.close()
 
 
+def test_a_fetch_answers_arrays_read_off_the_socket_into_the_driver_s_own_memory(host):
+    line = ControlLine(host.address, SECRET)
+    line.send(7, "fetch", ([3, 0, 1 << 20],))
+    got = answer(line, 7)
+    assert [a.tolist() for a in got[:2]] == [[0.0, 1.0, 2.0], []]
+    assert np.array_equal(got[2], np.arange(1 << 20, dtype=np.float32))
+    assert all(a.flags.writeable for a in got)  # each its own, not a view of anything shared
+    line.send(8, "no such method", ())
+    with pytest.raises(HostError):
+        answer(line, 8)
+    line.close()
+
+
 def test_answers_are_matched_by_run_id_and_a_given_up_run_is_dropped(host):
     line = ControlLine(host.address, SECRET)
-    line.send(1, "wait", [])
+    line.send(1, "run", ("wait",))
     assert control_line.wait([line], 1, 0.2) == []  # not answered yet: the wait times out
-    line.send(2, "p2", [np.ones(3)])
+    line.send(2, "run", ("p2", np.ones(3)))
     assert pickle.loads(answer(line, 2))["sum"] == [3.0]  # a later run answers while the first waits
     host.loop.call_soon_threadsafe(host.release.set)
-    line.send(3, "p3", [])
+    line.send(3, "run", ("p3",))
     assert pickle.loads(answer(line, 3))["plan"] == "p3"
     assert 1 not in line.answers  # run 1's answer came and went: nobody waited for it any more
     line.close()
@@ -87,33 +103,33 @@ def test_answers_are_matched_by_run_id_and_a_given_up_run_is_dropped(host):
 
 def test_what_run_raises_comes_back_as_a_host_error(host):
     line = ControlLine(host.address, SECRET)
-    line.send(0, "raise", [])
+    line.send(0, "run", ("raise",))
     with pytest.raises(HostError) as err:
         answer(line, 0)
     assert isinstance(err.value.args[0], ValueError) and "no longer holds (id 7)" in str(err.value.args[0])
-    line.send(1, "unpicklable", [])  # a summary plain pickle refuses goes by value (cloudpickle) or as text
+    line.send(1, "run", ("unpicklable",))  # a summary plain pickle refuses goes by value (cloudpickle) or as text
     with pytest.raises(HostError, match="lock"):
         answer(line, 1)
-    line.send(2, "p2", [])
+    line.send(2, "run", ("p2",))
     assert pickle.loads(answer(line, 2))["plan"] == "p2"  # the line still works
     line.close()
 
 
 def test_a_host_that_goes_breaks_the_line_and_the_wait_says_so(host):
     line = ControlLine(host.address, SECRET)
-    line.send(0, "wait", [])
+    line.send(0, "run", ("wait",))
     time.sleep(0.1)
     host.stop()  # its process going closes its end
     start = time.monotonic()
     assert control_line.wait([line], 0, 10.0) == [line]
     assert time.monotonic() - start < 5.0
     assert isinstance(line.failed, ConnectionError) and "closed its end" in str(line.failed)
-    line.send(1, "p1", [])  # a broken line writes nothing and does not raise: the wait reports it
+    line.send(1, "run", ("p1",))  # a broken line writes nothing and does not raise: the wait reports it
     assert control_line.wait([line], 1, 0.0) == [line]
 
 
 def test_a_connection_without_the_secret_is_closed(host):
     line = ControlLine(host.address, b"x" * 16)
-    line.send(0, "p0", [])
+    line.send(0, "run", ("p0",))
     assert control_line.wait([line], 0, 10.0) == [line] and line.failed is not None
     assert host.seen == []  # nothing ran

@@ -118,4 +118,27 @@ def test_an_array_its_process_let_go_of_is_refused_by_name_on_the_control_line(r
         with pytest.raises(ValueError, match=rf"no longer holds \(id {shard.id}\)"):
             double(arr)
         res = double(devices.put(x, P("x", None)))
+        before = dict(devices.calls)
         assert res.execution.control_plane == "sockets" and np.array_equal(res.outputs, x * 2)
+        fetched = {k: v - before.get(k, 0) for k, v in devices.calls.items() if v != before.get(k, 0)}
+        assert fetched == {"fetch": 2}  # one per process, on its control line: no Ray get
+        assert res.shards(0)[0].flags.writeable  # the driver's own copy
+
+
+def test_outputs_of_a_process_that_died_after_the_run_are_reported_lost_by_device(ray_session):
+    import ray
+
+    from simshard.runtime import DeviceLostError
+    from simshard.runtime.ray_backend import RayMesh
+
+    x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    with RayMesh(MESH, devices_per_process=4) as devices:
+        double = devices.compile(lambda a: a * 2, x, in_shardings=(P("x", None),))
+        res = double(x)
+        assert res.execution.control_plane == "sockets"
+        ray.kill(devices.actors[5])
+        assert devices.lost() == [4, 5, 6, 7]
+        assert np.array_equal(res.shards(0)[0], x[:4] * 2)  # the other process still has its own
+        with pytest.raises(DeviceLostError, match="device 4's Ray actor died after the run") as err:
+            res.shards(4)
+        assert err.value.device == 4
