@@ -188,10 +188,9 @@ def run(
                             trace_values=bool(check_ops), progress=say, **backend_options)
     from simshard.errors import ReplicaMismatchError
 
-    from .comm_debug import observe, observing, program_info
+    from .comm_debug import observe_run
 
-    if observing():
-        observe(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution.records, program_info(program, spmd))
+    observe_run(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution, program, spmd)
     try:
         outputs = assemble_outputs(spmd, execution.outputs)
     except ReplicaMismatchError as e:

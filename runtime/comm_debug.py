@@ -55,9 +55,11 @@ class CommDebugMode:
         return self.counts.render()
 
 
-def observing() -> bool:
-    """Whether any mode is active (a caller skips gathering a run's records and shardings if not)."""
-    return bool(_ACTIVE.get())
+def observe_run(label: str, execution, program, spmd=None) -> None:
+    """A program's run (an ``Execution``), for every active mode: its records and shardings are
+    gathered only when a mode is active (a run nobody observes never makes its ``CommRecord``s)."""
+    if _ACTIVE.get():
+        observe(label, execution.records, program_info(program, spmd))
 
 
 def observe(label: str, records: Iterable, info: Mapping[str, Any] | None = None) -> None:

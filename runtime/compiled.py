@@ -106,12 +106,11 @@ class Compiled:
         return shards
 
     def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "Result":
-        from .comm_debug import observe, observing, program_info
+        from .comm_debug import observe_run
 
         execution = self.devices.execute(self.key, self.spmd, self.inputs(*args), trace_values=trace_values,
                                          retries=retries)
-        if observing():
-            observe("compiled call", execution.records, program_info(self.program, self.spmd))
+        observe_run("compiled call", execution, self.program, self.spmd)
         return Result(self, execution)
 
 

@@ -115,6 +115,17 @@ class ControlLine:
             raise HostError(pickle.loads(body))
         return bytes(body) if kind == _BYTES else pickle.loads(body, buffers=buffers)
 
+    def outcome(self, tag: int) -> tuple[str, object]:
+        """What became of call ``tag`` once ``wait`` says it is ready: ("value", what the method
+        returned, as ``take`` gives it), ("error", what it raised) or ("dead", the broken line's
+        error: the host process is gone)."""
+        if self.failed is not None:
+            return "dead", self.failed
+        try:
+            return "value", self.take(tag)
+        except HostError as e:
+            return "error", e.args[0]
+
     def _break(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the device process's control line ({self.address[1:]}) broke: {error}")
         self.close()

@@ -394,6 +394,8 @@ class _Device:
         The answer, which the sender looks at when it has finished: "ok"; "finished" (this device
         had completed the run without receiving it: a schedule mismatch); "over" (a run left,
         failed or aborted)."""
+        from .transport import is_lent
+
         if self._over(run_id):
             # a run this device has left: nothing waits for the message
             return "finished" if run_id in self.finished else "over"
@@ -405,7 +407,7 @@ class _Device:
             # alone, a body still in its sender's memory is read when received (socket_channel.Lent)
             if copy:
                 array = st.mailbox.copy_in(src, key, array)
-            elif not hasattr(array, "fetch"):
+            elif not is_lent(array):
                 array = np.asarray(array)
             st.mailbox.arrive(src, key, array, tag, note)
         except Exception as e:  # a duplicate: fail this device's run with it

@@ -33,6 +33,7 @@ mailbox) or after (the sender, once done, looks at its deliveries' answers).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import os
@@ -538,9 +539,9 @@ class RayMesh:
         lines = {host: line_of.get(id(host)) for host in ids}
         if any(ln is None or ln.failed is not None for ln in lines.values()):
             return None
-        if not self._line_lock.acquire(blocking=False):
-            return None
-        try:
+        with self._on_lines() as mine:
+            if not mine:
+                return None
             tag = next(self._run_ids)  # a fresh tag: no run or fetch shares it
             for host, i in ids.items():
                 lines[host].send(tag, "fetch", (i,))
@@ -548,16 +549,11 @@ class RayMesh:
             got = {}
             while pending:
                 for line in control_line.wait(list(pending), tag, None):
-                    host = pending.pop(line)
-                    if line.failed is not None:
-                        raise line.failed
-                    try:
-                        got[host] = line.take(tag)
-                    except control_line.HostError as e:
-                        raise e.args[0] from None
+                    kind, value = line.outcome(tag)
+                    if kind != "value":
+                        raise value
+                    got[pending.pop(line)] = value
             return got
-        finally:
-            self._line_lock.release()
 
     def _args(self, devs, shards: Mapping[int, list]) -> tuple[tuple, list]:
         """The shards of devices ``devs`` as a run call's arguments: (the (position, id) of each
@@ -662,14 +658,21 @@ class RayMesh:
     def _attempt(self, key, spmd, shards: Mapping[int, list], in_object_store, trace_values: bool,
                  abort_wait: float, lost_grace: float):
         """One run of the program on every device (see ``execute``): on the control lines where
-        it can (``_lines_for``), else by Ray calls with ``in_object_store()``'s shards. One thread
-        at a time uses the lines (another's wait would take its answers for stale ones): a run
-        that finds them taken is Ray calls."""
-        mine = self.data_plane == "sockets" and self._line_lock.acquire(blocking=False)
-        try:
+        it can (``_on_lines``, ``_lines_for``), else by Ray calls with ``in_object_store()``'s
+        shards."""
+        with self._on_lines() as mine:
             lines = self._lines_for(shards) if mine else None
             return self._run(key, spmd, shards if lines is not None else in_object_store(), lines, trace_values,
                              abort_wait, lost_grace)
+
+    @contextlib.contextmanager
+    def _on_lines(self):
+        """Whether this thread may use the control lines, held until the block ends: one thread at
+        a time (another's wait would drop its answers as stale); a thread that finds them taken,
+        or a mesh on the Ray data plane, goes by Ray calls."""
+        mine = self.data_plane == "sockets" and self._line_lock.acquire(blocking=False)
+        try:
+            yield mine
         finally:
             if mine:
                 self._line_lock.release()
@@ -710,12 +713,7 @@ class RayMesh:
                 return control_line.wait(list(pending), run_id, left)
 
             def answer(line) -> tuple[str, Any]:
-                if line.failed is not None:  # its process died (Ray would say its actor died)
-                    return "dead", line.failed
-                try:
-                    return "summary", line.take(run_id)
-                except control_line.HostError as e:
-                    return "error", e.args[0]
+                return line.outcome(run_id)  # "dead": its process died, as Ray would say its actor did
         else:
             def wait(left):
                 self.calls["wait"] += 1
@@ -724,7 +722,7 @@ class RayMesh:
             def answer(ref) -> tuple[str, Any]:
                 self.calls["get"] += 1
                 try:
-                    return "summary", ray.get(ref)
+                    return "value", ray.get(ref)
                 except ray.exceptions.RayActorError as e:  # the host died, with all its devices
                     return "dead", e
                 except ray.exceptions.RayTaskError as e:
@@ -753,7 +751,7 @@ class RayMesh:
             for call in ready:
                 devs = pending.pop(call)
                 kind, value = answer(call)
-                if kind == "summary":
+                if kind == "value":  # the host's summary
                     results.update(_unpickle(value) if isinstance(value, bytes) else value)
                 elif kind == "dead":
                     dead.update((d, value) for d in devs)

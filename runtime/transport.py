@@ -315,7 +315,7 @@ class Mailbox:
         ``Transport.expect``), unless that has arrived already (and is not still to be read from
         its sender's memory: a ``fetch``-able body, read into its place when received)."""
         fut = self._slots.get((src, key))
-        if fut is None or not fut.done() or hasattr(_array_of(fut), "fetch"):
+        if fut is None or not fut.done() or is_lent(_array_of(fut)):
             self._places[(src, key)] = out
 
     def place(self, src: int, key: Key, dtype, shape) -> np.ndarray | None:
@@ -376,7 +376,7 @@ class Mailbox:
                     finally:
                         del self._deadlines[fut]
             msg = fut.result()
-            if hasattr(msg.array, "fetch"):  # a socket_channel.Lent
+            if is_lent(msg.array):
                 msg = Message(msg.src, msg.dst, msg.key, msg.array.fetch(self._places.get((src, key))), msg.tag,
                               msg.note)
             return msg
@@ -422,6 +422,12 @@ class Mailbox:
         return [f.result() for f in self._slots.values() if f.done() and not f.cancelled() and f.exception() is None]
 
 
+def is_lent(array) -> bool:
+    """Whether a message's array is a body still in its sender's memory (``socket_channel.Lent``:
+    read by ``fetch`` into the place its receiver names, or let go by ``release``)."""
+    return hasattr(array, "fetch")
+
+
 def _array_of(fut: asyncio.Future):
     """The array of the message a done mailbox slot holds (None for a failed or cancelled one)."""
     if fut.cancelled() or fut.exception() is not None:
@@ -437,7 +443,7 @@ def _let_go(fut: asyncio.Future) -> None:
 
 def _release(array) -> None:
     """Tell the sender of a body still in its memory (a ``socket_channel.Lent``) it will not be read."""
-    if hasattr(array, "release"):
+    if is_lent(array):
         array.release()
 
 
