@@ -89,7 +89,7 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
     out = {}
     rm = None
     if backend == "ray":
-        from simshard.runtime.ray_backend import RayMesh
+        from simshard.runtime.ray.driver.mesh import RayMesh
 
         rm = RayMesh(devices=ids).start()
     try:
@@ -128,7 +128,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
             rng.integers(-2, 3, (d_ff, d)).astype(np.float32))
     specs = (P("x", None), P(None, "y"), P("y", None))
     if backend == "ray":
-        from simshard.runtime.ray_backend import RayMesh
+        from simshard.runtime.ray.driver.mesh import RayMesh
 
         devices = RayMesh(mesh, devices_per_process=per_process).start()
     else:
@@ -159,7 +159,7 @@ def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int
     inputs = {d: [np.full(4, d, np.float32)] for d in ids}
     if backend == "local":
         return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     with RayMesh(devices=ids, devices_per_process=per_process) as rm:
         key = rm.load(spmd, timeout=60.0)

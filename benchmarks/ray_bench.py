@@ -47,14 +47,14 @@ def mlp(x, w1, w2):
 
 
 def ray_mesh_cls():
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     return RayMesh
 
 
 def ensure_ray():
     """The initialised Ray if there is one, else a local one (the backend's defaults)."""
-    from simshard.runtime.ray_backend import ensure_ray as _ensure
+    from simshard.runtime.ray.start import ensure_ray as _ensure
 
     return _ensure()
 

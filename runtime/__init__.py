@@ -1,36 +1,42 @@
-"""The executor (imported as ``simshard.runtime``): local and Ray backends run SPMD schedules.
+"""The runtime (imported as ``simshard.runtime``): partitioned programs run on devices, one room
+per job. It imports the compiler's data types; the compiler never imports it.
 
-It imports the compiler's data types; the compiler never imports it.
-
-* ``transport``: the send / receive interface, mailboxes, the transfer log, the in-memory transport;
-* ``collectives``: all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute and
-  broadcast, written once over a transport, reductions in the canonical (group) order;
-* ``executor``: one device running its Schedule (buffers, compute, collectives, memory);
-* ``local``: ``run_local``, every device as an asyncio task in one event loop;
-* ``placement``: global arrays to input shards and output shards back to global arrays;
-* ``device_array``, ``compiled``, ``local_mesh``: arrays that live on the devices, a program
-  compiled once and run again on either backend, and the local backend's ``LocalMesh``;
-* the Ray backend, one Ray actor per device (or per ``devices_per_process``), imported on first use so that ray is needed only by
-  those who use it: ``ray_start`` (starting Ray and a device worker), ``ray_transport`` (sending
-  between devices), ``socket_channel`` (the sockets between processes of a node), ``ray_actor`` (the
-  device host process), ``ray_mesh`` (``RayMesh``, ``run_ray``);
-  ``ray_backend`` gathers their public names.
+* ``core/``: what every backend shares, with no Ray and no sockets: the ``Transport`` interface,
+  mailboxes and the transfer log, the collectives (written once over a transport, reductions in
+  the canonical group order), the ``Executor`` (one device running its schedule), ``Execution``
+  (what a run produced) and ``placement`` (global arrays to shards and back);
+* ``calls/``: a program compiled once and called again on either backend (``Compiled``), the
+  arrays calls leave on the devices (``DeviceArray``), and ``CommDebugMode``, which watches calls;
+* ``local/``: the local backend: every device an asyncio task of one event loop
+  (``run_local``, ``LocalMesh``, ``InMemoryTransport``);
+* ``wire``: sockets, frames, shared memory and the control line between processes (standard
+  library and numpy only);
+* ``ray/``: the Ray backend: ``start`` (starting Ray and a device process), ``protocol`` (what the
+  driver and a device process say), ``host/`` (the device process), ``driver/`` (``RayMesh``,
+  ``run_ray``), ``nodes`` (mesh axes onto cluster nodes); imported on first use, so only those who
+  use it need ray;
+* ``front/``: what users call: ``ss.run`` and its backend registry, DTensor's vocabulary
+  (``simshard.dtensor``) and redistribution.
 """
 
-from .collectives import (
+from .calls.compiled import Compiled, Result
+from .calls.device_array import DeviceArray
+from .core.collectives import (
     Channel, all_gather, all_reduce, all_to_all, broadcast, collective_permute, reduce_in_order, reduce_scatter,
     run_collective,
 )
+from .core.execution import Execution
+from .core.executor import Executor
+from .core.mailbox import Mailbox, Message
+from .core.placement import assemble_outputs, shard_inputs
+from .core.transfer_log import TransferLog
+from .core.transport import Transport
 from .errors import (
     CollectiveError, DeviceLostError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError,
 )
-from .executor import Executor
-from .compiled import Compiled, Result
-from .device_array import DeviceArray
-from .local import Execution, execute_local, run_local
-from .local_mesh import LocalMesh
-from .placement import assemble_outputs, shard_inputs
-from .transport import InMemoryTransport, Mailbox, Message, Transport, TransferLog
+from .local.backend import execute_local, run_local
+from .local.in_memory import InMemoryTransport
+from .local.mesh import LocalMesh
 
 __all__ = [
     "Channel", "CollectiveError", "Compiled", "DeviceArray", "DeviceLostError", "DeviceOutOfMemoryError", "Execution", "ExecutionError", "Executor",
@@ -42,12 +48,16 @@ __all__ = [
 
 def __getattr__(name):
     # ss.runtime.RayMesh / run_ray without importing ray for the local backend
-    if name in ("RayMesh", "run_ray"):
-        from . import ray_mesh
+    if name == "RayMesh":
+        from .ray.driver.mesh import RayMesh
 
-        return getattr(ray_mesh, name)
+        return RayMesh
+    if name == "run_ray":
+        from .ray.driver.run import run_ray
+
+        return run_ray
     if name == "ensure_ray":
-        from .ray_start import ensure_ray
+        from .ray.start import ensure_ray
 
         return ensure_ray
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

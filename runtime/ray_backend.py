@@ -1,11 +1,11 @@
-"""The Ray backend, one Ray actor per logical device (or per ``devices_per_process`` devices),
-in four modules: ``ray_start`` (starting Ray and a device worker), ``ray_transport`` (sending
-between devices), ``ray_actor`` (the device host) and ``ray_mesh`` (``RayMesh``, the controller, ``run_ray``). This module keeps the names
-users import from ``simshard.runtime.ray_backend``.
-"""
+"""The Ray backend's public names in one place (``simshard.runtime.ray`` holds them)."""
 
-from .ray_actor import DeviceHost
-from .ray_mesh import Compiled, RayMesh, RayResult, run_ray
-from .ray_start import ensure_ray
+from .calls.compiled import Compiled, Result
+from .ray.driver.mesh import RayMesh
+from .ray.driver.run import run_ray
+from .ray.host.device_host import DeviceHost
+from .ray.start import ensure_ray
+
+RayResult = Result  # the name a run on a RayMesh has always had
 
 __all__ = ["Compiled", "DeviceHost", "RayMesh", "RayResult", "ensure_ray", "run_ray"]

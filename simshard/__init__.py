@@ -72,11 +72,11 @@ __all__ += ["estimate"]
 
 
 def run(f, *args, **kwargs):
-    """Run ``f(*args)`` sharded, verify it bit for bit and report its cost (see ``simshard.runtime.api.run``).
+    """Run ``f(*args)`` sharded, verify it bit for bit and report its cost (see ``simshard.runtime.front.api.run``).
 
     The one entry point of the package root that executes; the compiler modules never import the runtime.
     """
-    from .runtime.api import run as _run
+    from .runtime.front.api import run as _run
 
     return _run(f, *args, **kwargs)
 
@@ -90,5 +90,5 @@ def __getattr__(name):
     if name == "dtensor":
         import importlib
 
-        return importlib.import_module("simshard.dtensor")  # simshard.runtime.dtensor (_moved.PUBLIC)
+        return importlib.import_module("simshard.dtensor")  # simshard.runtime.front.dtensor (_moved.PUBLIC)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

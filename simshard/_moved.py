@@ -38,8 +38,24 @@ MOVED = {  # old module -> its new home; a package's submodules move with it
     "simshard.lowering": "simshard.tracing.lowering",
     "simshard.prepare": "simshard.propagate.prepare",
     "simshard.report.units": "simshard.units",
+    # the runtime by job (docs/architecture.md); modules split in two keep a re-exporting file
+    # at their old path instead (runtime/transport.py, ray_mesh.py, ray_actor.py, ray_transport.py)
+    "simshard.runtime.api": "simshard.runtime.front.api",
+    "simshard.runtime.collectives": "simshard.runtime.core.collectives",
+    "simshard.runtime.comm_debug": "simshard.runtime.calls.comm_debug",
+    "simshard.runtime.compiled": "simshard.runtime.calls.compiled",
+    "simshard.runtime.device_array": "simshard.runtime.calls.device_array",
+    "simshard.runtime.dtensor": "simshard.runtime.front.dtensor",
+    "simshard.runtime.executor": "simshard.runtime.core.executor",
+    "simshard.runtime.gc_policy": "simshard.runtime.core.gc_policy",
+    "simshard.runtime.local_mesh": "simshard.runtime.local.mesh",
+    "simshard.runtime.nodes": "simshard.runtime.ray.nodes",
+    "simshard.runtime.placement": "simshard.runtime.core.placement",
+    "simshard.runtime.ray_start": "simshard.runtime.ray.start",
+    "simshard.runtime.redistribute": "simshard.runtime.front.redistribute",
+    "simshard.runtime.user_entries": "simshard.runtime.ray.user_entries",
 }
-PUBLIC = {"simshard.dtensor": "simshard.runtime.dtensor"}  # public path -> the runtime module it names
+PUBLIC = {"simshard.dtensor": "simshard.runtime.front.dtensor"}  # public path -> the runtime module it names
 SHADOWED = {"simshard.trace": "simshard.tracing.tracer", "simshard.layout": "simshard.sharding.layout",
             "simshard.show": "simshard.sharding.show"}
 

@@ -27,7 +27,7 @@ def ray_session():
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        from simshard.runtime.ray_start import ensure_ray
+        from simshard.runtime.ray.start import ensure_ray
 
         ensure_ray(num_cpus=2)
     yield ray

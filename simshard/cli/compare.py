@@ -36,7 +36,7 @@ class ActorPool:
             return None
         key = tuple(mesh.device_ids)
         if key not in self.meshes:
-            from simshard.runtime.ray_mesh import RayMesh
+            from simshard.runtime.ray.driver.mesh import RayMesh
 
             self.meshes[key] = RayMesh(devices=key, address=self.address, devices_per_process=self.per_process)
         return self.meshes[key]

@@ -26,7 +26,7 @@ def mlp_job(args, out: Output) -> int:
     import numpy as np
 
     from simshard import Mesh, P, exact_inputs, run
-    from simshard.runtime.api import default_backend
+    from simshard.runtime.front.api import default_backend
 
     mesh = Mesh({"x": 2, "y": 4})
 

@@ -247,7 +247,7 @@ def backend(args) -> str:
         return "ray"
     if args.backend is not None:
         return args.backend
-    from simshard.runtime.api import default_backend
+    from simshard.runtime.front.api import default_backend
 
     chosen = default_backend()
     if chosen not in ("ray", "local"):

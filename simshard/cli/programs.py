@@ -57,7 +57,7 @@ class Outcome:
 
     strategy: Any  # simshard.programs.Strategy
     mesh: Any  # the Mesh it ran on
-    result: Any = None  # simshard.runtime.api.RunResult
+    result: Any = None  # simshard.runtime.front.api.RunResult
     failure: str | None = None  # set when replicas disagreed and no result exists
     error: str | None = None  # set when the run could not finish (a device ran out of memory)
     seconds: float = 0.0

@@ -240,7 +240,7 @@ def test_progress_shows_on_a_terminal_and_not_with_quiet():
 
 def test_compare_on_ray_starts_one_set_of_actors_for_all_strategies(ray_session, monkeypatch, capsys):
     from simshard.__main__ import main
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     started = []
     real_start = RayMesh.start

@@ -3,7 +3,7 @@
 import pytest
 
 from simshard.sharding.mesh import Mesh
-from simshard.runtime.nodes import PlacementError, actor_options, device_nodes, node_plan, placement_group_for, remove
+from simshard.runtime.ray.nodes import PlacementError, actor_options, device_nodes, node_plan, placement_group_for, remove
 
 pytestmark = pytest.mark.ray_cluster
 

@@ -14,7 +14,7 @@ import pytest
 
 import simshard as ss
 from simshard import P
-from simshard.runtime.nodes import node_plan
+from simshard.runtime.ray.nodes import node_plan
 
 pytestmark = pytest.mark.ray_cluster
 
@@ -53,7 +53,7 @@ def check_crossings(records, transfers, same_node):
 def test_outer_axis_across_nodes_bitwise_and_only_host_collectives_cross(two_node_cluster):
     import ray
 
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     args = ss.exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)
     local = ss.run(mlp, *args, mesh=MESH, in_shardings=IN, out_shardings=OUT, backend="local")
@@ -93,7 +93,7 @@ def test_messages_across_nodes_go_by_tcp_on_the_sockets_plane(two_node_cluster, 
     """Two processes per node: a device reaches its process's devices directly, its node's other
     process by Unix socket and the other node's by TCP (on the ray plane: actor calls), and the
     run is bitwise either way."""
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     mesh = ss.Mesh({"host": 2, "x": 2, "y": 2})
     args = ss.exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import simshard as ss
-from simshard.runtime.local import run_local
-from simshard.runtime.placement import shard_inputs
+from simshard.runtime.local.backend import run_local
+from simshard.runtime.core.placement import shard_inputs
 from simshard.report.opcheck import check_ops
 
 

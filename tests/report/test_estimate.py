@@ -13,8 +13,8 @@ import simshard as ss
 from simshard import P, programs
 from simshard.report.estimate import EstimateError, estimate, estimate_spmd
 from simshard.report.topology import Link, Topology
-from simshard.runtime.local import run_local
-from simshard.runtime.placement import shard_inputs
+from simshard.runtime.local.backend import run_local
+from simshard.runtime.core.placement import shard_inputs
 
 from partition.helpers import exact_values
 from partition.test_random_programs import programs as random_programs

@@ -8,8 +8,10 @@ import functools
 import numpy as np
 
 from simshard.sharding.reduce_ops import REDUCE_OPS
-from simshard.runtime.collectives import Channel
-from simshard.runtime.transport import InMemoryTransport, Mailbox, Transport
+from simshard.runtime.core.collectives import Channel
+from simshard.runtime.local.in_memory import InMemoryTransport
+from simshard.runtime.core.mailbox import Mailbox
+from simshard.runtime.core.transport import Transport
 
 
 def run_devices(devices, body, timeout=5.0):

@@ -59,7 +59,7 @@ def test_a_loop_without_a_selector_is_left_alone():
 @pytest.mark.parametrize("poll", [None, True, False])
 def test_a_ray_mesh_polls_as_told_or_where_the_node_has_the_cores(ray_session, poll):
     from simshard.runtime import run_local
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
     from test_ray import MESH, bits, every_collective
 
     spmd = every_collective(cols=6)

@@ -22,7 +22,7 @@ def devices(request):
         return
     pytest.importorskip("ray")
     request.getfixturevalue("ray_session")
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     with RayMesh(MESH, devices_per_process=4) as rm:
         yield rm
@@ -85,7 +85,7 @@ def test_outputs_stay_in_their_processes_until_no_handle_is_left(ray_session):
 
     import ray
 
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
     with RayMesh(MESH, devices_per_process=8) as devices:
@@ -107,7 +107,7 @@ def test_an_array_its_process_let_go_of_is_refused_by_name_on_the_control_line(r
     raised as it is; the mesh runs on afterwards."""
     import ray
 
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
     with RayMesh(MESH, devices_per_process=4) as devices:
@@ -129,7 +129,7 @@ def test_outputs_of_a_process_that_died_after_the_run_are_reported_lost_by_devic
     import ray
 
     from simshard.runtime import DeviceLostError
-    from simshard.runtime.ray_backend import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh
 
     x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
     with RayMesh(MESH, devices_per_process=4) as devices:

@@ -4,7 +4,7 @@ import pytest
 
 from simshard.errors import ShardingError
 from simshard.sharding.mesh import Mesh
-from simshard.runtime.nodes import PlacementError, check_fits, node_plan
+from simshard.runtime.ray.nodes import PlacementError, check_fits, node_plan
 
 
 def _shares_node_iff_same_node_coords(mesh, plan):

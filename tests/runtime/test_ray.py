@@ -18,7 +18,7 @@ from simshard.partition import (  # noqa: E402
     AllGather, AllReduce, AllToAll, CollectivePermute, ReduceScatter, Schedule, SpmdProgram,
 )
 from simshard.runtime import DeviceLostError, PeerTimeoutError, ScheduleMismatchError, run_local  # noqa: E402
-from simshard.runtime.ray_backend import RayMesh  # noqa: E402
+from simshard.runtime.ray.driver.mesh import RayMesh  # noqa: E402
 
 MESH = ss.Mesh({"x": 2, "y": 4})
 MEGATRON = (P("x", None), P(None, "y"), P("y", None))
@@ -147,7 +147,7 @@ def test_runs_from_several_threads_share_the_mesh_one_thread_at_a_time_on_the_li
 
     compiled = mesh8.compile(mlp, *args, in_shardings=MEGATRON)
     want = bits(mlp(*args))
-    with mesh8._line_lock:  # another thread's run is on the lines: this one is Ray calls
+    with mesh8.lines.lock:  # another thread's run is on the lines: this one is Ray calls
         res = compiled(*args)
     assert res.execution.control_plane == "ray" and bits(res.outputs) == want
     planes, errors = [], []
@@ -456,7 +456,7 @@ def ipaddress_is_loopback(a: str) -> bool:
 def test_ray_is_the_default_backend_of_ss_run(ray_session, monkeypatch):
     monkeypatch.delenv("SIMSHARD_BACKEND", raising=False)
     import simshard as ss
-    from simshard.runtime.api import default_backend
+    from simshard.runtime.front.api import default_backend
 
     assert default_backend() == "ray"
     mesh = ss.Mesh({"x": 2})
@@ -479,13 +479,13 @@ def test_actors_that_cannot_start_give_a_clear_error_not_a_hang(ray_session):
 
 def test_ss_run_on_a_kept_ray_mesh_reuses_its_actors(mesh8, args):
     actors = dict(mesh8.actors)
-    loaded = set(mesh8._shipped())
+    loaded = set(mesh8.shipped)
     a = ss.run(mlp, *args, mesh=MESH, in_shardings=MEGATRON, backend="ray", ray_mesh=mesh8)
     b = ss.run(mlp, *args, mesh=MESH, in_shardings=(P(("x", "y"), None), P(), P()), backend="ray", ray_mesh=mesh8)
     assert a.verify.bitwise and b.verify.bitwise
     assert bits(a.outputs) == bits(b.outputs)
     assert mesh8.actors == actors  # the same actors ran both
-    assert set(mesh8._shipped()) == loaded  # each run's schedules were unloaded after it
+    assert set(mesh8.shipped) == loaded  # each run's schedules were unloaded after it
     with pytest.raises(ValueError, match="does not hold"):
         ss.run(mlp, *args, mesh=ss.Mesh({"x": 16}), in_shardings=(P("x", None), P(), P()), backend="ray",
                ray_mesh=mesh8)
@@ -508,7 +508,7 @@ def test_backends_agree_bitwise_on_gaussian_inputs(mesh8):
 
 
 def test_an_unreachable_cluster_fails_fast_naming_the_address():
-    from simshard.runtime.ray_start import _check_reachable
+    from simshard.runtime.ray.start import _check_reachable
 
     start = time.monotonic()
     with pytest.raises(ConnectionError, match=r"cannot reach a Ray cluster at 127\.0\.0\.1:1: .*SIMSHARD_CONNECT_TIMEOUT"):

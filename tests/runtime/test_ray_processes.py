@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 import simshard as ss  # noqa: E402
 from simshard import P  # noqa: E402
 from simshard.runtime import DeviceLostError, run_local  # noqa: E402
-from simshard.runtime.ray_backend import RayMesh  # noqa: E402
+from simshard.runtime.ray.driver.mesh import RayMesh  # noqa: E402
 from test_ray import MEGATRON, MESH, bits, chain, every_collective, mlp  # noqa: E402
 
 
@@ -146,7 +146,7 @@ def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, 
     inputs = {d: [rng.standard_normal((8, cols)).astype(np.float32)] for d in spmd.devices}
     local = run_local(spmd, inputs)
     with RayMesh(MESH, devices_per_process=2, data_plane=plane) as devices:
-        prefix = shared_memory_prefix(devices._secret)
+        prefix = shared_memory_prefix(devices.secret)
         files = []
         for _ in range(2):
             remote = devices.run_spmd(spmd, inputs)
@@ -155,7 +155,7 @@ def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, 
             plane_ran, records, matrix = remote.data_plane, remote.records, remote.transfers.matrix()
             del remote  # its outputs released (one may be a view of a file), before the next run starts
             gc.collect()
-            ray.get(devices._release_dropped())
+            ray.get(devices.arrays.release_dropped())
         assert files[1] == files[0] and bool(files[0]) == (plane == "sockets" and cols == 65536)
     assert not [n for n in os.listdir(SHM_DIR) if n.startswith(f"{prefix}-")]  # removed with the mesh
     assert plane_ran == plane  # the report says which one ran
@@ -171,13 +171,13 @@ def test_an_unknown_data_plane_is_refused():
 
 @pytest.mark.parametrize("n, cpus, per", [(8, 2, 1), (64, 2, 8), (256, 2, 32), (16, 8, 1), (64, 8, 4), (12, 2, 2), (7, 1, 1)])
 def test_devices_per_process_by_default_keeps_the_processes_few(n, cpus, per):
-    from simshard.runtime.ray_mesh import auto_per_process
+    from simshard.runtime.ray.driver.groups import auto_per_process
 
     assert auto_per_process(n, cpus) == per
 
 
 def test_a_large_mesh_groups_its_devices_by_default_a_cluster_does_not():
-    from simshard.runtime.ray_mesh import auto_per_process
+    from simshard.runtime.ray.driver.groups import auto_per_process
 
     big = ss.Mesh({"x": 8, "y": 8})
     assert len(RayMesh(big).groups) == 64 // auto_per_process(64)  # no actor starts until start()
@@ -196,8 +196,8 @@ def test_a_socket_that_will_not_open_leaves_its_peers_to_ray_calls(ray_session):
         assert set(devices.routes(0).values()) == {"process", "unix"}
         # device 0's process told that every other process sits on another node, at a TCP port
         # nothing listens on
-        elsewhere = {d: ("another node", addr, "tcp:127.0.0.1:1") for d, (_, addr, _) in devices._sockets.items()}
-        ray.get(devices.actors[0].connect.remote(devices.actors, None, elsewhere, devices._secret))
+        elsewhere = {d: ("another node", addr, "tcp:127.0.0.1:1") for d, (_, addr, _) in devices.sockets.items()}
+        ray.get(devices.actors[0].connect.remote(devices.actors, None, elsewhere, devices.secret))
         routes = devices.routes(0)
         assert routes[1] == "process" and {routes[d] for d in spmd.devices if d > 1} == {"ray"}
         remote = devices.run_spmd(spmd, inputs)

@@ -110,7 +110,7 @@ def test_blocks_are_received_into_their_place_in_the_output_when_they_fit(monkey
     each peer's place in the output: a block of that shape that arrives after the offer is
     received there (no join copies it), one of another shape is joined the usual way, and the
     bits are the same either way. Joined along a later dimension, no place is offered."""
-    from simshard.runtime.transport import Mailbox
+    from simshard.runtime.core.mailbox import Mailbox
 
     seen = []  # (a place was offered, it was taken) per message delivered
     offer = Mailbox.place

@@ -397,7 +397,7 @@ def test_a_run_collects_garbage_less_often_and_restores_the_thresholds():
     process's own come back, and a collector switched off (threshold 0) stays off."""
     import gc
 
-    from simshard.runtime.gc_policy import RUN_THRESHOLD
+    from simshard.runtime.core.gc_policy import RUN_THRESHOLD
 
     seen = []
 

@@ -49,7 +49,7 @@ def test_waiting_for_a_collective_the_peer_never_reaches_is_a_deadlock():
 )
 def test_a_different_collective_under_the_same_id(other):
     e = run({0: [AllReduce(1, "%5 dot", src=0, dst=0, group=(0, 1))], 1: [other]})
-    from simshard.runtime.collectives import signature
+    from simshard.runtime.core.collectives import signature
 
     # device 0 receives first (tasks start in device order): its own step, then the sender's, whose
     # message names its position and kind in a few words and its collective in full (the tag)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import simshard as ss
 from runtime_helpers import floats, fold, run_devices, same_bits
 from simshard.sharding.reduce_ops import REDUCE_OPS
-from simshard.runtime.collectives import all_reduce, oneshot_all_reduce
+from simshard.runtime.core.collectives import all_reduce, oneshot_all_reduce
 
 
 @settings(max_examples=60, deadline=None)

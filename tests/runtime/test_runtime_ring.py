@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import simshard as ss
 from runtime_helpers import floats, fold, run_devices, same_bits, uneven_blocks
 from simshard.sharding.reduce_ops import REDUCE_OPS
-from simshard.runtime.collectives import (
+from simshard.runtime.core.collectives import (
     all_gather, all_reduce, reduce_scatter, ring_all_gather, ring_all_reduce, ring_reduce_scatter,
 )
 

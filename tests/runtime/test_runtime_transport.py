@@ -5,7 +5,11 @@ import asyncio
 import numpy as np
 import pytest
 
-from simshard.runtime.transport import DuplicateMessage, InMemoryTransport, Mailbox, RecvTimeout, TagMismatch
+from simshard.runtime.core.transport_errors import DuplicateMessage, RecvTimeout, TagMismatch
+
+from simshard.runtime.local.in_memory import InMemoryTransport
+
+from simshard.runtime.core.mailbox import Mailbox
 
 
 def test_records_bytes_and_messages_per_device_peer_and_key():
@@ -66,7 +70,7 @@ def test_mailbox_times_out_and_matches_by_source_and_key():
         box = Mailbox(1)
         with pytest.raises(RecvTimeout, match="device 1 waited 0.05 s for message \\(2, 0\\) from device 0"):
             await box.get(0, (2, 0), 0.05)
-        from simshard.runtime.transport import Message
+        from simshard.runtime.core.mailbox import Message
 
         box.put(Message(3, 1, (2, 0), np.ones(1)))
         box.put(Message(0, 1, (2, 0), np.zeros(1)))
@@ -104,8 +108,8 @@ def test_an_array_a_peer_has_yet_to_read_is_not_written_in_place():
     import numpy as np
 
     from simshard.partition import Schedule
-    from simshard.runtime.executor import Executor
-    from simshard.runtime.transport import InMemoryTransport
+    from simshard.runtime.core.executor import Executor
+    from simshard.runtime.local.in_memory import InMemoryTransport
 
     lent = np.zeros(4)
 
@@ -131,7 +135,7 @@ def test_a_body_left_in_its_senders_memory_is_read_into_the_place_offered_when_r
     import pytest
 
     from simshard.runtime import socket_channel as sc
-    from simshard.runtime.transport import Mailbox
+    from simshard.runtime.core.mailbox import Mailbox
 
     if not sc.memory_reads_possible():
         pytest.skip("no process_vm_readv here")
@@ -165,7 +169,7 @@ def test_a_run_aborted_before_it_started_lets_go_of_bodies_lent_for_it():
     import pytest
 
     from simshard.runtime import socket_channel as sc
-    from simshard.runtime.ray_actor import _Device
+    from simshard.runtime.ray.host.device import HostedDevice as _Device
 
     if not sc.memory_reads_possible():
         pytest.skip("no process_vm_readv here")
@@ -179,5 +183,5 @@ def test_a_run_aborted_before_it_started_lets_go_of_bodies_lent_for_it():
         await device.abort(7)
         return await device.run("never loaded", 7, False)
 
-    assert asyncio.run(main())["status"] == "aborted"
+    assert asyncio.run(main()).status == "aborted"
     assert told == ["released"]

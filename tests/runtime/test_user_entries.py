@@ -11,7 +11,7 @@ from simshard import dtensor as dt
 from simshard.ir.program import Aval
 from simshard.ops import OPS, factor_rule
 from simshard.partition import partition
-from simshard.runtime.user_entries import user_entries
+from simshard.runtime.ray.user_entries import user_entries
 
 
 @pytest.fixture

@@ -56,8 +56,11 @@ from simshard.report.memory import DeviceMemory
 from simshard.units import fmt_bytes
 
 from .collectives import Channel, check_algorithm, run_collective, signature
-from .errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError
-from .transport import Deadlock, DuplicateMessage, PeerFinished, PeerLost, RecvTimeout, TagMismatch, Transport, TransportError
+from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError
+from .transport import Transport
+from .transport_errors import (
+    Deadlock, DuplicateMessage, PeerFinished, PeerLost, RecvTimeout, TagMismatch, TransportError,
+)
 
 
 def describe(instr: Instr) -> str:

@@ -54,7 +54,7 @@ import numpy as np
 from simshard.sharding.reduce_ops import REDUCE_OPS
 from simshard.report.comm import balanced_chunks
 
-from .errors import CollectiveError
+from ..errors import CollectiveError
 from .transport import Transport
 
 ALGORITHMS = ("direct", "ring", "oneshot")

@@ -9,19 +9,27 @@ only place that also executes, so it lives in the runtime.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import optree
 
+from simshard.errors import ReplicaMismatchError, TraceError
+from simshard.ir.program import Program
 from simshard.ops.threads import one_blas_thread
+from simshard.partition import partition
 from simshard.partition.schedule import SpmdProgram
 from simshard.propagate.prepare import prepare
-from simshard.ir.program import Program
 from simshard.report import CommReport, MemoryReport, VerifyReport
+from simshard.report.opcheck import check_ops as verify_ops, program_bytes
+from simshard.tracing.context import get_mesh, use_mesh
 
-from .placement import assemble_outputs, shard_inputs
+from ..calls.comm_debug import observe_run
+from ..core.placement import assemble_outputs, shard_inputs
+from .backends import BACKENDS, backend_named, default_backend, options_of
 
 
 OPCHECK_MAX_BYTES = 64 << 20  # ss.run checks op by op by default up to this many bytes of values
@@ -47,10 +55,6 @@ class RunResult:
 def _verify(f, args, program: Program, leaves, outputs, mesh=None) -> VerifyReport:
     """Compare with the user's own function run whole in plain numpy; where it cannot run outside
     a trace (a manual region, say), with the program run whole by the registry's kernels."""
-    from simshard.tracing.tracer import TraceError
-
-    from simshard.tracing.context import get_mesh, use_mesh
-
     plain = getattr(f, "fun", None) or getattr(f, "__wrapped__", None) or f
     try:
         # under the run's mesh: a transformation (ss.grad) traces the function even here, and
@@ -62,40 +66,14 @@ def _verify(f, args, program: Program, leaves, outputs, mesh=None) -> VerifyRepo
     return VerifyReport.compare(outputs, [np.asarray(e) for e in expected])
 
 
-def options_of(backend: str) -> frozenset[str]:
-    """The keywords ``ss.run`` passes on to ``backend``: its runner's (and for Ray, ``RayMesh``'s)
-    own options, read off their signatures."""
-    import inspect
-
-    own = {"spmd", "inputs", "mesh", "device_memory", "timeout", "trace_values", "progress", "devices", "address",
-           "node_axes"}
-    if backend == "local":
-        from .local import run_local
-
-        runners = [run_local]
-    elif backend == "ray":
-        from .ray_mesh import RayMesh, run_ray
-
-        runners = [run_ray, RayMesh.__init__]
-        own -= {"address", "node_axes"}
-    else:
-        raise ValueError(f"ss.run: unknown backend {backend!r} (available: 'local', 'ray')")
-    names = {p.name for r in runners for p in inspect.signature(r).parameters.values()
-             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    return frozenset(names - own - {"self"})
-
-
 def _check_options(backend: str, given) -> None:
     """An unknown keyword is a TypeError naming it and the nearest one ``ss.run`` knows."""
-    import difflib
-    import inspect
-
     known = options_of(backend)
     unknown = sorted(set(given) - known)
     if not unknown:
         return
     every = set(inspect.signature(run).parameters) - {"f", "args", "backend_options"}
-    every |= options_of("local") | options_of("ray")
+    every |= {o for name in BACKENDS for o in options_of(name)}
     k = unknown[0]
     if k in every:
         hint = f": it is an option of another backend, not of backend={backend!r}"
@@ -104,13 +82,6 @@ def _check_options(backend: str, given) -> None:
         hint = f"; did you mean {near[0]!r}?" if near else ""
     raise TypeError(f"ss.run() got an unexpected keyword argument {k!r}{hint} "
                     f"(backend={backend!r} takes: {', '.join(sorted(known)) or 'none'})")
-
-
-def default_backend() -> str:
-    """``ray`` unless ``SIMSHARD_BACKEND`` names another backend."""
-    import os
-
-    return os.environ.get("SIMSHARD_BACKEND", "ray")
 
 
 def run(
@@ -160,36 +131,19 @@ def run(
     ``progress``: called with a short description as each stage starts (tracing, partitioning,
     starting device actors, running, verifying), for a progress display.
     """
-    from simshard.partition import partition
-
     say = progress or (lambda stage: None)
     backend = backend or default_backend()
     _check_options(backend, backend_options)
     say("tracing and propagating")
     program, leaves = prepare(f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
-    from simshard.report.opcheck import check_ops as _check_ops, program_bytes
-
     say("partitioning")
     spmd = partition(program)
     inputs = shard_inputs(spmd, *leaves)
     if check_ops is None:
         check_ops = program_bytes(program) <= OPCHECK_MAX_BYTES
-    if backend == "local":
-        from .local import run_local
-
-        say(f"running on {len(spmd.devices)} devices in this process")
-        execution = run_local(spmd, inputs, device_memory=device_memory, timeout=timeout,
-                              trace_values=bool(check_ops), **backend_options)
-    elif backend == "ray":
-        from .ray_mesh import run_ray
-
-        execution = run_ray(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
-                            trace_values=bool(check_ops), progress=say, **backend_options)
-    from simshard.errors import ReplicaMismatchError
-
-    from .comm_debug import observe_run
-
+    execution = backend_named(backend).run(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
+                                           trace_values=bool(check_ops), progress=say, **backend_options)
     observe_run(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution, program, spmd)
     try:
         outputs = assemble_outputs(spmd, execution.outputs)
@@ -198,7 +152,7 @@ def run(
             raise
         # the outputs cannot even be assembled: name the first op that went wrong
         with one_blas_thread():
-            report = VerifyReport((), _check_ops(spmd, execution.values, leaves))
+            report = VerifyReport((), verify_ops(spmd, execution.values, leaves))
         first = report.first_divergence
         err = ReplicaMismatchError(f"{e}; op by op, the first wrong op: {first.describe()}" if first else str(e))
         err.verify = report
@@ -207,6 +161,6 @@ def run(
     with one_blas_thread():  # the reference's kernels as the devices ran theirs
         verify = _verify(f if reference is None else reference, args, program, leaves, outputs, mesh)
         if check_ops:
-            verify = verify.with_ops(_check_ops(spmd, execution.values, leaves))
+            verify = verify.with_ops(verify_ops(spmd, execution.values, leaves))
     structured = optree.tree_unflatten(program.out_tree, list(outputs)) if program.out_tree is not None else outputs
     return RunResult(structured, verify, execution.comm, execution.memory, program, spmd, execution)

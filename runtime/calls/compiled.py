@@ -15,6 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 import optree
 
+from ..core.placement import assemble_outputs, input_shards
+from .comm_debug import observe_run
 from .device_array import DeviceArray, matches, output_arrays, place
 
 
@@ -88,8 +90,6 @@ class Compiled:
     def inputs(self, *args) -> dict[int, list]:
         """Each device's input shards for ``args``: numpy arrays sharded here, DeviceArrays' own
         shards as they are (their sharding must be the program's, ``matches``)."""
-        from .placement import input_shards
-
         leaves = _leaves(args, self.static)
         if len(leaves) != len(self.spmd.in_shardings):
             raise ValueError(f"the program takes {len(self.spmd.in_shardings)} arrays, got {len(leaves)}")
@@ -106,8 +106,6 @@ class Compiled:
         return shards
 
     def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "Result":
-        from .comm_debug import observe_run
-
         execution = self.devices.execute(self.key, self.spmd, self.inputs(*args), trace_values=trace_values,
                                          retries=retries)
         observe_run("compiled call", execution, self.program, self.spmd)
@@ -129,8 +127,6 @@ class Result:
 
     @property
     def outputs(self):
-        from .placement import assemble_outputs
-
         outputs = self.execution.outputs
         got = outputs.fetch() if hasattr(outputs, "fetch") else outputs
         return self._tree(assemble_outputs(self.compiled.spmd, got))

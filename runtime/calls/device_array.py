@@ -19,6 +19,8 @@ import numpy as np
 
 from simshard.sharding.layout import equivalent, layout
 
+from ..core.placement import output_shapes
+
 
 @dataclass(frozen=True, eq=False)
 class DeviceArray:
@@ -96,8 +98,6 @@ def matches(arr: DeviceArray, sharding, where: str) -> None:
 
 def output_arrays(spmd, handles: Mapping[int, list], fetch: Callable) -> tuple[DeviceArray, ...]:
     """The program's outputs as DeviceArrays over each device's output handles."""
-    from .placement import output_shapes
-
     out = []
     for i, shape in enumerate(output_shapes(spmd)):
         v = spmd.program.outputs[i]

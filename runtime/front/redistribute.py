@@ -22,7 +22,7 @@ from simshard.partition.reshard import plan_reshard
 from simshard.partition.schedule import SpmdProgram
 from simshard.report.comm import CommReport
 
-from . import comm_debug
+from ..calls import comm_debug
 
 # devices object -> (source, target, shape, dtype) -> (load key, SpmdProgram)
 _LOADED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()

@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .compiled import Compiled, compile_on, put
+from ..calls.compiled import Compiled, compile_on, put
+from ..core.collectives import check_algorithm
+from .backend import run_local
 
 
 class LocalMesh:
@@ -31,8 +33,6 @@ class LocalMesh:
         self._loaded.clear()
 
     def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct") -> int:
-        from .collectives import check_algorithm
-
         check_algorithm(algorithm)
         missing = sorted(set(spmd.devices) - set(self.devices))
         if missing:
@@ -42,8 +42,6 @@ class LocalMesh:
         return key
 
     def execute(self, key, spmd, inputs, *, trace_values: bool = False, retries: int = 0):
-        from .local import run_local
-
         return run_local(spmd, inputs, trace_values=trace_values, **self._loaded[key])
 
     def compile(self, f, *args, **options) -> Compiled:

@@ -38,8 +38,10 @@ from simshard.sharding.placements import (
 from simshard.sharding.reduce_ops import ReduceOp, register_reduce_op
 from simshard.sharding.spelling import from_spelling
 
-from .comm_debug import CommDebugMode
-from .device_array import DeviceArray, place
+from ..calls.comm_debug import CommDebugMode
+from ..calls.device_array import DeviceArray, place
+from ..local.mesh import LocalMesh
+from .redistribute import redistribute_shards
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,8 +93,6 @@ class DTensor(DeviceArray):
     def redistribute(self, device_mesh=None, placements=None) -> "DTensor":
         """The same global array laid out by ``placements`` (a list, or text such as
         ``"[R, S(1)]"``), moved by the reshard planner's collectives on the devices."""
-        from .redistribute import redistribute_shards
-
         if device_mesh is not None and _mesh_of(device_mesh) != self.device_mesh:
             raise ShardingError("mesh-mismatch", f"redistribute to mesh {_mesh_of(device_mesh)}: the DTensor lives on "
                                 f"{self.device_mesh}; redistributing across meshes is not supported")
@@ -211,8 +211,6 @@ def _host(device_mesh):
     """The devices object for ``device_mesh``: itself for a LocalMesh / RayMesh, the (one) LocalMesh
     of a plain ``ss.Mesh``."""
     if isinstance(device_mesh, Mesh):
-        from .local_mesh import LocalMesh
-
         if device_mesh not in _KEEP:
             _KEEP[device_mesh] = LocalMesh(device_mesh)
         return _KEEP[device_mesh]

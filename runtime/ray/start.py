@@ -22,7 +22,7 @@ from typing import Any
 # ones to the object store itself.
 INLINE_BYTES = 1 << 20
 ACTOR_CPUS_MAX = 0.25
-RUNTIME_DIR = str(Path(__file__).resolve().parent)
+RUNTIME_DIR = str(Path(__file__).resolve().parent.parent)  # the runtime folder: ray/start.py is in ray/
 
 
 def import_ray():

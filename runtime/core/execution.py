@@ -1,0 +1,88 @@
+"""What a run produced, on either backend: ``Execution`` (each device's output shards and what the
+run cost), and the check both backends make of a run's inputs before they start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from simshard.partition.schedule import SpmdProgram
+from simshard.report.comm import CommRecord, CommReport
+from simshard.report.memory import MemoryReport
+
+from .placement import assemble_outputs
+from .transfer_log import TransferLog
+
+
+@dataclass(frozen=True, eq=False)
+class Execution:
+    """What a run produced: each device's output shards, and what it cost."""
+
+    def __repr__(self) -> str:  # short: asyncio may repr a finished task's result (its arrays)
+        return f"<Execution of {len(self.outputs)} devices, {len(self.record_rows)} collective records>"
+
+    spmd: SpmdProgram
+    outputs: Mapping[int, tuple[np.ndarray, ...]]  # device -> its local output shards
+    # one CommRecord's fields per collective instruction per participating device (``records``
+    # makes the records when first read: a run that nobody asks about pays little for them)
+    record_rows: Sequence[tuple]
+    memory: MemoryReport
+    transfers: TransferLog  # every message, as recorded by the transport
+    # device -> buffer -> its contents right after it was written, for the SpmdProgram's
+    # checkpoint buffers; empty unless the run traced values (``trace_values=True``)
+    values: Mapping[int, Mapping[int, np.ndarray]] = field(default_factory=dict)
+    # device -> when it ran each instruction (``executor.Span``s, in schedule order)
+    timeline: Mapping[int, tuple] = field(default_factory=dict)
+    # what the Ray backend adds (the local backend leaves the defaults): the driver's calls per
+    # kind over every attempt, how many attempts the run took, the devices restarted on the way,
+    # and the routes its messages (data plane) and its run calls (control plane) took
+    controller_calls: Mapping[str, int] = field(default_factory=dict)
+    attempts: int = 1
+    restarted: tuple[int, ...] = ()
+    data_plane: str | None = None
+    control_plane: str | None = None
+
+    @cached_property
+    def records(self) -> tuple[CommRecord, ...]:
+        """One per collective instruction per participating device."""
+        return tuple(CommRecord(*row) for row in self.record_rows)
+
+    @property
+    def comm(self) -> CommReport:
+        return CommReport(self.records)
+
+    def shards(self, device: int) -> tuple[np.ndarray, ...]:
+        return self.outputs[device]
+
+    def assemble(self, shapes: Sequence[Sequence[int]] | None = None) -> tuple[np.ndarray, ...]:
+        """The global outputs, rebuilt from the shards by ``simshard.sharding.layout`` with the program's
+        ``out_shardings`` (global shapes from the program's outputs unless given)."""
+        return assemble_outputs(self.spmd, self.outputs, shapes)
+
+
+def check_inputs(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndarray]]) -> None:
+    """Every device of ``spmd`` given as many input shards as its schedule takes, and no other device
+    given any: a ``ValueError`` naming the device otherwise (both backends check before they start)."""
+    devices = spmd.devices
+    if len(set(devices)) != len(devices):
+        dup = sorted({d for d in devices if devices.count(d) > 1})
+        raise ValueError(f"the SpmdProgram has more than one schedule for device {dup[0]}")
+    missing = [d for d in devices if d not in inputs]
+    extra = [d for d in inputs if d not in devices]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"no inputs for devices {missing}")
+        if extra:
+            parts.append(f"inputs for devices {extra}, which have no schedule")
+        raise ValueError("run_local: " + "; ".join(parts))
+    for s in spmd.schedules:
+        if len(inputs[s.device]) != len(s.inputs):
+            raise ValueError(
+                f"run_local: device {s.device}'s schedule takes {len(s.inputs)} input shards, got {len(inputs[s.device])}"
+            )
+
+

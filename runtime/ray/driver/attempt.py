@@ -1,0 +1,122 @@
+"""One attempt at running a loaded program on every device of a ``RayMesh``.
+
+``RunAttempt`` sends each device process its run call (``send``), collects the answers as they
+come (``collect``), stops the others when a device fails or dies (``abort``, after a grace time
+in which survivors of a dead device name what they waited for), and turns the answers into an
+``Execution`` or the error that names the device (``result``). Its calls go on the control lines
+or as Ray calls (``routes.py``); the state machine is the same for both.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from simshard.report.memory import MemoryReport
+
+from ...core.execution import Execution
+from ...core.executor import Span
+from ...core.transfer_log import TransferLog
+from ..protocol import DeviceSummary, RunPlan, Status
+from .failures import check_delivered, run_failure
+from .held import Held, HeldOutputs
+from .routes import Reply
+
+
+class RunAttempt:
+    """A run of program ``key`` (``spmd``) on ``mesh`` with each device's ``shards``, by ``route``."""
+
+    def __init__(self, mesh, key, spmd, shards: Mapping[int, list], route, *, trace_values: bool,
+                 abort_wait: float, lost_grace: float):
+        self.mesh, self.key, self.spmd, self.shards, self.route = mesh, key, spmd, shards, route
+        self.trace_values, self.abort_wait, self.lost_grace = trace_values, abort_wait, lost_grace
+        self.run_id = mesh.last_run = next(mesh.run_ids)
+        self.pending: dict[Any, tuple[int, ...]] = {}  # one run call per process (a line, or a ref): its devices
+        self.summaries: dict[int, DeviceSummary] = {}
+        self.dead: dict[int, BaseException] = {}
+        self.told_dead: set[int] = set()
+        self.deadline: float | None = None  # once something failed: when to stop waiting
+        self.aborted = False
+
+    def send(self) -> None:
+        """Every process's run call. Every call is made before any is sent: ``run_args`` may refuse
+        a shard, and then nothing has started."""
+        mesh = self.mesh
+        made = [(group, devs, mesh.arrays.run_args(devs, self.shards)) for group in mesh.groups
+                for devs in [tuple(d for d in group if d in self.shards)] if devs]
+        calls = []
+        for group, devs, (held, args) in made:
+            counts = tuple((d, len(self.shards[d])) for d in devs)
+            released = tuple(mesh.arrays.released.pop(mesh.actors[devs[0]], ()))  # dropped arrays go with the run
+            plan = RunPlan(self.key, self.run_id, bool(self.trace_values), counts, held, released)
+            calls.append((group, devs, tuple(plan), args))
+        for group, devs, plan, args in calls:
+            self.pending[self.route.send(self.run_id, group, mesh.actors[devs[0]], plan, args)] = devs
+        mesh.arrays.release_dropped()  # hosts this run does not reach
+
+    def collect(self) -> None:
+        """Wait for every answer, aborting the survivors when a device fails or dies."""
+        while self.pending:
+            left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+            ready = self.route.wait(self.pending, self.run_id, left)
+            if not ready:
+                if self.aborted:
+                    break  # aborted devices that do not answer: reported as such
+                self.abort()  # survivors of a dead device that did not fail in the grace time
+                continue
+            for call in ready:
+                self._take(self.pending.pop(call), self.route.answer(call, self.run_id))
+            if not self.aborted and self.pending:
+                self._react()
+        for devs in self.pending.values():
+            self.summaries.update((d, DeviceSummary.aborted("not answering")) for d in devs)
+
+    def _take(self, devs: tuple[int, ...], answer) -> None:
+        if answer.reply is Reply.VALUE:
+            self.summaries.update(answer.value)
+        elif answer.reply is Reply.DEAD:
+            self.dead.update((d, answer.value) for d in devs)
+        else:
+            self.summaries.update((d, DeviceSummary.failed(answer.value)) for d in devs)
+
+    def _react(self) -> None:
+        """After answers came: abort at once if a device failed, or died and the run will be tried
+        again; if one died on the last try, let the others run on until they need it (and so name
+        what they waited for), and abort whatever still runs after the grace time."""
+        newly_dead = set(self.dead) - self.told_dead
+        if any(not s.ok for s in self.summaries.values()):
+            self.abort()
+        elif newly_dead and self.lost_grace <= 0:
+            self.abort()
+        elif newly_dead:
+            self.told_dead |= newly_dead
+            self.deadline = time.monotonic() + self.lost_grace
+            for devs in self.pending.values():
+                for d in devs:
+                    self.mesh.call(d, "peer_lost", self.run_id, tuple(sorted(self.told_dead)))
+
+    def abort(self) -> None:
+        """Stop every device still running; their answers are awaited ``abort_wait`` seconds more."""
+        self.aborted, self.deadline = True, time.monotonic() + self.abort_wait
+        for devs in self.pending.values():
+            for d in devs:
+                self.mesh.call(d, "abort", self.run_id)
+
+    def result(self) -> Execution:
+        """The run's ``Execution`` (outputs left on the devices), or the error naming the device."""
+        spmd, summaries = self.spmd, self.summaries
+        if self.dead or any(s.status is not Status.OK for s in summaries.values()):
+            raise run_failure(spmd, summaries, self.dead)
+        check_delivered(spmd, summaries)
+        mesh = self.mesh
+        outputs = HeldOutputs({d: [Held(mesh.actors[d], i, mesh.arrays.released) for i in summaries[d].outputs]
+                               for d in spmd.devices}, mesh.arrays.fetch_held)
+        return Execution(
+            spmd, outputs,
+            record_rows=tuple(row for d in spmd.devices for row in summaries[d].records),
+            memory=MemoryReport(tuple(summaries[d].memory for d in spmd.devices)),
+            transfers=TransferLog.of_rows([row for d in spmd.devices for row in summaries[d].transfers]),
+            values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},
+            timeline={d: tuple(map(Span._make, summaries[d].timeline)) for d in spmd.devices},
+            data_plane=mesh.data_plane, control_plane=self.route.name,
+        )

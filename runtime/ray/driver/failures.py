@@ -1,0 +1,77 @@
+"""What went wrong in a run on device processes, said as one error naming a device: a device
+that died (and where its peers were waiting for it), a device's own failure before the
+mismatches it caused in its peers, or a message no device received."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ...core.executor import describe
+from ...errors import DeviceLostError, ExecutionError, ScheduleMismatchError
+from ..protocol import DeviceSummary, Status
+from .held import who_said
+
+
+def lost_at_load(devices, cause: BaseException, attempts: int) -> DeviceLostError:
+    devices = tuple(sorted(devices))
+    which = f"device {devices[0]}" if len(devices) == 1 else f"devices {list(devices)}"
+    return DeviceLostError(
+        f"{which}: Ray actor gone while the program was loading (before it ran): RayMesh.repair() restarts "
+        f"it; load(..., retries=1), or retries= on a run, does it for you. Ray said: {type(cause).__name__}",
+        lost=devices, attempts=attempts,
+    )
+
+
+def run_failure(spmd, summaries: Mapping[int, DeviceSummary], dead: Mapping[int, BaseException]) -> BaseException:
+    """The error a failed run raises: the lowest dead device, with where its peers waited for it;
+    else the lowest device's own failure (before the mismatches it caused in its peers)."""
+    positions = {d: s.where for d, s in summaries.items()}
+    if dead:
+        return _device_died(spmd, summaries, dead, positions)
+    errors = {d: s.error for d, s in summaries.items() if s.status is Status.ERROR}
+    own = {d: e for d, e in errors.items() if not isinstance(e, ScheduleMismatchError)}
+    pick = own or errors
+    if pick:
+        e = pick[min(pick)]
+        return e if isinstance(e, BaseException) else ExecutionError(str(e))
+    return ExecutionError(f"the run was aborted without an error (devices: {positions})")
+
+
+def _device_died(spmd, summaries: Mapping[int, DeviceSummary], dead: Mapping[int, BaseException],
+                 positions: Mapping[int, str]) -> DeviceLostError:
+    d = min(dead)
+    waiting = []  # (peer, instruction id) of survivors waiting for d
+    for p, s in sorted(summaries.items()):
+        waiting += [(p, k[0]) for src, k in s.waits if src == d]
+        err = s.error
+        if isinstance(err, ScheduleMismatchError) and d in getattr(err, "devices", ()) and err.instr is not None:
+            waiting.append((p, err.instr))
+    instr = position = None
+    at = "its position is unknown (no surviving device was waiting for it)"
+    if waiting:
+        peer, instr = waiting[0]
+        sched = spmd.schedule(d)
+        position = next((i for i, ins in enumerate(sched.instrs) if ins.id == instr), None)
+        what = f"[{instr}]" if position is None else f"position {position} {describe(sched.instrs[position])}"
+        at = (f"it had not finished its part of instruction {what}: device {peer} was waiting for it "
+              f"({positions[peer]})")
+    cause = str(dead[d]).strip().splitlines()[0] if str(dead[d]).strip() else type(dead[d]).__name__
+    others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
+    return DeviceLostError(
+        f"device {d}'s Ray actor died during the run{others}; {at}. {who_said(dead[d])}: {cause}",
+        device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
+    )
+
+
+def check_delivered(spmd, summaries: Mapping[int, DeviceSummary]) -> None:
+    """A ``ScheduleMismatchError`` for the first message its receiver never took: one left in its
+    mailbox when it finished, or one that reached it after it had finished (as its sender heard)."""
+    unreceived = [(src, d, k, note) for d in spmd.devices for src, k, note in summaries[d].undelivered]
+    unreceived += [(s, d, k, note) for s in spmd.devices for d, k, note in summaries[s].late]
+    if unreceived:
+        src, d, k, note = unreceived[0]
+        raise ScheduleMismatchError(
+            f"schedules do not match: device {src} sent message {k} (instruction id {k[0]}, sent {note}) to "
+            f"device {d}, which finished without receiving it",
+            devices=(src, d), positions={src: note, d: summaries[d].where},
+        )

@@ -1,0 +1,80 @@
+"""The driver's control lines (``runtime/control_line.py``) to the device processes of its node:
+which process has one open, who may use them now, and whether a run can go on them.
+
+One thread at a time is on the lines (``claim``): another thread's wait would take this one's
+answers for stale ones and drop them, so a thread that finds them taken goes by Ray calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Mapping
+
+from ...control_line import INLINE_MAX, ControlLine
+from ..start import import_ray
+from .held import Held
+
+
+class ControlLines:
+    """group (a tuple of devices sharing a process) -> the driver's line to that process."""
+
+    def __init__(self, secret: bytes, enabled: bool):
+        self.secret = secret
+        self.enabled = enabled  # False on the ray data plane: every call is a Ray call
+        self.by_group: dict[tuple[int, ...], ControlLine] = {}
+        self.lock = threading.Lock()  # held by the thread whose run or fetch is on the lines
+
+    def open(self, group: tuple[int, ...], address: str | None, timeout: float | None) -> None:
+        """The line to ``group``'s (new) process, at ``address`` (None: on another node, where its
+        runs stay Ray calls); a line that does not open leaves Ray calls too."""
+        old = self.by_group.pop(group, None)
+        if old is not None:
+            old.close()
+        if address is not None:
+            try:
+                self.by_group[group] = ControlLine(address, self.secret, timeout=timeout or 10.0)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        for line in self.by_group.values():
+            line.close()
+        self.by_group = {}
+
+    @contextlib.contextmanager
+    def claim(self) -> Iterator[bool]:
+        """Whether this thread may use the lines, held until the block ends (see the module
+        docstring): False for a thread that finds them taken, or a mesh on the ray data plane."""
+        mine = self.enabled and self.lock.acquire(blocking=False)
+        try:
+            yield mine
+        finally:
+            if mine:
+                self.lock.release()
+
+    def for_run(self, groups, shards: Mapping[int, list]) -> dict | None:
+        """The lines a run goes on (group -> line): every process it reaches has a line open and
+        every shard is kept there or small enough to go by value (``INLINE_MAX``); None otherwise
+        (the run is Ray calls, its shards in the object store)."""
+        ray = import_ray()
+        for ins in shards.values():
+            for a in ins:
+                if not isinstance(a, Held) and (isinstance(a, ray.ObjectRef) or getattr(a, "nbytes", 0) >= INLINE_MAX):
+                    return None
+        lines = {}
+        for group in groups:
+            if any(d in shards for d in group):
+                line = self.by_group.get(group)
+                if line is None or line.failed is not None:
+                    return None
+                lines[group] = line
+        return lines
+
+    def of_hosts(self, actors: Mapping[int, Any], hosts) -> dict | None:
+        """host handle -> its process's line, for each of ``hosts``; None where one has none open."""
+        line_of = {id(actors[g[0]]): line for g, line in self.by_group.items() if g[0] in actors}
+        lines = {host: line_of.get(id(host)) for host in hosts}
+        if any(ln is None or ln.failed is not None for ln in lines.values()):
+            return None
+        return lines

@@ -1,0 +1,24 @@
+"""The device side of the Ray backend: the host process of one or more devices.
+
+These modules (and ``ray/start.py``, ``ray/protocol.py``) travel to each device process by value
+with the ``DeviceHost`` actor class (``RayMesh.start`` registers them with cloudpickle): a worker
+must not import another checkout's ``simshard.runtime`` before ``bootstrap`` has bound the
+driver's. So at their top they import only each other and the standard library; the runtime's
+core (executor, mailbox, schedules) is imported inside the methods that run after ``bootstrap``.
+
+* ``device_host``: ``DeviceHost``, the actor: held arrays, sockets, run calls for its devices;
+* ``device``: ``HostedDevice``, one logical device's programs, runs and mailboxes;
+* ``peers``: how a device reaches another (same process, socket, Ray call);
+* ``process``: the worker process's memory and collector settings;
+* ``transport``: ``RayTransport``, one device's sends and receives (imported after ``bootstrap``).
+
+Nothing here imports the driver side (``ray/driver/``).
+"""
+
+import sys
+
+from .. import protocol, start
+
+# What travels by value with the actor class (cloudpickle.register_pickle_by_value): this package
+# with its modules, and the two it uses before ``bootstrap``.
+HOST_MODULES = (start, protocol, sys.modules[__name__])

@@ -1,0 +1,222 @@
+"""The device host: a Ray asyncio actor (one worker process) holding one or more logical devices.
+
+Each device (``HostedDevice``, ``device.py``) holds only its own shards, its schedules (shipped
+once, as msgpack bytes, when a program is loaded: ``load``), a mailbox per run and, while
+running, an executor over a ``RayTransport``. ``run`` executes one program on the host's devices
+and answers with a ``DeviceSummary`` each (``protocol.py``); their outputs stay here, named by
+ids, until the driver fetches them. Peers call ``deliver`` (a message), ``where`` (how far a
+device got, for a mismatch report), ``peer_lost`` and ``abort``; every call names the device it
+is for.
+
+Devices of one host run as asyncio tasks of one event loop, as the local backend's do: a message
+between two of them goes straight into the receiver's mailbox (a copy, no Ray call), one to a
+device of another process goes over the socket to it or as a Ray call (``peers.py``).
+``RayMesh(devices_per_process=k)`` chooses how many devices share a host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+
+from ..protocol import DeviceSummary, RunPlan
+from ..start import bootstrap, import_ray
+from .device import HostedDevice
+from .peers import LocalPeer, RemotePeer, SocketPeer, route
+from .process import keep_freed_pages, quiet_gc
+
+CONNECT_SECONDS = 10.0  # a peer process's socket not open by then is reached by Ray calls instead
+
+
+class DeviceHost:
+    """One worker process holding the logical devices ``devices`` (see the module docstring).
+
+    A run's outputs stay in this process (``held``), named by integer ids: a later run takes them
+    as inputs without any copy or Ray object, the driver fetches them on demand (``fetch``) and
+    releases them when its handles go (``release``). Ids travel as plain ints, never as objects of
+    a class of this module: it travels by value, so each such object would carry its class."""
+
+    def __init__(self, devices, runtime_dir: str):
+        bootstrap(runtime_dir)
+        from simshard.ops.threads import pin_one_blas_thread
+
+        pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
+        quiet_gc()
+        keep_freed_pages()
+        self.devices = {int(d): HostedDevice(int(d)) for d in devices}
+        self.listener = None
+        self.control = None  # the driver's line (ControlServer), opened with the listener
+        self.connections: dict[str, Any] = {}  # peer process address -> Connection
+        self.held: dict[int, np.ndarray] = {}
+        self._held_ids = itertools.count()
+
+    def _hold(self, array: np.ndarray) -> int:
+        i = next(self._held_ids)
+        self.held[i] = array
+        return i
+
+    def _held(self, i: int) -> np.ndarray:
+        try:
+            return self.held[i]
+        except KeyError:
+            raise ValueError(f"an input is an array this process no longer holds (id {i}): it was "
+                             "released, or the process was restarted; put it again") from None
+
+    async def hold(self, *arrays) -> list[int]:
+        """Keep arrays the driver puts here (its own copies, not views of the object store)."""
+        return [self._hold(np.array(a, copy=True)) for a in arrays]
+
+    async def fetch(self, ids) -> list[np.ndarray]:
+        return [self._held(i) for i in ids]
+
+    async def release(self, ids) -> None:
+        for i in ids:
+            self.held.pop(i, None)
+
+    def pid(self, device: int | None = None) -> int:
+        return os.getpid()
+
+    def routes(self, device: int) -> dict[int, str]:
+        """How ``device``'s messages reach each peer: "process" (a device of this process),
+        "unix" (this node's socket), "tcp" (another node's socket) or "ray" (actor calls: the ray
+        data plane, or a socket that would not open)."""
+        return {p: route(peer) for p, peer in self.devices[device].peers.items()}
+
+    def node_id(self, device: int | None = None) -> str:
+        return import_ray().get_runtime_context().get_node_id()
+
+    async def listen(self, secret: bytes) -> tuple[str, str, str, str]:
+        """Open this process's sockets: (its node id, its message address for this node's
+        processes, its TCP message address for other nodes', the address of its control line for
+        a driver on its node: ``control_line.py``)."""
+        from ...control_line import ControlServer  # after bootstrap (see __init__)
+        from ...socket_channel import Listener
+
+        if self.listener is None:
+            devices = self.devices
+
+            # plain functions, not this actor's methods (which Ray wraps for its tracing): one of
+            # each per message
+            def deliver(run_id: int, src: int, dst: int, key, array, tag, note: str) -> str:
+                return devices[dst].deliver_now(run_id, src, key, array, tag, note)
+
+            def place(run_id: int, src: int, dst: int, key, dtype, shape) -> np.ndarray | None:
+                device = devices.get(dst)
+                return None if device is None else device.place(run_id, src, key, dtype, shape)
+
+            self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
+            await self.listener.start()
+            self.control = ControlServer(secret, {"run": self.run, "fetch": self.fetch})
+            await self.control.start()
+        return self.node_id(), self.listener.address, self.listener.tcp_address, self.control.address
+
+    async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
+                      secret: bytes = b"", busy_poll: bool | None = None) -> bool:
+        """Learn every device's host handle (again after a restart) and, with ``sockets`` (device ->
+        (node id, address, TCP address) of its process), reach other processes by socket: this
+        node's by their Unix socket, other nodes' by TCP. A socket that does not open within
+        ``CONNECT_SECONDS`` (a firewall between nodes, say) is given up: its peers are reached by
+        Ray calls instead. Runs below ``floor`` are over. ``busy_poll``: whether this process's
+        loop polls before it sleeps (``busy_poll.py``; None: where the node has a core for each of
+        its device processes). Returns whether it polls."""
+        from ...busy_poll import SPIN_SECONDS, busy_poll as poll, should_spin  # after bootstrap (see __init__)
+        from ...socket_channel import Connection
+
+        for c in self.connections.values():
+            c.close()
+        self.connections = {}
+        here = self.node_id()
+        address_of = {}
+        for p in hosts:
+            if p not in self.devices and sockets and sockets.get(p) and (sockets[p][0] == here or sockets[p][2]):
+                address_of[p] = sockets[p][1] if sockets[p][0] == here else sockets[p][2]
+        for address in dict.fromkeys(address_of.values()):
+            self.connections[address] = Connection(address, secret)
+        if self.connections:
+            await asyncio.wait([c.opened for c in self.connections.values()], timeout=CONNECT_SECONDS)
+        for address, c in list(self.connections.items()):
+            if not (c.opened.done() and c.opened.result()):
+                c.close()
+                del self.connections[address]
+        for d, dev in self.devices.items():
+            peers = {}
+            for p, h in hosts.items():
+                if p == d:
+                    continue
+                if p in self.devices:
+                    peers[p] = LocalPeer(self.devices[p])
+                elif address_of.get(p) in self.connections:
+                    peers[p] = SocketPeer(h, p, self.connections[address_of[p]])
+                else:
+                    peers[p] = RemotePeer(h, p)
+            dev.connect(peers, floor, self.connections.values())
+        if busy_poll is None:  # the node's processes are known on the sockets data plane only
+            busy_poll = bool(sockets) and should_spin(len({a for node, a, _ in sockets.values() if node == here}))
+        return poll(asyncio.get_running_loop(), SPIN_SECONDS if busy_poll else 0.0) and busy_poll
+
+    # every call below is for one of this host's devices
+    async def load(self, device: int, *args) -> int:
+        n = await self.devices[device].load(*args)
+        gc.freeze()  # the schedule (and the modules its first load imported) will not be garbage
+        return n
+
+    async def unload(self, device: int, key) -> None:
+        await self.devices[device].unload(key)
+
+    async def deliver(self, device: int, *args) -> str:
+        return await self.devices[device].deliver(*args)
+
+    async def where(self, device: int, run_id: int) -> str:
+        return await self.devices[device].where(run_id)
+
+    async def peer_lost(self, device: int, run_id: int, dead: tuple) -> None:
+        await self.devices[device].peer_lost(run_id, dead)
+
+    async def abort(self, device: int, run_id: int) -> None:
+        await self.devices[device].abort(run_id)
+
+    async def run(self, plan: tuple, *inputs) -> bytes | dict[int, tuple]:
+        """Run a program on this host's devices. ``plan``: a ``RunPlan`` as a plain tuple, in one
+        argument; ``inputs``: the shards it does not say are kept here, in order, as top-level
+        arguments so Ray resolves them. Returns device -> its ``DeviceSummary`` as a plain tuple
+        (``to_wire``), its outputs kept here and named by id; pickled where it can be. When one
+        device fails, the others here are aborted at once, as the controller would abort them on
+        hearing of it."""
+        plan = RunPlan.of(plan)
+        await self.release(plan.released)
+        tasks = self._start_runs(plan, inputs)
+        pending = set(tasks.values())
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if pending and any(t.exception() is not None or not t.result().ok for t in done):
+                for d in tasks:
+                    await self.devices[d].abort(plan.run_id)  # a no-op on a device that has finished
+        summaries = {d: t.result() if t.exception() is None else DeviceSummary.failed(t.exception())
+                     for d, t in tasks.items()}
+        wire = {d: (s._replace(outputs=tuple(self._hold(o) for o in s.outputs)) if s.ok else s).to_wire()
+                for d, s in summaries.items()}
+        try:
+            # plain pickle, not Ray's: cloudpickle's per-object hook makes a summary of thousands of
+            # records and spans several times slower to send
+            return pickle.dumps(wire, protocol=5)
+        except Exception:  # something only cloudpickle can carry (a failure's exception)
+            return wire
+
+    def _start_runs(self, plan: RunPlan, inputs) -> dict[int, asyncio.Future]:
+        """Each device's run as a task, on its shards: those kept here (``plan.held``) and the
+        others from ``inputs``, in the order ``plan.counts`` gives."""
+        kept, given = dict(plan.held), iter(inputs)
+        shards = [self._held(kept[pos]) if pos in kept else next(given)
+                  for pos in range(sum(n for _, n in plan.counts))]
+        tasks, i = {}, 0
+        for d, n in plan.counts:
+            tasks[d] = asyncio.ensure_future(self.devices[d].run(plan.key, plan.run_id, plan.trace_values,
+                                                                 *shards[i:i + n]))
+            i += n
+        return tasks

@@ -1,0 +1,157 @@
+"""The Ray transport: one device's side of sending and receiving between device actors.
+
+A send is fire-and-forget (``RayTransport._deliver``): to a device of another process on the
+sockets data plane, a frame on the socket to its process (``socket_channel.py``: a Unix socket on
+this node, a large array in shared memory; TCP to another node); on the ray data plane, a Ray
+call on its ``deliver``, the array travelling as a Ray object (``ray.put`` once per instruction,
+from ``INLINE_BYTES`` up) or inline below that; to a device of the same host a task of this event
+loop, the array copied (``LocalPeer``). A receive waits on the device's own mailbox with the
+receive timeout. The collectives and the executor above it are the local backend's, so outputs
+and communication records are the same, bit for bit and byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...core.mailbox import Message
+from ...core.transport import Transport
+from ...core.transport_errors import PeerLost, RecvTimeout, TransportError
+from ...socket_channel import SHM_BYTES
+from ..put_once import PutOnce
+from ..start import INLINE_BYTES
+
+
+class RayTransport(Transport):
+    """One device's side of the Ray transport: sends are fire-and-forget calls on the receiving
+    actor's ``deliver``; receives wait on this device's mailbox. Its log holds this device's
+    transfers only."""
+
+    def __init__(self, device: int, peers: Mapping[int, Any], run_id: int, mailbox, timeout, dead: set,
+                 shared=None, connections=()):
+        super().__init__(timeout)
+        self.dead = dead  # devices the controller reported dead: waiting for them fails at once
+        self.lost: tuple | None = None  # (source, key) of the receive a dead peer failed
+        self.device = device
+        self.peers = peers
+        self.run_id = run_id
+        self.mailbox = mailbox
+        self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
+        # (deliver call, destination, key, note) of every Ray message; (answer, ...) of every
+        # message a device of this process did not take (its answer is known at once)
+        self.sent: list[tuple] = []
+        self.frames: list[tuple] = []  # (connection, sequence number, destination, key, note) of every frame
+        self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
+        self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
+        self._shared = shared  # SharedBlocks: the device's shared-memory files for large socket messages
+        self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
+        self.connections = connections  # the process's sockets to other processes (``lends``)
+
+    async def _deliver(self, msg: Message) -> None:
+        if msg.dst == self.device:
+            self.mailbox.put(Message(msg.src, msg.dst, msg.key, self.mailbox.copy_in(msg.src, msg.key, msg.array),
+                                     msg.tag, msg.note))
+            return
+        peer = self.peers.get(msg.dst)
+        if peer is None:
+            raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
+        if peer.local:  # a device of this process takes its own copy, as a self-send gets
+            answer = peer.target.deliver_now(self.run_id, msg.src, msg.key, msg.array, msg.tag, msg.note, copy=True)
+            if answer != "ok":  # kept for ``late``, as a Ray call's answer is
+                self.sent.append((answer, msg.dst, msg.key, msg.note))
+            return
+        if getattr(peer, "socket", False):  # a frame on the socket to the peer's process
+            self.frames.append((peer.connection, self._frame(peer, msg), msg.dst, msg.key, msg.note))
+            return
+        payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
+        # no ack awaited here; the answers are looked at once this device has finished (``late``)
+        ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
+        self.sent.append((ref, msg.dst, msg.key, msg.note))
+
+    def _frame(self, peer, msg: Message) -> int:
+        """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
+        (written once per instruction however many peers it goes to, into one of the device's
+        files its readers have let go of): the frame's number."""
+        shared = None
+        if msg.array.nbytes >= SHM_BYTES and self._shared is not None and peer.connection.shared_prefix:
+            shared = self._shared.put(msg.array, scope=msg.key[0])
+        return peer.connection.send(self.run_id, msg.src, peer.device, msg.key, msg.array, msg.tag, msg.note,
+                                    shared=shared)
+
+    def lends(self, owner: np.ndarray) -> bool:
+        return any(c.lends(owner) for c in self.connections)
+
+    def expect(self, dst: int, src: int, key, out: np.ndarray) -> None:
+        """The place ``out`` offered to whoever writes the message (a socket frame's reader, a
+        device of this process copying it in); a Ray object is read where it is."""
+        self.mailbox.expect(src, key, out)
+
+    def release(self) -> None:
+        """Forget the arrays this run wrote to shared memory (the files stay for the next)."""
+        if self._shared is not None:
+            self._shared.release()
+
+    def _payload(self, msg: Message):
+        """The array as a Ray object, put once per instruction however many peers it goes to
+        (an all-gather's block, an all-reduce's finished chunk): every receiver on a node
+        reads the same object, as Ray moves one object to many actors."""
+        if self._puts_for != msg.key[0]:
+            self._puts_for, self._puts = msg.key[0], PutOnce()
+        return self._puts(msg.array)
+
+    async def late(self, timeout: float = 5.0) -> list[tuple]:
+        """(destination, key, note) of the messages whose receiver had already finished the
+        run when they arrived: a schedule mismatch that would otherwise pass unnoticed. A Ray
+        call's answer is its result; a socket frame's is known once a sync on its connection
+        has been answered (socket_channel.py)."""
+        if not self.sent and not self.frames:
+            return []
+        connections = list(dict.fromkeys(c for c, *_ in self.frames))
+        calls = [r for r, *_ in self.sent if not isinstance(r, str)]  # a string: a local device's answer
+        waits = [c.sync() for c in connections] + calls
+        try:
+            answers = await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), timeout)
+        except asyncio.TimeoutError:
+            return []  # a receiver too busy to answer: nothing known
+        finally:
+            self.release()
+        synced = {c for c, a in zip(connections, answers) if not isinstance(a, BaseException)}
+        late = [(dst, key, note) for c, seq, dst, key, note in self.frames
+                if c in synced and c.answer(seq) == "finished"]
+        replies = iter(answers[len(connections):])
+        return late + [(dst, key, note) for r, dst, key, note in self.sent
+                       if (r if isinstance(r, str) else next(replies)) == "finished"]
+
+    async def _collect(self, dst: int, src: int, key, timeout) -> Message:
+        if src != self.device and src not in self.peers:
+            raise TransportError(f"device {src} is not one of this mesh's devices {sorted(self.peers)}")
+        self.waiting[(src, key)] = time.monotonic()
+        try:
+            if src in self.dead and not self.mailbox.has(src, key):
+                raise PeerLost(dst, src, key)
+            return await self.mailbox.get(src, key, timeout)
+        except PeerLost:
+            self.lost = (src, key)
+            raise
+        except RecvTimeout:
+            self.peer_where[src] = await self._ask_where(src)
+            raise
+        except asyncio.CancelledError:
+            self.cancelled_in = (src, key)  # an aborted device still says whom it waited for
+            raise
+        finally:
+            self.waiting.pop((src, key), None)
+
+    async def _ask_where(self, src: int) -> str:
+        try:
+            return await asyncio.wait_for(self.peers[src].where.remote(self.run_id), 5.0)
+        except asyncio.TimeoutError:
+            return "not answering (its actor did not reply within 5 s)"
+        except Exception as e:  # a dead actor
+            return f"unreachable ({type(e).__name__}: its actor is gone)"
+

@@ -1,0 +1,75 @@
+"""What the driver and a device process say to each other about a run: typed on both sides,
+plain tuples on the wire.
+
+A run call carries one ``RunPlan``; a device process answers with a ``DeviceSummary`` per device
+it runs. Both cross the process boundary as plain tuples (``tuple(plan)``, ``summary.to_wire()``)
+and are rebuilt on arrival (``RunPlan.of``, ``DeviceSummary.of``): this module travels to the
+device processes by value (see ``ray/host/__init__.py``), and an object of a class pickled by
+value would carry its class with it, on every run.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, NamedTuple
+
+
+class RunPlan(NamedTuple):
+    """One run call to a device process, for the devices of its group that the program runs on."""
+
+    key: int  # the loaded program (``RayMesh.load``)
+    run_id: int  # this run; messages of other runs are told apart by it
+    trace_values: bool  # keep every checkpoint buffer's first value (op-by-op verification)
+    counts: tuple[tuple[int, int], ...]  # (device, number of its input shards), in the order of the shards
+    held: tuple[tuple[int, int], ...]  # (position among the shards, id) of each shard the process keeps
+    released: tuple[int, ...]  # ids of kept arrays the driver dropped: let go of first
+
+    @classmethod
+    def of(cls, wire: tuple) -> "RunPlan":
+        return cls._make(wire)
+
+
+class Status(str, Enum):
+    """How one device's part of a run ended."""
+
+    OK = "ok"  # it ran its whole schedule
+    ERROR = "error"  # it failed (``DeviceSummary.error`` says how)
+    ABORTED = "aborted"  # the driver or its process stopped it (a peer had failed or died)
+
+
+class DeviceSummary(NamedTuple):
+    """What a device process answers for one of its devices after a run: where it ended and, when
+    it ran to the end, what the run cost (its outputs stay in the process, named by ids)."""
+
+    status: Status
+    where: str  # its position in its schedule when it stopped ("not started", "not answering", ...)
+    error: BaseException | None = None  # what failed it (status ERROR)
+    waits: tuple = ()  # (source, key) of the receives it was blocked in when it stopped
+    outputs: tuple[int, ...] = ()  # ids of its output shards, kept by its process
+    records: tuple = ()  # CommRecord fields per collective (the driver makes records when asked)
+    memory: Any = None  # its DeviceMemory
+    transfers: tuple = ()  # its TransferLog rows
+    timeline: tuple = ()  # its executor Spans, as tuples
+    values: Any = None  # buffer -> first value (trace_values)
+    undelivered: tuple = ()  # (source, key, note) of messages that arrived and were never received
+    late: tuple = ()  # (destination, key, note) of messages that reached a receiver already finished
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_wire(self) -> tuple:
+        """A plain tuple (the status as its string) for pickling across the process boundary."""
+        return (self.status.value, *self[1:])
+
+    @classmethod
+    def of(cls, wire: tuple) -> "DeviceSummary":
+        return cls(Status(wire[0]), *wire[1:])
+
+    @classmethod
+    def failed(cls, error: BaseException, where: str = "unknown", waits: tuple = ()) -> "DeviceSummary":
+        return cls(Status.ERROR, where, error=error, waits=tuple(waits))
+
+    @classmethod
+    def aborted(cls, where: str, waits: tuple = ()) -> "DeviceSummary":
+        return cls(Status.ABORTED, where, waits=tuple(waits))
