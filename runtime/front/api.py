@@ -66,6 +66,22 @@ def _verify(f, args, program: Program, leaves, outputs, mesh=None) -> VerifyRepo
     return VerifyReport.compare(outputs, [np.asarray(e) for e in expected])
 
 
+def _assembled(spmd: SpmdProgram, execution, leaves, check_ops: bool) -> tuple[np.ndarray, ...]:
+    """The global outputs from the devices' shards. Replicas that disagree cannot be assembled: with
+    ``check_ops`` the error then names the first op that went wrong, found op by op."""
+    try:
+        return assemble_outputs(spmd, execution.outputs)
+    except ReplicaMismatchError as e:
+        if not check_ops:
+            raise
+        with one_blas_thread():
+            report = VerifyReport((), verify_ops(spmd, execution.values, leaves))
+        first = report.first_divergence
+        err = ReplicaMismatchError(f"{e}; op by op, the first wrong op: {first.describe()}" if first else str(e))
+        err.verify = report
+        raise err from e
+
+
 def _check_options(backend: str, given) -> None:
     """An unknown keyword is a TypeError naming it and the nearest one ``ss.run`` knows."""
     known = options_of(backend)
@@ -145,18 +161,7 @@ def run(
     execution = backend_named(backend).run(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
                                            trace_values=bool(check_ops), progress=say, **backend_options)
     observe_run(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution, program, spmd)
-    try:
-        outputs = assemble_outputs(spmd, execution.outputs)
-    except ReplicaMismatchError as e:
-        if not check_ops:
-            raise
-        # the outputs cannot even be assembled: name the first op that went wrong
-        with one_blas_thread():
-            report = VerifyReport((), verify_ops(spmd, execution.values, leaves))
-        first = report.first_divergence
-        err = ReplicaMismatchError(f"{e}; op by op, the first wrong op: {first.describe()}" if first else str(e))
-        err.verify = report
-        raise err from e
+    outputs = _assembled(spmd, execution, leaves, check_ops)
     say("verifying against numpy")
     with one_blas_thread():  # the reference's kernels as the devices ran theirs
         verify = _verify(f if reference is None else reference, args, program, leaves, outputs, mesh)

@@ -114,6 +114,30 @@ def node_plan(
     (``STRICT_SPREAD`` by default: each node's bundle on a different machine; ``PACK`` lets a
     one-machine cluster stand in for several nodes).
     """
+    axes = _checked_axes(mesh, node_axes, strategy)
+    cpus, extra = _checked_resources(cpus_per_device, resources_per_device)
+    # Node axes in mesh order: node index is row-major over them.
+    ordered = tuple(a for a in mesh.axis_names if a in axes)
+    node_of, members, coords_of_node = _nodes(mesh, ordered)
+    per_node = mesh.size // len(members)
+    bundle = _bundle(mesh, ordered, per_node, cpus, extra, cpus_per_node)
+    num_nodes = len(members)
+    return NodePlan(
+        mesh=mesh,
+        node_axes=ordered,
+        cpus_per_device=cpus,
+        resources_per_device=extra,
+        strategy=strategy,
+        nodes=tuple(tuple(m) for m in members),
+        node_coords=tuple(coords_of_node),
+        node_of=node_of,
+        bundles=tuple(dict(bundle) for _ in range(num_nodes)),
+    )
+
+
+def _checked_axes(mesh: Mesh, node_axes: Sequence[str] | str, strategy: str) -> tuple[str, ...]:
+    """``node_axes`` as a tuple of the mesh's axes, each once; a ``ShardingError`` otherwise (and
+    for a placement strategy Ray does not know)."""
     if isinstance(node_axes, str):
         node_axes = (node_axes,)
     axes = tuple(str(a) for a in node_axes)
@@ -129,7 +153,11 @@ def node_plan(
         raise ShardingError("duplicate-axis", f'axis "{dup[0]}" appears twice in node_axes {axes}', axis=dup[0])
     if strategy not in STRATEGIES:
         raise ShardingError("invalid-strategy", f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    return axes
 
+
+def _checked_resources(cpus_per_device: float, resources_per_device) -> tuple[float, dict[str, float]]:
+    """Each device's CPUs and other resources, checked: some resource, and CPUs not among the others."""
     cpus = _quantity("cpus_per_device", cpus_per_device)
     extra = {str(k): _quantity(f"resources_per_device[{k!r}]", v) for k, v in (resources_per_device or {}).items()}
     if "CPU" in extra:
@@ -139,14 +167,15 @@ def node_plan(
             "invalid-resources", "each device must ask for some resource (cpus_per_device > 0): "
             "Ray refuses placement-group bundles of zero resources"
         )
+    return cpus, extra
 
-    # Node axes in mesh order: node index is row-major over them.
-    ordered = tuple(a for a in mesh.axis_names if a in axes)
+
+def _nodes(mesh: Mesh, ordered: tuple[str, ...]):
+    """(device -> node, each node's devices, each node's coordinates over ``ordered``): nodes
+    numbered row-major over the node axes in mesh order."""
     pos = [mesh.axis_names.index(a) for a in ordered]
     sizes = [mesh.axis_sizes[p] for p in pos]
     num_nodes = math.prod(sizes)
-    per_node = mesh.size // num_nodes
-
     node_of: dict[int, int] = {}
     members: list[list[int]] = [[] for _ in range(num_nodes)]
     for flat in range(mesh.size):
@@ -164,7 +193,13 @@ def node_plan(
             cs.append(rest % s)
             rest //= s
         coords_of_node.append(tuple(reversed(cs)))
+    return node_of, members, coords_of_node
 
+
+def _bundle(mesh: Mesh, ordered, per_node: int, cpus: float, extra: Mapping[str, float],
+            cpus_per_node: float | None) -> dict[str, float]:
+    """What one node's placement-group bundle asks for: its devices' resources summed; refused
+    when a node offers fewer CPUs (``cpus_per_node``)."""
     bundle: dict[str, float] = {}
     if cpus:
         bundle["CPU"] = round(cpus * per_node, _RESOLUTION)
@@ -178,17 +213,7 @@ def node_plan(
             f"and needs {per_node} x {cpus:g} = {bundle['CPU']:g} CPUs, but a node has {float(cpus_per_node):g}; "
             "lower cpus_per_device (fractions are fine), or put more mesh axes in node_axes to spread over more nodes",
         )
-    return NodePlan(
-        mesh=mesh,
-        node_axes=ordered,
-        cpus_per_device=cpus,
-        resources_per_device=extra,
-        strategy=strategy,
-        nodes=tuple(tuple(m) for m in members),
-        node_coords=tuple(coords_of_node),
-        node_of=node_of,
-        bundles=tuple(dict(bundle) for _ in range(num_nodes)),
-    )
+    return bundle
 
 
 def check_fits(plan: NodePlan, node_resources: Sequence[Mapping[str, float]]) -> None:

@@ -4,8 +4,7 @@ The controller makes one call per device process per run, for the process's devi
 their summaries back: on its control line to the process (``control_line.py``: the plan, small
 input shards by value) or, where a shard is large, an input is a Ray object, the process is on
 another node or the data plane is "ray", as a Ray ``run`` call after a ``ray.put`` per distinct
-input block. Outputs stay on
-the devices until asked for (``Execution.outputs[device]`` fetches one device's, ``assemble``
+input block (``routes.py``). Outputs stay on the devices until asked for (``Execution.outputs[device]`` fetches one device's, ``assemble``
 all of them). ``RayMesh.calls`` counts every call the controller made.
 
     with RayMesh(mesh) as devices:                     # actors kept alive across runs
@@ -19,16 +18,10 @@ reserves one placement-group bundle per node and pins each device actor to its n
 ``close`` removes the group. ``device_nodes()`` says which Ray node each device is on, and
 ``routes(device)`` how its messages reach each other device.
 
-Failures: a device whose actor dies gives a ``DeviceLostError`` naming it and the instruction its
-peers were waiting for it to reach; the other devices are stopped at once. With ``retries=N``
-(``execute``, ``Compiled(...)``, ``ss.run(..., backend="ray")``) the controller instead restarts
-the lost devices (``RayMesh.repair``: fresh actors, every peer reconnected, schedules shipped again
-from the bytes kept here) and runs the whole program again under a new run id, so messages of the
-failed attempt are dropped; after N failed retries the last ``DeviceLostError`` is raised. A
-mismatched schedule is found by the receive timeout (a device sees only itself) and reported with
-both devices' positions (the waiting device asks the silent one where it is); a message its
-receiver never took is reported whether it arrived before the receiver finished (left in its
-mailbox) or after (the sender, once done, looks at its deliveries' answers).
+Failures (``attempt.py``, ``failures.py``): a device whose actor dies gives a ``DeviceLostError``
+naming it and the instruction its peers were waiting for; the others are stopped at once. With
+``retries=N`` the lost devices are restarted (``repair``: fresh actors, schedules shipped again
+from the bytes kept here) and the program runs again under a new run id.
 """
 
 from __future__ import annotations
