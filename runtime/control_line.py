@@ -28,13 +28,55 @@ import select
 import socket
 import struct
 import time
-from typing import Awaitable, Callable, Mapping, Sequence
+from enum import Enum, IntEnum
+from typing import Any, Awaitable, Callable, Mapping, NamedTuple, Sequence
 
 _REQUEST = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
 _LENGTH = struct.Struct("<Q")  # one out-of-band buffer's bytes
 _ANSWER = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, number of out-of-band buffers
-_BYTES, _RAISED, _OBJECT = 0, 1, 2  # what an answer holds: bytes as they are, an exception, an object
 INLINE_MAX = 1 << 20  # an input shard below this size goes on the line; a larger one through Ray's object store
+
+
+
+
+class Request(str, Enum):
+    """The host's methods a driver calls on the line (a ``str`` enum: the name is what travels,
+    and a host's table of methods may be keyed by either)."""
+
+    RUN = "run"  # ``DeviceHost.run(plan, *inputs)``: a run's summary, pickled
+    FETCH = "fetch"  # ``DeviceHost.fetch(ids)``: the arrays the host keeps under ``ids``
+
+
+class Payload(IntEnum):
+    """What an answer's body holds (one byte on the wire)."""
+
+    BYTES = 0  # bytes the method returned, as they are
+    RAISED = 1  # the exception it raised, pickled by value
+    OBJECT = 2  # the object it returned, pickled by value, arrays out of band
+
+
+class RawAnswer(NamedTuple):
+    """An answer as read off the socket, until its caller takes it."""
+
+    payload: Payload
+    body: bytearray
+    buffers: list
+
+
+class OutcomeKind(Enum):
+    """How a call on a line ended."""
+
+    VALUE = "value"  # the method returned
+    ERROR = "error"  # the method raised
+    DEAD = "dead"  # the line broke: the host process is gone
+
+
+class Outcome(NamedTuple):
+    """What became of a call: its kind and what came with it (the value, the exception raised,
+    or the broken line's error)."""
+
+    kind: OutcomeKind
+    value: Any
 
 
 class HostError(Exception):
@@ -72,20 +114,21 @@ class ControlLine:
         self.sock.connect(address)
         self.sock.sendall(secret)
         self.sock.settimeout(None)
-        self.answers: dict[int, tuple[int, bytes, list]] = {}
+        self.answers: dict[int, RawAnswer] = {}
         self.failed: BaseException | None = None
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def send(self, tag: int, method: str, args: Sequence) -> None:
+    def send(self, tag: int, method: "Request | str", args: Sequence) -> None:
         """Write call ``tag``: ``await method(*args)`` on the host (``DeviceHost.run(plan,
         *inputs)``, say). A numpy array is pickled as a reference to its memory, which goes out
         after the frame without a copy; the same array named twice goes once (pickle's memo)."""
         if self.failed is not None:
             return  # the wait reports the line broken
         buffers: list[pickle.PickleBuffer] = []
-        body = pickle.dumps((method, tuple(args)), protocol=5, buffer_callback=buffers.append)
+        name = method.value if isinstance(method, Request) else method  # a plain str: no class to unpickle
+        body = pickle.dumps((name, tuple(args)), protocol=5, buffer_callback=buffers.append)
         parts, raws = _frame(_REQUEST.pack(tag, len(body), len(buffers)), body, buffers)
         try:
             for part in (*parts, *raws):
@@ -103,28 +146,28 @@ class ControlLine:
         except (OSError, EOFError) as e:
             self._break(e)
             return
-        self.answers[tag] = (kind, body, buffers)
+        self.answers[tag] = RawAnswer(Payload(kind), body, buffers)
 
     def take(self, tag: int):
         """Call ``tag``'s answer, once it came: bytes the method returned, as they are (a run's
         pickled summary), or the object it returned (arrays it fetched: their memory read
         straight off the socket, each the caller's own); raises ``HostError`` with what the
         method raised."""
-        kind, body, buffers = self.answers.pop(tag)
-        if kind == _RAISED:
+        payload, body, buffers = self.answers.pop(tag)
+        if payload is Payload.RAISED:
             raise HostError(pickle.loads(body))
-        return bytes(body) if kind == _BYTES else pickle.loads(body, buffers=buffers)
+        return bytes(body) if payload is Payload.BYTES else pickle.loads(body, buffers=buffers)
 
-    def outcome(self, tag: int) -> tuple[str, object]:
-        """What became of call ``tag`` once ``wait`` says it is ready: ("value", what the method
-        returned, as ``take`` gives it), ("error", what it raised) or ("dead", the broken line's
-        error: the host process is gone)."""
+    def outcome(self, tag: int) -> Outcome:
+        """What became of call ``tag`` once ``wait`` says it is ready: ``VALUE`` with what the
+        method returned (as ``take`` gives it), ``ERROR`` with what it raised, or ``DEAD`` with the
+        broken line's error (the host process is gone)."""
         if self.failed is not None:
-            return "dead", self.failed
+            return Outcome(OutcomeKind.DEAD, self.failed)
         try:
-            return "value", self.take(tag)
+            return Outcome(OutcomeKind.VALUE, self.take(tag))
         except HostError as e:
-            return "error", e.args[0]
+            return Outcome(OutcomeKind.ERROR, e.args[0])
 
     def _break(self, error: BaseException) -> None:
         self.failed = ConnectionError(f"the device process's control line ({self.address[1:]}) broke: {error}")
@@ -227,12 +270,12 @@ class ControlServer:
             method, args = pickle.loads(body, buffers=buffers)
             result = await self.methods[method](*args)
             if isinstance(result, bytes):
-                kind, payload = _BYTES, result
+                kind, payload = Payload.BYTES, result
             else:  # by value where plain pickle would refuse (an exception of a class defined where
                 # it was raised); arrays' memory out of band, written without a copy
-                kind, payload = _OBJECT, cloudpickle.dumps(result, protocol=5, buffer_callback=out.append)
+                kind, payload = Payload.OBJECT, cloudpickle.dumps(result, protocol=5, buffer_callback=out.append)
         except Exception as e:
-            kind, payload, out = _RAISED, _error_bytes(e), []
+            kind, payload, out = Payload.RAISED, _error_bytes(e), []
         parts, raws = _frame(_ANSWER.pack(tag, kind, len(payload), len(out)), payload, out)
         loop = asyncio.get_running_loop()
         async with writing:

@@ -196,7 +196,7 @@ class DeviceHost:
         """Open this process's sockets: (its node id, its message address for this node's
         processes, its TCP message address for other nodes', the address of its control line for
         a driver on its node: ``control_line.py``)."""
-        from .control_line import ControlServer
+        from .control_line import ControlServer, Request
         from .socket_channel import Listener
 
         if self.listener is None:
@@ -213,7 +213,7 @@ class DeviceHost:
 
             self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
             await self.listener.start()
-            self.control = ControlServer(secret, {"run": self.run, "fetch": self.fetch})
+            self.control = ControlServer(secret, {Request.RUN: self.run, Request.FETCH: self.fetch})
             await self.control.start()
         return self.node_id(), self.listener.address, self.listener.tcp_address, self.control.address
 

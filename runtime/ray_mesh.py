@@ -47,7 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import control_line, ray_actor, ray_start, ray_transport
-from .control_line import INLINE_MAX, ControlLine
+from .control_line import INLINE_MAX, ControlLine, Outcome, OutcomeKind, Request
 from .ray_actor import DeviceHost
 from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
 from .compiled import Compiled, Result, compile_on, put as put_arrays
@@ -544,13 +544,13 @@ class RayMesh:
                 return None
             tag = next(self._run_ids)  # a fresh tag: no run or fetch shares it
             for host, i in ids.items():
-                lines[host].send(tag, "fetch", (i,))
+                lines[host].send(tag, Request.FETCH, (i,))
             pending = {lines[host]: host for host in ids}
             got = {}
             while pending:
                 for line in control_line.wait(list(pending), tag, None):
                     kind, value = line.outcome(tag)
-                    if kind != "value":
+                    if kind is not OutcomeKind.VALUE:
                         raise value
                     got[pending.pop(line)] = value
             return got
@@ -699,7 +699,7 @@ class RayMesh:
         pending: dict[Any, tuple[int, ...]] = {}  # one run call per host (a line, or a ref): its devices
         for group, devs, plan, args in calls:
             if lines is not None:
-                lines[group].send(run_id, "run", (plan, *args))
+                lines[group].send(run_id, Request.RUN, (plan, *args))
                 self.calls["line"] += 1
                 pending[lines[group]] = devs
             else:
@@ -712,21 +712,21 @@ class RayMesh:
             def wait(left):
                 return control_line.wait(list(pending), run_id, left)
 
-            def answer(line) -> tuple[str, Any]:
-                return line.outcome(run_id)  # "dead": its process died, as Ray would say its actor did
+            def answer(line) -> Outcome:
+                return line.outcome(run_id)  # DEAD: its process died, as Ray would say its actor did
         else:
             def wait(left):
                 self.calls["wait"] += 1
                 return ray.wait(list(pending), num_returns=1, timeout=left)[0]
 
-            def answer(ref) -> tuple[str, Any]:
+            def answer(ref) -> Outcome:
                 self.calls["get"] += 1
                 try:
-                    return "value", ray.get(ref)
+                    return Outcome(OutcomeKind.VALUE, ray.get(ref))
                 except ray.exceptions.RayActorError as e:  # the host died, with all its devices
-                    return "dead", e
+                    return Outcome(OutcomeKind.DEAD, e)
                 except ray.exceptions.RayTaskError as e:
-                    return "error", getattr(e, "cause", e)
+                    return Outcome(OutcomeKind.ERROR, getattr(e, "cause", e))
         results: dict[int, dict] = {}
         dead: dict[int, BaseException] = {}
         told_dead: set[int] = set()
@@ -751,9 +751,9 @@ class RayMesh:
             for call in ready:
                 devs = pending.pop(call)
                 kind, value = answer(call)
-                if kind == "value":  # the host's summary
+                if kind is OutcomeKind.VALUE:  # the host's summary
                     results.update(_unpickle(value) if isinstance(value, bytes) else value)
-                elif kind == "dead":
+                elif kind is OutcomeKind.DEAD:
                     dead.update((d, value) for d in devs)
                 else:
                     results.update((d, {"status": "error", "error": value, "where": "unknown"}) for d in devs)

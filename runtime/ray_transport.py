@@ -39,7 +39,7 @@ class PutOnce:
 
 
 def make_transport_class():
-    from .socket_channel import SHM_BYTES
+    from .socket_channel import SHM_BYTES, Answer
     from .transport import Message, PeerLost, RecvTimeout, Transport, TransportError
 
     class RayTransport(Transport):
@@ -137,7 +137,7 @@ def make_transport_class():
                 self.release()
             synced = {c for c, a in zip(connections, answers) if not isinstance(a, BaseException)}
             late = [(dst, key, note) for c, seq, dst, key, note in self.frames
-                    if c in synced and c.answer(seq) == "finished"]
+                    if c in synced and c.answer(seq) is Answer.FINISHED]
             replies = iter(answers[len(connections):])
             return late + [(dst, key, note) for r, dst, key, note in self.sent
                            if (r if isinstance(r, str) else next(replies)) == "finished"]
