@@ -196,8 +196,8 @@ class DeviceHost:
         """Open this process's sockets: (its node id, its message address for this node's
         processes, its TCP message address for other nodes', the address of its control line for
         a driver on its node: ``control_line.py``)."""
-        from .control_line import ControlServer, Request
-        from .socket_channel import Listener
+        from .wire.control_line import ControlServer, Request
+        from .wire.sockets import Listener
 
         if self.listener is None:
             devices = self.devices
@@ -226,8 +226,8 @@ class DeviceHost:
         Ray calls instead. Runs below ``floor`` are over. ``busy_poll``: whether this process's
         loop polls before it sleeps (``busy_poll.py``; None: where the node has a core for each of
         its device processes). Returns whether it polls."""
-        from .busy_poll import SPIN_SECONDS, busy_poll as poll, should_spin
-        from .socket_channel import Connection
+        from .wire.polling import SPIN_SECONDS, busy_poll as poll, should_spin
+        from .wire.sockets import Connection
 
         for c in self.connections.values():
             c.close()
@@ -340,7 +340,7 @@ class _Device:
         self.connections = tuple(connections)
         prefix = next((c.shared_prefix for c in self.connections if c.shared_prefix), None)
         if prefix and (self.shared is None or self.shared.prefix != prefix):
-            from .socket_channel import SharedBlocks
+            from .wire.shared_memory import SharedBlocks
 
             self.shared = SharedBlocks(prefix)  # files for large messages to socket peers
         if floor is not None:

@@ -46,8 +46,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import control_line, ray_actor, ray_start, ray_transport
-from .control_line import INLINE_MAX, ControlLine, Outcome, OutcomeKind, Request
+from . import ray_actor, ray_start, ray_transport
+from .wire import control_line
+from .wire.control_line import INLINE_MAX, ControlLine, Outcome, OutcomeKind, Request
 from .ray_actor import DeviceHost
 from .ray_start import ACTOR_CPUS_MAX, RUNTIME_DIR, ensure_ray, import_ray
 from .compiled import Compiled, Result, compile_on, put as put_arrays
@@ -382,7 +383,7 @@ class RayMesh:
         for line in self._lines.values():
             line.close()
         self._lines = {}
-        from .socket_channel import remove_shared, shared_memory_prefix
+        from .wire.shared_memory import remove_shared, shared_memory_prefix
 
         prefix = shared_memory_prefix(self._secret)
         if prefix:

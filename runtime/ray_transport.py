@@ -39,7 +39,8 @@ class PutOnce:
 
 
 def make_transport_class():
-    from .socket_channel import SHM_BYTES, Answer
+    from .wire.frames import Answer
+    from .wire.shared_memory import SHM_BYTES
     from .transport import Message, PeerLost, RecvTimeout, Transport, TransportError
 
     class RayTransport(Transport):
