@@ -12,7 +12,7 @@ It imports the compiler's data types; the compiler never imports it.
   compiled once and run again on either backend, and the local backend's ``LocalMesh``;
 * the Ray backend, one Ray actor per device (or per ``devices_per_process``), imported on first use so that ray is needed only by
   those who use it: ``ray_start`` (starting Ray and a device worker), ``ray_transport`` (sending
-  between devices), ``socket_channel`` (the sockets between processes of a node), ``ray_actor`` (the
+  between devices), ``wire`` (the sockets between processes of a node and the driver's control line), ``ray_actor`` (the
   device host process), ``ray_mesh`` (``RayMesh``, ``run_ray``);
   ``ray_backend`` gathers their public names.
 """
