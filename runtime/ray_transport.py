@@ -1,7 +1,7 @@
 """The Ray transport: one device's side of sending and receiving between device actors.
 
 A send is fire-and-forget (``RayTransport._deliver``): to a device of another process on the
-sockets data plane, a frame on the socket to its process (``socket_channel.py``: a Unix socket on
+sockets data plane, a frame on the socket to its process (``wire/sockets.py``: a Unix socket on
 this node, a large array in shared memory; TCP to another node); on the ray data plane, a Ray
 call on its ``deliver``, the array travelling as a Ray object (``ray.put`` once per instruction,
 from ``INLINE_BYTES`` up) or inline below that; to a device of the same host a task of this event
@@ -124,7 +124,7 @@ def make_transport_class():
             """(destination, key, note) of the messages whose receiver had already finished the
             run when they arrived: a schedule mismatch that would otherwise pass unnoticed. A Ray
             call's answer is its result; a socket frame's is known once a sync on its connection
-            has been answered (socket_channel.py)."""
+            has been answered (wire/sockets.py)."""
             if not self.sent and not self.frames:
                 return []
             connections = list(dict.fromkeys(c for c, *_ in self.frames))
