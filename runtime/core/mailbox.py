@@ -184,7 +184,7 @@ class Mailbox:
 
 
 def is_lent(array) -> bool:
-    """Whether a message's array is a body still in its sender's memory (``socket_channel.Lent``:
+    """Whether a message's array is a body still in its sender's memory (``wire.memory_reads.Lent``:
     read by ``fetch`` into the place its receiver names, or let go by ``release``)."""
     return hasattr(array, "fetch")
 
@@ -203,7 +203,7 @@ def _let_go(fut: asyncio.Future) -> None:
 
 
 def _release(array) -> None:
-    """Tell the sender of a body still in its memory (a ``socket_channel.Lent``) it will not be read."""
+    """Tell the sender of a body still in its memory (a ``wire.memory_reads.Lent``) it will not be read."""
     if is_lent(array):
         array.release()
 

@@ -1,4 +1,4 @@
-"""Busy-polling a device process's event loop (``runtime/busy_poll.py``): the loop sees the same
+"""Busy-polling a device process's event loop (``runtime/wire/polling.py``): the loop sees the same
 events, sleeps again after its spin, is restored by a spin of 0, and a Ray mesh polls only where
 each of the node's device processes has a core (or as told), with the same bits either way."""
 
@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from simshard.runtime.busy_poll import busy_poll, should_spin
+from simshard.runtime.wire.polling import busy_poll, should_spin
 
 
 def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin():

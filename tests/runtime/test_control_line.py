@@ -1,4 +1,4 @@
-"""The driver's control line to a device process (runtime/control_line.py), without Ray: a
+"""The driver's control line to a device process (runtime/wire/control_line.py), without Ray: a
 ``ControlServer`` on an event loop in a thread, serving a stand-in for ``DeviceHost.run``."""
 
 import asyncio
@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from simshard.runtime import control_line
-from simshard.runtime.control_line import ControlLine, ControlServer, HostError
+from simshard.runtime.wire import control_line
+from simshard.runtime.wire.control_line import ControlLine, ControlServer, HostError
 
 SECRET = b"s" * 16
 

@@ -125,7 +125,7 @@ def test_compiled_runs_again_and_controller_calls_do_not_grow_with_ops(mesh8, ar
 
 
 def test_a_run_is_ray_calls_where_its_shards_are_large_or_in_the_object_store(mesh8, args):
-    from simshard.runtime.control_line import INLINE_MAX
+    from simshard.runtime.wire.control_line import INLINE_MAX
 
     compiled = mesh8.compile(mlp, *args, in_shardings=MEGATRON)
     n = len(MESH.device_ids)

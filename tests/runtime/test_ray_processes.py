@@ -52,7 +52,7 @@ def test_mid_sized_messages_are_read_from_the_senders_memory_and_let_go(hosts4):
     over no sender still keeps an array for a reader."""
     import time
 
-    from simshard.runtime.socket_channel import memory_reads_possible
+    from simshard.runtime.wire.memory_reads import memory_reads_possible
 
     spmd = every_collective(cols=8192)
     rng = np.random.default_rng(4)
@@ -139,7 +139,7 @@ def test_control_flow_nested_in_a_scan_runs_on_the_actors(hosts4):
 def test_both_data_planes_give_the_same_bits_records_and_transfers(ray_session, plane, cols):
     """cols=65536: 2 MiB blocks, which the sockets plane moves through shared-memory files. The
     files are written again run after run (the second run makes none) and gone with the mesh."""
-    from simshard.runtime.socket_channel import SHM_DIR, shared_memory_prefix
+    from simshard.runtime.wire.shared_memory import SHM_DIR, shared_memory_prefix
 
     spmd = every_collective(cols=cols)
     rng = np.random.default_rng(2)

@@ -134,19 +134,19 @@ def test_a_body_left_in_its_senders_memory_is_read_into_the_place_offered_when_r
     import numpy as np
     import pytest
 
-    from simshard.runtime import socket_channel as sc
+    from simshard.runtime.wire import memory_reads
     from simshard.runtime.core.mailbox import Mailbox
 
-    if not sc.memory_reads_possible():
+    if not memory_reads.memory_reads_possible():
         pytest.skip("no process_vm_readv here")
     body = np.arange(12, dtype=np.float32).reshape(3, 4)
     told = []
 
     async def main():
         box = Mailbox(1)
-        box.arrive(0, (5, 0), sc.Lent(body.dtype, body.shape, os.getpid(), body.ctypes.data, lambda: told.append("a")),
+        box.arrive(0, (5, 0), memory_reads.Lent(body.dtype, body.shape, os.getpid(), body.ctypes.data, lambda: told.append("a")),
                    None, "")
-        box.arrive(2, (5, 0), sc.Lent(body.dtype, body.shape, os.getpid(), body.ctypes.data, lambda: told.append("b")),
+        box.arrive(2, (5, 0), memory_reads.Lent(body.dtype, body.shape, os.getpid(), body.ctypes.data, lambda: told.append("b")),
                    None, "")
         place = np.empty((3, 4), np.float32)
         box.expect(0, (5, 0), place)  # after its message arrived
@@ -168,17 +168,17 @@ def test_a_run_aborted_before_it_started_lets_go_of_bodies_lent_for_it():
     import numpy as np
     import pytest
 
-    from simshard.runtime import socket_channel as sc
+    from simshard.runtime.wire import memory_reads
     from simshard.runtime.ray.host.device import HostedDevice as _Device
 
-    if not sc.memory_reads_possible():
+    if not memory_reads.memory_reads_possible():
         pytest.skip("no process_vm_readv here")
     body = np.arange(6, dtype=np.float32)
     told = []
 
     async def main():
         device = _Device(1)
-        lent = sc.Lent(body.dtype, body.shape, os.getpid(), body.ctypes.data, lambda: told.append("released"))
+        lent = memory_reads.Lent(body.dtype, body.shape, os.getpid(), body.ctypes.data, lambda: told.append("released"))
         assert device.deliver_now(7, 0, (3, 0), lent, None, "") == "ok"
         await device.abort(7)
         return await device.run("never loaded", 7, False)

@@ -1,4 +1,4 @@
-"""The socket channel between device processes of one node (``runtime/socket_channel.py``), in
+"""The socket channel between device processes of one node (``runtime/wire/``), in
 one process: frames carry any array exactly and in order (small ones through the staging buffer,
 large ones received in place, frames straddling the buffer's end), a sync settles every frame
 before it while a refused frame is answered with its reason, a connection without the mesh's
@@ -12,7 +12,10 @@ import os
 import numpy as np
 import pytest
 
-from simshard.runtime.socket_channel import Connection, Listener
+from simshard.runtime.wire import frames, memory_reads, shared_memory
+from simshard.runtime.wire.memory_reads import Lent
+from simshard.runtime.wire.shared_memory import SharedBlocks, remove_shared, shared_memory_prefix
+from simshard.runtime.wire.sockets import Connection, Listener
 
 ARRAYS = [np.arange(12, dtype=np.float32).reshape(3, 4), np.float64(2.5) * np.ones(()), np.zeros((0, 3), np.int32),
           np.array([True, False]), np.arange(20, dtype=np.int64).reshape(4, 5)[:, ::2],  # not contiguous
@@ -90,9 +93,7 @@ def test_a_large_array_travels_in_a_shared_file_written_again_once_its_readers_l
     the files, the receivers' mappings staying valid."""
     import gc
 
-    from simshard.runtime import socket_channel as sc
-
-    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))  # any directory works; /dev/shm is the fast one
+    monkeypatch.setattr(shared_memory, "SHM_DIR", str(tmp_path))  # any directory works; /dev/shm is the fast one
     big = np.arange(1 << 20, dtype=np.float32).reshape(1024, 1024)
     other = -big
 
@@ -101,7 +102,7 @@ def test_a_large_array_travels_in_a_shared_file_written_again_once_its_readers_l
         listener = Listener(b"s" * 16, lambda *a: (got.append(a[4]), "ok")[1])
         await listener.start()
         conn = Connection(listener.address, b"s" * 16)
-        blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
+        blocks = SharedBlocks(shared_memory_prefix(b"s" * 16))
         first = blocks.put(big, scope=1)
         second = blocks.put(big, scope=1)
         assert first[:2] == second[:2] and (first[2], second[2]) == (0, 1)  # one file, two readers
@@ -128,7 +129,7 @@ def test_a_large_array_travels_in_a_shared_file_written_again_once_its_readers_l
     assert os.listdir(tmp_path) == []
     for array in held:
         assert np.array_equal(array, big) and not array.flags.writeable  # a read-only view of the mapping
-    assert sc.remove_shared(sc.shared_memory_prefix(b"s" * 16)) == 0
+    assert remove_shared(shared_memory_prefix(b"s" * 16)) == 0
 
 
 async def _keyed(got: dict, places: dict):
@@ -144,9 +145,7 @@ def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkey
     """A body from ``_IN_PLACE`` up, and an array in a shared-memory file, are written into the
     array ``place`` names (copied there from the mapped file); a frame with no place, or a small
     body (copied out of the stage either way), gets a new array."""
-    from simshard.runtime import socket_channel as sc
-
-    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(shared_memory, "SHM_DIR", str(tmp_path))
     arrays = {0: np.arange(7, dtype=np.float32), 1: np.arange(3 << 18, dtype=np.float32).reshape(-1, 256),
               2: np.arange(1 << 20, dtype=np.int32).reshape(1024, 1024), 3: np.arange(5, dtype=np.int64)}
     places = {k: np.empty_like(a) for k, a in arrays.items() if k != 3}
@@ -154,7 +153,7 @@ def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkey
     async def main():
         got = {}
         listener, conn = await _keyed(got, places)
-        blocks = sc.SharedBlocks(sc.shared_memory_prefix(b"s" * 16))
+        blocks = SharedBlocks(shared_memory_prefix(b"s" * 16))
         for k, a in arrays.items():
             conn.send(0, 1, 2, (k, 0), a, None, "", shared=blocks.put(a, scope=1) if k == 2 else None)
         await asyncio.wait_for(conn.sync(), 5)
@@ -166,7 +165,7 @@ def test_a_frame_is_received_into_the_place_its_receiver_offers(tmp_path, monkey
     got = _run(main())
     for k, a in arrays.items():
         assert got[k].dtype == a.dtype and got[k].tobytes() == a.tobytes()
-        placed = k in places and (a.nbytes >= sc._IN_PLACE or k == 2)
+        placed = k in places and (a.nbytes >= frames.IN_PLACE or k == 2)
         assert (got[k] is places[k]) if placed else (got[k] is not places.get(k) and got[k].flags.writeable)
 
 
@@ -175,11 +174,9 @@ def test_mid_sized_bodies_go_through_the_ring_while_it_has_room(tmp_path, monkey
     copied through the connection's ring of shared memory; one that finds no room (the unread ones
     fill it) crosses the socket; a sync frees the ring (the next body starts at its beginning
     again) and removes its file's name. Every array arrives exact, in order."""
-    from simshard.runtime import socket_channel as sc
-
-    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
-    monkeypatch.setattr(sc, "probe_memory", lambda *a: False)  # the kernel says no
-    monkeypatch.setattr(sc, "RING_BYTES", 1 << 20)
+    monkeypatch.setattr(shared_memory, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(memory_reads, "probe_memory", lambda *a: False)  # the kernel says no
+    monkeypatch.setattr(shared_memory, "RING_BYTES", 1 << 20)
     arrays = [np.arange(k * 1000, k * 1000 + (100_000 + k), dtype=np.float32) for k in range(4)]  # ~400 KB each
     arrays.insert(1, np.arange(10, dtype=np.int8))  # small: in the frame
 
@@ -223,9 +220,7 @@ def test_mid_sized_bodies_are_read_from_the_senders_memory(tmp_path, monkeypatch
     ring; one with no place yet arrives as a ``Lent``, read when its receiver names the place
     (``fetch``) or let go unread (``release``). The sender keeps each array, and reports its memory
     lent, until the receiver says it has done with it. Every array arrives exact."""
-    from simshard.runtime import socket_channel as sc
-
-    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(shared_memory, "SHM_DIR", str(tmp_path))
     base = np.arange(600_000, dtype=np.float32)
     arrays = {0: base[:100_000], 1: base[100_000:400_000].reshape(300, 1000), 2: np.arange(10, dtype=np.int8),
               3: base[400_000:]}
@@ -250,7 +245,7 @@ def test_mid_sized_bodies_are_read_from_the_senders_memory(tmp_path, monkeypatch
 
     got, fetched, sent, unread, after = _run(main())
     assert sent == [100_000, 200_000, 300_000]  # the mid-sized views of base
-    assert unread == ([100_000, 200_000], True, sc.Lent, sc.Lent)  # the placed one was read at once
+    assert unread == ([100_000, 200_000], True, Lent, Lent)  # the placed one was read at once
     assert fetched.tobytes() == arrays[0].tobytes() and fetched.base is None
     for k in (1, 2):
         assert got[k].dtype == arrays[k].dtype and got[k].tobytes() == arrays[k].tobytes()
@@ -261,9 +256,7 @@ def test_mid_sized_bodies_are_read_from_the_senders_memory(tmp_path, monkeypatch
 def test_frames_cross_tcp_to_another_node_with_every_body_in_the_stream(tmp_path, monkeypatch):
     """A peer of another node connects to the listener's TCP address: the same frames, in order
     and exact, a mid-sized body in the stream rather than a ring (no shared memory across nodes)."""
-    from simshard.runtime import socket_channel as sc
-
-    monkeypatch.setattr(sc, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(shared_memory, "SHM_DIR", str(tmp_path))
     arrays = [np.arange(12, dtype=np.float32), np.arange(100_000, dtype=np.float64), np.arange(3 << 18, dtype=np.int32)]
 
     async def main():

@@ -8,7 +8,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import control_line
+from ...wire import control_line
+from ...wire.control_line import OutcomeKind, Request
 from ..start import import_ray
 from .held import Held
 
@@ -91,13 +92,13 @@ class HeldArrays:
                 return None
             tag = next(mesh.run_ids)  # a fresh tag: no run or fetch shares it
             for host, i in ids.items():
-                lines[host].send(tag, "fetch", (i,))
+                lines[host].send(tag, Request.FETCH, (i,))
             pending = {lines[host]: host for host in ids}
             got = {}
             while pending:
                 for line in control_line.wait(list(pending), tag, None):
                     kind, value = line.outcome(tag)
-                    if kind != "value":
+                    if kind is not OutcomeKind.VALUE:
                         raise value
                     got[pending.pop(line)] = value
             return got

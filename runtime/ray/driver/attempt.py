@@ -20,7 +20,7 @@ from ...core.transfer_log import TransferLog
 from ..protocol import DeviceSummary, RunPlan, Status
 from .failures import check_delivered, run_failure
 from .held import Held, HeldOutputs
-from .routes import Reply
+from ...wire.control_line import OutcomeKind
 
 
 class RunAttempt:
@@ -72,9 +72,9 @@ class RunAttempt:
             self.summaries.update((d, DeviceSummary.aborted("not answering")) for d in devs)
 
     def _take(self, devs: tuple[int, ...], answer) -> None:
-        if answer.reply is Reply.VALUE:
+        if answer.kind is OutcomeKind.VALUE:
             self.summaries.update(answer.value)
-        elif answer.reply is Reply.DEAD:
+        elif answer.kind is OutcomeKind.DEAD:
             self.dead.update((d, answer.value) for d in devs)
         else:
             self.summaries.update((d, DeviceSummary.failed(answer.value)) for d in devs)

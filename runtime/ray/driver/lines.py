@@ -1,4 +1,4 @@
-"""The driver's control lines (``runtime/control_line.py``) to the device processes of its node:
+"""The driver's control lines (``runtime/wire/control_line.py``) to the device processes of its node:
 which process has one open, who may use them now, and whether a run can go on them.
 
 One thread at a time is on the lines (``claim``): another thread's wait would take this one's
@@ -11,7 +11,7 @@ import contextlib
 import threading
 from typing import Any, Iterator, Mapping
 
-from ...control_line import INLINE_MAX, ControlLine
+from ...wire.control_line import INLINE_MAX, ControlLine
 from ..start import import_ray
 from .held import Held
 

@@ -40,7 +40,7 @@ from ...core.collectives import check_algorithm
 from ...core.execution import Execution, check_inputs
 from ...errors import DeviceLostError
 from ...calls.compiled import Compiled, compile_on, put as put_arrays
-from ...socket_channel import remove_shared, shared_memory_prefix
+from ...wire.shared_memory import remove_shared, shared_memory_prefix
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
 from ..nodes import actor_options, device_nodes, node_plan, placement_group_for, remove
@@ -58,7 +58,7 @@ from .routes import LineRoute, RayRoute
 
 # How messages between device processes travel: "sockets" (a frame on a socket: a Unix socket
 # between processes of one node, an array from SHM_BYTES up in a shared-memory file the frame
-# names; TCP between nodes) or "ray" (every message a Ray actor call): runtime/socket_channel.py.
+# names; TCP between nodes) or "ray" (every message a Ray actor call): runtime/wire/.
 DATA_PLANES = ("sockets", "ray")
 
 

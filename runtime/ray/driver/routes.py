@@ -1,30 +1,18 @@
 """The two ways a run's calls reach the device processes and come back: on the driver's control
 lines (``LineRoute``) or as Ray actor calls (``RayRoute``). Each sends a process its run call,
-waits for whichever answers come next, and reads one answer as an ``Answer``."""
+waits for whichever answers come next, and reads one answer as an ``Outcome`` (the control line's:
+the process's summaries, the exception its call raised, or the error that says it died)."""
 
 from __future__ import annotations
 
 import gc
 import pickle
-from enum import Enum
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
-from ... import control_line
+from ...wire import control_line
+from ...wire.control_line import Outcome, OutcomeKind, Request
 from ..protocol import DeviceSummary
 from ..start import import_ray
-
-
-class Reply(str, Enum):
-    """What came back for a run call."""
-
-    VALUE = "value"  # the process's summaries
-    DEAD = "dead"  # the process died (its actor, or its end of the control line, is gone)
-    ERROR = "error"  # the call raised
-
-
-class Answer(NamedTuple):
-    reply: Reply
-    value: Any  # device -> DeviceSummary (VALUE), or the exception (DEAD, ERROR)
 
 
 def summaries_of(value) -> dict[int, DeviceSummary]:
@@ -53,17 +41,16 @@ class LineRoute:
         self.lines, self.calls = lines, calls
 
     def send(self, run_id: int, group, actor, plan: tuple, args: list):
-        self.lines[group].send(run_id, "run", (plan, *args))
+        self.lines[group].send(run_id, Request.RUN, (plan, *args))
         self.calls["line"] += 1
         return self.lines[group]
 
     def wait(self, pending, run_id: int, left: float | None) -> list:
         return control_line.wait(list(pending), run_id, left)
 
-    def answer(self, line, run_id: int) -> Answer:
-        kind, value = line.outcome(run_id)  # "dead": its process died, as Ray would say its actor did
-        reply = Reply(kind)
-        return Answer(reply, summaries_of(value) if reply is Reply.VALUE else value)
+    def answer(self, line, run_id: int) -> Outcome:
+        kind, value = line.outcome(run_id)  # DEAD: its process died, as Ray would say its actor did
+        return Outcome(kind, summaries_of(value) if kind is OutcomeKind.VALUE else value)
 
 
 class RayRoute:
@@ -84,12 +71,12 @@ class RayRoute:
         self.calls["wait"] += 1
         return import_ray().wait(list(pending), num_returns=1, timeout=left)[0]
 
-    def answer(self, ref, run_id: int) -> Answer:
+    def answer(self, ref, run_id: int) -> Outcome:
         ray = import_ray()
         self.calls["get"] += 1
         try:
-            return Answer(Reply.VALUE, summaries_of(ray.get(ref)))
+            return Outcome(OutcomeKind.VALUE, summaries_of(ray.get(ref)))
         except ray.exceptions.RayActorError as e:  # the host died, with all its devices
-            return Answer(Reply.DEAD, e)
+            return Outcome(OutcomeKind.DEAD, e)
         except ray.exceptions.RayTaskError as e:
-            return Answer(Reply.ERROR, getattr(e, "cause", e))
+            return Outcome(OutcomeKind.ERROR, getattr(e, "cause", e))

@@ -61,7 +61,7 @@ class HostedDevice:
         self.connections = tuple(connections)
         prefix = next((c.shared_prefix for c in self.connections if c.shared_prefix), None)
         if prefix and (self.shared is None or self.shared.prefix != prefix):
-            from ...socket_channel import SharedBlocks
+            from ...wire.shared_memory import SharedBlocks  # after bootstrap (see __init__)
 
             self.shared = SharedBlocks(prefix)  # files for large messages to socket peers
         if floor is not None:

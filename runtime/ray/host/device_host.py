@@ -94,9 +94,9 @@ class DeviceHost:
     async def listen(self, secret: bytes) -> tuple[str, str, str, str]:
         """Open this process's sockets: (its node id, its message address for this node's
         processes, its TCP message address for other nodes', the address of its control line for
-        a driver on its node: ``control_line.py``)."""
-        from ...control_line import ControlServer  # after bootstrap (see __init__)
-        from ...socket_channel import Listener
+        a driver on its node: ``wire/control_line.py``)."""
+        from ...wire.control_line import ControlServer, Request  # after bootstrap (see __init__)
+        from ...wire.sockets import Listener
 
         if self.listener is None:
             devices = self.devices
@@ -112,7 +112,7 @@ class DeviceHost:
 
             self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
             await self.listener.start()
-            self.control = ControlServer(secret, {"run": self.run, "fetch": self.fetch})
+            self.control = ControlServer(secret, {Request.RUN: self.run, Request.FETCH: self.fetch})
             await self.control.start()
         return self.node_id(), self.listener.address, self.listener.tcp_address, self.control.address
 
@@ -125,8 +125,8 @@ class DeviceHost:
         Ray calls instead. Runs below ``floor`` are over. ``busy_poll``: whether this process's
         loop polls before it sleeps (``busy_poll.py``; None: where the node has a core for each of
         its device processes). Returns whether it polls."""
-        from ...busy_poll import SPIN_SECONDS, busy_poll as poll, should_spin  # after bootstrap (see __init__)
-        from ...socket_channel import Connection
+        from ...wire.polling import SPIN_SECONDS, busy_poll as poll, should_spin  # after bootstrap (see __init__)
+        from ...wire.sockets import Connection
 
         for c in self.connections.values():
             c.close()

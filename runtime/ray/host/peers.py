@@ -43,7 +43,7 @@ class RemotePeer:
 
 class SocketPeer(RemotePeer):
     """A device of another process: its messages go over the socket between the two processes
-    (``runtime/socket_channel.py``, ``RayTransport.frame``: a Unix socket on this node, TCP to
+    (``runtime/wire/sockets.py``, ``RayTransport._frame``: a Unix socket on this node, TCP to
     another); every other call through Ray."""
 
     socket = True

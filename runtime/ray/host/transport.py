@@ -1,7 +1,7 @@
 """The Ray transport: one device's side of sending and receiving between device actors.
 
 A send is fire-and-forget (``RayTransport._deliver``): to a device of another process on the
-sockets data plane, a frame on the socket to its process (``socket_channel.py``: a Unix socket on
+sockets data plane, a frame on the socket to its process (``wire/sockets.py``: a Unix socket on
 this node, a large array in shared memory; TCP to another node); on the ray data plane, a Ray
 call on its ``deliver``, the array travelling as a Ray object (``ray.put`` once per instruction,
 from ``INLINE_BYTES`` up) or inline below that; to a device of the same host a task of this event
@@ -22,7 +22,8 @@ import numpy as np
 from ...core.mailbox import Message
 from ...core.transport import Transport
 from ...core.transport_errors import PeerLost, RecvTimeout, TransportError
-from ...socket_channel import SHM_BYTES
+from ...wire.frames import Answer
+from ...wire.shared_memory import SHM_BYTES
 from ..put_once import PutOnce
 from ..start import INLINE_BYTES
 
@@ -108,7 +109,7 @@ class RayTransport(Transport):
         """(destination, key, note) of the messages whose receiver had already finished the
         run when they arrived: a schedule mismatch that would otherwise pass unnoticed. A Ray
         call's answer is its result; a socket frame's is known once a sync on its connection
-        has been answered (socket_channel.py)."""
+        has been answered (wire/sockets.py)."""
         if not self.sent and not self.frames:
             return []
         connections = list(dict.fromkeys(c for c, *_ in self.frames))
@@ -122,7 +123,7 @@ class RayTransport(Transport):
             self.release()
         synced = {c for c, a in zip(connections, answers) if not isinstance(a, BaseException)}
         late = [(dst, key, note) for c, seq, dst, key, note in self.frames
-                if c in synced and c.answer(seq) == "finished"]
+                if c in synced and c.answer(seq) is Answer.FINISHED]
         replies = iter(answers[len(connections):])
         return late + [(dst, key, note) for r, dst, key, note in self.sent
                        if (r if isinstance(r, str) else next(replies)) == "finished"]

@@ -1,0 +1,301 @@
+"""The driver's own socket to each device process of its node: run calls (and fetches of the
+arrays a process keeps) without Ray.
+
+A run is one call per device process and one summary back. As a Ray actor call it costs about a
+millisecond each way (task submission, the hop onto the actor's event loop, the reply through the
+object store), which a resident training step pays on every step while its devices compute for
+a few milliseconds. The call is one small message each way, so each host process also listens on
+an abstract Unix socket (``ControlServer``) and the driver keeps one connection to it
+(``ControlLine``): it writes the run's plan and the input shards it passes by value (small numpy
+arrays, as pickle-5 out-of-band buffers), the host answers with the run's summary, tagged with
+the run id. Fetching the outputs a process keeps goes the same way, their bytes out of band on
+the socket. Loading, aborting, asking where a device is and restarting stay Ray calls; hosts on
+other nodes, and runs with shards in Ray's object store, are run by Ray calls too.
+
+Failures: a host whose process dies closes its end, and the driver reads the end of the stream
+(``ControlLine.failed``), as Ray would report the actor dead. An exception ``run`` raises comes
+back as the answer (``HostError``). An answer for a run the driver stopped waiting for (an aborted
+attempt) is dropped when the next one is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+import pickle
+import select
+import socket
+import struct
+import time
+from enum import Enum, IntEnum
+from typing import Any, Awaitable, Callable, Mapping, NamedTuple, Sequence
+
+import cloudpickle  # answers by value (a dependency of the package, neither Ray nor simshard)
+
+_REQUEST = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
+_LENGTH = struct.Struct("<Q")  # one out-of-band buffer's bytes
+_ANSWER = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, number of out-of-band buffers
+INLINE_MAX = 1 << 20  # an input shard below this size goes on the line; a larger one through Ray's object store
+
+
+
+
+class Request(str, Enum):
+    """The host's methods a driver calls on the line (a ``str`` enum: the name is what travels,
+    and a host's table of methods may be keyed by either)."""
+
+    RUN = "run"  # ``DeviceHost.run(plan, *inputs)``: a run's summary, pickled
+    FETCH = "fetch"  # ``DeviceHost.fetch(ids)``: the arrays the host keeps under ``ids``
+
+
+class Payload(IntEnum):
+    """What an answer's body holds (one byte on the wire)."""
+
+    BYTES = 0  # bytes the method returned, as they are
+    RAISED = 1  # the exception it raised, pickled by value
+    OBJECT = 2  # the object it returned, pickled by value, arrays out of band
+
+
+class RawAnswer(NamedTuple):
+    """An answer as read off the socket, until its caller takes it."""
+
+    payload: Payload
+    body: bytearray
+    buffers: list
+
+
+class OutcomeKind(Enum):
+    """How a call on a line ended."""
+
+    VALUE = "value"  # the method returned
+    ERROR = "error"  # the method raised
+    DEAD = "dead"  # the line broke: the host process is gone
+
+
+class Outcome(NamedTuple):
+    """What became of a call: its kind and what came with it (the value, the exception raised,
+    or the broken line's error)."""
+
+    kind: OutcomeKind
+    value: Any
+
+
+class HostError(Exception):
+    """What a host's method raised, carried back on the line."""
+
+
+def _frame(head: bytes, body: bytes, buffers: Sequence[pickle.PickleBuffer]) -> tuple[list, list]:
+    """A frame's parts: its head with the out-of-band buffers' lengths, its body, the buffers
+    (their memory, not copies)."""
+    raws = [b.raw() for b in buffers]
+    return [head + b"".join(_LENGTH.pack(r.nbytes) for r in raws), body], raws
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytearray:
+    """``n`` bytes from a blocking socket; EOFError at the end of the stream."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise EOFError("the host process closed its end")
+        got += k
+    return buf
+
+
+class ControlLine:
+    """The driver's end of one host process's line (a blocking socket). ``send`` writes a call of
+    one of the host's methods ("run", "fetch"), tagged; ``answers`` collects what came back, by
+    tag; ``failed`` is set once the line broke (the host process died, or closed it)."""
+
+    def __init__(self, address: str, secret: bytes, timeout: float = 10.0):
+        self.address = address
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(address)
+        self.sock.sendall(secret)
+        self.sock.settimeout(None)
+        self.answers: dict[int, RawAnswer] = {}
+        self.failed: BaseException | None = None
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, tag: int, method: "Request | str", args: Sequence) -> None:
+        """Write call ``tag``: ``await method(*args)`` on the host (``DeviceHost.run(plan,
+        *inputs)``, say). A numpy array is pickled as a reference to its memory, which goes out
+        after the frame without a copy; the same array named twice goes once (pickle's memo)."""
+        if self.failed is not None:
+            return  # the wait reports the line broken
+        buffers: list[pickle.PickleBuffer] = []
+        name = method.value if isinstance(method, Request) else method  # a plain str: no class to unpickle
+        body = pickle.dumps((name, tuple(args)), protocol=5, buffer_callback=buffers.append)
+        parts, raws = _frame(_REQUEST.pack(tag, len(body), len(buffers)), body, buffers)
+        try:
+            for part in (*parts, *raws):
+                self.sock.sendall(part)
+        except OSError as e:
+            self._break(e)
+
+    def read(self) -> None:
+        """One answer off the socket (the caller saw it readable): into ``answers``, or ``failed``."""
+        try:
+            tag, kind, nbody, nbuf = _ANSWER.unpack(_recv_exactly(self.sock, _ANSWER.size))
+            lengths = [n for (n,) in _LENGTH.iter_unpack(_recv_exactly(self.sock, _LENGTH.size * nbuf))]
+            body = _recv_exactly(self.sock, nbody)
+            buffers = [_recv_exactly(self.sock, n) for n in lengths]
+        except (OSError, EOFError) as e:
+            self._break(e)
+            return
+        self.answers[tag] = RawAnswer(Payload(kind), body, buffers)
+
+    def take(self, tag: int):
+        """Call ``tag``'s answer, once it came: bytes the method returned, as they are (a run's
+        pickled summary), or the object it returned (arrays it fetched: their memory read
+        straight off the socket, each the caller's own); raises ``HostError`` with what the
+        method raised."""
+        payload, body, buffers = self.answers.pop(tag)
+        if payload is Payload.RAISED:
+            raise HostError(pickle.loads(body))
+        return bytes(body) if payload is Payload.BYTES else pickle.loads(body, buffers=buffers)
+
+    def outcome(self, tag: int) -> Outcome:
+        """What became of call ``tag`` once ``wait`` says it is ready: ``VALUE`` with what the
+        method returned (as ``take`` gives it), ``ERROR`` with what it raised, or ``DEAD`` with the
+        broken line's error (the host process is gone)."""
+        if self.failed is not None:
+            return Outcome(OutcomeKind.DEAD, self.failed)
+        try:
+            return Outcome(OutcomeKind.VALUE, self.take(tag))
+        except HostError as e:
+            return Outcome(OutcomeKind.ERROR, e.args[0])
+
+    def _break(self, error: BaseException) -> None:
+        self.failed = ConnectionError(f"the device process's control line ({self.address[1:]}) broke: {error}")
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None) -> list[ControlLine]:
+    """The lines whose answer to call ``tag`` has come, or that broke, waiting up to ``timeout``
+    seconds (None: for ever) for at least one. Answers to other calls are read and dropped."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        ready = [ln for ln in lines if tag in ln.answers or ln.failed is not None]
+        if ready:
+            return ready
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return []
+        poll = select.poll()  # not select(): a driver of many processes has descriptors past 1024
+        by_fd = {ln.fileno(): ln for ln in lines}
+        for fd in by_fd:
+            poll.register(fd, select.POLLIN)
+        for fd, _ in poll.poll(None if left is None else left * 1e3):
+            ln = by_fd[fd]
+            ln.read()
+            for stale in [t for t in ln.answers if t != tag]:
+                del ln.answers[stale]  # a call given up on (an aborted run): nobody waits for it
+
+
+class ControlServer:
+    """A host process's end: accepts the driver's connection (which must start with the mesh's
+    secret) and answers each call written on it with ``await methods[name](*args)``, calls
+    running concurrently, each answer written whole."""
+
+    def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]]):
+        self.secret, self.methods = secret, dict(methods)
+        self.address = "\0simshard-control-" + os.urandom(12).hex()  # abstract namespace: no file
+        self.sock: socket.socket | None = None
+        self.tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> str:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.address)
+        self.sock.listen()
+        self.sock.setblocking(False)
+        self._spawn(self._accept())
+        return self.address
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(self.sock)
+            conn.setblocking(False)
+            self._spawn(self._serve(conn))
+
+    async def _serve(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+
+        async def exactly(n: int) -> memoryview:
+            buf = bytearray(n)
+            view, got = memoryview(buf), 0
+            while got < n:
+                k = await loop.sock_recv_into(conn, view[got:])
+                if k == 0:
+                    raise EOFError
+                got += k
+            return view
+
+        writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
+        try:
+            if not hmac.compare_digest(bytes(await exactly(len(self.secret))), self.secret):
+                return
+            while True:
+                tag, nbody, nbuf = _REQUEST.unpack(await exactly(_REQUEST.size))
+                lengths = [n for (n,) in _LENGTH.iter_unpack(await exactly(_LENGTH.size * nbuf))]
+                body = await exactly(nbody)
+                # read-only: the shards are the run's inputs, which nothing writes into
+                buffers = [(await exactly(n)).toreadonly() for n in lengths]
+                self._spawn(self._answer(conn, writing, tag, bytes(body), buffers))
+        except (OSError, EOFError):  # the driver went
+            return
+        finally:
+            conn.close()
+
+    async def _answer(self, conn: socket.socket, writing: asyncio.Lock, tag: int, body: bytes, buffers) -> None:
+        out: list[pickle.PickleBuffer] = []
+        try:
+            method, args = pickle.loads(body, buffers=buffers)
+            result = await self.methods[method](*args)
+            if isinstance(result, bytes):
+                kind, payload = Payload.BYTES, result
+            else:  # by value where plain pickle would refuse (an exception of a class defined where
+                # it was raised); arrays' memory out of band, written without a copy
+                kind, payload = Payload.OBJECT, cloudpickle.dumps(result, protocol=5, buffer_callback=out.append)
+        except Exception as e:
+            kind, payload, out = Payload.RAISED, _error_bytes(e), []
+        parts, raws = _frame(_ANSWER.pack(tag, kind, len(payload), len(out)), payload, out)
+        loop = asyncio.get_running_loop()
+        async with writing:
+            try:
+                await loop.sock_sendall(conn, b"".join(parts))
+                for raw in raws:
+                    await loop.sock_sendall(conn, raw)
+            except OSError:
+                pass  # the driver went
+
+    def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        if self.sock is not None:
+            self.sock.close()
+
+
+def _error_bytes(error: Exception) -> bytes:
+    """``error`` pickled by value; one that cannot be, as a RuntimeError with its text."""
+    try:
+        return cloudpickle.dumps(error)
+    except Exception:
+        return cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))

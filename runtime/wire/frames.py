@@ -1,0 +1,128 @@
+"""The frame protocol between device processes: what a frame and an answer are on the socket.
+
+A message is one frame: ``FRAME`` (a sequence number, the header's bytes, the body's bytes), the
+pickled ``Header`` (run, source, destination, key, tag, note, dtype, shape, and where the body is
+when it does not follow: ``Stored``) and the array's bytes. A frame with no header is a sync (no
+body) or a probe (``PROBE``: may the receiver read the sender's memory?). The receiver writes
+back ``ANSWER`` (a sequence number, the answer's bytes) and the answer's text (``Answer``).
+"""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import struct
+from enum import Enum
+from typing import Hashable, NamedTuple
+
+FRAME = struct.Struct("<QII")  # sequence number, header bytes (0: a sync or probe frame), body bytes
+ANSWER = struct.Struct("<QI")  # sequence number, answer bytes
+PROBE = struct.Struct("<QQ")  # a probe frame's body: the sender's pid, the address of its copy of the secret
+STAGE = 1 << 18  # the receive buffer for frame prefixes, headers and small bodies
+IN_PLACE = 1 << 16  # a body from this size up is read straight into its array
+SMALL = 1 << 16  # a body below this size is sent in one write with its header
+SOCKET_BUFFER = 4 << 20  # the socket buffers asked for (see ``widen``)
+
+
+class Answer(str, Enum):
+    """What a receiver says on the socket (its text on the wire). A device's answer to a frame
+    (``OK``, ``FINISHED``: it had completed the run; ``OVER``: it left the run) goes back only when
+    it is not ``OK``; the others answer the sender's sync, probe and lent bodies. (A ``str`` enum:
+    an answer equals its text, as the answers of Ray calls are texts.)"""
+
+    OK = "ok"
+    FINISHED = "finished"
+    OVER = "over"
+    SYNC = "sync"  # every frame before the sync has been handed on
+    READ = "read"  # a lent body has been read (or will not be)
+    CMA = "cma"  # the probe: this receiver may read the sender's memory
+    NO_CMA = "no cma"  # ... or may not
+    ERROR = "error"  # only inside an ``ErrorAnswer``, with what went wrong
+
+
+class ErrorAnswer(NamedTuple):
+    """A frame its receiving device could not take: what it raised, as text."""
+
+    message: str
+
+    @property
+    def answer(self) -> Answer:
+        return Answer.ERROR
+
+
+def encode_answer(answer: "Answer | ErrorAnswer") -> bytes:
+    """An answer's bytes on the wire (an error as ``error: <message>``)."""
+    if isinstance(answer, ErrorAnswer):
+        return f"{Answer.ERROR.value}: {answer.message}".encode()
+    return answer.value.encode()
+
+
+def decode_answer(data: bytes) -> "Answer | ErrorAnswer":
+    """The answer ``encode_answer`` wrote."""
+    text = data.decode()
+    prefix = Answer.ERROR.value + ": "
+    return ErrorAnswer(text[len(prefix):]) if text.startswith(prefix) else Answer(text)
+
+
+class Storage(Enum):
+    """Where a frame's body is when it does not follow the frame on the socket."""
+
+    CMA = "cma"  # in the sender's memory: ``Stored.name`` its pid, ``at`` the address
+    RING = "ring"  # in the sender's ring (``shared_memory.Ring``): the ring's file, at the offset
+    FILE = "file"  # in a shared file (``shared_memory.SharedBlocks``): the file, ``at`` the reader's slot
+
+
+class Stored(NamedTuple):
+    """A body the frame names instead of carrying it (``Header.stored``)."""
+
+    storage: Storage
+    name: "str | int"
+    at: int
+
+    def to_wire(self) -> tuple:
+        """As a plain tuple (a NamedTuple or enum pickles by reference: several times slower)."""
+        return self.storage.value, self.name, self.at
+
+    @classmethod
+    def from_wire(cls, raw: tuple) -> "Stored":
+        return cls(Storage(raw[0]), raw[1], raw[2])
+
+
+class Header(NamedTuple):
+    """A frame's header: its sequence number, the message's run, source and destination devices,
+    key, tag and note, the array's dtype (``dtype.str``) and shape, and where its body is when it
+    does not follow on the socket."""
+
+    seq: int
+    run_id: int
+    src: int
+    dst: int
+    key: Hashable
+    tag: Hashable
+    note: str
+    dtype: str
+    shape: tuple
+    stored: "Stored | None"
+
+
+def encode_header(header: Header) -> bytes:
+    """The header pickled as a plain tuple (a NamedTuple pickles by reference: 5 us, not 0.7)."""
+    stored = None if header.stored is None else header.stored.to_wire()
+    return pickle.dumps((*header[:-1], stored))
+
+
+def decode_header(data) -> Header:
+    """The header ``encode_header`` wrote."""
+    *head, stored = pickle.loads(data)
+    return Header(*head, None if stored is None else Stored.from_wire(stored))
+
+
+def widen(transport) -> None:
+    """Ask for socket buffers of a few MiB (the kernel caps them at net.core.wmem_max): a large
+    frame then crosses in a few system calls instead of one per default-sized buffer."""
+    sock = transport.get_extra_info("socket")
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
+        except OSError:
+            pass

@@ -1,0 +1,219 @@
+"""Sockets between device processes (Unix sockets within a node, TCP between nodes): the fast
+path of the Ray data plane.
+
+Each host process opens one ``Listener`` (an abstract Unix socket: no file to clean up; a TCP
+port for other nodes) and its peers connect to it on first use (``Connection``, one per pair of
+processes, shared by their devices). Every connection starts with the mesh's secret. A send is a
+write and nothing more: the receiver answers only a frame it refused, and a sync frame
+(``Connection.sync``) settles every frame before it. A mid-sized body is lent (read from this
+process's memory by the receiver: ``memory_reads``) or copied into the connection's ring; a large
+one names its shared file (``shared_memory``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+
+import numpy as np
+
+from .frames import (ANSWER, FRAME, PROBE, SMALL, Answer, ErrorAnswer, Header, Storage, Stored, decode_answer,
+                     encode_header, widen)
+from .memory_reads import array_owner, memory_reads_possible
+from .receiver import Deliver, Place, Receiver, nowhere
+from .shared_memory import RING_MIN, SHM_BYTES, Ring, shared_memory_prefix
+
+
+class Listener:
+    """This process's sockets: frames in, each handed to ``deliver`` (a plain function, called in
+    stream order on the event loop). ``place`` (optional) names the array a frame's body is
+    written into (the receiving device's offered place for it), given the frame's run, source,
+    destination, key, dtype and shape; None, or no ``place``: a new array. Peers of this node
+    connect to ``address`` (an abstract Unix socket); with ``tcp_host``, peers of other nodes to
+    ``tcp_address`` (``tcp:host:port``, a port the kernel picks), the same frames with every body
+    in the stream (no shared memory between nodes)."""
+
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = nowhere, tcp_host: str | None = None):
+        self.secret, self.deliver, self.place = secret, deliver, place
+        self.address = "\0simshard-" + os.urandom(12).hex()  # abstract namespace: no file
+        self.tcp_host, self.tcp_address = tcp_host, None
+        self.servers: list = []
+
+    async def start(self) -> str:
+        loop = asyncio.get_running_loop()
+
+        def receiver():
+            return Receiver(self.secret, self.deliver, self.place)
+
+        self.servers.append(await loop.create_unix_server(receiver, path=self.address))
+        if self.tcp_host is not None:
+            server = await loop.create_server(receiver, host=self.tcp_host, port=0)
+            self.servers.append(server)
+            host, port = server.sockets[0].getsockname()[:2]
+            self.tcp_address = f"tcp:{host}:{port}"
+        return self.address
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+
+
+class Connection:
+    """This process's side of the socket to one peer process: ``send`` writes a frame at once (in
+    order, after the connection opened) and returns its sequence number. The receiver answers
+    only a frame it refused; ``sync`` is answered once every frame before it has been handed on,
+    and from then on ``answer`` tells what became of each of those frames. (No future per frame:
+    a message costs the sender a write and nothing more.)"""
+
+    def __init__(self, address: str, secret: bytes):
+        self.address, self.secret = address, secret
+        # None: no shared memory with the peer (another node, or none on this one)
+        self.shared_prefix = None if address.startswith("tcp:") else shared_memory_prefix(secret)
+        self.writer: asyncio.StreamWriter | None = None
+        self.waiting: list[bytes] | None = []  # frames written before the connection opened
+        self.refused: dict[int, Answer | ErrorAnswer] = {}  # seq -> why the receiver did not take that frame
+        self.syncs: dict[int, asyncio.Future] = {}  # seq of a sync -> its future
+        self.ring: Ring | None = None  # made on first use (needs the node's shared memory)
+        # whether the receiver reads mid-sized bodies from this process's memory (its answer to
+        # the probe sent on opening), and what it has yet to read: seq -> the array
+        self.cma, self.lent = False, {}
+        self._probe = np.frombuffer(bytearray(secret), dtype=np.uint8)  # what the probe points it at
+        self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
+        self.seq = itertools.count()
+        self.failed: BaseException | None = None
+        self.opened = asyncio.get_running_loop().create_future()  # True once open, False if it could not be
+        self.task = asyncio.ensure_future(self._open())
+
+    async def _open(self) -> None:
+        try:
+            if self.address.startswith("tcp:"):
+                host, port = self.address[4:].rsplit(":", 1)
+                reader, writer = await asyncio.open_connection(host, int(port))
+            else:
+                reader, writer = await asyncio.open_unix_connection(self.address)
+        except OSError as e:
+            self._fail(e)
+            self.opened.set_result(False)
+            return
+        self.opened.set_result(True)
+        widen(writer.transport)
+        writer.write(self.secret)
+        if self.shared_prefix and memory_reads_possible():
+            probe = PROBE.pack(os.getpid(), self._probe.ctypes.data)
+            writer.write(FRAME.pack(next(self.seq), 0, len(probe)) + probe)
+        for frame in self.waiting:
+            writer.write(frame)
+        self.waiting, self.writer = None, writer
+        await self._read_answers(reader)
+
+    async def _read_answers(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                seq, n = ANSWER.unpack(await reader.readexactly(ANSWER.size))
+                answer = decode_answer(await reader.readexactly(n))
+                fut = self.syncs.pop(seq, None) if answer is Answer.SYNC else None
+                if fut is not None:  # every frame before it was handed on, refusals answered already
+                    self._synced(seq)
+                    if not fut.done():
+                        fut.set_result(Answer.SYNC)
+                elif answer is Answer.READ:
+                    self.lent.pop(seq, None)
+                elif answer in (Answer.CMA, Answer.NO_CMA):
+                    self.cma = answer is Answer.CMA
+                else:
+                    self.refused[seq] = answer
+        except (asyncio.IncompleteReadError, ConnectionError) as e:
+            self._fail(e)
+
+    def _synced(self, seq: int) -> None:
+        """Sync ``seq`` was answered: the ring written before it has been copied out (its space is
+        free again) and its file mapped, if ever it will be (the name is no longer needed)."""
+        mark = self.marks.pop(seq, 0)
+        if self.ring is not None:
+            self.ring.free(mark)
+            self.ring.unlink()
+
+    def _fail(self, error: BaseException) -> None:
+        self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
+        for fut in self.syncs.values():
+            if not fut.done():
+                fut.set_exception(self.failed)
+        self.syncs.clear()
+
+    def _write(self, *parts) -> None:
+        if self.failed is not None:
+            return  # the peer process is gone: its devices' messages go nowhere (Ray reports it dead)
+        if self.writer is None:
+            self.waiting.append(b"".join(parts))
+        else:
+            write = self.writer.transport.write  # (the stream writer's write only adds a call)
+            for p in parts:
+                write(p)
+
+    def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str,
+             shared: Stored | None = None) -> int:
+        """A frame carrying ``array``, or only naming it when it is in shared memory already
+        (``Storage.FILE``, from ``SharedBlocks.put``); its sequence number, for ``answer``."""
+        seq = next(self.seq)
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            array = array.copy(order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        nbytes = array.nbytes
+        if shared is None and RING_MIN <= nbytes < SHM_BYTES and self.shared_prefix:
+            shared = self._lend(seq, array) if self.cma else self._into_ring(array)
+        header = encode_header(Header(seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared))
+        if shared is not None:
+            self._write(FRAME.pack(seq, len(header), 0) + header)
+        elif nbytes < SMALL:
+            self._write(FRAME.pack(seq, len(header), nbytes) + header + array.tobytes())
+        else:  # no copy of a large body on this side (the kernel's copy is the only one)
+            self._write(FRAME.pack(seq, len(header), nbytes) + header, memoryview(array.reshape(-1).view(np.uint8)))
+        return seq
+
+    def _lend(self, seq: int, array: np.ndarray) -> Stored:
+        """Let the receiver read ``array`` from this process's memory (``Storage.CMA``: pid,
+        address), keeping it alive until the receiver says it has (see ``lends``)."""
+        self.lent[seq] = array
+        return Stored(Storage.CMA, os.getpid(), array.ctypes.data)
+
+    def lends(self, owner: np.ndarray) -> bool:
+        """Whether the receiver has yet to read an array whose memory ``owner`` owns (it must not
+        be written in place meanwhile)."""
+        return any(array_owner(a) is owner for a in self.lent.values())
+
+    def _into_ring(self, array: np.ndarray) -> Stored | None:
+        """Copy ``array`` into this connection's ring (``Storage.RING``: its name, the offset), or
+        None when the ring has no room (the body then crosses the socket)."""
+        if self.ring is None:
+            self.ring = Ring(self.shared_prefix)
+        offset = self.ring.put(array)
+        return None if offset is None else Stored(Storage.RING, self.ring.name, offset)
+
+    def sync(self) -> asyncio.Future:
+        """A frame the receiver answers once it has handed on every frame sent before it (a
+        ``ConnectionError`` if the socket closes first); then ``answer`` knows those frames' fate."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.failed is not None:
+            fut.set_exception(self.failed)
+            return fut
+        seq = next(self.seq)
+        self.syncs[seq] = fut
+        self.marks[seq] = 0 if self.ring is None else self.ring.head
+        self._write(FRAME.pack(seq, 0, 0))
+        return fut
+
+    def answer(self, seq: int) -> "Answer | ErrorAnswer":
+        """What the receiver said of frame ``seq`` (``Answer.OK`` unless it refused it), once a
+        later sync has been answered."""
+        return self.refused.pop(seq, Answer.OK)
+
+    def close(self) -> None:
+        # (what is lent stays lent while this object lives: a receiver that still holds a frame
+        # must never read memory the sender has given back)
+        if self.writer is not None:
+            self.writer.close()
+        elif not self.opened.done():  # still opening (a peer that does not answer): stop trying
+            self.task.cancel()
+        if self.ring is not None:
+            self.ring.unlink()
