@@ -112,7 +112,7 @@ class RayMesh:
         self.node_strategy = node_strategy
         self.placement_timeout = placement_timeout
         self.actor_cpus = actor_cpus
-        self.plan = None  # the NodePlan when node_axes is given (runtime/nodes.py)
+        self.plan = None  # the NodePlan when node_axes is given (ray/nodes.py)
         self.placement_group = None
         self._options: dict[int, dict] = {}  # each device's actor options, set by start()
         self.start_timeout = float(start_timeout)
