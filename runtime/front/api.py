@@ -100,22 +100,10 @@ def _check_options(backend: str, given) -> None:
                     f"(backend={backend!r} takes: {', '.join(sorted(known)) or 'none'})")
 
 
-def run(
-    f,
-    *args,
-    mesh=None,
-    backend: str | None = None,
-    in_shardings=None,
-    out_shardings=None,
-    static_argnums: Sequence[int] = (),
-    strategy: str = "user_priority",
-    device_memory=None,
-    timeout: float = 10.0,
-    check_ops: bool | None = None,
-    progress: Callable[[str], None] | None = None,
-    reference: Callable | None = None,
-    **backend_options,
-) -> RunResult:
+def run(f, *args, mesh=None, backend: str | None = None, in_shardings=None, out_shardings=None,
+        static_argnums: Sequence[int] = (), strategy: str = "user_priority", device_memory=None,
+        timeout: float = 10.0, check_ops: bool | None = None, progress: Callable[[str], None] | None = None,
+        reference: Callable | None = None, **backend_options) -> RunResult:
     """Run ``f(*args)`` sharded: every device runs its own schedule on its own shards.
 
     ``f`` is an ``ss.jit`` / ``sjit`` function (shardings given there) or a plain function with
@@ -124,48 +112,40 @@ def run(
     program run whole in one process.
 
     ``check_ops``: also verify op by op (``res.verify.op_checks``): each op's result as the devices
-    hold it right after the op, assembled, against the op run whole on the assembled inputs; a
-    wrong partition is named by ``res.verify.first_divergence`` (op, device, global index), a float
-    reduction the partition sharded is reported as reassociated (mesh axes, ULP distance). It keeps
-    a copy of every op's result per device during the run, so the default (None) turns it on only
-    when all the program's values together take at most ``OPCHECK_MAX_BYTES`` (64 MiB).
+    hold it, assembled, against the op run whole on the assembled inputs; a wrong partition is
+    named by ``res.verify.first_divergence`` (op, device, global index). It keeps every op's result
+    per device during the run, so by default (None) it is on when the program's values together
+    take at most ``OPCHECK_MAX_BYTES`` (64 MiB).
 
-    ``backend``: ``"ray"`` (the default: one Ray actor per device, started for this run; ``address=`` joins an existing Ray cluster, by
-    default a local Ray is started on demand or the initialised one reused; ``node_axes=("host",)``
-    puts the devices that share every coordinate of those mesh axes on one node, through a Ray
-    placement group, so only those axes cross nodes — see ``cluster/README.md``). To keep device
-    actors across runs use ``ss.runtime.RayMesh`` (``ray_mesh=`` runs on one); ``retries=N`` restarts a device whose actor
-    died and runs again, up to N times (see ``RayMesh.execute``); or ``"local"`` (every device an
-    asyncio task in this process: the same schedules and collectives, much faster to start). The
-    environment variable ``SIMSHARD_BACKEND`` changes the default (the test suite sets ``local``).
+    ``backend`` (``front/backends.py``): ``"ray"`` (the default: one Ray actor per device, started
+    for this run; ``address=`` joins a Ray cluster, else a local Ray is started on demand or the
+    initialised one reused; ``node_axes=("host",)`` puts the devices sharing every coordinate of
+    those mesh axes on one node, so only those axes cross nodes: ``cluster/README.md``;
+    ``ray_mesh=`` runs on a kept ``ss.runtime.RayMesh``; ``retries=N`` restarts a device whose
+    actor died and runs again) or ``"local"`` (every device an asyncio task in this process: the
+    same schedules and collectives, much faster to start). ``SIMSHARD_BACKEND`` changes the default.
 
-    ``reference``: a plain numpy function of the same arguments to verify the outputs against,
-    instead of ``f`` itself. A manual region (``shard_map``) cannot run outside a trace, so by
-    default its reference is the region run whole, which shares any mistake of its body (a
-    ``psum`` over the wrong axes); give the plain model here to catch that.
+    ``reference``: a plain numpy function of the same arguments to verify against instead of ``f``
+    (a manual region's default reference is the region run whole, which shares its body's mistakes).
 
     ``progress``: called with a short description as each stage starts (tracing, partitioning,
     starting device actors, running, verifying), for a progress display.
     """
-    say = progress or (lambda stage: None)
-    backend = backend or default_backend()
+    say, backend = progress or (lambda stage: None), backend or default_backend()
     _check_options(backend, backend_options)
     say("tracing and propagating")
     program, leaves = prepare(f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
     say("partitioning")
     spmd = partition(program)
-    inputs = shard_inputs(spmd, *leaves)
-    if check_ops is None:
-        check_ops = program_bytes(program) <= OPCHECK_MAX_BYTES
-    execution = backend_named(backend).run(spmd, inputs, mesh=mesh, device_memory=device_memory, timeout=timeout,
+    check_ops = program_bytes(program) <= OPCHECK_MAX_BYTES if check_ops is None else check_ops
+    execution = backend_named(backend).run(spmd, shard_inputs(spmd, *leaves), mesh=mesh, device_memory=device_memory, timeout=timeout,
                                            trace_values=bool(check_ops), progress=say, **backend_options)
     observe_run(f"ss.run {getattr(f, '__name__', type(f).__name__)}", execution, program, spmd)
     outputs = _assembled(spmd, execution, leaves, check_ops)
     say("verifying against numpy")
     with one_blas_thread():  # the reference's kernels as the devices ran theirs
         verify = _verify(f if reference is None else reference, args, program, leaves, outputs, mesh)
-        if check_ops:
-            verify = verify.with_ops(verify_ops(spmd, execution.values, leaves))
+        verify = verify.with_ops(verify_ops(spmd, execution.values, leaves)) if check_ops else verify
     structured = optree.tree_unflatten(program.out_tree, list(outputs)) if program.out_tree is not None else outputs
     return RunResult(structured, verify, execution.comm, execution.memory, program, spmd, execution)

@@ -244,13 +244,10 @@ class RayMesh:
             self.placement_group = None
 
     def pid(self, device: int) -> int:
-        ray = import_ray()
-        return ray.get(self.call(device, "pid"))
+        return import_ray().get(self.call(device, "pid"))
 
     def routes(self, device: int) -> dict[int, str]:
-        """How ``device``'s messages reach each other device: "process" (the same worker process),
-        "unix" (a socket to another process of its node), "tcp" (a socket to another node's) or
-        "ray" (an actor call per message: the ``ray`` data plane)."""
+        """How ``device``'s messages reach each other device (``ray/host/peers.route``)."""
         return import_ray().get(self.call(device, "routes"))
 
     def polls(self, device: int) -> bool:
