@@ -6,6 +6,10 @@ with ``f``'s arguments, numpy arrays or ``DeviceArray``s already on the devices,
 ``Result``: outputs assembled on demand (``outputs``) or left on the devices (``arrays``), and
 what the run cost. A devices object provides ``mesh``, ``load``, ``execute``, ``put_shards`` (each
 device's block onto it: device -> handle) and ``fetch`` (handles back to arrays).
+
+The compiler's stages (tracing, propagation, partitioning) are imported when a program is
+compiled, inside the functions: every device process imports ``simshard.runtime`` as it starts
+and needs none of them (a device worker's start-up is half spent importing otherwise).
 """
 
 from __future__ import annotations

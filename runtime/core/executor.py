@@ -247,7 +247,7 @@ class Executor:
                 raise
             except TransportError as e:
                 self.state = "failed"
-                raise self._transport_error(e) from e
+                raise self.transport_error(e) from e
             except Exception as e:  # a kernel or numpy error: name where it happened
                 self.state = "failed"
                 raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {type(e).__name__}: {e}") from e
@@ -438,7 +438,7 @@ class Executor:
         return [CommRecord(*row) for row in self.record_rows]
 
     # -- transport failures as schedule errors -------------------------------------------------------
-    def _transport_error(self, e: TransportError) -> ExecutionError:
+    def transport_error(self, e: TransportError) -> ExecutionError:
         me = self.device
         here = f"device {me} {self.where()}"
         if isinstance(e, TagMismatch):

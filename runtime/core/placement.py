@@ -12,6 +12,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from simshard.dtypes import bit_equal
+from simshard.errors import ReplicaMismatchError
 from simshard.sharding.layout import layout
 from simshard.partition.schedule import SpmdProgram
 
@@ -71,9 +73,6 @@ def assemble_outputs(spmd: SpmdProgram, outputs: Mapping[int, Sequence[np.ndarra
 
 
 def _replicated(shards: Mapping[int, np.ndarray], shape, i: int) -> np.ndarray:
-    from simshard.errors import ReplicaMismatchError
-    from simshard.dtypes import bit_equal
-
     devices = sorted(shards)
     first = shards[devices[0]]
     for d in devices:

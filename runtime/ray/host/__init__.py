@@ -3,8 +3,10 @@
 These modules (and ``ray/start.py``, ``ray/protocol.py``) travel to each device process by value
 with the ``DeviceHost`` actor class (``RayMesh.start`` registers them with cloudpickle): a worker
 must not import another checkout's ``simshard.runtime`` before ``bootstrap`` has bound the
-driver's. So at their top they import only each other and the standard library; the runtime's
-core (executor, mailbox, schedules) is imported inside the methods that run after ``bootstrap``.
+driver's. So ``device_host`` imports at its top only what travels with it (``peers``,
+``process``, ``protocol``, ``start``) and the standard library; ``device`` and ``transport``,
+which build on the runtime's core, and the wire, are imported inside the methods that run after
+``bootstrap``.
 
 * ``device_host``: ``DeviceHost``, the actor: held arrays, sockets, run calls for its devices;
 * ``device``: ``HostedDevice``, one logical device's programs, runs and mailboxes;

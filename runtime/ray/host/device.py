@@ -1,6 +1,9 @@
 """One logical device inside its host process (``HostedDevice``): its loaded programs, its runs,
 each with a mailbox, and its peers. ``run`` executes one program and answers with a
-``DeviceSummary``; peers' messages arrive through ``deliver_now`` (or ``deliver``, a Ray call)."""
+``DeviceSummary``; peers' messages arrive through ``deliver_now`` (or ``deliver``, a Ray call).
+
+The device process imports this module after ``bootstrap`` (``DeviceHost.__init__``), so it
+imports the runtime's core at the top as any module does."""
 
 from __future__ import annotations
 
@@ -10,7 +13,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from simshard.partition.schedule import Schedule
+
+from ...core.executor import Executor
+from ...core.mailbox import Mailbox, is_lent
+from ...core.transport_errors import DuplicateMessage, PeerLost
+from ...wire.shared_memory import SharedBlocks
 from ..protocol import DeviceSummary, Status
+from ..user_entries import install
+from .transport import RayTransport
 
 
 class LoadedProgram(NamedTuple):
@@ -27,8 +38,6 @@ class RunState:
     """One run's state on one device: its mailbox and, once started, its transport, executor and task."""
 
     def __init__(self, device: int):
-        from ...core.mailbox import Mailbox  # after bootstrap (see __init__)
-
         self.mailbox = Mailbox(device)
         self.executor = None
         self.transport = None
@@ -61,8 +70,6 @@ class HostedDevice:
         self.connections = tuple(connections)
         prefix = next((c.shared_prefix for c in self.connections if c.shared_prefix), None)
         if prefix and (self.shared is None or self.shared.prefix != prefix):
-            from ...wire.shared_memory import SharedBlocks  # after bootstrap (see __init__)
-
             self.shared = SharedBlocks(prefix)  # files for large messages to socket peers
         if floor is not None:
             self.floor = max(self.floor, floor)
@@ -71,10 +78,6 @@ class HostedDevice:
         return run_id < self.floor or run_id in self.closed
 
     async def load(self, key, data: bytes, capacity, algorithm: str, trace: tuple, timeout, extras=None) -> int:
-        from simshard.partition.schedule import Schedule
-
-        from ..user_entries import install
-
         install(extras)  # the user's own ops and reduce ops, before anything names them
         schedule = Schedule.from_bytes(data)
         if schedule.device != self.device:
@@ -115,8 +118,6 @@ class HostedDevice:
         The answer, which the sender looks at when it has finished: "ok"; "finished" (this device
         had completed the run without receiving it: a schedule mismatch); "over" (a run left,
         failed or aborted)."""
-        from ...core.mailbox import is_lent
-
         if self._over(run_id):
             # a run this device has left: nothing waits for the message
             return "finished" if run_id in self.finished else "over"
@@ -153,8 +154,6 @@ class HostedDevice:
 
     async def peer_lost(self, run_id: int, dead: tuple) -> None:
         """Devices ``dead`` are gone: a receive from them (now or later in this run) fails."""
-        from ...core.transport_errors import PeerLost
-
         if self._over(run_id):
             return
         st = self._state(run_id)
@@ -193,9 +192,6 @@ class HostedDevice:
 
     def _start(self, key, run_id: int, trace_values: bool, st: RunState):
         """The run's transport and executor, kept in its state (for ``peer_lost`` and ``where``)."""
-        from ...core.executor import Executor  # after bootstrap (see __init__)
-        from .transport import RayTransport
-
         program = self.programs[key]
         transport = RayTransport(self.device, self.peers, run_id, st.mailbox, timeout=program.timeout,
                                  dead=st.dead, shared=self.shared, connections=self.connections)
@@ -209,8 +205,6 @@ class HostedDevice:
 
     def _stopped(self, st: RunState, transport, ex) -> DeviceSummary:
         """The summary of a run that did not finish: aborted (cancelled) or failed."""
-        from ...core.transport_errors import DuplicateMessage  # after bootstrap (see __init__)
-
         if st.task.cancelled():
             waits = list(transport.waiting) or ([transport.cancelled_in] if transport.cancelled_in else [])
             if st.error is not None:

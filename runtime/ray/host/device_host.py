@@ -27,7 +27,6 @@ import numpy as np
 
 from ..protocol import DeviceSummary, RunPlan
 from ..start import bootstrap, import_ray
-from .device import HostedDevice
 from .peers import LocalPeer, RemotePeer, SocketPeer, route
 from .process import keep_freed_pages, quiet_gc
 
@@ -44,7 +43,9 @@ class DeviceHost:
 
     def __init__(self, devices, runtime_dir: str):
         bootstrap(runtime_dir)
-        from simshard.ops.threads import pin_one_blas_thread
+        from simshard.ops.threads import pin_one_blas_thread  # after bootstrap (see __init__)
+
+        from .device import HostedDevice
 
         pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
         quiet_gc()
