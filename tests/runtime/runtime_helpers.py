@@ -78,3 +78,17 @@ class BlindTransport(Transport):
 
 
 assert REDUCE_OPS  # the reference above must cover every reduce op the runtime knows
+
+
+def kill(mesh, device: int, within: float = 30.0) -> None:
+    """Kill ``device``'s process and wait until the mesh sees it gone: ``ray.kill`` returns at once,
+    and the process can still answer a ping meanwhile."""
+    import time
+
+    import ray
+
+    ray.kill(mesh.actors[device])
+    deadline = time.monotonic() + within
+    while device not in mesh.lost(timeout=1.0):
+        assert time.monotonic() < deadline, f"device {device}'s process still answers {within:g} s after ray.kill"
+        time.sleep(0.05)

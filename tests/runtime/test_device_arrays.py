@@ -12,6 +12,8 @@ from simshard import P
 from simshard.runtime import DeviceArray, LocalMesh
 from simshard.sharding.layout import layout
 
+from runtime_helpers import kill
+
 MESH = ss.Mesh({"x": 2, "y": 4})
 
 
@@ -136,7 +138,7 @@ def test_outputs_of_a_process_that_died_after_the_run_are_reported_lost_by_devic
         double = devices.compile(lambda a: a * 2, x, in_shardings=(P("x", None),))
         res = double(x)
         assert res.execution.control_plane == "sockets"
-        ray.kill(devices.actors[5])
+        kill(devices, 5)
         assert devices.lost() == [4, 5, 6, 7]
         assert np.array_equal(res.shards(0)[0], x[:4] * 2)  # the other process still has its own
         with pytest.raises(DeviceLostError, match="device 4's Ray actor died after the run") as err:

@@ -19,6 +19,7 @@ from simshard.partition import (  # noqa: E402
 )
 from simshard.runtime import DeviceLostError, PeerTimeoutError, ScheduleMismatchError, run_local  # noqa: E402
 from simshard.runtime.ray.driver.mesh import RayMesh  # noqa: E402
+from runtime_helpers import kill  # noqa: E402
 
 MESH = ss.Mesh({"x": 2, "y": 4})
 MEGATRON = (P("x", None), P(None, "y"), P("y", None))
@@ -207,7 +208,7 @@ def test_a_dead_device_is_named_with_its_instruction_in_bounded_time(ray_session
         # killed before the run: its peers wait for its part of the all-reduce
         spmd = spmd_of({d: [AllReduce(4, "%4 sum", src=0, dst=0, group=(0, 1, 2), axes=("x",))] for d in (0, 1, 2)})
         key = devices.load(spmd, timeout=60.0)
-        ray.kill(devices.actors[2])
+        kill(devices, 2)
         assert devices.lost() == [2]  # dead before the run (ray.kill does not wait for it)
         start = time.perf_counter()
         with pytest.raises(DeviceLostError) as err:
@@ -295,7 +296,7 @@ def test_retries_restart_the_dead_device_and_rerun_bitwise(mesh4):
     assert res.records == local.records and res.transfers.matrix() == local.transfers.matrix()
 
     # without retries: the DeviceLostError names the device; the mesh is repaired on demand
-    ray.kill(mesh4.actors[1])
+    kill(mesh4, 1)
     assert mesh4.lost() == [1]  # dead before the run (ray.kill does not wait for it)
     with pytest.raises(DeviceLostError) as err:
         mesh4.execute(key, spmd, inputs)
