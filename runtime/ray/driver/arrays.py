@@ -123,7 +123,7 @@ class HeldArrays:
         """Tell each host process which of its kept arrays the driver has no handle on any more:
         the calls' refs (nothing waits for them)."""
         refs = []
-        hosts = {id(h): h for h in self.mesh.actors.values()}.values()
+        hosts = set(self.mesh.actors.values())  # a host's handle hashes as its actor
         while self.released:
             host, ids = self.released.popitem()
             if host in hosts:

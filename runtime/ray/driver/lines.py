@@ -73,8 +73,8 @@ class ControlLines:
 
     def of_hosts(self, actors: Mapping[int, Any], hosts) -> dict | None:
         """host handle -> its process's line, for each of ``hosts``; None where one has none open."""
-        line_of = {id(actors[g[0]]): line for g, line in self.by_group.items() if g[0] in actors}
-        lines = {host: line_of.get(id(host)) for host in hosts}
+        line_of = {actors[g[0]]: line for g, line in self.by_group.items() if g[0] in actors}
+        lines = {host: line_of.get(host) for host in hosts}
         if any(ln is None or ln.failed is not None for ln in lines.values()):
             return None
         return lines

@@ -226,7 +226,7 @@ class RayMesh:
 
     def close(self) -> None:
         ray = import_ray()
-        for a in {id(h): h for h in self.actors.values()}.values():
+        for a in set(self.actors.values()):
             try:
                 ray.kill(a)
             except Exception:
