@@ -16,7 +16,7 @@ import numpy as np
 import optree
 
 from simshard.ops.threads import one_blas_thread
-from simshard.partition.schedule import SpmdProgram
+from simshard.spmd import SpmdProgram
 from simshard.propagate.prepare import prepare
 from simshard.ir.program import Program
 from simshard.report import CommReport, MemoryReport, VerifyReport

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from simshard.sharding.layout import layout
-from simshard.partition.schedule import SpmdProgram
+from simshard.spmd import SpmdProgram
 
 
 def _spec(spmd: SpmdProgram, shardings, i: int, what: str):

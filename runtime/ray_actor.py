@@ -350,7 +350,7 @@ class _Device:
         return run_id < self.floor or run_id in self.closed
 
     async def load(self, key, data: bytes, capacity, algorithm: str, trace: tuple, timeout, extras=None) -> int:
-        from simshard.partition.schedule import Schedule
+        from simshard.spmd import Schedule
 
         from .user_entries import install
 

@@ -1,6 +1,7 @@
 """Partitioning: a sharded Program becomes one SPMD Schedule per device.
 
-* ``schedule``: the instruction set, ``Schedule``, ``SpmdProgram`` (the contract with the runtime);
+* the instruction set, ``Schedule``, ``SpmdProgram`` (the contract with the runtime) are
+  ``simshard.spmd``'s, re-exported here;
 * ``reshard``: ``plan_reshard(src, dst, shape, dtype)`` -> ``ReshardPlan`` (``plan``: steps with
   bytes and analytic minimum; ``atoms`` / ``greedy`` / ``realize``: the structured path;
   ``exchange``: the point-to-point path that receives exactly what each device lacks);
@@ -12,7 +13,7 @@
 from .partition import partition
 from .plan import ReshardPlan, Step
 from .reshard import plan_reshard
-from .schedule import (
+from ..spmd import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Instr, Literal, Pad, ReduceScatter, Schedule,
     Slice, SpmdProgram,
 )

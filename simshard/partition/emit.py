@@ -9,7 +9,7 @@ import numpy as np
 from ..sharding.reduce_ops import REDUCE_OPS
 from .exchange import emit_exchange
 from .plan import ReshardPlan, Step
-from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice, field_of
+from ..spmd import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice, field_of
 
 
 def emit_plan(plan: ReshardPlan, b, src: int, source: str = "reshard") -> int:

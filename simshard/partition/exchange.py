@@ -36,7 +36,7 @@ import numpy as np
 from ..sharding.dims import Sharding
 from .plan import Step, block_size, common_count, layout_of
 from .realize import as_positions, contribution_class, positions
-from .schedule import CollectivePermute, Compute, Literal, Slice, field_of
+from ..spmd import CollectivePermute, Compute, Literal, Slice, field_of
 
 
 @dataclass(frozen=True, eq=False)

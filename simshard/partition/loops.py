@@ -22,7 +22,7 @@ from ..propagate.driver import propagate
 from ..sharding.dims import DimSharding, Sharding
 from .plan import by_shape_class, layout_of, local_shapes
 from .reshard import _plain
-from .schedule import Compute, Literal, Loop, Switch, While
+from ..spmd import Compute, Literal, Loop, Switch, While
 
 
 def _whole_first(s: Sharding) -> Sharding:

@@ -60,7 +60,7 @@ from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
 from .reshard import _plain, plan_reshard, translate
 from .linear import LAYOUT
-from .schedule import Checkpoint, Compute, Literal, Pad, SpmdProgram
+from ..spmd import Checkpoint, Compute, Literal, Pad, SpmdProgram
 
 IDENTITY_OPS = {"propagation_barrier", "stop_gradient"}
 STRUCTURED = {"scan": emit_scan, "while": emit_while, "switch": emit_switch}  # ops partitioned by their bodies

@@ -25,7 +25,7 @@ from ..manual import COLLECTIVES, _axes, groups
 from ..ops import get_op
 from ..ir.program import Literal as PLiteral
 from .reshard import _plain
-from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, ReduceScatter
+from ..spmd import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, ReduceScatter
 
 _REDUCE = {"psum": "sum", "pmax": "max", "pmin": "min"}
 

@@ -58,7 +58,7 @@ def execute_plan(plan, shards: dict[int, np.ndarray], executor: str = "ref"):
     run = refexec.run(scheds, {d: [shards[d]] for d in devices})
     out = {d: run.outputs[d][0] for d in devices}
     if executor == "both" and run_local is not None:
-        from simshard.partition.schedule import SpmdProgram
+        from simshard.spmd import SpmdProgram
 
         ex = run_local(SpmdProgram(None, scheds, (None,), (None,)), {d: [shards[d]] for d in devices})
         for d in devices:

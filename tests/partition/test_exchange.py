@@ -99,7 +99,7 @@ def test_a_rounds_cuts_are_one_instruction_whose_source_and_positions_vary():
     device's own list names plain buffers and positions (the bits: the test above)."""
     from simshard.partition.builder import ScheduleBuilder
     from simshard.partition.emit import emit_step
-    from simshard.partition.schedule import Varying
+    from simshard.spmd import Varying
 
     mesh = ss.Mesh({"x": 4, "y": 4})
     src = ss.Sharding(mesh, (ss.DimSharding(("x", "y")),))
