@@ -11,8 +11,7 @@
 """
 
 from .partition import partition
-from .plan import ReshardPlan, Step
-from .reshard import plan_reshard
+from .reshard import ReshardPlan, Step, plan_reshard
 from ..spmd import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Instr, Literal, Pad, ReduceScatter, Schedule,
     Slice, SpmdProgram,

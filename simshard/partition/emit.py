@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..sharding.reduce_ops import REDUCE_OPS
-from .exchange import emit_exchange
-from .plan import ReshardPlan, Step
+from .reshard.exchange_emit import emit_exchange
+from .reshard.plan import ReshardPlan, Step
 from ..spmd import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, Pad, ReduceScatter, Slice, field_of
 
 

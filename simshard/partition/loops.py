@@ -20,8 +20,8 @@ import numpy as np
 
 from ..propagate.driver import propagate
 from ..sharding.dims import DimSharding, Sharding
-from .plan import by_shape_class, layout_of, local_shapes
-from .reshard import _plain
+from .reshard import plain
+from .reshard.plan import by_shape_class, layout_of, local_shapes
 from ..spmd import Compute, Literal, Loop, Switch, While
 
 
@@ -71,8 +71,8 @@ def emit_scan(P, e) -> None:
     # and constants as they are held (the scanned dim whole), so the loop moves nothing before
     # it starts that its body would not move anyway
     carry_specs = [P.target(o) for o in e.outputs[:nc]]
-    xs_specs = [_whole_first(_plain(P.primary(x))) for x in xs]
-    const_specs = [_plain(P.primary(c)) for c in consts]
+    xs_specs = [_whole_first(plain(P.primary(x))) for x in xs]
+    const_specs = [plain(P.primary(c)) for c in consts]
     used = [o in P.users or o in P.read_outputs for o in e.outputs[nc:]]  # residuals nobody reads: skipped
 
     # the body, propagated from the layouts it runs on; its ys stay where the body makes them
@@ -181,8 +181,8 @@ def emit_while(P, e) -> None:
     src = P.source(e)
     carries, cconsts, bconsts = e.inputs[:nc], e.inputs[nc:nc + ncc], e.inputs[nc + ncc:]
     carry_specs = [P.target(o) for o in e.outputs]
-    cconst_specs = [_plain(P.primary(c)) for c in cconsts]
-    bconst_specs = [_plain(P.primary(c)) for c in bconsts]
+    cconst_specs = [plain(P.primary(c)) for c in cconsts]
+    bconst_specs = [plain(P.primary(c)) for c in bconsts]
     mesh = carry_specs[0].mesh if carry_specs else P.target(e.inputs[0]).mesh
     replicated = Sharding(mesh, ())  # the condition: one bool every device holds
     cond = propagate(replace(cond, in_shardings=tuple(carry_specs + cconst_specs), out_shardings=(replicated,)))
@@ -221,7 +221,7 @@ def emit_switch(P, e) -> None:
     out_specs = [P.target(o) for o in e.outputs]
     mesh = P.target(index).mesh
     index_buf = P.get(index, Sharding(mesh, ()), src)  # every device holds the index
-    in_specs = [_plain(P.primary(v)) for v in operands]
+    in_specs = [plain(P.primary(v)) for v in operands]
     in_bufs = [P.get(v, s, src) for v, s in zip(operands, in_specs)]
     results = list(P.b.bufs(len(e.outputs)))
     bodies = []

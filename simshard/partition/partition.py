@@ -55,10 +55,10 @@ from .exact import functorial_layouts
 from .halo import Halo, apply_halo, halo_choices
 from .linear import pending_ok
 from .emit import emit_plan
-from .plan import ShapeView, by_block, by_shape_class, largest_block, layout_of, local_shapes, shapes_of
+from .reshard.plan import ShapeView, by_block, by_shape_class, largest_block, layout_of, local_shapes, shapes_of
 from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
-from .reshard import _plain, plan_reshard, translate
+from .reshard import plain, plan_reshard, translate
 from .linear import LAYOUT
 from ..spmd import Checkpoint, Compute, Literal, Pad, SpmdProgram
 
@@ -136,7 +136,7 @@ class _Partitioner:
 
     # -- values --------------------------------------------------------------------------------
     def target(self, v: Value) -> Sharding:
-        return _plain(self.p.shardings[v])
+        return plain(self.p.shardings[v])
 
     def want(self, v: Value) -> Sharding:
         """Where ``v`` should end up: its output sharding when it is an output, else its own."""
@@ -155,7 +155,7 @@ class _Partitioner:
                 s = self.p.shardings[v]
             if isinstance(s, DTensorSpec):  # how the op rules see it; self.exact_out has its layout
                 s = self.p.shardings[v]
-            out.append(_plain(s))
+            out.append(plain(s))
         return out
 
     def name(self, v) -> str:
@@ -267,7 +267,7 @@ class _Partitioner:
             if isinstance(spec, DTensorSpec):  # a layout only placements state: held exactly
                 spec = layout_of(spec, e.outputs[0].aval.shape)
             else:
-                spec = _plain(spec) if isinstance(spec, Sharding) else self.target(e.outputs[0])
+                spec = plain(spec) if isinstance(spec, Sharding) else self.target(e.outputs[0])
             v = e.inputs[0]
             buf = self.get(v, spec, f"{e.op} {self.name(e.outputs[0])}")
             self.mats[e.outputs[0]] = [_Mat(spec, buf)]

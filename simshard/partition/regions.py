@@ -24,7 +24,7 @@ from ..errors import ShardingError
 from ..manual import COLLECTIVES, _axes, groups
 from ..ops import get_op
 from ..ir.program import Literal as PLiteral
-from .reshard import _plain
+from .reshard import plain
 from ..spmd import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, ReduceScatter
 
 _REDUCE = {"psum": "sum", "pmax": "max", "pmin": "min"}
@@ -39,7 +39,7 @@ def inline_region(P, e) -> dict:
     b = P.b
     env: dict = {}
     for v, bv, spec in zip(e.inputs, body.inputs, in_specs):
-        env[bv] = P.get(v, _plain(spec), f"shard_map {P.name(e.outputs[0])}")
+        env[bv] = P.get(v, plain(spec), f"shard_map {P.name(e.outputs[0])}")
 
     def arg(i):
         if isinstance(i, PLiteral):
@@ -77,7 +77,7 @@ def inline_region(P, e) -> dict:
                 b.emit_same(Compute(0, src, op=be.op, inputs=ins, outputs=outs, params=tuple(be.params)))
             for v, o in zip(be.outputs, outs):
                 env[v] = o
-    return {o: (_plain(spec), arg(bo)) for o, bo, spec in zip(e.outputs, body.outputs, out_specs)}
+    return {o: (plain(spec), arg(bo)) for o, bo, spec in zip(e.outputs, body.outputs, out_specs)}
 
 
 def _collective(b, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 import simshard as ss
 from simshard.sharding.axes import merge_adjacent
-from simshard.partition.exchange import _edge_colouring, plan_exchange
-from simshard.partition.plan import ReshardPlan
+from simshard.partition.reshard.exchange import plan_exchange
+from simshard.partition.reshard.plan import ReshardPlan
+from simshard.partition.reshard.rounds import edge_colouring as _edge_colouring
 
 from .helpers import check_plan, meshes, shardings
 
