@@ -110,20 +110,36 @@ class PerDevice(Mapping):
         return len(self.ids)
 
 
+class BufferNumbers:
+    """The buffer numbers of one schedule, handed out in order. The builders of a schedule's
+    bodies (a loop's, a branch's, each partitioned by a builder of its own) share their parent's
+    counter, so a number is never given twice."""
+
+    def __init__(self):
+        self.next = 0  # the number the next buffer gets (so also how many were given)
+
+    def take(self) -> int:
+        """A fresh buffer number."""
+        number = self.next
+        self.next += 1
+        return number
+
+
 class ScheduleBuilder:
-    def __init__(self, devices: Sequence[int]):
+    """One schedule's SPMD steps (module docstring), on buffer numbers from ``numbers`` (a new
+    counter unless shared with the builder of an enclosing schedule)."""
+
+    def __init__(self, devices: Sequence[int], numbers: BufferNumbers | None = None):
         self.devices = tuple(sorted(devices))
         self.steps: list[Instr | PerDevice] = []
         self._ids = np.asarray(self.devices, dtype=np.int64)
         self._codes = np.zeros(len(self.devices), dtype=np.int64)  # each device's class, by row
-        self._next_buf = 0
+        self.numbers = numbers if numbers is not None else BufferNumbers()
 
     # -- buffers ---------------------------------------------------------------------------------
     def buf(self) -> int:
         """A fresh buffer number (the same number on every device)."""
-        b = self._next_buf
-        self._next_buf += 1
-        return b
+        return self.numbers.take()
 
     def bufs(self, n: int) -> tuple[int, ...]:
         return tuple(self.buf() for _ in range(n))
@@ -255,7 +271,7 @@ class ScheduleBuilder:
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use (none when not ``free``: every
         buffer kept) and ids numbered in order, the devices of a class sharing one instruction list."""
-        slots = numbered(self._slots(outputs, inputs) if free else self._slots(range(self._next_buf), ()))
+        slots = numbered(self._slots(outputs, inputs) if free else self._slots(range(self.numbers.next), ()))
         out: dict[int, Schedule] = {}
         inputs, outputs = tuple(inputs), tuple(outputs)
         hits = varying_slots(slots, {})
