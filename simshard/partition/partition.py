@@ -66,7 +66,7 @@ def partition(program: Program) -> SpmdProgram:
         program = propagate(program)
     missing = [v for v in program.values() if v not in program.shardings]
     if missing:
-        names = ", ".join(program._name(v) for v in missing[:8])
+        names = ", ".join(program.name_of(v) for v in missing[:8])
         raise ShardingError(
             "not-propagated",
             f"partition needs a sharding for every value; {len(missing)} have none ({names}). "
@@ -134,7 +134,7 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
 
     def name(self, v) -> str:
         """``v``'s name in the program's listing (``%5``)."""
-        return self.program._name(v)
+        return self.program.name_of(v)
 
     def source(self, e: Eqn) -> str:
         """How instructions name the op they come from: its results and the op (``%5 dot_general``;

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShardingError
-from ..manual import COLLECTIVES, _axes, groups
+from ..manual import COLLECTIVES, axes_of, groups
 from ..ops import get_op
 from ..ir.program import Eqn, Literal as PLiteral
 from .builder import ScheduleBuilder
@@ -56,7 +56,7 @@ def inline_region(partitioner: Partitioner, e: Eqn) -> dict:
             out = _collective(builder, be.op, arg(x), x.aval, bkw, mesh, src)
             env[be.outputs[0]] = out
         elif be.op == "axis_index":
-            names = _axes(bkw["axis_name"])
+            names = axes_of(bkw["axis_name"])
             dst = builder.buf()
 
             def idx(d):
@@ -83,7 +83,7 @@ def inline_region(partitioner: Partitioner, e: Eqn) -> dict:
 
 
 def _collective(builder: ScheduleBuilder, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:
-    names = _axes(kw["axis_name"])
+    names = axes_of(kw["axis_name"])
     gs = groups(mesh, names)
     gof = {d: g for g in gs for d in g}
     n = len(gs[0])

@@ -44,7 +44,7 @@ def generic_plan(S, T, shape, item) -> list[Step]:
         steps.append(ex)
     if target_plain is not T:
         devices = sorted(L2.devices)
-        table = [[L2._contributes_value(d), *L2.local_shape(d)] for d in devices]
+        table = [[L2.contributes_value(d), *L2.local_shape(d)] for d in devices]
         data = PerDevice.of_table(np.asarray(devices), np.asarray(table), lambda row: (bool(row[0]), row[1:]))
         z = dict.fromkeys(L2.devices, 0)
         steps.append(Step("unreduce", target_plain, T, shape, item, reduce_op=L2.reduce_op, sent=z, received=z, minimum=z,

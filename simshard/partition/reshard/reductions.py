@@ -13,9 +13,8 @@ from .plan import Step, axes_label, block_size, shapes_of
 
 
 def reduce_scatter_move(move, before, after, L, L2, shape, item, mesh):
-    position = mesh._position
     return scatter_step(before, after, L, L2, move.dim, atom_groups(mesh, move.atoms), axes_label(mesh, move.atoms), item,
-                        lambda G: tuple(sorted(G, key=position.__getitem__)))  # canonical: ascending mesh coordinate
+                        lambda G: _canonical(mesh, G))
 
 
 def scatter_step(before, after, L, L2, j, groups, axes, item, reduce_order) -> Step | None:
@@ -137,3 +136,9 @@ def permute_pairs(L: Layout, L2: Layout) -> tuple[tuple[int, int], ...] | None:
             load[s] += 1
         pairs.append((s, t))
     return tuple(pairs)
+
+
+def _canonical(mesh, group) -> tuple[int, ...]:
+    """``group`` in canonical order: ascending position in the mesh's device order."""
+    order = np.argsort(mesh.positions(np.asarray(group, dtype=np.int64)), kind="stable")
+    return tuple(int(group[k]) for k in order)
