@@ -1,7 +1,7 @@
 """The structured reshard: which collective to run next, decided on atoms (Shardy's
 reshard-to-collectives loop, extended with pending reductions).
 
-``next_move(C, T)`` looks at the current state ``C`` and the target ``T`` (both ``State``s on one
+``next_move(current, target)`` looks at the current state and the target (both ``State``s on one
 mesh) and proposes one step, in this order of preference:
 
 1. **reduce**: pending atoms the target does not keep. Atoms the target shards a dim with are
@@ -67,34 +67,34 @@ def _common(a, b) -> int:
     return n
 
 
-def pending_plan(C: State, T: State) -> tuple[set[Atom], set[Atom]]:
+def pending_plan(current: State, target: State) -> tuple[set[Atom], set[Atom]]:
     """(atoms to reduce, atoms to create pending)."""
-    if C.unreduced and T.unreduced and C.reduce_op != T.reduce_op:
-        return set(C.unreduced), set(T.unreduced)
-    return set(C.unreduced) - set(T.unreduced), set(T.unreduced) - set(C.unreduced)
+    if current.unreduced and target.unreduced and current.reduce_op != target.reduce_op:
+        return set(current.unreduced), set(target.unreduced)
+    return set(current.unreduced) - set(target.unreduced), set(target.unreduced) - set(current.unreduced)
 
 
-def next_move(C: State, T: State, mesh: Mesh, banned: frozenset = frozenset()) -> Move | None:
-    """The next step from ``C`` towards ``T``; None when ``C == T`` or nothing applies."""
-    if C == T:
+def next_move(current: State, target: State, mesh: Mesh, banned: frozenset = frozenset()) -> Move | None:
+    """The next step from ``current`` towards ``target``; None when ``current == target`` or nothing applies."""
+    if current == target:
         return None
     size = mesh.axis_size
-    R, create = pending_plan(C, T)
-    used = C.used()
+    reducing, create = pending_plan(current, target)
+    used = current.used()
     ok = functools.partial(_allowed, banned=banned)
     # 1. reductions (with slices first: a reduction of sliced data moves less)
-    if R:
-        return ok(_slice(C, T, used, create, size)) or _reduce_move(C, T, mesh, R, ok)
+    if reducing:
+        return ok(_slice(current, target, used, create, size)) or _reduce_move(current, target, mesh, reducing, ok)
     # 2. slice
-    m = ok(_slice(C, T, used, create, size))
+    m = ok(_slice(current, target, used, create, size))
     if m:
         return m
-    mism = [i for i in range(len(C.dims)) if not _prefix(C.dims[i], T.dims[i])]
-    return (_embed_move(C, T, mism, create, ok)  # 3. target-pending atoms at the minor end of a dim
-            or _all_to_all_move(C, T, mism, banned)  # 4. a suffix of a dim that another dim wants next
-            or ok(_permute(C, T, mesh, used))  # 5. same-size replacements / swaps at mismatched positions
-            or _gather_move(C, T, mism, create, ok)  # 6. trailing atoms
-            or _unreduce_move(C, T, mesh, create, used, ok))  # 7. target-pending atoms that are free
+    mism = [i for i in range(len(current.dims)) if not _prefix(current.dims[i], target.dims[i])]
+    return (_embed_move(current, target, mism, create, ok)  # 3. target-pending atoms at the minor end of a dim
+            or _all_to_all_move(current, target, mism, banned)  # 4. a suffix of a dim that another dim wants next
+            or ok(_permute(current, target, mesh, used))  # 5. same-size replacements / swaps at mismatched positions
+            or _gather_move(current, target, mism, create, ok)  # 6. trailing atoms
+            or _unreduce_move(current, target, mesh, create, used, ok))  # 7. target-pending atoms that are free
 
 
 def _allowed(m: Move | None, banned: frozenset) -> Move | None:
@@ -102,130 +102,130 @@ def _allowed(m: Move | None, banned: frozenset) -> Move | None:
     return m if m is not None and m.signature not in banned else None
 
 
-def _reduce_move(C: State, T: State, mesh: Mesh, R: set[Atom], ok) -> Move | None:
-    """A reduction of the pending atoms ``R``: reduce-scatters onto the target's dims first."""
+def _reduce_move(current: State, target: State, mesh: Mesh, reducing: set[Atom], ok) -> Move | None:
+    """A reduction of the pending atoms ``reducing``: reduce-scatters onto the target's dims first."""
     size = mesh.axis_size
-    nd = len(C.dims)
+    nd = len(current.dims)
     # An average over a group whose size is not a power of two must be taken in one
     # collective: an average of averages divides twice and rounds differently.
     g = 1
-    for a in R:
+    for a in reducing:
         g *= size(a)
-    if C.reduce_op == "avg" and g & (g - 1):
-        return ok(Move("all_reduce", C.with_unreduced(set(C.unreduced) - R), tuple(sorted_atoms(R, mesh))))
+    if current.reduce_op == "avg" and g & (g - 1):
+        return ok(Move("all_reduce", current.with_unreduced(set(current.unreduced) - reducing), tuple(sorted_atoms(reducing, mesh))))
     # reduce-scatter runs landing in their final place
     for j in range(nd):
-        if not _prefix(C.dims[j], T.dims[j]):
+        if not _prefix(current.dims[j], target.dims[j]):
             continue
         run = []
-        for a in T.dims[j][len(C.dims[j]):]:
-            if a in R:
+        for a in target.dims[j][len(current.dims[j]):]:
+            if a in reducing:
                 run.append(a)
             else:
                 break
         if run:
-            m = ok(_reduce_scatter(C, j, tuple(run)))
+            m = ok(_reduce_scatter(current, j, tuple(run)))
             if m:
                 return m
     # reduce-scatter onto the dim the target wants them on (fixed up later)
     for j in range(nd):
-        run = tuple(a for a in T.dims[j] if a in R)
+        run = tuple(a for a in target.dims[j] if a in reducing)
         if run:
-            m = ok(_reduce_scatter(C, j, run))
+            m = ok(_reduce_scatter(current, j, run))
             if m:
                 return m
-    rest = tuple(sorted_atoms(R, mesh))
-    after = C.with_unreduced(set(C.unreduced) - R)
+    rest = tuple(sorted_atoms(reducing, mesh))
+    after = current.with_unreduced(set(current.unreduced) - reducing)
     return ok(Move("all_reduce", after, rest))
 
 
-def _embed_move(C: State, T: State, mism: list[int], create: set[Atom], ok) -> Move | None:
+def _embed_move(current: State, target: State, mism: list[int], create: set[Atom], ok) -> Move | None:
     """Embed: atoms the target holds pending, at the minor end of a mismatched dim."""
     for i in mism:
         run = []
-        for a in reversed(C.dims[i]):
+        for a in reversed(current.dims[i]):
             if a in create:
                 run.insert(0, a)
             else:
                 break
-        if run and len(C.dims[i]) - len(run) >= _common(C.dims[i], T.dims[i]):
-            dims = list(C.dims)
-            dims[i] = C.dims[i][: len(C.dims[i]) - len(run)]
-            after = State(tuple(dims), frozenset(set(C.unreduced) | set(run)), T.reduce_op)
+        if run and len(current.dims[i]) - len(run) >= _common(current.dims[i], target.dims[i]):
+            dims = list(current.dims)
+            dims[i] = current.dims[i][: len(current.dims[i]) - len(run)]
+            after = State(tuple(dims), frozenset(set(current.unreduced) | set(run)), target.reduce_op)
             m = ok(Move("embed", after, tuple(run), dim=i))
             if m:
                 return m
     return None
 
 
-def _all_to_all_move(C: State, T: State, mism: list[int], banned: frozenset) -> Move | None:
+def _all_to_all_move(current: State, target: State, mism: list[int], banned: frozenset) -> Move | None:
     """All-to-all: the longest suffix of a mismatched dim that another dim wants next."""
     best = None
     for i in mism:
-        p = _common(C.dims[i], T.dims[i])
-        x = C.dims[i][p:]
-        for j in range(len(C.dims)):
-            if j == i or not _prefix(C.dims[j], T.dims[j]):
+        p = _common(current.dims[i], target.dims[i])
+        x = current.dims[i][p:]
+        for j in range(len(current.dims)):
+            if j == i or not _prefix(current.dims[j], target.dims[j]):
                 continue
-            want = T.dims[j][len(C.dims[j]):]
+            want = target.dims[j][len(current.dims[j]):]
             for k in range(len(x), 0, -1):
                 suffix = x[len(x) - k:]
                 if tuple(want[:k]) == tuple(suffix):
-                    dims = list(C.dims)
-                    dims[i] = C.dims[i][: len(C.dims[i]) - k]
-                    dims[j] = C.dims[j] + suffix
-                    cand = Move("all_to_all", C.with_dims(dims), tuple(suffix), dim=i, tgt_dim=j)
+                    dims = list(current.dims)
+                    dims[i] = current.dims[i][: len(current.dims[i]) - k]
+                    dims[j] = current.dims[j] + suffix
+                    cand = Move("all_to_all", current.with_dims(dims), tuple(suffix), dim=i, tgt_dim=j)
                     if cand.signature not in banned and (best is None or len(suffix) > len(best.atoms)):
                         best = cand
                     break
     return best
 
 
-def _gather_move(C: State, T: State, mism: list[int], create: set[Atom], ok) -> Move | None:
+def _gather_move(current: State, target: State, mism: list[int], create: set[Atom], ok) -> Move | None:
     """All-gather the trailing atoms of a mismatched dim that the target does not want (at least one)."""
-    wanted = {a for d in T.dims for a in d}
+    wanted = {a for d in target.dims for a in d}
     for i in mism:
-        p = _common(C.dims[i], T.dims[i])
-        x = C.dims[i][p:]
+        p = _common(current.dims[i], target.dims[i])
+        x = current.dims[i][p:]
         k = 0
         while k < len(x) and x[len(x) - 1 - k] not in wanted and x[len(x) - 1 - k] not in create:
             k += 1
         if k == 0:
             k = 1
         suffix = x[len(x) - k:]
-        dims = list(C.dims)
-        dims[i] = C.dims[i][: len(C.dims[i]) - k]
-        m = ok(Move("all_gather", C.with_dims(dims), tuple(suffix), dim=i))
+        dims = list(current.dims)
+        dims[i] = current.dims[i][: len(current.dims[i]) - k]
+        m = ok(Move("all_gather", current.with_dims(dims), tuple(suffix), dim=i))
         if m:
             return m
     return None
 
 
-def _unreduce_move(C: State, T: State, mesh: Mesh, create: set[Atom], used, ok) -> Move | None:
+def _unreduce_move(current: State, target: State, mesh: Mesh, create: set[Atom], used, ok) -> Move | None:
     """Unreduce: atoms the target holds pending that no dim uses, once the dims agree."""
-    if C.dims == T.dims and create:
+    if current.dims == target.dims and create:
         free = tuple(sorted_atoms([a for a in create if a not in used], mesh))
         if free:
-            after = State(C.dims, frozenset(set(C.unreduced) | set(free)), T.reduce_op)
+            after = State(current.dims, frozenset(set(current.unreduced) | set(free)), target.reduce_op)
             return ok(Move("unreduce", after, free))
     return None
 
 
-def _slice(C: State, T: State, used: set, create: set, size=None) -> Move | None:
+def _slice(current: State, target: State, used: set, create: set, size=None) -> Move | None:
     """Free atoms the target wants next on a dim. A dim whose current atoms are not a prefix of the
     target's still gets them when every mismatched atom has the size of the target's atom at its
     position (a relabelling will fix those later, on the smaller shard)."""
-    dims = [list(d) for d in C.dims]
+    dims = [list(d) for d in current.dims]
     taken: list[Atom] = []
     changed = []
     for j in range(len(dims)):
-        if not _prefix(dims[j], T.dims[j]):
-            p = _common(dims[j], T.dims[j])
-            if size is None or len(dims[j]) > len(T.dims[j]):
+        if not _prefix(dims[j], target.dims[j]):
+            p = _common(dims[j], target.dims[j])
+            if size is None or len(dims[j]) > len(target.dims[j]):
                 continue
-            if any(size(dims[j][q]) != size(T.dims[j][q]) for q in range(p, len(dims[j]))):
+            if any(size(dims[j][q]) != size(target.dims[j][q]) for q in range(p, len(dims[j]))):
                 continue
-        for a in T.dims[j][len(dims[j]):]:
+        for a in target.dims[j][len(dims[j]):]:
             if a in used or a in taken:
                 break
             dims[j].append(a)
@@ -234,31 +234,31 @@ def _slice(C: State, T: State, used: set, create: set, size=None) -> Move | None
                 changed.append(j)
     if not taken:
         return None
-    return Move("slice", C.with_dims(dims), tuple(taken), dim=tuple(changed))
+    return Move("slice", current.with_dims(dims), tuple(taken), dim=tuple(changed))
 
 
-def _reduce_scatter(C: State, j: int, run: tuple[Atom, ...]) -> Move:
-    dims = list(C.dims)
-    dims[j] = C.dims[j] + run
-    after = State(tuple(dims), frozenset(set(C.unreduced) - set(run)), C.reduce_op)
+def _reduce_scatter(current: State, j: int, run: tuple[Atom, ...]) -> Move:
+    dims = list(current.dims)
+    dims[j] = current.dims[j] + run
+    after = State(tuple(dims), frozenset(set(current.unreduced) - set(run)), current.reduce_op)
     if not after.unreduced:
         after = State(after.dims, frozenset(), "sum")
     return Move("reduce_scatter", after, run, dim=j)
 
 
-def _permute(C: State, T: State, mesh: Mesh, used: set) -> Move | None:
+def _permute(current: State, target: State, mesh: Mesh, used: set) -> Move | None:
     size = mesh.axis_size
-    dims = [list(d) for d in C.dims]
+    dims = [list(d) for d in current.dims]
     changed = False
     for i in range(len(dims)):
-        p = _common(dims[i], T.dims[i])
-        for q in range(p, min(len(dims[i]), len(T.dims[i]))):
-            a, b = dims[i][q], T.dims[i][q]
+        p = _common(dims[i], target.dims[i])
+        for q in range(p, min(len(dims[i]), len(target.dims[i]))):
+            a, b = dims[i][q], target.dims[i][q]
             if a == b:
                 continue
             if size(a) != size(b):
                 break
-            cur = {x for d in dims for x in d} | set(C.unreduced)
+            cur = {x for d in dims for x in d} | set(current.unreduced)
             if b not in cur:
                 dims[i][q] = b
                 changed = True
@@ -267,14 +267,14 @@ def _permute(C: State, T: State, mesh: Mesh, used: set) -> Move | None:
             if loc is None:
                 break
             j, r = loc
-            if r < _common(dims[j], T.dims[j]):
+            if r < _common(dims[j], target.dims[j]):
                 break
             dims[j][r] = a
             dims[i][q] = b
             changed = True
     if not changed:
         return None
-    old = {(i, q, a) for i, d in enumerate(C.dims) for q, a in enumerate(d)}
+    old = {(i, q, a) for i, d in enumerate(current.dims) for q, a in enumerate(d)}
     new = {(i, q, a) for i, d in enumerate(dims) for q, a in enumerate(d)}
     moved = tuple(sorted_atoms({a for _, _, a in old ^ new}, mesh))
-    return Move("collective_permute", C.with_dims(dims), moved)
+    return Move("collective_permute", current.with_dims(dims), moved)

@@ -86,32 +86,32 @@ def translate(s: Sharding, to: Mesh) -> Sharding | None:
     return out
 
 
-def cross_mesh_plan(S: Sharding, T: Sharding, shape, item):
-    """The steps from ``S`` to ``T`` on another mesh over the same devices, the target, and ``alts``."""
-    T1 = translate(T, S.mesh)
-    if T1 is not None and layout_of(T1, shape).same_as(layout_of(T, shape)):
-        steps, alts = same_mesh_plan(S, T1, shape, item)
-        return steps, T, alts
-    S2 = translate(S, T.mesh)
-    if S2 is not None and layout_of(S2, shape).same_as(layout_of(S, shape)):
-        steps, alts = same_mesh_plan(S2, T, shape, item)
-        return steps, T, alts
-    # Different device orders: a mesh with T's axes in S's device order.
-    M2 = T.mesh
-    Mx = Mesh(list(zip(M2.axis_names, M2.axis_sizes)), S.mesh.device_ids, name=M2.name + "_in_" + S.mesh.name)
-    Sx = translate(S, Mx)
-    if Sx is None or not layout_of(Sx, shape).same_as(layout_of(S, shape)):
-        return generic_plan(S, T, shape, item), T, {"generic": None}
-    Tx = rebind(T, Mx)
+def cross_mesh_plan(source: Sharding, target: Sharding, shape, item):
+    """The steps from ``source`` to ``target`` on another mesh over the same devices, the target, and ``alts``."""
+    T1 = translate(target, source.mesh)
+    if T1 is not None and layout_of(T1, shape).same_as(layout_of(target, shape)):
+        steps, alts = same_mesh_plan(source, T1, shape, item)
+        return steps, target, alts
+    S2 = translate(source, target.mesh)
+    if S2 is not None and layout_of(S2, shape).same_as(layout_of(source, shape)):
+        steps, alts = same_mesh_plan(S2, target, shape, item)
+        return steps, target, alts
+    # Different device orders: a mesh with the target's axes in the source's device order.
+    M2 = target.mesh
+    Mx = Mesh(list(zip(M2.axis_names, M2.axis_sizes)), source.mesh.device_ids, name=M2.name + "_in_" + source.mesh.name)
+    Sx = translate(source, Mx)
+    if Sx is None or not layout_of(Sx, shape).same_as(layout_of(source, shape)):
+        return generic_plan(source, target, shape, item), target, {"generic": None}
+    Tx = rebind(target, Mx)
     # A: plan on Mx, relabel at the end
     a_steps, _ = same_mesh_plan(Sx, Tx, shape, item)
-    a_steps = list(a_steps) + _relabel(Tx, T, shape, item)
-    # B: relabel first, plan on T's mesh
+    a_steps = list(a_steps) + _relabel(Tx, target, shape, item)
+    # B: relabel first, plan on the target's mesh
     S2 = rebind(Sx, M2)
-    b_steps, _ = same_mesh_plan(S2, T, shape, item)
+    b_steps, _ = same_mesh_plan(S2, target, shape, item)
     b_steps = _relabel(Sx, S2, shape, item) + list(b_steps)
     a, b = sum(s.bytes for s in a_steps), sum(s.bytes for s in b_steps)
-    return (a_steps if a <= b else b_steps), T, {"relabel_last": a, "relabel_first": b}
+    return (a_steps if a <= b else b_steps), target, {"relabel_last": a, "relabel_first": b}
 
 
 def _relabel(A, B, shape, item) -> list[Step]:

@@ -49,17 +49,17 @@ def plan_reshard(src, dst, shape, dtype=np.float32) -> ReshardPlan:
     DTensorSpecs or Layouts over the same devices; pending reductions included)."""
     shape = tuple(int(n) for n in shape)
     dtype = np.dtype(dtype)
-    S, T = _spec(src, shape, "source"), _spec(dst, shape, "target")
-    if isinstance(S, Sharding) and isinstance(T, Sharding):
-        steps, final, alts = _cached(S, T, shape, dtype.itemsize)
+    source, target = _spec(src, shape, "source"), _spec(dst, shape, "target")
+    if isinstance(source, Sharding) and isinstance(target, Sharding):
+        steps, final, alts = _cached(source, target, shape, dtype.itemsize)
     else:
-        steps, final, alts = _plan(S, T, shape, dtype.itemsize)
+        steps, final, alts = _plan(source, target, shape, dtype.itemsize)
     return ReshardPlan(src, dst, shape, dtype, tuple(steps), final, alts)
 
 
 @lru_cache(maxsize=4096)
-def _cached(S: Sharding, T: Sharding, shape, item):
-    return _plan(S, T, shape, item)
+def _cached(source: Sharding, target: Sharding, shape, item):
+    return _plan(source, target, shape, item)
 
 
 def _spec(x, shape, what: str):
@@ -93,26 +93,26 @@ def _devices(spec) -> frozenset[int]:
     return frozenset(spec.mesh.device_ids)
 
 
-def _plan(S, T, shape, item) -> tuple[list[Step], Any, dict]:
-    if _devices(S) != _devices(T):
-        if _devices(T) < _devices(S):
-            return onto_fewer_plan(S, T, shape, item)
-        stray = sorted(_devices(T) - _devices(S))
+def _plan(source, target, shape, item) -> tuple[list[Step], Any, dict]:
+    if _devices(source) != _devices(target):
+        if _devices(target) < _devices(source):
+            return onto_fewer_plan(source, target, shape, item)
+        stray = sorted(_devices(target) - _devices(source))
         raise ShardingError(
             "wrong-mesh",
-            f"cannot reshard from @{S.mesh.name} (devices {_ids(_devices(S))}) to @{T.mesh.name} (devices "
-            f"{_ids(_devices(T))}): the target's devices {_ids(stray)} are not among the source's; a reshard "
+            f"cannot reshard from @{source.mesh.name} (devices {_ids(_devices(source))}) to @{target.mesh.name} (devices "
+            f"{_ids(_devices(target))}): the target's devices {_ids(stray)} are not among the source's; a reshard "
             "may move a tensor onto the same devices or onto fewer of them (the rest left empty), not onto others",
         )
-    LS, LT = layout_of(S, shape), layout_of(T, shape)
+    LS, LT = layout_of(source, shape), layout_of(target, shape)
     if LS.same_as(LT):
-        return [], T, {}
-    if isinstance(S, Sharding) and isinstance(T, Sharding):
-        if same_mesh_shape(S.mesh, T.mesh):
-            steps, alts = same_mesh_plan(S, rebind(T, S.mesh), shape, item)
-            return steps, T, alts
-        return cross_mesh_plan(S, T, shape, item)
-    return generic_plan(S, T, shape, item), T, {}
+        return [], target, {}
+    if isinstance(source, Sharding) and isinstance(target, Sharding):
+        if same_mesh_shape(source.mesh, target.mesh):
+            steps, alts = same_mesh_plan(source, rebind(target, source.mesh), shape, item)
+            return steps, target, alts
+        return cross_mesh_plan(source, target, shape, item)
+    return generic_plan(source, target, shape, item), target, {}
 
 
 def _ids(devices) -> str:

@@ -26,19 +26,19 @@ from .realize import realize
 MAX_STEPS = 64
 
 
-def same_mesh_plan(S: Sharding, T: Sharding, shape, item) -> tuple[list[Step], dict]:
-    """The steps from ``S`` to ``T`` (one mesh) and the bytes of each path tried (``alts``)."""
-    mesh = S.mesh
-    table = refine(mesh, [S, T])
+def same_mesh_plan(source_spec: Sharding, target_spec: Sharding, shape, item) -> tuple[list[Step], dict]:
+    """The steps from ``source_spec`` to ``target_spec`` (one mesh) and the bytes of each path tried (``alts``)."""
+    mesh = source_spec.mesh
+    table = refine(mesh, [source_spec, target_spec])
     if table is None:
-        return generic_plan(S, T, shape, item), {"generic": None}
-    current, target = State.of(S, table), State.of(T, table)
+        return generic_plan(source_spec, target_spec, shape, item), {"generic": None}
+    current, target = State.of(source_spec, table), State.of(target_spec, table)
     steps: list[Step] = []
     current = _rescaled(current, target, steps, shape, item, mesh)
     walk = _greedy_walk(current, target, steps, shape, item, mesh)
     reduced = walk.reduced
     if walk.failed and pending_plan(reduced, target)[0]:  # pragma: no cover - an all-reduce always applies
-        raise ShardingError("no-plan", f"no way to reduce {S} towards {T}")
+        raise ShardingError("no-plan", f"no way to reduce {source_spec} towards {target_spec}")
     greedy_bytes = None if walk.failed else sum(s.bytes for s in steps[walk.split:])
     alts = {"structured": greedy_bytes}
     # the exchange from the reduced state, then new pending reductions locally
@@ -61,7 +61,7 @@ def _rescaled(current: State, target: State, steps: list[Step], shape, item, mes
     g = 1
     for a in current.unreduced:
         g *= mesh.axis_size(a)
-    if current.unreduced and current.unreduced == target.unreduced and \
+    if current.unreduced and current.unreduced == target.unreduced and\
             {current.reduce_op, target.reduce_op} == {"sum", "avg"} and g & (g - 1) == 0:
         nxt = State(current.dims, current.unreduced, target.reduce_op)
         steps.append(_rescale(current.sharding(mesh), nxt.sharding(mesh), shape, item, mesh, current))
