@@ -105,7 +105,7 @@ def _collective(builder: ScheduleBuilder, op: str, x: int, aval, kw: dict, mesh,
         splits = tuple([size // n] * n)
         dst = builder.buf()
         builder.emit_by(lambda d: gof[d], lambda d: ReduceScatter(0, src, src=x, dst=dst, group=gof[d], axis=sd, splits=splits,
-                                                           reduce_op="sum", axes=names))
+                                                                 reduce_op="sum", axes=names))
         if not tiled:
             shape = aval.shape[:sd] + aval.shape[sd + 1:]
             dst = _reshape(builder, dst, shape, src)
@@ -114,7 +114,7 @@ def _collective(builder: ScheduleBuilder, op: str, x: int, aval, kw: dict, mesh,
         pairs = tuple(sorted(((g[s], g[t]) for g in gs for s, t in kw["perm"]), key=lambda p: p[1]))
         dst = builder.buf()
         builder.emit_same(CollectivePermute(0, src, src=x, dst=dst, pairs=pairs, shape=tuple(aval.shape),
-                                      dtype=np.dtype(aval.dtype).name, axes=names))
+                                            dtype=np.dtype(aval.dtype).name, axes=names))
         return dst
     if op == "all_to_all":
         sa, ca, tiled = kw["split_axis"], kw["concat_axis"], kw.get("tiled", False)
@@ -122,7 +122,7 @@ def _collective(builder: ScheduleBuilder, op: str, x: int, aval, kw: dict, mesh,
         splits = tuple([size // n] * n)
         dst = builder.buf()
         builder.emit_by(lambda d: gof[d], lambda d: AllToAll(0, src, src=x, dst=dst, group=gof[d], split_axis=sa, splits=splits,
-                                                      concat_axis=(ca if tiled else sa), axes=names))
+                                                            concat_axis=(ca if tiled else sa), axes=names))
         if not tiled and sa != ca:
             perm = list(range(rank))
             moved = perm.pop(sa)
