@@ -64,7 +64,7 @@ def test_a_class_reads_its_instructions_from_the_step_table_until_walked_whole()
     make the list; walking it does, once; it equals, hashes and pickles as the tuple."""
     import pickle
 
-    from simshard.partition.builder import Instructions
+    from simshard.spmd import Instructions
 
     b = ScheduleBuilder([0, 1, 2])
     x = b.buf()
