@@ -38,7 +38,7 @@ from ...sharding.dims import Sharding
 from .plan import Step, block_size, common_count, layout_of
 from .layout_checks import as_positions, positions
 from .reductions import contribution_class
-from .rounds import edge_colouring, relayed_rounds
+from .rounds import CellHolders, Transfer, edge_colouring, relayed_rounds
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,7 +224,7 @@ def _cells(L, L2, shape) -> _Cut | None:
     arrid, sid, member = _signatures(L, shape)
     cls_src = [contribution_class(L, s) for s in L.devices]
     bases: dict[tuple, np.ndarray] = {}  # per contribution class: the sources of that class
-    holders: dict[tuple, tuple] = {}  # per (class, cell): which sources hold the cell (mask, devices)
+    holders: dict[tuple, CellHolders] = {}  # per (class, cell): which sources hold the cell
     row = {int(s): k for k, s in enumerate(src_devs)}  # device -> its position in src_devs
     place = _Placer(L, L2)
     groups: dict[tuple, list[int]] = {}
@@ -246,7 +246,7 @@ def _cells(L, L2, shape) -> _Cut | None:
                 ok = bases[cls].copy()
                 for k, (a, b, s) in enumerate(cut):
                     ok &= member[k][s][arrid[k]]
-                holders[key] = (ok, src_devs[ok])
+                holders[key] = CellHolders(ok, src_devs[ok])
             ok, cands = holders[key]
             if len(cands) == 0:
                 return None
@@ -261,7 +261,7 @@ def _cells(L, L2, shape) -> _Cut | None:
     return _Cut(local, wants, holders, place)
 
 
-def _transfers(wants: list[_Want], holders: dict, devices) -> list[list[tuple]]:
+def _transfers(wants: list[_Want], holders: dict, devices) -> list[list[Transfer]]:
     """The wants as rounds of transfers ``(source, the source's own copy or None, want)``."""
     sources = _least_loaded(wants, holders, devices)
     busiest_sender = max(Counter(sources).values(), default=0)
@@ -273,7 +273,7 @@ def _transfers(wants: list[_Want], holders: dict, devices) -> list[list[tuple]]:
     colours = edge_colouring(list(zip(sources, (w.target for w in wants))))
     transfers = [[] for _ in range(max(colours, default=-1) + 1)]
     for s, w, c in zip(sources, wants, colours):
-        transfers[c].append((s, None, w))
+        transfers[c].append(Transfer(s, None, w))
     return transfers
 
 
@@ -292,7 +292,7 @@ def _minimum(L, L2, devices) -> dict[int, int]:
         minimum[d] = block_size(L2, d) - have
     return minimum
 
-def _round(moves: list[tuple], place, rank: int) -> Round:
+def _round(moves: list[Transfer], place, rank: int) -> Round:
     """The columns of one round's transfers ``(source, the source's own copy or None, want)``."""
     pieces: dict[tuple, int] = {}
     piece = []
@@ -338,7 +338,7 @@ def _least_loaded(wants: list[_Want], holders: dict, devices) -> list[int]:
     n = len(devices)
     sources = []
     for t, cell in wants:
-        cands = holders[cell.holders][1]
+        cands = holders[cell.holders].devices
         if len(cands) == 1:
             src = int(cands[0])
         else:

@@ -10,10 +10,28 @@ of the cell or None, want)``.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 
-def relayed_rounds(wants: list, holders: dict) -> list[list[tuple]]:
+class CellHolders(NamedTuple):
+    """The source devices holding a cell: as a mask over the sources, and their ids."""
+
+    mask: np.ndarray
+    devices: np.ndarray
+
+
+class Transfer(NamedTuple):
+    """One transfer of a round: ``source`` sends ``want``'s cell, from its source block, or from
+    the block it assembles when ``copy`` (its own copy of the cell, received in an earlier round)."""
+
+    source: int
+    copy: Any
+    want: Any
+
+
+def relayed_rounds(wants: list, holders: dict) -> list[list[Transfer]]:
     """Rounds of transfers ``(source, the source's own copy or None, want)`` in which every device
     sends at most one cell and receives at most one, and a device that has received a cell may
     pass it on (from its own copy) in later rounds: a cell held by one device and wanted by m
@@ -25,11 +43,11 @@ def relayed_rounds(wants: list, holders: dict) -> list[list[tuple]]:
     for i, w in enumerate(wants):
         by_cell.setdefault(w.cell.elements, []).append(i)
     target = np.array([w.target for w in wants], dtype=np.int64)
-    top = int(max(target.max(), max(int(holders[key][1].max()) for key in {w.cell.holders for w in wants}))) + 1
+    top = int(max(target.max(), max(int(holders[key].devices.max()) for key in {w.cell.holders for w in wants}))) + 1
     pending = {e: np.array(ix, dtype=np.int64) for e, ix in by_cell.items()}
     # who can send each cell: devices, and each one's own copy (a cell of the block it assembles,
     # or None for a device holding it in its source block)
-    senders = {e: [int(s) for s in holders[wants[ix[0]].cell.holders][1]] for e, ix in by_cell.items()}
+    senders = {e: [int(s) for s in holders[wants[ix[0]].cell.holders].devices] for e, ix in by_cell.items()}
     copies = {e: [None] * len(senders[e]) for e in by_cell}
     held = np.zeros(top, dtype=np.int64)  # cells each device has received so far
     served = np.zeros(len(wants), dtype=bool)  # the wants given a transfer
@@ -46,7 +64,7 @@ def relayed_rounds(wants: list, holders: dict) -> list[list[tuple]]:
             if not len(ready):
                 continue
             for h, i in zip(free[:len(ready)].tolist(), ready.tolist()):
-                moves.append((senders[e][h], copies[e][h], wants[i]))
+                moves.append(Transfer(senders[e][h], copies[e][h], wants[i]))
             sending[who[free[:len(ready)]]] = True
             receiving[target[ready]] = True
             served[ready] = True
