@@ -16,7 +16,7 @@ from ...errors import ShardingError
 from ...sharding.layout import Layout
 from ..builder import PerDevice
 from .exchange import plan_exchange
-from .plan import Step, layout_of
+from .plan import Planned, Step, layout_of
 from .reductions import all_reduce_step, scatter_step
 
 
@@ -72,7 +72,7 @@ def _layout_all_reduce(source, L: Layout, shape, item) -> Step:
     return all_reduce_step(source, after, L, after, tuple(L.reduce_groups()), tuple(r.short() for r in L.unreduced), item)
 
 
-def onto_fewer_plan(source, target, shape, item) -> tuple[list[Step], Any, dict]:
+def onto_fewer_plan(source, target, shape, item) -> Planned:
     """Onto a mesh over some of the source's devices (fewer ciphertexts, the FHE seed's [64][112x112]
     on 64 -> [32][2x112x112] on 32): the target laid out on the source's devices, the devices
     outside the target's mesh holding empty blocks (a scalar stays where it is), reached by
@@ -89,4 +89,4 @@ def onto_fewer_plan(source, target, shape, item) -> tuple[list[Step], Any, dict]
     empty = tuple(np.arange(0) for _ in shape)
     index_map = {d: LT.index_map[d] if d in LT.index_map else (empty if shape else LS.index_map[d]) for d in LS.devices}
     steps = generic_plan(source, Layout(LS.mesh, shape, index_map), shape, item)
-    return steps, target, {"exchange": sum(s.bytes for s in steps)}
+    return Planned(steps, target, {"exchange": sum(s.bytes for s in steps)})

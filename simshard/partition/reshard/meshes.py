@@ -13,7 +13,7 @@ from ...sharding.dims import DimSharding, Sharding
 from ...sharding.mesh import Mesh
 from .exchange import plan_exchange
 from .generic import generic_plan
-from .plan import Step, layout_of
+from .plan import Planned, Step, layout_of
 from .same_mesh import same_mesh_plan
 
 
@@ -86,22 +86,22 @@ def translate(s: Sharding, to: Mesh) -> Sharding | None:
     return out
 
 
-def cross_mesh_plan(source: Sharding, target: Sharding, shape, item):
+def cross_mesh_plan(source: Sharding, target: Sharding, shape, item) -> Planned:
     """The steps from ``source`` to ``target`` on another mesh over the same devices, the target, and ``alts``."""
     T1 = translate(target, source.mesh)
     if T1 is not None and layout_of(T1, shape).same_as(layout_of(target, shape)):
         steps, alts = same_mesh_plan(source, T1, shape, item)
-        return steps, target, alts
+        return Planned(steps, target, alts)
     S2 = translate(source, target.mesh)
     if S2 is not None and layout_of(S2, shape).same_as(layout_of(source, shape)):
         steps, alts = same_mesh_plan(S2, target, shape, item)
-        return steps, target, alts
+        return Planned(steps, target, alts)
     # Different device orders: a mesh with the target's axes in the source's device order.
     M2 = target.mesh
     Mx = Mesh(list(zip(M2.axis_names, M2.axis_sizes)), source.mesh.device_ids, name=M2.name + "_in_" + source.mesh.name)
     Sx = translate(source, Mx)
     if Sx is None or not layout_of(Sx, shape).same_as(layout_of(source, shape)):
-        return generic_plan(source, target, shape, item), target, {"generic": None}
+        return Planned(generic_plan(source, target, shape, item), target, {"generic": None})
     Tx = rebind(target, Mx)
     # A: plan on Mx, relabel at the end
     a_steps, _ = same_mesh_plan(Sx, Tx, shape, item)
@@ -111,7 +111,7 @@ def cross_mesh_plan(source: Sharding, target: Sharding, shape, item):
     b_steps, _ = same_mesh_plan(S2, target, shape, item)
     b_steps = _relabel(Sx, S2, shape, item) + list(b_steps)
     a, b = sum(s.bytes for s in a_steps), sum(s.bytes for s in b_steps)
-    return (a_steps if a <= b else b_steps), target, {"relabel_last": a, "relabel_first": b}
+    return Planned(a_steps if a <= b else b_steps, target, {"relabel_last": a, "relabel_first": b})
 
 
 def _relabel(A, B, shape, item) -> list[Step]:

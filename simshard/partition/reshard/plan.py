@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -256,6 +256,22 @@ def _spec_str(spec) -> str:
     if isinstance(spec, Sharding):
         return str(spec)
     return repr(spec)
+
+
+class Route(NamedTuple):
+    """A plan's steps between two layouts on one mesh, and the total bytes of each path tried
+    (``alts``: "structured", "exchange", ...; None where a path failed)."""
+
+    steps: list
+    alts: dict
+
+
+class Planned(NamedTuple):
+    """A plan's steps, the layout they end in (the target as asked) and ``alts`` (``Route``)."""
+
+    steps: list
+    final: Any
+    alts: dict
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,7 +30,6 @@ themselves (reduce-scatter or all-reduce over the reduce groups, then the exchan
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -40,7 +39,7 @@ from ...sharding.layout import Layout
 from ...sharding.placements import DTensorSpec
 from .generic import generic_plan, onto_fewer_plan
 from .meshes import cross_mesh_plan, rebind, same_mesh_shape
-from .plan import ReshardPlan, Step, layout_of
+from .plan import Planned, ReshardPlan, layout_of
 from .same_mesh import same_mesh_plan
 
 
@@ -93,7 +92,7 @@ def _devices(spec) -> frozenset[int]:
     return frozenset(spec.mesh.device_ids)
 
 
-def _plan(source, target, shape, item) -> tuple[list[Step], Any, dict]:
+def _plan(source, target, shape, item) -> Planned:
     if _devices(source) != _devices(target):
         if _devices(target) < _devices(source):
             return onto_fewer_plan(source, target, shape, item)
@@ -106,13 +105,13 @@ def _plan(source, target, shape, item) -> tuple[list[Step], Any, dict]:
         )
     LS, LT = layout_of(source, shape), layout_of(target, shape)
     if LS.same_as(LT):
-        return [], target, {}
+        return Planned([], target, {})
     if isinstance(source, Sharding) and isinstance(target, Sharding):
         if same_mesh_shape(source.mesh, target.mesh):
             steps, alts = same_mesh_plan(source, rebind(target, source.mesh), shape, item)
-            return steps, target, alts
+            return Planned(steps, target, alts)
         return cross_mesh_plan(source, target, shape, item)
-    return generic_plan(source, target, shape, item), target, {}
+    return Planned(generic_plan(source, target, shape, item), target, {})
 
 
 def _ids(devices) -> str:

@@ -4,8 +4,7 @@ Every device sends at most one cell and receives at most one per round: a bipart
 colouring with as many rounds as the busiest device has transfers (``edge_colouring``), or,
 where a few devices hold what many lack (a broadcast), rounds in which a device that has
 received a cell passes it on (``relayed_rounds``), so copies double each round. A want is a
-``(target, cell)`` pair (``exchange``'s ``Want``); a transfer ``(source, the source's own copy
-of the cell or None, want)``.
+device (``target``) lacking a ``cell`` (``exchange``'s wants); a ``Transfer`` sends a want's cell.
 """
 
 from __future__ import annotations

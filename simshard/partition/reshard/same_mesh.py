@@ -20,18 +20,18 @@ from .atoms import State, refine
 from .exchange import plan_exchange
 from .generic import generic_plan
 from .greedy import Move, next_move, pending_plan
-from .plan import Step, common_count, layout_of
+from .plan import Route, Step, common_count, layout_of
 from .realize import realize
 
 MAX_STEPS = 64
 
 
-def same_mesh_plan(source_spec: Sharding, target_spec: Sharding, shape, item) -> tuple[list[Step], dict]:
+def same_mesh_plan(source_spec: Sharding, target_spec: Sharding, shape, item) -> Route:
     """The steps from ``source_spec`` to ``target_spec`` (one mesh) and the bytes of each path tried (``alts``)."""
     mesh = source_spec.mesh
     table = refine(mesh, [source_spec, target_spec])
     if table is None:
-        return generic_plan(source_spec, target_spec, shape, item), {"generic": None}
+        return Route(generic_plan(source_spec, target_spec, shape, item), {"generic": None})
     current, target = State.of(source_spec, table), State.of(target_spec, table)
     steps: list[Step] = []
     current = _rescaled(current, target, steps, shape, item, mesh)
@@ -46,12 +46,12 @@ def same_mesh_plan(source_spec: Sharding, target_spec: Sharding, shape, item) ->
     exchanged = State(target.dims, frozenset(set(target.unreduced) - create), target.reduce_op)
     lower_bound = _lower_bound(reduced.sharding(mesh), exchanged.sharding(mesh), shape, item)
     if greedy_bytes is not None and greedy_bytes <= lower_bound:
-        return steps, alts
+        return Route(steps, alts)
     tail = _exchange_tail(reduced, exchanged, target, shape, item, mesh)
     alts["exchange"] = sum(s.bytes for s in tail)
     if greedy_bytes is not None and greedy_bytes <= alts["exchange"]:
-        return steps, alts
-    return steps[:walk.split] + tail, alts
+        return Route(steps, alts)
+    return Route(steps[:walk.split] + tail, alts)
 
 
 def _rescaled(current: State, target: State, steps: list[Step], shape, item, mesh) -> State:
