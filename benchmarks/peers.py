@@ -149,7 +149,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
 def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int) -> float:
     """Seconds per step of a chain of tiny collective-permutes over devices ``ids``, step ``k``
     moving a 4-element array along ``pairs(k)``."""
-    from simshard.partition import CollectivePermute, Schedule, SpmdProgram
+    from simshard.spmd import CollectivePermute, Schedule, SpmdProgram
     from simshard.runtime import run_local
 
     scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=pairs(k),

@@ -36,7 +36,7 @@ import numpy as np
 
 import simshard as ss
 from simshard import P
-from simshard.partition import AllGather, AllReduce, AllToAll, Free, ReduceScatter, Schedule, SpmdProgram
+from simshard.spmd import AllGather, AllReduce, AllToAll, Free, ReduceScatter, Schedule, SpmdProgram
 
 KINDS = ("all_gather", "reduce_scatter", "all_to_all", "all_reduce")
 MEGATRON = (P("x", None), P(None, "y"), P("y", None))

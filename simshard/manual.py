@@ -28,14 +28,15 @@ from .sharding.reduce_ops import REDUCE_OPS
 from .sharding.dims import Sharding
 
 # -- device groups --------------------------------------------------------------------------------
-def _axes(axis_name) -> tuple[str, ...]:
+def axes_of(axis_name) -> tuple[str, ...]:
+    """The mesh axis names a collective names: one name or several, as a tuple."""
     return (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
 
 
 def groups(mesh: Mesh, axis_name) -> list[tuple[int, ...]]:
     """Devices that differ only along ``axis_name`` (one name or several), each group ordered by
     its coordinate along those axes (row-major in the order given)."""
-    names = _axes(axis_name)
+    names = axes_of(axis_name)
     for n in names:
         if n not in mesh.axis_names:
             raise ShardingError("unknown-axis", f'collective over axis "{n}", which mesh @{mesh.name} does not have', axis=n)
@@ -49,7 +50,7 @@ def groups(mesh: Mesh, axis_name) -> list[tuple[int, ...]]:
 
 
 def group_size(mesh: Mesh, axis_name) -> int:
-    return math.prod(mesh.axis_size(n) for n in _axes(axis_name))
+    return math.prod(mesh.axis_size(n) for n in axes_of(axis_name))
 
 
 # -- collective ops (abstract evaluation only; they run in `run_region`) ----------------------------
@@ -184,7 +185,7 @@ def run_region(body: Program, mesh: Mesh, per_device_inputs: list[list[np.ndarra
         elif e.op == "axis_index":
             results = []
             for d in devices:
-                names = _axes(kw["axis_name"])
+                names = axes_of(kw["axis_name"])
                 idx = 0
                 for n in names:
                     idx = idx * mesh.shape[n] + mesh.axis_index(d, n)
@@ -306,7 +307,7 @@ def _replicated_axes(body: Program, mesh: Mesh, in_specs: Sequence[Sharding]) ->
     for e in body.eqns:
         ins = [rep[i] for i in e.inputs if not isinstance(i, Literal)]
         r = frozenset.intersection(*ins) if ins else every
-        axes = frozenset(_axes(e.kw["axis_name"])) if "axis_name" in e.kw else frozenset()
+        axes = frozenset(axes_of(e.kw["axis_name"])) if "axis_name" in e.kw else frozenset()
         if e.op in _MAKES_REPLICATED:
             r = r | axes
         elif e.op in _MAKES_VARYING:

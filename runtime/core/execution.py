@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from simshard.partition.schedule import SpmdProgram
+from simshard.spmd import SpmdProgram
 from simshard.report.comm import CommRecord, CommReport
 from simshard.report.memory import MemoryReport
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from simshard.ops.registry import OPS
 from simshard.ops.dynamic import update_into
-from simshard.partition.schedule import Instr, Schedule, participants, updates_in_place
+from simshard.spmd import Instr, Schedule, participants, updates_in_place
 from simshard.report.comm import CommRecord, analytic_min_bytes
 from simshard.report.memory import DeviceMemory
 from simshard.units import fmt_bytes

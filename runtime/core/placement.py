@@ -15,7 +15,7 @@ import numpy as np
 from simshard.dtypes import bit_equal
 from simshard.errors import ReplicaMismatchError
 from simshard.sharding.layout import layout
-from simshard.partition.schedule import SpmdProgram
+from simshard.spmd import SpmdProgram
 
 
 def _spec(spmd: SpmdProgram, shardings, i: int, what: str):

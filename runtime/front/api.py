@@ -10,6 +10,7 @@ only place that also executes, so it lives in the runtime.
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -20,8 +21,7 @@ import optree
 from simshard.errors import ReplicaMismatchError, TraceError
 from simshard.ir.program import Program
 from simshard.ops.threads import one_blas_thread
-from simshard.partition import partition
-from simshard.partition.schedule import SpmdProgram
+from simshard.spmd import SpmdProgram
 from simshard.propagate.prepare import prepare
 from simshard.report import CommReport, MemoryReport, VerifyReport
 from simshard.report.opcheck import check_ops as verify_ops, program_bytes
@@ -31,6 +31,10 @@ from ..calls.comm_debug import observe_run
 from ..core.placement import assemble_outputs, shard_inputs
 from .backends import BACKENDS, backend_named, default_backend, options_of
 
+
+# the partitioner's package (``ss.partition``, the function, shadows its name on the package root);
+# its ``partition`` is looked up at each run, so that a test may stand in a wrong one
+partitioning = importlib.import_module("simshard.partition")
 
 OPCHECK_MAX_BYTES = 64 << 20  # ss.run checks op by op by default up to this many bytes of values
 
@@ -137,7 +141,7 @@ def run(f, *args, mesh=None, backend: str | None = None, in_shardings=None, out_
     program, leaves = prepare(f, *args, mesh=mesh, in_shardings=in_shardings, out_shardings=out_shardings,
                               static_argnums=static_argnums, strategy=strategy)
     say("partitioning")
-    spmd = partition(program)
+    spmd = partitioning.partition(program)
     check_ops = program_bytes(program) <= OPCHECK_MAX_BYTES if check_ops is None else check_ops
     execution = backend_named(backend).run(spmd, shard_inputs(spmd, *leaves), mesh=mesh, device_memory=device_memory, timeout=timeout,
                                            trace_values=bool(check_ops), progress=say, **backend_options)

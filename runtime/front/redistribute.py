@@ -19,7 +19,7 @@ import numpy as np
 from simshard.partition.builder import ScheduleBuilder
 from simshard.partition.emit import emit_plan
 from simshard.partition.reshard import plan_reshard
-from simshard.partition.schedule import SpmdProgram
+from simshard.spmd import SpmdProgram
 from simshard.report.comm import CommReport
 
 from ..calls import comm_debug

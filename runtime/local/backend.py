@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from simshard.ops.threads import one_blas_thread
-from simshard.partition.schedule import SpmdProgram
+from simshard.spmd import SpmdProgram
 from simshard.report.memory import MemoryReport, capacity_of
 
 from ..core.execution import Execution, check_inputs

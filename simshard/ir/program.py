@@ -183,7 +183,8 @@ class Program:
         except ShardingError:
             return f"{v.aval}{{{s}}}"
 
-    def _name(self, v) -> str:
+    def name_of(self, v) -> str:
+        """``v``'s name in the listing (``%5``, with its label; a literal as its repr)."""
         if isinstance(v, Literal):
             return repr(v)
         label = self.label(v)
@@ -191,17 +192,17 @@ class Program:
 
     def pretty(self) -> str:
         """A jaxpr-like listing with each value's type string."""
-        ins = ", ".join(f"{self._name(v)}: {self.type_string(v)}" for v in self.inputs)
+        ins = ", ".join(f"{self.name_of(v)}: {self.type_string(v)}" for v in self.inputs)
         lines = [f"program({ins}) {{"]
         for e in self.eqns:
-            outs = ", ".join(f"{self._name(v)}: {self.type_string(v)}" for v in e.outputs)
-            args = ", ".join(self._name(i) for i in e.inputs)
+            outs = ", ".join(f"{self.name_of(v)}: {self.type_string(v)}" for v in e.outputs)
+            args = ", ".join(self.name_of(i) for i in e.inputs)
             params = ", ".join(f"{k}={format_param(v)}" for k, v in e.params if not _programs(v))
             lines.append(f"  {outs} = {e.op}({args}{', ' if args and params else ''}{params})")
             for k, v in e.params:
                 for body in _programs(v):  # a region's, loop's or branch's body: its listing, indented
                     lines += ["    " + line for line in body.pretty().splitlines()]
-        lines.append(f"  return {', '.join(self._name(v) for v in self.outputs)}")
+        lines.append(f"  return {', '.join(self.name_of(v) for v in self.outputs)}")
         lines.append("}")
         return "\n".join(lines)
 

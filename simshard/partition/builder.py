@@ -10,7 +10,8 @@ instruction objects at every step so far (refined only by steps where devices di
 instruction list is made once, whatever its size.
 
 ``freed`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
-device; a loop's body uses it too); ``finish`` then numbers the ids 0, 1, 2, ... and returns one
+device; a loop's body uses it too); ``finish`` then numbers the ids 0, 1, 2, ... (new instructions
+with their final ids, ``simshard.spmd.numbering``) and returns one
 ``Schedule`` per device, the devices of a class sharing one instruction list (``Instructions``,
 read from the step table), or each its own view of it where an instruction has ``Varying``
 fields (a collective's groups), resolved for the device.
@@ -23,7 +24,11 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..sharding.rows import distinct_rows, row_of, rows_of
-from .schedule import CONTROL, Free, Instr, Instructions, Schedule, Varying, ids_of, nested_ids, number_nested, varying_slots
+from ..spmd.instructions import Free, Instr
+from ..spmd.numbering import numbered, numbered_positions, slot_values
+from ..spmd.resolve import Instructions, varying_slots
+from ..spmd.schedule import Schedule
+from ..spmd.varying import Varying
 
 
 class PerDevice(Mapping):
@@ -105,20 +110,36 @@ class PerDevice(Mapping):
         return len(self.ids)
 
 
+class BufferNumbers:
+    """The buffer numbers of one schedule, handed out in order. The builders of a schedule's
+    bodies (a loop's, a branch's, each partitioned by a builder of its own) share their parent's
+    counter, so a number is never given twice."""
+
+    def __init__(self):
+        self.next = 0  # the number the next buffer gets (so also how many were given)
+
+    def take(self) -> int:
+        """A fresh buffer number."""
+        number = self.next
+        self.next += 1
+        return number
+
+
 class ScheduleBuilder:
-    def __init__(self, devices: Sequence[int]):
+    """One schedule's SPMD steps (module docstring), on buffer numbers from ``numbers`` (a new
+    counter unless shared with the builder of an enclosing schedule)."""
+
+    def __init__(self, devices: Sequence[int], numbers: BufferNumbers | None = None):
         self.devices = tuple(sorted(devices))
         self.steps: list[Instr | PerDevice] = []
         self._ids = np.asarray(self.devices, dtype=np.int64)
         self._codes = np.zeros(len(self.devices), dtype=np.int64)  # each device's class, by row
-        self._next_buf = 0
+        self.numbers = numbers if numbers is not None else BufferNumbers()
 
     # -- buffers ---------------------------------------------------------------------------------
     def buf(self) -> int:
         """A fresh buffer number (the same number on every device)."""
-        b = self._next_buf
-        self._next_buf += 1
-        return b
+        return self.numbers.take()
 
     def bufs(self, n: int) -> tuple[int, ...]:
         return tuple(self.buf() for _ in range(n))
@@ -213,9 +234,7 @@ class ScheduleBuilder:
         schedule's are) with a ``Free`` after each buffer's last use (buffers in ``keep``
         excepted; ``inputs`` never read freed before the first step), each instruction's id its
         position (a loop body's numbering, done once per position)."""
-        slots = tuple(self._slots(keep, inputs))
-        _number_positions(slots)
-        return self._lists(slots)
+        return self._lists(numbered_positions(self._slots(keep, inputs)))
 
     def _lists(self, slots: tuple[Instr | PerDevice, ...]) -> list[tuple[list[int], Instructions]]:
         """Each class's devices and its instruction list, read from ``slots`` for its class."""
@@ -231,7 +250,7 @@ class ScheduleBuilder:
         keep = set(keep)
         last: dict[int, int] = {}
         for pos, step in enumerate(self.steps):
-            for ins in _values(step):
+            for ins in slot_values(step):
                 for b in tuple(ins.reads()) + tuple(ins.writes()):
                     last[b] = pos
         for b in inputs:  # an input never read is dead from the start
@@ -240,7 +259,7 @@ class ScheduleBuilder:
         for b, pos in last.items():
             if b not in keep:
                 dying.setdefault(pos, []).append(b)
-        frees = {pos: Free(0, "dead input" if pos < 0 else _values(self.steps[pos])[0].source, bufs=tuple(sorted(bufs)))
+        frees = {pos: Free(0, "dead input" if pos < 0 else slot_values(self.steps[pos])[0].source, bufs=tuple(sorted(bufs)))
                  for pos, bufs in dying.items()}
         slots: list[Instr | PerDevice] = [frees[-1]] if -1 in frees else []
         for pos, step in enumerate(self.steps):
@@ -252,8 +271,7 @@ class ScheduleBuilder:
     def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
         """Schedules with ``Free`` after each buffer's last use (none when not ``free``: every
         buffer kept) and ids numbered in order, the devices of a class sharing one instruction list."""
-        slots = tuple(self._slots(outputs, inputs) if free else self._slots(range(self._next_buf), ()))
-        _number(slots)
+        slots = numbered(self._slots(outputs, inputs) if free else self._slots(range(self.numbers.next), ()))
         out: dict[int, Schedule] = {}
         inputs, outputs = tuple(inputs), tuple(outputs)
         hits = varying_slots(slots, {})
@@ -275,37 +293,3 @@ def _hashable(v):
     except TypeError:
         return ("object", id(v))
     return v
-
-
-def _number_positions(slots: Sequence[Instr | PerDevice]) -> None:
-    """Number every instruction by its position (an object sits at one position; the devices of
-    a PerDevice step share its position)."""
-    for i, slot in enumerate(slots):
-        for ins in _values(slot):
-            object.__setattr__(ins, "id", i)
-
-
-def _number(slots: Sequence[Instr | PerDevice]) -> None:
-    """Number every instruction by its position, then give loops their ranges of ids."""
-    _number_positions(slots)
-    first_free = len(slots)
-    for slot in slots:
-        values = _values(slot)
-        if values[0].kind not in CONTROL:
-            continue
-        # a control step's copies (one per class) have the same blocks' shapes and sizes: their
-        # id ranges and nested control instructions' places are read off the first
-        first = values[0]
-        where = nested_ids(first)
-        for ins in values:
-            if ins.kind == "while":  # its body continues its condition's numbers
-                for j, b in enumerate(ins.cond + ins.body):
-                    object.__setattr__(b, "id", j)
-            object.__setattr__(ins, "id_base", first_free)
-            number_nested(ins, where)
-        first_free += ids_of(first)
-
-
-def _values(step: Instr | PerDevice) -> tuple[Instr, ...]:
-    """The distinct instructions a step runs over all devices."""
-    return (step,) if isinstance(step, Instr) else step.values

@@ -34,7 +34,7 @@ from ..ops.windows import LocalWindow, Window, block_window
 from ..sharding.axes import AxisRef, check_coexist
 from ..sharding.dims import DimSharding, Sharding
 from ..sharding.layout import Layout
-from .plan import layout_of
+from .reshard.plan import layout_of
 
 Axes = tuple[AxisRef, ...]
 

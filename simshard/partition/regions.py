@@ -21,41 +21,43 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShardingError
-from ..manual import COLLECTIVES, _axes, groups
+from ..manual import COLLECTIVES, axes_of, groups
 from ..ops import get_op
-from ..ir.program import Literal as PLiteral
-from .reshard import _plain
-from .schedule import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, ReduceScatter
+from ..ir.program import Eqn, Literal as PLiteral
+from .builder import ScheduleBuilder
+from .protocol import Partitioner
+from .reshard import plain
+from ..spmd import AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Literal, ReduceScatter
 
 _REDUCE = {"psum": "sum", "pmax": "max", "pmin": "min"}
 
 
-def inline_region(P, e) -> dict:
-    """Append region ``e``'s instructions through the partitioner ``P`` (its builder and reshards);
+def inline_region(partitioner: Partitioner, e: Eqn) -> dict:
+    """Append region ``e``'s instructions through ``partitioner`` (its builder and reshards);
     returns, per region result, its sharding (the ``out_specs``) and the buffer holding it."""
     kw = e.kw
     body, mesh = kw["body"], kw["mesh"]
     in_specs, out_specs = kw["in_specs"], kw["out_specs"]
-    b = P.b
+    builder = partitioner.builder
     env: dict = {}
     for v, bv, spec in zip(e.inputs, body.inputs, in_specs):
-        env[bv] = P.get(v, _plain(spec), f"shard_map {P.name(e.outputs[0])}")
+        env[bv] = partitioner.get(v, plain(spec), f"shard_map {partitioner.name(e.outputs[0])}")
 
     def arg(i):
         if isinstance(i, PLiteral):
-            return P.literal(i)
+            return partitioner.literal(i)
         return env[i]
 
     for be in body.eqns:
-        src = f"shard_map {P.name(e.outputs[0])}: {be.op}"
+        src = f"shard_map {partitioner.name(e.outputs[0])}: {be.op}"
         bkw = be.kw
         if be.op in COLLECTIVES:
             x = be.inputs[0]
-            out = _collective(b, be.op, arg(x), x.aval, bkw, mesh, src)
+            out = _collective(builder, be.op, arg(x), x.aval, bkw, mesh, src)
             env[be.outputs[0]] = out
         elif be.op == "axis_index":
-            names = _axes(bkw["axis_name"])
-            dst = b.buf()
+            names = axes_of(bkw["axis_name"])
+            dst = builder.buf()
 
             def idx(d):
                 i = 0
@@ -63,76 +65,76 @@ def inline_region(P, e) -> dict:
                     i = i * mesh.shape[n] + mesh.axis_index(d, n)
                 return np.int32(i)
 
-            b.emit_by(idx, lambda d: Literal(0, src, dst=dst, value=idx(d)))
+            builder.emit_by(idx, lambda d: Literal(0, src, dst=dst, value=idx(d)))
             env[be.outputs[0]] = dst
         elif be.op == "shard_map":
             raise ShardingError("nested-manual-region", "shard_map inside shard_map is not supported")
         else:
             get_op(be.op)  # an unknown op is named here
-            outs = b.bufs(len(be.outputs))
+            outs = builder.bufs(len(be.outputs))
             ins = tuple(arg(i) for i in be.inputs)
             if be.op == "constant":
-                b.emit_same(Literal(0, src, dst=outs[0], value=np.array(bkw["value"], copy=True)))
+                builder.emit_same(Literal(0, src, dst=outs[0], value=np.array(bkw["value"], copy=True)))
             else:
-                b.emit_same(Compute(0, src, op=be.op, inputs=ins, outputs=outs, params=tuple(be.params)))
+                builder.emit_same(Compute(0, src, op=be.op, inputs=ins, outputs=outs, params=tuple(be.params)))
             for v, o in zip(be.outputs, outs):
                 env[v] = o
-    return {o: (_plain(spec), arg(bo)) for o, bo, spec in zip(e.outputs, body.outputs, out_specs)}
+    return {o: (plain(spec), arg(bo)) for o, bo, spec in zip(e.outputs, body.outputs, out_specs)}
 
 
-def _collective(b, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:
-    names = _axes(kw["axis_name"])
+def _collective(builder: ScheduleBuilder, op: str, x: int, aval, kw: dict, mesh, src: str) -> int:
+    names = axes_of(kw["axis_name"])
     gs = groups(mesh, names)
     gof = {d: g for g in gs for d in g}
     n = len(gs[0])
     rank = len(aval.shape)
     if op in _REDUCE:
-        dst = b.buf()
-        b.emit_by(lambda d: gof[d], lambda d: AllReduce(0, src, src=x, dst=dst, group=gof[d], reduce_op=_REDUCE[op], axes=names))
+        dst = builder.buf()
+        builder.emit_by(lambda d: gof[d], lambda d: AllReduce(0, src, src=x, dst=dst, group=gof[d], reduce_op=_REDUCE[op], axes=names))
         return dst
     if op == "all_gather":
         axis, tiled = kw.get("axis", 0), kw.get("tiled", False)
         if not tiled:
-            x = _reshape(b, x, aval.shape[:axis] + (1,) + aval.shape[axis:], src)
-        dst = b.buf()
-        b.emit_by(lambda d: gof[d], lambda d: AllGather(0, src, src=x, dst=dst, group=gof[d], axis=axis, axes=names))
+            x = _reshape(builder, x, aval.shape[:axis] + (1,) + aval.shape[axis:], src)
+        dst = builder.buf()
+        builder.emit_by(lambda d: gof[d], lambda d: AllGather(0, src, src=x, dst=dst, group=gof[d], axis=axis, axes=names))
         return dst
     if op == "psum_scatter":
         sd, tiled = kw.get("scatter_dimension", 0), kw.get("tiled", False)
         size = aval.shape[sd]
         splits = tuple([size // n] * n)
-        dst = b.buf()
-        b.emit_by(lambda d: gof[d], lambda d: ReduceScatter(0, src, src=x, dst=dst, group=gof[d], axis=sd, splits=splits,
-                                                           reduce_op="sum", axes=names))
+        dst = builder.buf()
+        builder.emit_by(lambda d: gof[d], lambda d: ReduceScatter(0, src, src=x, dst=dst, group=gof[d], axis=sd, splits=splits,
+                                                                 reduce_op="sum", axes=names))
         if not tiled:
             shape = aval.shape[:sd] + aval.shape[sd + 1:]
-            dst = _reshape(b, dst, shape, src)
+            dst = _reshape(builder, dst, shape, src)
         return dst
     if op == "ppermute":
         pairs = tuple(sorted(((g[s], g[t]) for g in gs for s, t in kw["perm"]), key=lambda p: p[1]))
-        dst = b.buf()
-        b.emit_same(CollectivePermute(0, src, src=x, dst=dst, pairs=pairs, shape=tuple(aval.shape),
-                                      dtype=np.dtype(aval.dtype).name, axes=names))
+        dst = builder.buf()
+        builder.emit_same(CollectivePermute(0, src, src=x, dst=dst, pairs=pairs, shape=tuple(aval.shape),
+                                            dtype=np.dtype(aval.dtype).name, axes=names))
         return dst
     if op == "all_to_all":
         sa, ca, tiled = kw["split_axis"], kw["concat_axis"], kw.get("tiled", False)
         size = aval.shape[sa]
         splits = tuple([size // n] * n)
-        dst = b.buf()
-        b.emit_by(lambda d: gof[d], lambda d: AllToAll(0, src, src=x, dst=dst, group=gof[d], split_axis=sa, splits=splits,
-                                                      concat_axis=(ca if tiled else sa), axes=names))
+        dst = builder.buf()
+        builder.emit_by(lambda d: gof[d], lambda d: AllToAll(0, src, src=x, dst=dst, group=gof[d], split_axis=sa, splits=splits,
+                                                            concat_axis=(ca if tiled else sa), axes=names))
         if not tiled and sa != ca:
             perm = list(range(rank))
             moved = perm.pop(sa)
             perm.insert(ca, moved)
-            out = b.buf()
-            b.emit_same(Compute(0, src, op="transpose", inputs=(dst,), outputs=(out,), params=(("perm", tuple(perm)),)))
+            out = builder.buf()
+            builder.emit_same(Compute(0, src, op="transpose", inputs=(dst,), outputs=(out,), params=(("perm", tuple(perm)),)))
             dst = out
         return dst
     raise AssertionError(op)  # pragma: no cover
 
 
-def _reshape(b, x: int, shape, src: str) -> int:
-    out = b.buf()
-    b.emit_same(Compute(0, src, op="reshape", inputs=(x,), outputs=(out,), params=(("new_shape", tuple(shape)),)))
+def _reshape(builder: ScheduleBuilder, x: int, shape, src: str) -> int:
+    out = builder.buf()
+    builder.emit_same(Compute(0, src, op="reshape", inputs=(x,), outputs=(out,), params=(("new_shape", tuple(shape)),)))
     return out

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir.program import Aval
 from ..ops.registry import OPS
-from ..partition.schedule import (Instr, Instructions, SpmdProgram, Varying, participants, resolved, updates_in_place,
+from ..spmd import (Instr, Instructions, SpmdProgram, Varying, participants, resolved, updates_in_place,
                                   varying_fields)
 from ..sharding.layout import layout
 from ..sharding.rows import rows_of

@@ -96,7 +96,7 @@ class Layout:
         (ascending coordinate along the unreduced axes). Singletons when nothing is pending."""
         return list(self.mesh.groups_over(self.unreduced))
 
-    def _contributes_value(self, device: int) -> bool:
+    def contributes_value(self, device: int) -> bool:
         """For sum/prod, only the first device of each reduce group holds the value; others the identity."""
         if not self.unreduced or REDUCE_OPS[self.reduce_op].idempotent:
             return True
@@ -113,7 +113,7 @@ class Layout:
         for _, holders in self.distinct_blocks():
             block = None
             for d in holders:
-                if not self._contributes_value(d):
+                if not self.contributes_value(d):
                     out[d] = np.full(self.local_shape(d), REDUCE_OPS[self.reduce_op].identity(array.dtype),
                                      dtype=array.dtype)
                     continue

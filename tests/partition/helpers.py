@@ -58,7 +58,7 @@ def execute_plan(plan, shards: dict[int, np.ndarray], executor: str = "ref"):
     run = refexec.run(scheds, {d: [shards[d]] for d in devices})
     out = {d: run.outputs[d][0] for d in devices}
     if executor == "both" and run_local is not None:
-        from simshard.partition.schedule import SpmdProgram
+        from simshard.spmd import SpmdProgram
 
         ex = run_local(SpmdProgram(None, scheds, (None,), (None,)), {d: [shards[d]] for d in devices})
         for d in devices:
@@ -78,7 +78,7 @@ def execute_plan(plan, shards: dict[int, np.ndarray], executor: str = "ref"):
 def check_plan(plan, rng, dtype=np.float32, executor: str = "both"):
     """Execute ``plan`` on random data: the result must assemble, under the target layout, to the
     source's value bit for bit, and every step must move exactly its analytic minimum."""
-    from simshard.partition.plan import layout_of
+    from simshard.partition.reshard.plan import layout_of
 
     L_src = layout_of(_src_spec(plan), plan.shape)
     L_dst = layout_of(plan.final, plan.shape)
@@ -102,7 +102,7 @@ def check_plan(plan, rng, dtype=np.float32, executor: str = "both"):
 
 
 def _src_spec(plan):
-    from simshard.partition.reshard import _spec
+    from simshard.partition.reshard.planner import _spec
 
     return _spec(plan.src, plan.shape, "source")
 

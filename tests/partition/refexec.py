@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simshard.ops import get_op
-from simshard.partition.schedule import (
+from simshard.spmd import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Literal, Pad, ReduceScatter, Schedule, Slice,
 )
 from simshard.sharding.reduce_ops import REDUCE_OPS

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simshard.partition.builder import PerDevice, ScheduleBuilder
-from simshard.partition.schedule import Compute, Literal
+from simshard.spmd import Compute, Literal
 
 
 def _lit(dst, v):
@@ -64,7 +64,7 @@ def test_a_class_reads_its_instructions_from_the_step_table_until_walked_whole()
     make the list; walking it does, once; it equals, hashes and pickles as the tuple."""
     import pickle
 
-    from simshard.partition.builder import Instructions
+    from simshard.spmd import Instructions
 
     b = ScheduleBuilder([0, 1, 2])
     x = b.buf()
@@ -86,7 +86,7 @@ def test_a_collective_over_a_mesh_axis_is_one_instruction_whose_groups_each_devi
     groups, in the mesh's order, and runs bitwise."""
     import simshard as ss
     from simshard import P
-    from simshard.partition.schedule import Instructions, Varying
+    from simshard.spmd import Instructions, Varying
 
     mesh = ss.Mesh({"x": 4, "y": 4})
 
@@ -124,7 +124,7 @@ def test_a_slice_per_block_is_one_instruction_each_device_resolves():
     (an exchange's cuts: test_exchange.py)."""
     import simshard as ss
     from simshard import P
-    from simshard.partition.schedule import Varying
+    from simshard.spmd import Varying
 
     mesh = ss.Mesh({"x": 4, "y": 4})
 

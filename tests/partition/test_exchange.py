@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 import simshard as ss
 from simshard.sharding.axes import merge_adjacent
-from simshard.partition.exchange import _edge_colouring, plan_exchange
-from simshard.partition.plan import ReshardPlan
+from simshard.partition.reshard.exchange import plan_exchange
+from simshard.partition.reshard.plan import ReshardPlan
+from simshard.partition.reshard.rounds import edge_colouring as _edge_colouring
 
 from .helpers import check_plan, meshes, shardings
 
@@ -99,7 +100,7 @@ def test_a_rounds_cuts_are_one_instruction_whose_source_and_positions_vary():
     device's own list names plain buffers and positions (the bits: the test above)."""
     from simshard.partition.builder import ScheduleBuilder
     from simshard.partition.emit import emit_step
-    from simshard.partition.schedule import Varying
+    from simshard.spmd import Varying
 
     mesh = ss.Mesh({"x": 4, "y": 4})
     src = ss.Sharding(mesh, (ss.DimSharding(("x", "y")),))

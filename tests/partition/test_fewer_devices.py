@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import simshard as ss
 from simshard import Mesh
 from simshard.errors import ShardingError
-from simshard.partition.plan import layout_of
+from simshard.partition.reshard.plan import layout_of
 from simshard.partition.reshard import plan_reshard
 
 from .helpers import check_plan, execute_plan, meshes, shardings

@@ -7,7 +7,7 @@ import pytest
 
 import simshard as ss
 from simshard.errors import ShardingError
-from simshard.partition.schedule import Free
+from simshard.spmd import Free
 
 from .helpers import exact_values
 from .run import run_partitioned

@@ -13,8 +13,8 @@ import importlib
 
 from hypothesis import HealthCheck, given, settings
 
-from simshard.partition import plan as plan_module
-from simshard.partition import reshard as reshard_module
+from simshard.partition.reshard import plan as plan_module
+from simshard.partition.reshard import planner as reshard_module
 from simshard.partition.reshard import plan_reshard
 
 from .helpers import reshard_cases

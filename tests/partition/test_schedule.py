@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import simshard as ss
-from simshard.partition import (
+from simshard.spmd import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Literal, Pad, ReduceScatter, Schedule, Slice,
 )
 

@@ -416,8 +416,8 @@ def test_classes_a_scan_body_splits_walk_on_after_the_scan():
     each new class (it used to look their lists up by the new classes' first devices, which only
     the loop's walk knew: a KeyError, seen on the Megatron transformer over 8,192 devices). The
     estimate equals the executed run."""
-    from simshard.partition import Compute, ReduceScatter, Schedule, SpmdProgram
-    from simshard.partition.schedule import Loop
+    from simshard.spmd import Compute, ReduceScatter, Schedule, SpmdProgram
+    from simshard.spmd import Loop
     from simshard.report.estimate import Block, estimate_spmd
     from simshard.runtime import run_local
 

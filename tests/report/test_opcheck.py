@@ -13,7 +13,7 @@ import sys
 import simshard.partition  # noqa: F401  (the package; ss.partition is the function)
 from simshard import P
 from simshard.errors import ReplicaMismatchError
-from simshard.partition.schedule import Compute, Schedule, SpmdProgram
+from simshard.spmd import Compute, Schedule, SpmdProgram
 
 sp = sys.modules["simshard.partition"]  # ss.run looks the partitioner up here
 

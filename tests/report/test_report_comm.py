@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from simshard.partition import AllGather, AllReduce, AllToAll, CollectivePermute, ReduceScatter
+from simshard.spmd import AllGather, AllReduce, AllToAll, CollectivePermute, ReduceScatter
 from simshard.report import (
     CommRecord, CommReport, DeviceMemory, Link, MemoryReport, Topology, analytic_min_bytes, fmt_bytes, fmt_seconds,
 )
@@ -127,7 +127,7 @@ def test_memory_report_table_and_json():
 
 def test_reports_of_a_real_run():
     # Records built by the executor from the transport's counts flow into the report unchanged.
-    from simshard.partition import Schedule, SpmdProgram
+    from simshard.spmd import Schedule, SpmdProgram
     from simshard.runtime import run_local
 
     mesh_groups = [(0, 1, 2, 3)]

@@ -14,7 +14,7 @@ ray = pytest.importorskip("ray")
 
 import simshard as ss  # noqa: E402
 from simshard import P  # noqa: E402
-from simshard.partition import (  # noqa: E402
+from simshard.spmd import (  # noqa: E402
     AllGather, AllReduce, AllToAll, CollectivePermute, ReduceScatter, Schedule, SpmdProgram,
 )
 from simshard.runtime import DeviceLostError, PeerTimeoutError, ScheduleMismatchError, run_local  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 import simshard as ss
 from runtime_helpers import same_bits
 from simshard.manual import groups
-from simshard.partition import (
+from simshard.spmd import (
     AllGather, AllReduce, AllToAll, CollectivePermute, Compute, Free, Literal, Pad, ReduceScatter, Schedule, Slice,
     SpmdProgram,
 )
@@ -377,7 +377,7 @@ def test_kernels_give_the_same_bits_whatever_blas_thread_count():
 def test_a_failed_run_does_not_chain_the_event_loop_probe():
     """run_local asks whether a loop is running; the answer ("no running event loop") is not the
     context of a failure of the run itself, which the user reads."""
-    from simshard.partition import Compute, Schedule, SpmdProgram
+    from simshard.spmd import Compute, Schedule, SpmdProgram
     from simshard.runtime import ExecutionError
 
     bad = Compute(0, "bad", op="reshape", inputs=(0,), outputs=(1,), params=(("new_shape", (7,)),))

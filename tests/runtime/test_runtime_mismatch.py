@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from simshard.partition import AllGather, AllReduce, CollectivePermute, Compute, Schedule, SpmdProgram
+from simshard.spmd import AllGather, AllReduce, CollectivePermute, Compute, Schedule, SpmdProgram
 from simshard.runtime import Executor, PeerTimeoutError, ScheduleMismatchError, run_local
 from runtime_helpers import BlindTransport
 

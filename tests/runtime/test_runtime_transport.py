@@ -107,7 +107,7 @@ def test_an_array_a_peer_has_yet_to_read_is_not_written_in_place():
     to be read from this process's memory views it (``Transport.lends``)."""
     import numpy as np
 
-    from simshard.partition import Schedule
+    from simshard.spmd import Schedule
     from simshard.runtime.core.executor import Executor
     from simshard.runtime.local.in_memory import InMemoryTransport
 

@@ -100,7 +100,7 @@ def test_a_scan_nested_in_a_scan_writes_only_the_residuals_read():
     """A scan in a scan's body: its residual results are outputs of the outer body (residuals of
     the outer scan); those the outer derivative does not read are neither stacked by the outer
     loop nor written by the inner one, in each outer step."""
-    from simshard.partition.schedule import Loop
+    from simshard.spmd import Loop
 
     def loss(ws, h):
         return np.sum(ss.lax.scan(lambda h, w2: (ss.lax.scan(_gated_layer, h, w2)[0], None), h, ws)[0])
@@ -156,7 +156,7 @@ def _layers(n):
 
 
 def test_a_scan_is_partitioned_once_into_one_loop_and_the_report_multiplies():
-    from simshard.partition.schedule import Loop, Schedule
+    from simshard.spmd import Loop, Schedule
 
     kw = dict(mesh=ss.Mesh({"x": 2, "y": 2}), in_shardings=(P(None, None, "y"), P("x", None)), backend="local")
     runs = {n: ss.run(_deep, *_layers(n), **kw) for n in (2, 6)}
@@ -193,7 +193,7 @@ def _grow(x, w):
 
 
 def test_a_while_loop_with_a_data_dependent_trip_count_runs_partitioned():
-    from simshard.partition.schedule import While
+    from simshard.spmd import While
 
     x, w = ss.exact_inputs([(8, 4), (4, 4)], seed=0, max_abs=2)
     program = ss.jit(_grow).trace(x, w)
@@ -209,7 +209,7 @@ def test_a_while_loop_with_a_data_dependent_trip_count_runs_partitioned():
 
 
 def test_a_traced_cond_runs_only_the_taken_branch_and_differentiates_through_it():
-    from simshard.partition.schedule import Switch
+    from simshard.spmd import Switch
 
     def f(x, w):
         return ss.lax.cond(np.sum(x) > 0, lambda a: a @ w, lambda a: a - 1, x)

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from simshard.partition.schedule import Schedule
+from simshard.spmd import Schedule
 
 from ...core.executor import Executor
 from ...core.mailbox import Mailbox, is_lent

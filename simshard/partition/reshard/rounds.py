@@ -1,0 +1,139 @@
+"""The exchange's transfers grouped into rounds (each round one collective-permute).
+
+Every device sends at most one cell and receives at most one per round: a bipartite edge
+colouring with as many rounds as the busiest device has transfers (``edge_colouring``), or,
+where a few devices hold what many lack (a broadcast), rounds in which a device that has
+received a cell passes it on (``relayed_rounds``), so copies double each round. A want is a
+device (``target``) lacking a ``cell`` (``exchange``'s wants); a ``Transfer`` sends a want's cell.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class CellHolders(NamedTuple):
+    """The source devices holding a cell: as a mask over the sources, and their ids."""
+
+    mask: np.ndarray
+    devices: np.ndarray
+
+
+class Transfer(NamedTuple):
+    """One transfer of a round: ``source`` sends ``want``'s cell, from its source block, or from
+    the block it assembles when ``copy`` (its own copy of the cell, received in an earlier round)."""
+
+    source: int
+    copy: Any
+    want: Any
+
+
+def relayed_rounds(wants: list, holders: dict) -> list[list[Transfer]]:
+    """Rounds of transfers ``(source, the source's own copy or None, want)`` in which every device
+    sends at most one cell and receives at most one, and a device that has received a cell may
+    pass it on (from its own copy) in later rounds: a cell held by one device and wanted by m
+    others takes about log2(m) rounds rather than m. Greedy by rounds: each round serves first
+    the cells with the most wanting devices per holder, and each cell first the devices that
+    have received the fewest cells (each becomes a new sender of it, rather than one device
+    holding many cells but able to send one per round)."""
+    by_cell: dict[tuple, list[int]] = {}  # the wants of each cell (indices into wants)
+    for i, w in enumerate(wants):
+        by_cell.setdefault(w.cell.elements, []).append(i)
+    target = np.array([w.target for w in wants], dtype=np.int64)
+    top = int(max(target.max(), max(int(holders[key].devices.max()) for key in {w.cell.holders for w in wants}))) + 1
+    pending = {e: np.array(ix, dtype=np.int64) for e, ix in by_cell.items()}
+    # who can send each cell: devices, and each one's own copy (a cell of the block it assembles,
+    # or None for a device holding it in its source block)
+    senders = {e: [int(s) for s in holders[wants[ix[0]].cell.holders].devices] for e, ix in by_cell.items()}
+    copies = {e: [None] * len(senders[e]) for e in by_cell}
+    held = np.zeros(top, dtype=np.int64)  # cells each device has received so far
+    served = np.zeros(len(wants), dtype=bool)  # the wants given a transfer
+    rounds: list[list[tuple]] = []
+    while pending:
+        sending = np.zeros(top, dtype=bool)
+        receiving = np.zeros(top, dtype=bool)
+        moves = []
+        for e in sorted(pending, key=lambda e: -len(pending[e]) / len(senders[e])):
+            queue, who = pending[e], np.array(senders[e])
+            free = np.flatnonzero(~sending[who])
+            ready = queue[~receiving[target[queue]]]
+            ready = ready[np.argsort(held[target[ready]], kind="stable")][:len(free)]
+            if not len(ready):
+                continue
+            for h, i in zip(free[:len(ready)].tolist(), ready.tolist()):
+                moves.append(Transfer(senders[e][h], copies[e][h], wants[i]))
+            sending[who[free[:len(ready)]]] = True
+            receiving[target[ready]] = True
+            served[ready] = True
+            left = queue[~served[queue]]
+            if len(left):
+                pending[e] = left
+            else:
+                del pending[e]
+        for _, _, w in moves:
+            senders[w.cell.elements].append(w.target)
+            copies[w.cell.elements].append(w.cell)
+            held[w.target] += 1
+        rounds.append(moves)
+    return rounds
+
+
+def edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
+    """Colour the edges of a bipartite multigraph (senders x receivers) with as many colours as
+    the largest degree (Koenig), flipping alternating paths when both ends' free colours differ."""
+    at_s: dict[int, dict[int, int]] = {}  # sender -> colour -> edge index
+    at_t: dict[int, dict[int, int]] = {}
+    low: dict[tuple[str, int], int] = {}  # per node: no colour below this one is free
+    colour = [-1] * len(edges)
+
+    def free(m: dict[int, int], node: tuple[str, int]) -> int:
+        c = low.get(node, 0)
+        while c in m:
+            c += 1
+        low[node] = c
+        return c
+
+    def release(node: tuple[str, int], c: int) -> None:
+        if c < low.get(node, 0):
+            low[node] = c
+
+    for e, (s, t) in enumerate(edges):
+        ms, mt = at_s.setdefault(s, {}), at_t.setdefault(t, {})
+        a, b = free(ms, ("s", s)), free(mt, ("t", t))
+        if a not in mt:
+            c = a
+        elif b not in ms:
+            c = b
+        else:
+            # alternating a/b path from t: t -a- s1 -b- t1 -a- ...; swap a and b along it
+            path = []
+            node, side, want = t, "t", a
+            while True:
+                m = at_t[node] if side == "t" else at_s[node]
+                if want not in m:
+                    break
+                f = m[want]
+                path.append(f)
+                fs, ft = edges[f]
+                node, side = (fs, "s") if side == "t" else (ft, "t")
+                want = b if want == a else a
+            for f in path:
+                fs, ft = edges[f]
+                old = colour[f]
+                del at_s[fs][old]
+                del at_t[ft][old]
+                release(("s", fs), old)
+                release(("t", ft), old)
+            for f in path:
+                fs, ft = edges[f]
+                new = b if colour[f] == a else a
+                colour[f] = new
+                at_s[fs][new] = f
+                at_t[ft][new] = f
+            c = a
+        colour[e] = c
+        ms[c] = e
+        mt[c] = e
+    return colour

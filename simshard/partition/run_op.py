@@ -1,0 +1,198 @@
+"""Running an op as chosen: operands resharded, reduction dims padded, the local kernel emitted.
+
+``emit_op`` runs a ``choose.Candidate``: each operand is resharded to its chosen sharding
+(``copies.ValueCopies.get``); operand dims carrying a sharded reduction factor are padded to the
+layout's block size with the reduction's identity, so uneven or empty blocks reduce correctly
+(padding never reaches a result: reduced dims are not in it); then one ``Compute`` per class of
+devices with equal local shapes (nullary ops: per block, with ``out_index``). ``functorial`` runs
+an op where its operands lie when an exact layout holds one of them (``exact``). Each records the
+op's checkpoint, with the mesh axes over which its float sums reassociate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.program import Eqn, Value
+from ..ops import get_op
+from ..ops.factors import REDUCTION
+from ..sharding.layout import Layout
+from ..sharding.reduce_ops import REDUCE_OPS
+from ..spmd import Compute, Literal, Pad
+from .builder import PerDevice
+from .choose import Candidate
+from .copies import Copy
+from .exact import functorial_layouts
+from .linear import LAYOUT
+from .reshard.plan import ShapeView, by_block, by_shape_class, layout_of, local_shapes, shapes_of
+
+
+class OpEmitter:
+    """Emitting an op's instructions: a part of the partitioner (``partition._Partitioner``), on
+    its ``builder``, ``copies``, ``devices`` and value methods (``ValueCopies``)."""
+
+    def emit_op(self, e: Eqn, chosen: Candidate) -> None:
+        """Run ``e`` as ``chosen``: operands resharded and padded, the local kernel, the checkpoint."""
+        src = self.source(e)
+        bufs, combined = self.operand_buffers(e, chosen, src)
+        in_lay = [layout_of(s, i.aval.shape) if isinstance(i, Value) else None
+                  for s, i in zip(chosen.in_shardings, e.inputs)]
+        in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]  # per operand: device -> shape
+        if chosen.rule is not None:
+            self.pad_reductions(e, chosen, in_lay, bufs, in_shapes, src)
+        out_lay = [layout_of(s, o.aval.shape) for s, o in zip(chosen.out_shardings, e.outputs)]
+        outs = self.builder.bufs(len(e.outputs))
+        self.emit_kernel(e, bufs, outs, in_lay, in_shapes, out_lay, chosen.halo, src)
+        for o, s, buf in zip(e.outputs, chosen.out_shardings, outs):
+            self.copies[o] = [Copy(s, buf)]
+        self.checkpoint(e, reassociated(e, chosen.rule, chosen.assignment, chosen.in_shardings, combined))
+
+    def operand_buffers(self, e: Eqn, chosen: Candidate, src: str) -> tuple[list[int], list[str]]:
+        """Each operand's buffer laid out as chosen, and the pending sums these reshards combine
+        (in steps, per axis)."""
+        halo = chosen.halo
+        bufs = []
+        combined: list[str] = []
+        for t, i in enumerate(e.inputs):
+            if isinstance(i, Value):
+                held = self.copies[i][0].spec if i in self.copies else None
+                if held is not None and held.reduce_op in ("sum", "avg", "prod"):
+                    combined += [axis_name(a) for a in held.unreduced if a not in chosen.in_shardings[t].unreduced]
+                bufs.append(self.get(i, chosen.in_shardings[t], src, keep=halo is None or t != halo.windows[0].operand))
+            else:
+                bufs.append(self.literal(i))
+        return bufs, combined
+
+    def pad_reductions(self, e: Eqn, chosen: Candidate, in_lay, bufs: list[int], in_shapes: list, src: str) -> None:
+        """Pad operand dims that carry a sharded reduction factor up to the block size with the
+        reduction's identity (``bufs`` and ``in_shapes`` updated in place)."""
+        rule = chosen.rule
+        red = {f for f in rule.of_kind(REDUCTION) if chosen.assignment.get(f)}
+        if not red:
+            return
+        ident_op = REDUCE_OPS[rule.reduce_op]
+        for t, i in enumerate(e.inputs):
+            if not isinstance(i, Value):
+                continue
+            dims = [k for k, fs in enumerate(rule.operands[t]) if set(fs) & red]
+            if not dims:
+                continue
+            sh = shapes_of(in_lay[t])
+            padded = sh.dims.copy()
+            padded[:, dims] = np.asarray(in_lay[t].block_shape, dtype=np.int64)[dims]
+            if np.array_equal(padded, sh.dims):
+                continue
+            new = self.builder.buf()
+            val = ident_op.identity(i.aval.dtype)
+            self.builder.emit(PerDevice.of_table(sh.ids, padded, lambda row, t=t, new=new, val=val: Pad(
+                0, src, src=bufs[t], dst=new, shape=row, value=val)))
+            bufs[t] = new
+            in_shapes[t] = ShapeView(sh.ids, padded)
+
+    def emit_kernel(self, e: Eqn, bufs, outs, in_lay, in_shapes, out_lay, halo, src: str) -> None:
+        """The op's local kernel, one instruction per class of devices that runs the same one."""
+        op = get_op(e.op)
+        kw = e.kw
+        if not e.inputs and e.op == "constant":  # devices holding one block share its Literal
+            self.builder.emit(by_block(self.devices, out_lay[0], lambda d: Literal(
+                0, src, dst=outs[0], value=op.kernel(**kw, out_index=out_lay[0].indices(d))[0])))
+            return
+        out_shapes = [local_shapes(L) for L in out_lay]
+        seen: dict = {}
+
+        def make(d):
+            ins = tuple(s[d] if s is not None else () for s in in_shapes)
+            outs_d = tuple(s[d] for s in out_shapes)
+            # a nullary op's block is where it sits: devices holding one block (one shared
+            # index array per dim) share its instruction; a row block (halo) also by its window
+            win = halo.local[d] if halo is not None else ()
+            key = (ins, outs_d, win) if e.inputs else tuple(map(id, out_lay[0].indices(d)))
+            if key not in seen:
+                params = op.local_params(dict(kw), list(ins), list(outs_d))
+                if halo is not None:  # a row block: the rows it reads, its edge padding and stride
+                    params = op.window_params(params, list(ins), list(outs_d), dict(win))
+                if not e.inputs:
+                    params = {**params, "out_index": out_lay[0].indices(d)}
+                seen[key] = Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+            return seen[key]
+
+        if e.inputs and halo is None:  # the instruction depends on a device only through its local shapes
+            laid = [L for L in in_lay if L is not None] + out_lay
+            self.builder.emit(by_shape_class(self.devices, laid, make))
+        elif not e.inputs:  # a nullary op's block is where it sits: one instruction per block
+            self.builder.emit(by_block(self.devices, out_lay[0], make))
+        else:
+            self.builder.emit(make)
+
+    def functorial(self, e: Eqn) -> bool:
+        """Run ``e`` where its operands lie when one of them (or a result wanted so) has an exact
+        layout no Sharding states and the op is functorial over what each device holds
+        (``exact``): no communication, results keep their exact layouts. False otherwise."""
+        ins = [self.copies[i][0].spec if isinstance(i, Value) else None for i in e.inputs]
+        wanted = [self.exact_want.get(o) for o in e.outputs]
+        if not e.inputs or not (any(isinstance(s, Layout) for s in ins) or any(w is not None for w in wanted)):
+            return False
+        op = get_op(e.op)
+        in_avals, out_avals = [i.aval for i in e.inputs], [o.aval for o in e.outputs]
+        try:
+            rules = op.rules(in_avals, out_avals, **e.kw)
+        except Exception:
+            return False
+        lays = [layout_of(s, i.aval.shape) if s is not None else None for s, i in zip(ins, e.inputs)]
+        for rule in rules:
+            got = functorial_layouts(rule, lays, [a.shape for a in in_avals], [a.shape for a in out_avals])
+            if got is None or any(w is not None and not L.same_as(w) for L, w in zip(got, wanted)):
+                continue
+            bufs = [self.copies[i][0].buf if isinstance(i, Value) else self.literal(i) for i in e.inputs]
+            self.run_local(e, op, bufs, lays, got)
+            return True
+        return False
+
+    def run_local(self, e: Eqn, op, bufs, in_lay, out_lay) -> None:
+        """``e``'s kernel on the blocks each device holds (layouts ``in_lay`` to ``out_lay``)."""
+        src = self.source(e)
+        in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]
+        out_shapes = [local_shapes(L) for L in out_lay]
+        outs = self.builder.bufs(len(e.outputs))
+
+        def make(d):  # once per class of devices with equal local shapes (by_shape_class)
+            ins = tuple(s[d] if s is not None else tuple(i.aval.shape) for s, i in zip(in_shapes, e.inputs))
+            outs_d = tuple(s[d] for s in out_shapes)
+            params = op.local_params(dict(e.kw), list(ins), list(outs_d))
+            return Compute(0, src, op=e.op, inputs=tuple(bufs), outputs=outs, params=tuple(params.items()))
+
+        self.builder.emit(by_shape_class(self.devices, [L for L in in_lay if L is not None] + out_lay, make))
+        for o, L, buf in zip(e.outputs, out_lay, outs):
+            self.copies[o] = [Copy(L, buf)]
+        # a BLAS kernel orders its sums by the block shapes: every axis the blocks vary over may
+        # reassociate (the op rules' pass-through factors otherwise leave the arithmetic alone)
+        axes = tuple(in_lay[0].mesh.axis_names if op.shape_dependent_sums else ())
+        self.checkpoint(e, axes if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+
+
+def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...]:
+    """Mesh axes over which ``e`` as partitioned adds (or multiplies) in another order than the op
+    run whole: its sharded sum-like reduction factors, every sharded factor of an op whose kernel
+    sums by its operands' shapes (a BLAS contraction), pending operands it computes on (a layout op
+    on contributions moves elements only), and pending sums its operand reshards combine
+    (``combined``: a sum over two axes may run as a reduce-scatter then an all-reduce, grouped
+    otherwise than the contributions assembled in device order). Empty for max / min and for
+    exact dtypes."""
+    if not any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs):
+        return ()
+    axes: list[str] = list(combined)
+    if rule is not None and rule.reduce_op in ("sum", "avg", "prod"):
+        for f in rule.of_kind(REDUCTION):
+            axes += [axis_name(a) for a in (assignment or {}).get(f, ())]
+    if get_op(e.op).shape_dependent_sums:  # its kernel orders its sums by the local shapes
+        axes += [axis_name(a) for f in (assignment or {}) for a in assignment[f]]
+    if e.op not in LAYOUT and e.op not in ("pad", "dynamic_slice", "select", "concatenate"):
+        for s in in_sh:
+            if s is not None and s.unreduced and s.reduce_op in ("sum", "avg", "prod"):
+                axes += [axis_name(a) for a in s.unreduced]
+    return tuple(dict.fromkeys(axes))
+
+
+def axis_name(a) -> str:
+    """A mesh axis (or sub-axis) as a checkpoint names it."""
+    return a if isinstance(a, str) else str(a).replace('"', "")
