@@ -255,14 +255,24 @@ class Mesh:
         return pos
 
     def __eq__(self, other: object) -> bool:
+        """The one notion of mesh equality: same axes, sizes, device order, name and axis
+        types (a mesh is usually compared with itself, so identity answers first)."""
+        if self is other:
+            return True
         if not isinstance(other, Mesh):
             return NotImplemented
-        return (self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types) == (
+        return self.same_layout(other) and (self.name, self.axis_types) == (other.name, other.axis_types)
+
+    def same_layout(self, other: "Mesh") -> bool:
+        """Whether ``other`` lays devices out as this mesh does: the same axes with the same
+        sizes over the same device order, whatever the names of the meshes and the types of
+        their axes (a sharding on one means the same placement on the other)."""
+        if self is other:
+            return True
+        return (self.axis_names, self.axis_sizes, self.device_ids) == (
             other.axis_names,
             other.axis_sizes,
             other.device_ids,
-            other.name,
-            other.axis_types,
         )
 
     # -- text ------------------------------------------------------------------------------
