@@ -26,16 +26,23 @@ from .ops.factors import FactorRule
 from .ir.program import Aval, Literal, Program
 from .sharding.reduce_ops import REDUCE_OPS
 from .sharding.dims import Sharding
+from .sharding.partition_spec import P
+from .tracing.state import as_tracer
+from .tracing.tracer import ShapeDtype, Tracer, bind, resolve_sharding, trace
 
 # -- device groups --------------------------------------------------------------------------------
-def _axes(axis_name) -> tuple[str, ...]:
+def axes_of(axis_name) -> tuple[str, ...]:
+    """The mesh axes a collective's ``axis_name`` names (one name or several), as a tuple."""
     return (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
+
+
+_axes = axes_of  # the old name, imported by partition/regions.py until it moves to axes_of
 
 
 def groups(mesh: Mesh, axis_name) -> list[tuple[int, ...]]:
     """Devices that differ only along ``axis_name`` (one name or several), each group ordered by
     its coordinate along those axes (row-major in the order given)."""
-    names = _axes(axis_name)
+    names = axes_of(axis_name)
     for n in names:
         if n not in mesh.axis_names:
             raise ShardingError("unknown-axis", f'collective over axis "{n}", which mesh @{mesh.name} does not have', axis=n)
@@ -49,7 +56,7 @@ def groups(mesh: Mesh, axis_name) -> list[tuple[int, ...]]:
 
 
 def group_size(mesh: Mesh, axis_name) -> int:
-    return math.prod(mesh.axis_size(n) for n in _axes(axis_name))
+    return math.prod(mesh.axis_size(n) for n in axes_of(axis_name))
 
 
 # -- collective ops (abstract evaluation only; they run in `run_region`) ----------------------------
@@ -184,7 +191,7 @@ def run_region(body: Program, mesh: Mesh, per_device_inputs: list[list[np.ndarra
         elif e.op == "axis_index":
             results = []
             for d in devices:
-                names = _axes(kw["axis_name"])
+                names = axes_of(kw["axis_name"])
                 idx = 0
                 for n in names:
                     idx = idx * mesh.shape[n] + mesh.axis_index(d, n)
@@ -229,7 +236,6 @@ register_op(
 
 # -- user API ---------------------------------------------------------------------------------------
 def _spec_to_sharding(spec, mesh: Mesh, rank: int, where: str) -> Sharding:
-    from .tracing.tracer import resolve_sharding
 
     s = resolve_sharding(spec, Aval((0,) * rank, np.float32), where, mesh) if spec is not None else Sharding.replicated_on(mesh, rank)
     if s.mesh != mesh:
@@ -242,10 +248,8 @@ def shard_map(f: Callable, *, mesh: Mesh, in_specs, out_specs, check_rep: bool =
 
     @functools.wraps(f)
     def wrapped(*args):
-        from .tracing.lowering import _as_tracer
-        from .tracing.tracer import ShapeDtype, Tracer, bind, trace
 
-        xs = [_as_tracer(a) for a in optree.tree_leaves(args)]
+        xs = [as_tracer(a) for a in optree.tree_leaves(args)]
         specs = in_specs if isinstance(in_specs, (list, tuple)) and not _is_spec(in_specs) else (in_specs,) * len(xs)
         if len(specs) != len(xs):
             raise ShardingError("structure-mismatch", f"shard_map: {len(specs)} in_specs for {len(xs)} arguments")
@@ -306,7 +310,7 @@ def _replicated_axes(body: Program, mesh: Mesh, in_specs: Sequence[Sharding]) ->
     for e in body.eqns:
         ins = [rep[i] for i in e.inputs if not isinstance(i, Literal)]
         r = frozenset.intersection(*ins) if ins else every
-        axes = frozenset(_axes(e.kw["axis_name"])) if "axis_name" in e.kw else frozenset()
+        axes = frozenset(axes_of(e.kw["axis_name"])) if "axis_name" in e.kw else frozenset()
         if e.op in _MAKES_REPLICATED:
             r = r | axes
         elif e.op in _MAKES_VARYING:
@@ -339,7 +343,6 @@ def _check_replication(body: Program, mesh: Mesh, in_specs, out_specs, name: str
 
 
 def _is_spec(x) -> bool:
-    from .sharding.partition_spec import P
 
     return isinstance(x, P)
 
@@ -365,11 +368,9 @@ def _region_mesh(fn: str) -> Mesh:
 
 
 def _collective_bind(op: str, x, axis_name, **params):
-    from .tracing.lowering import _as_tracer
-    from .tracing.tracer import bind
 
     mesh = _region_mesh(op)
-    return bind(op, _as_tracer(x), axis_name=axis_name, size=group_size(mesh, axis_name), **params)
+    return bind(op, as_tracer(x), axis_name=axis_name, size=group_size(mesh, axis_name), **params)
 
 
 def psum(x, axis_name):
@@ -405,7 +406,6 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
 
 
 def axis_index(axis_name):
-    from .tracing.tracer import bind
 
     mesh = _region_mesh("axis_index")
     return bind("axis_index", axis_name=axis_name, size=group_size(mesh, axis_name))

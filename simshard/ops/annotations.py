@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .elementwise import elementwise_rule
 from .cotangents import call
 from .registry import define_vjp, register_op
@@ -18,7 +18,7 @@ from .registry import define_vjp, register_op
 
 def _annotation(name: str, doc: str):
     def abstract_eval(*avals, sharding, **_):
-        _checks.arity(name, avals, 1)
+        preconditions.arity(name, avals, 1)
         (x,) = avals
         rank = getattr(sharding, "rank", None)
         if rank is not None and rank != x.ndim:

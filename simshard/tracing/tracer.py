@@ -130,7 +130,7 @@ class _Shown(str):
 _UNSET = object()  # stands for a None sharding while broadcasting (None is no pytree leaf)
 
 
-def _broadcast_prefix(spec_tree, tree, what: str) -> list:
+def broadcast_prefix(spec_tree, tree, what: str) -> list:
     """Shardings given as a pytree prefix of the values, one per leaf of ``tree``.
 
     ``None`` means "no sharding" in ``spec_tree`` but "no value" in ``tree`` (it has no leaves),
@@ -152,6 +152,9 @@ def _broadcast_prefix(spec_tree, tree, what: str) -> list:
             "[Shard(0), Replicate()] with mesh=, text) or one per leaf") from None
     leaves = optree.tree_leaves(full, is_leaf=leaf)
     return [None if s is _UNSET else s for s in leaves]
+
+
+_broadcast_prefix = broadcast_prefix  # the old name, still imported by runtime/compiled.py
 
 
 def trace(
@@ -187,7 +190,7 @@ def trace(
     inputs, input_names, in_sh = [], [], []
     tracer_args = []
     for k, (arg, (paths, leaves, treedef)) in enumerate(zip(dyn_args, leaves_per_arg)):
-        specs = _broadcast_prefix(in_shardings[k], arg, f"in_shardings[{k}] (argument {dyn_names[k]})")
+        specs = broadcast_prefix(in_shardings[k], arg, f"in_shardings[{k}] (argument {dyn_names[k]})")
         tracers = []
         for path, leaf, spec in zip(paths, leaves, specs):
             label = _path_name(dyn_names[k], path)
@@ -209,7 +212,7 @@ def trace(
         out = fun(*call_args, **kwargs)
         out_leaves, out_tree = optree.tree_flatten(out, none_is_leaf=False)
         out_tracers = [o if isinstance(o, Tracer) else constant(np.asarray(o)) for o in out_leaves]
-    out_specs = _broadcast_prefix(out_shardings, out, "out_shardings")
+    out_specs = broadcast_prefix(out_shardings, out, "out_shardings")
     out_sh = [resolve_sharding(s, t.aval, f"output {i}", mesh) for i, (s, t) in enumerate(zip(out_specs, out_tracers))]
     _check_one_device_set(
         [(f"input {n}", s) for n, s in zip(input_names, in_sh)]

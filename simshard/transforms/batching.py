@@ -22,7 +22,7 @@ from ..ops import get_op
 from ..ops.cotangents import call
 from ..sharding.dims import DimSharding, Sharding
 from ..tracing.state import Tracer, as_tracer
-from .api import _builder, _outside_trace
+from .api import outside_trace, trace_builder
 from .nested import trace_nested
 
 
@@ -60,9 +60,9 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_
 
     @functools.wraps(f)
     def run(*args):
-        outer = _builder("ss.vmap")
+        outer = trace_builder("ss.vmap")
         if outer is None:
-            return _outside_trace(run, *args)
+            return outside_trace(run, *args)
         leaves, in_tree = optree.tree_flatten(args, none_is_leaf=False)
         axes = _axes_of(in_axes, args)
         sizes = {np.shape(x)[a] for x, a in zip(leaves, axes) if a is not None}
