@@ -255,8 +255,10 @@ class Mesh:
         return pos
 
     def __eq__(self, other: object) -> bool:
-        """The one notion of mesh equality: same axes, sizes, device order, name and axis
-        types (a mesh is usually compared with itself, so identity answers first)."""
+        """Mesh equality: same axes, sizes, device order, name and axis types (a mesh is
+        usually compared with itself, so identity answers first). The two weaker relations
+        code needs are named, here and nowhere else: :meth:`same_layout` (name and axis types
+        aside) and :meth:`same_axes` (device order aside too)."""
         if self is other:
             return True
         if not isinstance(other, Mesh):
@@ -267,13 +269,12 @@ class Mesh:
         """Whether ``other`` lays devices out as this mesh does: the same axes with the same
         sizes over the same device order, whatever the names of the meshes and the types of
         their axes (a sharding on one means the same placement on the other)."""
-        if self is other:
-            return True
-        return (self.axis_names, self.axis_sizes, self.device_ids) == (
-            other.axis_names,
-            other.axis_sizes,
-            other.device_ids,
-        )
+        return self.same_axes(other) and self.device_ids == other.device_ids
+
+    def same_axes(self, other: "Mesh") -> bool:
+        """Whether ``other`` has the same axes with the same sizes, in the same order, whatever
+        its device order, name and axis types (a sharding written for one fits the other)."""
+        return self is other or (self.axis_names, self.axis_sizes) == (other.axis_names, other.axis_sizes)
 
     # -- text ------------------------------------------------------------------------------
     def __str__(self) -> str:

@@ -87,7 +87,7 @@ def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None, s
     if isinstance(spec, (tuple, list)) and not isinstance(spec, P):
         spec = P(*spec)
     if isinstance(spec, NamedSharding):
-        if mesh is not None and (spec.mesh.axis_names, spec.mesh.axis_sizes) != (mesh.axis_names, mesh.axis_sizes):
+        if mesh is not None and not spec.mesh.same_axes(mesh):
             raise ValueError(
                 f"Context mesh {get_abstract_mesh()} should match the mesh of sharding "
                 f"{AbstractMesh.of(spec.mesh)} passed to {api_name}."
@@ -140,7 +140,7 @@ def trace_mesh(mesh: Mesh) -> Mesh:
     trace = trace_stack.current()
     if trace is not None and trace.mesh is not None:
         base = trace.mesh
-        if (base.axis_names, base.axis_sizes) == (mesh.axis_names, mesh.axis_sizes):
+        if base.same_axes(mesh):
             return base
     return mesh
 
