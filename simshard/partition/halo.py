@@ -33,7 +33,7 @@ from ..errors import ShardingError
 from ..ops.windows import LocalWindow, Window, block_window
 from ..sharding.axes import AxisRef, check_coexist
 from ..sharding.dims import DimSharding, Sharding
-from ..sharding.layout import Layout
+from ..sharding.layout_model import Layout
 from .plan import layout_of
 
 Axes = tuple[AxisRef, ...]

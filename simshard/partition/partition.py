@@ -47,7 +47,7 @@ from ..ops.factors import REDUCTION
 from ..ir.program import Eqn, Literal as PLiteral, Program, Value
 from ..sharding.reduce_ops import REDUCE_OPS
 from ..sharding.dims import Sharding
-from ..sharding.layout import Layout
+from ..sharding.layout_model import Layout
 from ..sharding.placements import DTensorSpec
 from .assign import candidates
 from .builder import PerDevice, ScheduleBuilder

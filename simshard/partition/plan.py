@@ -26,7 +26,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..sharding.axes import merge_adjacent
-from ..sharding.layout import Layout, layout
+from ..sharding.layout import layout
+from ..sharding.layout_model import Layout
 from ..sharding.mesh import Mesh
 from ..sharding.dims import Sharding
 from ..sharding.rows import distinct_rows, row_of, rows_of

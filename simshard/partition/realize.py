@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..sharding.layout import Layout
+from ..sharding.layout_model import Layout
 from ..sharding.mesh import Mesh
 from ..sharding.reduce_ops import REDUCE_OPS
 from ..sharding.rows import distinct_rows

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..sharding.axes import canonical_ref
 from ..errors import ShardingError
-from ..sharding.layout import Layout
+from ..sharding.layout_model import Layout
 from ..sharding.mesh import Mesh
 from ..sharding.placements import DTensorSpec
 from ..sharding.dims import DimSharding, Sharding

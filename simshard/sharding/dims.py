@@ -31,7 +31,7 @@ from .partition_spec import UNCONSTRAINED, P
 from .reduce_ops import REDUCE_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .layout import Layout
+    from .layout_model import Layout
     from .placements import DTensorSpec
 
 AxisLike = Union[str, AxisRef]
