@@ -19,7 +19,8 @@ from typing import Iterable
 
 from ..sharding.axes import AxisRef, canonical_ref, merge_adjacent
 from ..sharding.mesh import Mesh
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 
 Atom = AxisRef
 

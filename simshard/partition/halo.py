@@ -32,7 +32,8 @@ import numpy as np
 from ..errors import ShardingError
 from ..ops.windows import LocalWindow, Window, block_window
 from ..sharding.axes import AxisRef, check_coexist
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from ..sharding.layout_model import Layout
 from .plan import layout_of
 

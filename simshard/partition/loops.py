@@ -19,7 +19,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..propagate.driver import propagate
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from .plan import by_shape_class, layout_of, local_shapes
 from .reshard import _plain
 from .schedule import Compute, Literal, Loop, Switch, While

@@ -40,7 +40,8 @@ from ..errors import ShardingError
 from ..sharding.layout_model import Layout
 from ..sharding.mesh import Mesh
 from ..sharding.placements import DTensorSpec
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from .atoms import State, refine
 from .builder import PerDevice
 from .exchange import plan_exchange

@@ -36,7 +36,8 @@ from ..errors import ShardingError
 from ..sharding.mesh import Mesh
 from ..ops import get_op
 from ..ir.program import Literal, Program, Value
-from ..sharding.dims import DimSharding, Sharding, dims_view
+from ..sharding.dims import Sharding, dims_view
+from ..sharding.dim_sharding import DimSharding
 from ..sharding.placements import DTensorSpec
 from . import engine
 from .direction import Direction

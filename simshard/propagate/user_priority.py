@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..sharding.axes import merge_adjacent
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from .graph import Graph, State
 from .op_priority import run_op_priority
 from .provenance import Provenance

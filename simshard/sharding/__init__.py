@@ -16,7 +16,8 @@ and conversion algorithms never import the classes that offer them as methods.
 """
 
 from .axes import AxisRef
-from .dims import DimSharding, NamedSharding, Sharding
+from .dims import NamedSharding, Sharding
+from .dim_sharding import DimSharding
 from .layout import equivalent, layout
 from .layout_model import Layout
 from .mesh import AxisType, Mesh, make_mesh

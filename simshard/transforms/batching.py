@@ -20,7 +20,8 @@ from ..errors import TraceError
 from ..ir.program import Aval, Value
 from ..ops import get_op
 from ..ops.cotangents import call
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from ..tracing.state import Tracer, as_tracer
 from .api import outside_trace, trace_builder
 from .nested import trace_nested
