@@ -36,7 +36,8 @@ _annotation("reshard", "identity; moves the value to `sharding` (explicit mode's
 
 
 
-# explicit mode: a cotangent has its primal's type (seed 001), so a reshard moves it back too
+# explicit mode: a cotangent has its primal's type, sharding included (as in JAX), so a reshard
+# moves it back too
 define_vjp("reshard", lambda ct, x, *, out, **params: (lambda: call("reshard", ct, **params),))
 # A constraint says where the primal is used (FSDP: a weight gathered for its matmul); its
 # cotangent is left to propagation, so a gradient sum over the batch reaches the parameter's own

@@ -1,4 +1,4 @@
-"""scalax's sharding API (seed 004) over simshard programs.
+"""scalax's sharding API over simshard programs.
 
 ``MeshShardingHelper(axis_dims, axis_names).sjit(fun, in_shardings=..., out_shardings=...,
 static_argnums=..., args_sharding_constraint=..., annotation_shardings=...)`` traces plain numpy

@@ -141,7 +141,7 @@ class Sharding:
 
     @staticmethod
     def from_array_sharding(mesh: Mesh, spec) -> "Sharding":
-        """The FHE compiler's ArraySharding (seed 003) as a closed sharding over ``mesh``: text
+        """The FHE compiler's ArraySharding as a closed sharding over ``mesh``: text
         ``{y, z, -1}`` or a sequence, per tensor dim the mesh axis that splits it, by name or by
         index into ``mesh.axis_names`` (``1`` is the second axis), ``-1`` (or None) for none.
         Axes not named replicate the array."""
