@@ -28,7 +28,7 @@ sharding) and provenance are kept on the returned program: see :func:`propagatio
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Hashable, NamedTuple
 
 from ..tracing.context import get_mesh
@@ -42,10 +42,10 @@ from ..sharding.placements import DTensorSpec
 from . import engine
 from .direction import Direction
 from .graph import ELEMENTWISE, OPAQUE_OPS, OTHER, Graph, Node, ResultRef, State, classify, identity_rule
-from .op_priority import run_op_priority
+from .op_priority import op_priority_pass
 from .pipeline import apply_sharding_constraints, export
 from .provenance import Provenance, explain_value
-from .user_priority import run_user_priority
+from .user_priority import user_priority_pass
 
 STRATEGIES = ("basic", "aggressive", "basic_then_aggressive", "op_priority", "user_priority", "pipeline")
 TARGET_OPS = ("sharding_constraint", "reshard")  # ops whose ``sharding`` param is their result's sharding
@@ -197,18 +197,20 @@ def build_graph(program: Program) -> tuple[Graph, State, list[Annotation]]:
 
 # -- strategies --------------------------------------------------------------------------------
 def run_strategy(graph: Graph, state: State, strategy: str, conservative: bool, prov: Provenance | None, inputs=()) -> None:
+    """Run one of ``STRATEGIES`` on the graph (in place on ``state``)."""
+    ctx = engine.PropagationContext(graph, state, "aggressive", engine.propagate_any, conservative, prov)
     if strategy in ("basic", "aggressive"):
-        engine.run(graph, state, strategy, conservative=conservative, prov=prov)
+        engine.run_context(replace(ctx, strategy=strategy))
     elif strategy == "basic_then_aggressive":
-        engine.run(graph, state, "basic", conservative=conservative, prov=prov)
-        engine.run(graph, state, "aggressive", conservative=conservative, prov=prov)
+        engine.run_context(replace(ctx, strategy="basic"))
+        engine.run_context(ctx)
     elif strategy == "op_priority":
-        run_op_priority(graph, state, conservative, prov)
+        op_priority_pass(ctx)
     elif strategy == "user_priority":
-        run_user_priority(graph, state, conservative, prov)
+        user_priority_pass(ctx)
     elif strategy == "pipeline":
         apply_sharding_constraints(graph, state, prov)
-        run_user_priority(graph, state, conservative, prov)
+        user_priority_pass(ctx)
         export(graph, state, inputs)
     else:
         raise ValueError(f"unknown propagation strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")

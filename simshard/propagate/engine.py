@@ -281,7 +281,12 @@ def run(
     prov: Provenance | None = None,
 ) -> None:
     """One full propagation run (in place on ``state``)."""
-    ctx = PropagationContext(graph, state, strategy, direction_fn, conservative, prov)
+    run_context(PropagationContext(graph, state, strategy, direction_fn, conservative, prov))
+
+
+def run_context(ctx: PropagationContext) -> None:
+    """One full propagation run under ``ctx`` (in place on its state)."""
+    graph = ctx.graph
     propagate_func_results(ctx)
     stack = list(range(len(graph.nodes)))[::-1]
     waiting = set(stack)
