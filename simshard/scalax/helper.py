@@ -21,7 +21,7 @@ from .annotations import sharding_context
 from .match import match
 from .global_array import GlobalArray
 from .pytree import leaves_with_paths, register_dataclasses_in
-from .sjit import SJitted, as_tuple
+from .sjit import SJitted, UnusedAnnotationWarning, as_tuple  # noqa: F401  (UnusedAnnotationWarning: importable from its old home)
 
 
 class MeshShardingHelper:
