@@ -7,24 +7,33 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from ..errors import ShardingError
 
 
-def device_count(devices, physical_shape: Sequence[int] | None) -> tuple[int | None, list[int] | None, str]:
-    """``(count, ids, where the count came from)`` for ``devices`` (a count, a list of device
-    ids, or None: then the product of ``physical_shape``, when given)."""
+class DeviceCount(NamedTuple):
+    """How many devices a mesh is built from (None: not said), their ids when listed, and where
+    the count came from (for messages)."""
+
+    count: int | None
+    ids: list[int] | None
+    counted_from: str
+
+
+def device_count(devices, physical_shape: Sequence[int] | None) -> DeviceCount:
+    """The devices ``devices`` names (a count, a list of device ids, or None: then the product
+    of ``physical_shape``, when given)."""
     if isinstance(devices, int) or devices is None:
         count, ids = devices, None
     else:
         ids = [int(d) for d in devices]
         count = len(ids)
     if count is None and physical_shape is not None:
-        return math.prod(physical_shape), ids, f"are in physical shape {tuple(physical_shape)}"
-    return count, ids, "were given"
+        return DeviceCount(math.prod(physical_shape), ids, f"are in physical shape {tuple(physical_shape)}")
+    return DeviceCount(count, ids, "were given")
 
 
 def infer_dims(dims: list[int], count: int | None, counted_from: str) -> list[int]:
