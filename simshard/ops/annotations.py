@@ -35,7 +35,6 @@ _annotation("sharding_constraint", "identity; the value must be sharded as `shar
 _annotation("reshard", "identity; moves the value to `sharding` (explicit mode's reshard)")
 
 
-
 # explicit mode: a cotangent has its primal's type, sharding included (as in JAX), so a reshard
 # moves it back too
 define_vjp("reshard", lambda ct, x, *, out, **params: (lambda: call("reshard", ct, **params),))

@@ -106,7 +106,6 @@ register_op(
 )
 
 
-
 # -- derivatives: a window read is written back into zeros; a window write routes around it ------
 def _ds_vjp(ct, x, *starts, out, slice_sizes, **_):
     return (lambda: call("dynamic_update_slice", zeros(x.shape, ct.dtype), ct, *starts),) + (None,) * len(starts)

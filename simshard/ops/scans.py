@@ -45,7 +45,6 @@ _along_axis("cumsum", np.cumsum, "cumulative sum along `axis`; the axis needs re
 _along_axis("sort", np.sort, "sort along `axis`; the axis needs replication")
 
 
-
 def _cumsum_vjp(ct, x, *, out, axis, **_):
     """Each input adds to every later partial sum: the cotangent's sums from the end,
     total - cumsum + ct (exact for integer values)."""

@@ -49,6 +49,8 @@ from .user_priority import user_priority_pass
 
 STRATEGIES = ("basic", "aggressive", "basic_then_aggressive", "op_priority", "user_priority", "pipeline")
 TARGET_OPS = ("sharding_constraint", "reshard")  # ops whose ``sharding`` param is their result's sharding
+
+
 @dataclass(frozen=True)
 class PropagationInfo:
     """What ``propagate`` knows beyond the value shardings."""

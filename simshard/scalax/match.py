@@ -142,6 +142,7 @@ def _applied_specs(rule: ShardingRule, sub, s_spec, where: str, name: str) -> li
             "structure-mismatch", f"{where} returned a pytree of another structure than {name}: {_first_clause(e)}"
         ) from None
 
+
 def _short(x, n: int = 200) -> str:
     r = repr(x)
     return r if len(r) <= n else r[: n - 3] + "..."

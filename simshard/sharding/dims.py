@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .layout_model import Layout
     from .placements import DTensorSpec
 
+
 @dataclass(frozen=True)
 class Sharding:
     """A tensor sharding bound to a mesh, e.g. ``<@mesh, [{"x"}, {"y", ?}p1], replicated={"z"}>``."""

@@ -8,7 +8,8 @@ evaluation matches plain numpy bit for bit.
 The lowering is split by job: ``lowering_common`` (helpers the front ends share),
 ``lowering_shapes``, ``lowering_reductions``, ``lowering_contractions``, ``lowering_indexing``;
 this module holds the ufuncs, ``where`` / ``clip``, the table of numpy functions and the
-dispatch, and re-exports the lowerings under their old names here."""
+dispatch, and re-exports the other modules' public names, so a front end imports one module.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from .lowering_shapes import (  # noqa: F401  (re-exported)
 )
 from .state import bind
 
+
+# -- ufuncs ---------------------------------------------------------------------------------------
 UFUNC_OPS: dict[np.ufunc, str] = {
     np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div", np.power: "pow",
     np.maximum: "max", np.minimum: "min", np.equal: "eq", np.not_equal: "ne", np.less: "lt",
@@ -50,6 +53,8 @@ _REDUCE_UFUNCS = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.mini
 
 
 def ufunc(uf: np.ufunc, method: str, inputs, kwargs):
+    """A numpy ufunc call on Tracers (``__array_ufunc__``): its op, operands broadcast and weak
+    types promoted; ``reduce`` of add / multiply / maximum / minimum as the reduction."""
     if kwargs.get("out") is not None:
         raise TraceError(f"np.{uf.__name__}(..., out=...): in-place output cannot be traced")
     if method == "reduce" and uf in _REDUCE_UFUNCS:
@@ -131,13 +136,12 @@ HANDLERS: dict[Callable, Callable] = {
     np.ndim: _ndim, np.shape: _shape_fn, np.ravel: lambda a, order="C": reshape(a, (-1,)),
     np.matmul: matmul, np.any: numpy_any, np.all: numpy_all, np.count_nonzero: numpy_count_nonzero,
 }
-
-
 if hasattr(np, "astype"):
     HANDLERS[np.astype] = _astype_fn
 
 
 def array_function(func, args, kwargs):
+    """A numpy function call on Tracers (``__array_function__``), by ``HANDLERS``."""
     handler = HANDLERS.get(func)
     if handler is None:
         module = getattr(func, "__module__", "numpy") or "numpy"

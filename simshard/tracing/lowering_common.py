@@ -24,6 +24,7 @@ __all__ = [
     "is_traced", "is_weak", "keep_weak", "norm_axes", "norm_axis", "promote_weak", "reject_unsupported", "shape_of",
 ]
 
+
 def explicit_mode() -> bool:
     """True when the current mesh has Explicit axes (explicit mode types every value)."""
     return is_explicit()
@@ -37,24 +38,31 @@ def bind_out(op: str, *inputs, out_sharding=None, api_name=None, **params):
 
 
 def apply_out(x, out_sharding, api_name: str):
+    """``x`` given the ``out_sharding`` the user asked for (a no-op when None): in explicit mode
+    its type, in auto mode a sharding constraint; ``api_name`` names the call in errors."""
     if out_sharding is None:
         return x
     return explicit_api.apply_out(x, out_sharding, api_name)
 
 
 def is_traced(x) -> bool:
+    """Whether ``x`` is a value of the trace (not a numpy or Python constant)."""
     return isinstance(x, Tracer)
 
 
 def dtype_of(x):
+    """The dtype of a Tracer, array or Python scalar (as numpy sees it)."""
     return x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
 
 
 def shape_of(x) -> tuple[int, ...]:
+    """The shape of a Tracer, array or Python scalar."""
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
 def norm_axis(axis: int, ndim: int, fn: str) -> int:
+    """``axis`` of a rank-``ndim`` array counted from 0 (negative counts from the end); out of
+    bounds is a TraceError naming ``fn``."""
     a = operator.index(axis)
     if not -ndim <= a < max(ndim, 1):
         raise TraceError(f"{fn}: axis {axis} is out of bounds for an array of rank {ndim}")
@@ -62,6 +70,7 @@ def norm_axis(axis: int, ndim: int, fn: str) -> int:
 
 
 def norm_axes(axis, ndim: int, fn: str) -> tuple[int, ...]:
+    """``axis`` (None: all, one axis, or several) as normalised axes; repeated ones are an error."""
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, (tuple, list)):
@@ -74,6 +83,8 @@ def norm_axes(axis, ndim: int, fn: str) -> tuple[int, ...]:
 
 
 def reject_unsupported(fn: str, **given):
+    """A TraceError naming the numpy arguments given (not None nor numpy's unset default) that a
+    trace cannot honour (``out=``, ``where=``, ...)."""
     bad = [k for k, v in given.items() if v is not None and v is not NO_VALUE]
     if bad:
         raise TraceError(f"{fn}: argument(s) {', '.join(bad)} are not supported while tracing")
@@ -139,6 +150,7 @@ def keep_weak(out, operands: Sequence[Any]):
 
 
 def astype(x, dtype):
+    """``x`` converted to ``dtype`` (no op when it has it already)."""
     dtype = np.dtype(dtype)
     x = as_tracer(x)
     return x if x.dtype == dtype else bind("convert", x, dtype=dtype)

@@ -12,6 +12,7 @@ from .lowering_common import apply_out, as_tracer, bind_out, broadcast_to, expli
 from .lowering_reductions import reduce_axes
 from .lowering_shapes import expand_dims, transpose
 
+
 def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul", out_sharding=None):
     params = dict(contracting=tuple(map(tuple, contracting)), batch=tuple(map(tuple, batch)))
     if algorithm != "matmul":

@@ -12,6 +12,7 @@ from .lowering_common import as_tracer, bind_out, is_traced, norm_axis, reject_u
 from .lowering_shapes import reshape
 from .state import Tracer, bind
 
+
 def take(a, indices, axis=None, out=None, mode=None, out_sharding=None):
     reject_unsupported(out=out, mode=mode, fn="np.take")
     x = as_tracer(a)

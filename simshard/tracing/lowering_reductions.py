@@ -15,7 +15,9 @@ from .lowering_common import as_tracer, astype, explicit_mode, norm_axes, norm_a
 from .lowering_shapes import reshape
 from .state import bind
 
+
 def keep_dims(x, result, axes, keepdims):
+    """``result`` of reducing ``x`` over ``axes``, with those dims back as size 1 when ``keepdims``."""
     if not keepdims:
         return result
     shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
@@ -23,6 +25,8 @@ def keep_dims(x, result, axes, keepdims):
 
 
 def reduce_axes(kind: str, x, axis, keepdims, fn, dtype=None):
+    """``reduce_<kind>`` of ``x`` over ``axis`` with numpy's dtype rules (bools and small ints
+    sum and multiply in 64 bits); ``fn`` names the numpy call in errors."""
     x = as_tracer(x)
     if dtype is not None:
         x = astype(x, dtype)
@@ -38,21 +42,25 @@ def reduce_axes(kind: str, x, axis, keepdims, fn, dtype=None):
 
 
 def numpy_sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """``np.sum`` lowered (the front ends\' ``sum`` inside a trace)."""
     reject_unsupported(out=out, initial=initial, where=where, fn="np.sum")
     return reduce_axes("sum", a, axis, keepdims, "np.sum", dtype)
 
 
 def numpy_prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """``np.prod`` lowered (the front ends\' ``prod`` inside a trace)."""
     reject_unsupported(out=out, initial=initial, where=where, fn="np.prod")
     return reduce_axes("prod", a, axis, keepdims, "np.prod", dtype)
 
 
 def numpy_max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """``np.max`` lowered (the front ends\' ``max`` inside a trace)."""
     reject_unsupported(out=out, initial=initial, where=where, fn="np.max")
     return reduce_axes("max", a, axis, keepdims, "np.max")
 
 
 def numpy_min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """``np.min`` lowered (the front ends\' ``min`` inside a trace)."""
     reject_unsupported(out=out, initial=initial, where=where, fn="np.min")
     return reduce_axes("min", a, axis, keepdims, "np.min")
 
@@ -64,16 +72,19 @@ def _truth(a, fn: str):
 
 
 def numpy_any(a, axis=None, out=None, keepdims=False, *, where=None):
+    """``np.any`` lowered (the front ends\' ``any`` inside a trace)."""
     reject_unsupported(out=out, where=where, fn="np.any")
     return reduce_axes("max", _truth(a, "np.any"), axis, keepdims, "np.any")
 
 
 def numpy_all(a, axis=None, out=None, keepdims=False, *, where=None):
+    """``np.all`` lowered (the front ends\' ``all`` inside a trace)."""
     reject_unsupported(out=out, where=where, fn="np.all")
     return reduce_axes("min", _truth(a, "np.all"), axis, keepdims, "np.all")
 
 
 def numpy_count_nonzero(a, axis=None, *, keepdims=False):
+    """``np.count_nonzero`` lowered (the front ends\' ``count_nonzero`` inside a trace)."""
     return reduce_axes("sum", _truth(a, "np.count_nonzero"), axis, keepdims, "np.count_nonzero", np.intp)
 
 
@@ -88,6 +99,7 @@ def _mean_dtype(x, dtype):
 
 
 def numpy_mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    """``np.mean`` lowered (the front ends\' ``mean`` inside a trace)."""
     reject_unsupported(out=out, where=where, fn="np.mean")
     x = as_tracer(a)
     axes = norm_axes(axis, x.ndim, "np.mean")
@@ -97,6 +109,7 @@ def numpy_mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 
 def numpy_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
+    """``np.var`` lowered (the front ends\' ``var`` inside a trace)."""
     reject_unsupported(out=out, where=where, mean=mean, correction=correction, fn="np.var")
     x = as_tracer(a)
     axes = norm_axes(axis, x.ndim, "np.var")
@@ -109,10 +122,12 @@ def numpy_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=
 
 
 def numpy_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, correction=None):
+    """``np.std`` lowered (the front ends\' ``std`` inside a trace)."""
     return np.sqrt(numpy_var(a, axis, dtype, out, ddof, keepdims, where, mean, correction))
 
 
 def numpy_arg(kind):
+    """``np.argmax`` / ``np.argmin`` (``kind``) lowered."""
     def f(a, axis=None, out=None, *, keepdims=False):
         reject_unsupported(out=out, fn=f"np.{kind}")
         x = as_tracer(a)
@@ -129,6 +144,7 @@ def numpy_arg(kind):
 
 
 def numpy_cumsum(a, axis=None, dtype=None, out=None):
+    """``np.cumsum`` lowered (the front ends\' ``cumsum`` inside a trace)."""
     reject_unsupported(out=out, fn="np.cumsum")
     x = as_tracer(a)
     if axis is None and explicit_mode():
@@ -148,6 +164,7 @@ def numpy_cumsum(a, axis=None, dtype=None, out=None):
 
 
 def numpy_sort(a, axis=-1, kind=None, order=None, stable=None):
+    """``np.sort`` lowered (the front ends\' ``sort`` inside a trace)."""
     x = as_tracer(a)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0

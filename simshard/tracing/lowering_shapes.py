@@ -11,6 +11,7 @@ from ..errors import TraceError
 from .lowering_common import apply_out, as_tracer, astype, bind_out, norm_axes, norm_axis, reject_unsupported
 from .state import bind
 
+
 def reshape(a, newshape=None, order="C", *, shape=None, copy=None, out_sharding=None):
     if order != "C":
         raise TraceError("np.reshape: only order='C' is supported")

@@ -44,7 +44,6 @@ class ShapeDtype:
         object.__setattr__(self, "dtype", np.dtype(self.dtype))
 
 
-
 # -- tracing a function ---------------------------------------------------------------------------
 def _argument_names(fun: Callable, n: int) -> list[str]:
     """The names of ``n`` positional arguments of ``fun``, as reports show its inputs: the
