@@ -32,17 +32,11 @@ from .basic import propagate_basic
 from .direction import Direction
 from .graph import Graph, Node, ResultRef, State, identity_rule
 from .projection import Projection, tensor_mappings
-from .provenance import Provenance
+from .provenance import Provenance, SkipReason
 
 FACTOR_STRATEGIES = {"basic": propagate_basic, "aggressive": propagate_aggressive}
 
 DirectionFn = Callable[[Node, int], Direction]
-
-# Why an op was skipped (``OpOutcome.skipped``, ``Provenance.skipped``).
-NO_RULE = "the op has no sharding rule"
-NO_MESH = "none of its tensors is sharded on a mesh with axes"
-MESHES_DIFFER = "its tensors are on different meshes"
-
 
 def propagate_any(node: Node, factor: int) -> Direction:
     """The direction function that lets every factor of every op propagate both ways."""
@@ -73,10 +67,10 @@ class OpOutcome(NamedTuple):
     before: Projection | None
     after: Projection | None
     mesh: Mesh | None
-    skipped: str | None = None
+    skipped: SkipReason | None = None
 
     @staticmethod
-    def skip(reason: str) -> "OpOutcome":
+    def skip(reason: SkipReason) -> "OpOutcome":
         """The outcome of an op nothing propagated through, and why."""
         return OpOutcome((), (), None, None, None, reason)
 
@@ -86,7 +80,14 @@ class OpOutcome(NamedTuple):
         return [n if n is not None else o for n, o in zip(self.operands + self.results, old)]
 
 
-def mesh_of(shardings: Sequence[Sharding | None]) -> tuple[Mesh | None, str | None]:
+class MeshOf(NamedTuple):
+    """The one mesh of an op's tensors, or None and why there is none."""
+
+    mesh: Mesh | None
+    why_not: SkipReason | None
+
+
+def mesh_of(shardings: Sequence[Sharding | None]) -> MeshOf:
     """The one mesh all given shardings use (meshes without axes are ignored), or None and
     why there is none (no sharding on a mesh with axes, or several meshes)."""
     mesh = None
@@ -96,14 +97,14 @@ def mesh_of(shardings: Sequence[Sharding | None]) -> tuple[Mesh | None, str | No
         if mesh is None:
             mesh = s.mesh
         elif not s.mesh.same_layout(mesh):
-            return None, MESHES_DIFFER
-    return mesh, (None if mesh is not None else NO_MESH)
+            return MeshOf(None, SkipReason.MESHES_DIFFER)
+    return MeshOf(mesh, None if mesh is not None else SkipReason.NO_MESH)
 
 
 def common_mesh(shardings: Sequence[Sharding | None]) -> Mesh | None:
     """The one mesh all given shardings use (meshes without axes are ignored), or None when
     there is none or there are several."""
-    return mesh_of(shardings)[0]
+    return mesh_of(shardings).mesh
 
 
 def _has_axes(s: Sharding) -> bool:
@@ -197,7 +198,7 @@ def propagate_node(node: Node, ctx: PropagationContext) -> list[Hashable]:
     current shardings conflict simply carries less. A skipped op is recorded, with the reason,
     in the provenance."""
     if node.rule is None:
-        _skipped(ctx, node, NO_RULE)
+        _skipped(ctx, node, SkipReason.NO_RULE)
         return []
     ops = [ctx.state.get(k) if k is not None else None for k in node.operands]
     res = [ctx.state.get(k) for k in node.results]
@@ -219,7 +220,7 @@ def propagate_node(node: Node, ctx: PropagationContext) -> list[Hashable]:
     return _propagate_rule(best, ops, res, ctx)
 
 
-def _skipped(ctx: PropagationContext, node: Node, reason: str) -> None:
+def _skipped(ctx: PropagationContext, node: Node, reason: SkipReason) -> None:
     if ctx.provenance is not None:
         ctx.provenance.skip(node.index, node.op, reason)
 

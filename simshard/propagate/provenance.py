@@ -8,6 +8,7 @@ tensor of that op. Following those hops back gives the chain ``annotation -> op 
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -29,6 +30,14 @@ class Origin:
     sizes: tuple[tuple[str, int], ...] = ()  # the mesh's axis sizes, to compare sub-axes
 
 
+class SkipReason(enum.Enum):
+    """Why propagation went past an op (``OpOutcome.skipped``, ``Provenance.skipped``)."""
+
+    NO_RULE = "the op has no sharding rule"
+    NO_MESH = "none of its tensors is sharded on a mesh with axes"
+    MESHES_DIFFER = "its tensors are on different meshes"
+
+
 @dataclass(frozen=True)
 class Skipped:
     """An op propagation went past without looking at its factors, and why (no sharding rule,
@@ -37,7 +46,7 @@ class Skipped:
 
     node: int
     op: str
-    reason: str
+    reason: SkipReason
     stage: str = ""
 
 
@@ -61,7 +70,7 @@ class Provenance:
         origin = Origin(tuple(axes), node=node, op=op, factor=factor, source=source, stage=self.stage, sizes=tuple(sizes.items()))
         self._add(key, dim, origin)
 
-    def skip(self, node: int, op: str, reason: str) -> None:
+    def skip(self, node: int, op: str, reason: SkipReason) -> None:
         """Record that propagation skipped op ``node`` and why."""
         self.skipped[node] = Skipped(node, op, reason, self.stage)
 

@@ -148,4 +148,4 @@ def test_engine_records_skipped_ops_and_why():
     g = chain()
     prov = Provenance()
     engine.run(g, state(g, {}), "aggressive", prov=prov)
-    assert {n: s.reason for n, s in prov.skipped.items()} == {0: engine.NO_MESH, 1: engine.NO_MESH}
+    assert {n: s.reason for n, s in prov.skipped.items()} == {0: engine.SkipReason.NO_MESH, 1: engine.SkipReason.NO_MESH}
