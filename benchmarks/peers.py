@@ -140,7 +140,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
         assert np.array_equal(got, _mlp(*args)), "simshard's MLP differs from numpy"
         return {"resident": best(lambda: step(*resident).arrays),
                 "end_to_end": best(lambda: step(*args).outputs, 3),
-                "data_plane": getattr(step(*resident).execution, "data_plane", "local")}
+                "data_plane": step(*resident).execution.data_plane or "local"}
     finally:
         if backend == "ray":
             devices.close()

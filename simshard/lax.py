@@ -17,7 +17,7 @@ import numpy as np
 
 from .tracing import lowering as _lo
 from .manual import all_gather, all_to_all, axis_index, pmax, pmin, ppermute, psum, psum_scatter  # noqa: F401
-from .tracing.tracer import TraceError, bind
+from .tracing.tracer import TraceError, Tracer, bind
 from .transforms.control import cond, fori_loop, scan, switch, while_loop  # noqa: F401
 
 
@@ -33,18 +33,18 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 def broadcast_in_dim(operand, shape, broadcast_dimensions, *, out_sharding=None):
     """Operand dim k becomes result dim ``broadcast_dimensions[k]``; other result dims are new.
     ``out_sharding`` may shard any result dim (as in JAX, no compatibility check here)."""
-    x = _lo._as_tracer(operand)
+    x = _lo.as_tracer(operand)
     shape = tuple(int(s) for s in shape)
     bd = tuple(int(d) for d in broadcast_dimensions)
     if x.shape == shape and bd == tuple(range(x.ndim)):
-        return _lo._apply_out(x, out_sharding, "broadcast_in_dim")
-    return _lo._bind_out("broadcast_in_dim", x, shape=shape, broadcast_dimensions=bd, out_sharding=out_sharding)
+        return _lo.apply_out(x, out_sharding, "broadcast_in_dim")
+    return _lo.bind_out("broadcast_in_dim", x, shape=shape, broadcast_dimensions=bd, out_sharding=out_sharding)
 
 
 def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
     """0, 1, 2, ... along ``dimension``, broadcast to ``shape``."""
     shape = tuple(int(s) for s in shape)
-    return _lo._bind_out("iota", shape=shape, dimension=int(dimension), dtype=np.dtype(dtype), out_sharding=out_sharding,
+    return _lo.bind_out("iota", shape=shape, dimension=int(dimension), dtype=np.dtype(dtype), out_sharding=out_sharding,
                          api_name="broadcasted_iota")
 
 
@@ -63,7 +63,7 @@ def transpose(operand, permutation):
 
 
 def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001  (jax.lax's name)
-    x = _lo._as_tracer(operand)
+    x = _lo.as_tracer(operand)
     start = tuple(int(s) for s in start_indices)
     limit = tuple(int(s) for s in limit_indices)
     strides = (1,) * x.ndim if strides is None else tuple(int(s) for s in strides)
@@ -80,14 +80,14 @@ def _starts(x, start_indices: Sequence) -> list:
 
 def dynamic_slice(operand, start_indices, slice_sizes):
     """``operand[start:start+size]`` per dim, starts known at run time (clamped to fit, like XLA)."""
-    x = _lo._as_tracer(operand)
+    x = _lo.as_tracer(operand)
     return bind("dynamic_slice", x, *_starts(x, start_indices), slice_sizes=tuple(int(s) for s in slice_sizes))
 
 
 def dynamic_update_slice(operand, update, start_indices):
     """``operand`` with ``update`` written at run-time ``start_indices`` (clamped to fit)."""
-    x = _lo._as_tracer(operand)
-    u = _lo.astype(_lo._as_tracer(update), x.dtype)
+    x = _lo.as_tracer(operand)
+    u = _lo.astype(_lo.as_tracer(update), x.dtype)
     return bind("dynamic_update_slice", x, u, *_starts(x, start_indices))
 
 
@@ -95,4 +95,4 @@ def stop_gradient(x):
     """``x`` (a pytree), as a constant of the derivative: reverse mode passes no cotangent through it."""
     import optree
 
-    return optree.tree_map(lambda leaf: bind("stop_gradient", leaf) if isinstance(leaf, _lo.Tracer) else leaf, x)
+    return optree.tree_map(lambda leaf: bind("stop_gradient", leaf) if isinstance(leaf, Tracer) else leaf, x)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .tracing.lowering import _as_tracer
+from .tracing.state import as_tracer
 from .tracing.tracer import bind
 
 
@@ -26,4 +26,4 @@ def conv2d(x, w, stride=1, padding=0):
     else:
         p0, p1 = padding
         pads = tuple((p, p) if isinstance(p, int) else (int(p[0]), int(p[1])) for p in (p0, p1))
-    return bind("conv2d", _as_tracer(x), _as_tracer(w), stride=_pair(stride, "stride"), padding=pads)
+    return bind("conv2d", as_tracer(x), as_tracer(w), stride=_pair(stride, "stride"), padding=pads)

@@ -65,14 +65,14 @@ def _shape_tuple(shape) -> tuple[int, ...]:
 def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None, out_sharding=None):
     if isinstance(object, Tracer):
         x = object if dtype is None else _lo.astype(object, dtype)
-        return _lo._apply_out(x, out_sharding, "array")
+        return _lo.apply_out(x, out_sharding, "array")
     arr = _np.array(object, dtype=dtype, ndmin=ndmin)
     if dtype is None:
         arr = arr.astype(_canonical(arr.dtype))
     if not _tracing():
         _no_out_sharding_eager(out_sharding, "array")
         return arr
-    return _lo._apply_out(constant(arr), out_sharding, "array")
+    return _lo.apply_out(constant(arr), out_sharding, "array")
 
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None, out_sharding=None):
@@ -139,8 +139,8 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
         _no_out_sharding_eager(out_sharding, "arange")
         return values
     if (start, stop, step) == (values.size, None, None) or (start == 0 and step in (None, 1) and stop is not None):
-        return _lo._bind_out("iota", shape=values.shape, dimension=0, dtype=dt, out_sharding=out_sharding, api_name="arange")
-    return _lo._apply_out(constant(values), out_sharding, "arange")
+        return _lo.bind_out("iota", shape=values.shape, dimension=0, dtype=dt, out_sharding=out_sharding, api_name="arange")
+    return _lo.apply_out(constant(values), out_sharding, "arange")
 
 
 # -- elementwise -----------------------------------------------------------------------------------------
@@ -299,19 +299,19 @@ def _sum_dtype(a, dtype):
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None, promote_integers=True):
-    return _dispatch(_np.sum, _lo._sum, a, axis, _sum_dtype(a, dtype), None, keepdims, initial, where, name="sum")
+    return _dispatch(_np.sum, _lo.numpy_sum, a, axis, _sum_dtype(a, dtype), None, keepdims, initial, where, name="sum")
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None, promote_integers=True):
-    return _dispatch(_np.prod, _lo._prod, a, axis, _sum_dtype(a, dtype), None, keepdims, initial, where, name="prod")
+    return _dispatch(_np.prod, _lo.numpy_prod, a, axis, _sum_dtype(a, dtype), None, keepdims, initial, where, name="prod")
 
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    return _dispatch(_np.max, _lo._max, a, axis, None, keepdims, initial, where, name="max")
+    return _dispatch(_np.max, _lo.numpy_max, a, axis, None, keepdims, initial, where, name="max")
 
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    return _dispatch(_np.min, _lo._min, a, axis, None, keepdims, initial, where, name="min")
+    return _dispatch(_np.min, _lo.numpy_min, a, axis, None, keepdims, initial, where, name="min")
 
 
 amax, amin = max, min
@@ -325,19 +325,19 @@ def _float_dtype(a, dtype):
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    return _dispatch(_np.mean, _lo._mean, a, axis, _float_dtype(a, dtype), None, keepdims, where, name="mean")
+    return _dispatch(_np.mean, _lo.numpy_mean, a, axis, _float_dtype(a, dtype), None, keepdims, where, name="mean")
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, correction=None):
     if correction is not None:
         ddof = correction
-    return _dispatch(_np.var, _lo._var, a, axis, _float_dtype(a, dtype), None, ddof, keepdims, name="var")
+    return _dispatch(_np.var, _lo.numpy_var, a, axis, _float_dtype(a, dtype), None, ddof, keepdims, name="var")
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, correction=None):
     if correction is not None:
         ddof = correction
-    return _dispatch(_np.std, _lo._std, a, axis, _float_dtype(a, dtype), None, ddof, keepdims, name="std")
+    return _dispatch(_np.std, _lo.numpy_std, a, axis, _float_dtype(a, dtype), None, ddof, keepdims, name="std")
 
 
 def _arg(kind: str):
@@ -349,10 +349,10 @@ def _arg(kind: str):
         x = _t(a)
         if axis is None:
             x, axis = _lo.reshape(x, (-1,)), 0
-        ax = _lo._norm_axis(axis, x.ndim, f"snp.{kind}")
+        ax = _lo.norm_axis(axis, x.ndim, f"snp.{kind}")
 
         r = bind(kind, x, axis=ax, index_dtype=_np.dtype(int32))
-        return _lo._keep(x, r, (ax,), bool(keepdims))
+        return _lo.keep_dims(x, r, (ax,), bool(keepdims))
 
     f.__name__ = kind
     return f
@@ -363,13 +363,13 @@ argmin = _arg("argmin")
 
 
 def cumsum(a, axis=None, dtype=None, out=None):
-    return _dispatch(_np.cumsum, _lo._cumsum, a, axis, _sum_dtype(a, dtype), name="cumsum")
+    return _dispatch(_np.cumsum, _lo.numpy_cumsum, a, axis, _sum_dtype(a, dtype), name="cumsum")
 
 
 def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
     if descending:
         raise TraceError("snp.sort(descending=True) is not supported")
-    return _dispatch(_np.sort, _lo._sort, a, axis, name="sort")
+    return _dispatch(_np.sort, _lo.numpy_sort, a, axis, name="sort")
 
 
 def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
@@ -381,4 +381,4 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
     x = _t(a)
     if axis is None:
         x, axis = _lo.reshape(x, (-1,)), 0
-    return bind("argsort", x, axis=_lo._norm_axis(axis, x.ndim, "snp.argsort"), index_dtype=_np.dtype(int32))
+    return bind("argsort", x, axis=_lo.norm_axis(axis, x.ndim, "snp.argsort"), index_dtype=_np.dtype(int32))

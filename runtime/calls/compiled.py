@@ -69,10 +69,10 @@ def put(devices, x, sharding=None):
     puts a whole copy on every device): DeviceArrays."""
     from simshard.ir.program import Aval
     from simshard.propagate.prepare import parse_text
-    from simshard.tracing.tracer import _broadcast_prefix, resolve_sharding
+    from simshard.tracing.tracer import broadcast_prefix, resolve_sharding
 
     leaves, tree = optree.tree_flatten(x, none_is_leaf=False)
-    specs = _broadcast_prefix(parse_text(sharding, devices.mesh), x, "sharding")
+    specs = broadcast_prefix(parse_text(sharding, devices.mesh), x, "sharding")
     out = []
     for i, (a, spec) in enumerate(zip(leaves, specs)):
         a = np.asarray(a)

@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..sharding.layout import Layout, layout
+from ..sharding.layout import layout
+from ..sharding.layout_model import Layout
 from ..sharding.mesh import Mesh
 from ..sharding.dims import Sharding
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .elementwise import elementwise_rule
 from .cotangents import call
 from .registry import define_vjp, register_op
@@ -18,7 +18,7 @@ from .registry import define_vjp, register_op
 
 def _annotation(name: str, doc: str):
     def abstract_eval(*avals, sharding, **_):
-        _checks.arity(name, avals, 1)
+        preconditions.arity(name, avals, 1)
         (x,) = avals
         rank = getattr(sharding, "rank", None)
         if rank is not None and rank != x.ndim:
@@ -35,8 +35,8 @@ _annotation("sharding_constraint", "identity; the value must be sharded as `shar
 _annotation("reshard", "identity; moves the value to `sharding` (explicit mode's reshard)")
 
 
-
-# explicit mode: a cotangent has its primal's type (seed 001), so a reshard moves it back too
+# explicit mode: a cotangent has its primal's type, sharding included (as in JAX), so a reshard
+# moves it back too
 define_vjp("reshard", lambda ct, x, *, out, **params: (lambda: call("reshard", ct, **params),))
 # A constraint says where the primal is used (FSDP: a weight gathered for its matmul); its
 # cotangent is left to propagation, so a gradient sum over the batch reaches the parameter's own

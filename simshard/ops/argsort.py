@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .registry import OPS, register_op
 from .scans import along_axis_rule
 
 
 def _eval(*avals, axis, index_dtype, **_):
-    _checks.arity("argsort", avals, 1)
+    preconditions.arity("argsort", avals, 1)
     (x,) = avals
-    _checks.axis("argsort", axis, x.ndim)
+    preconditions.axis("argsort", axis, x.ndim)
     dt = np.dtype(index_dtype)
     if dt.kind not in "iu":
         raise ValueError(f"argsort: index_dtype must be an integer dtype, got {dt}")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TraceError
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from .cotangents import call
 from .elementwise import BINARY, UNARY
 from .registry import OPS, define_batch

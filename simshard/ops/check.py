@@ -140,8 +140,25 @@ def project(
         if f not in sizes:
             raise ValueError(f"rule {rule}: no factor named {f!r} (factors: {', '.join(sizes)})")
     axes = {f: axes.get(f, ()) for f in sizes}
-    n = {f: math.prod(mesh.axis_size(a) for a in axes[f]) for f in sizes}
-    # No axis twice.
+    _check_no_axis_twice(rule, axes, mesh)
+    _check_factor_kinds(rule, axes, inexact_factors(rule, operand_shapes, result_shapes))
+    _check_compound_dims(rule, axes, mesh)
+    unreduced = tuple(a for f in rule.of_kind(REDUCTION) for a in axes[f])
+
+    def sharding(dims, result: bool) -> Sharding:
+        spec = tuple(tuple(a for f in fs for a in axes[f]) for fs in dims)
+        if result:
+            return Sharding(mesh, spec, unreduced=unreduced, reduce_op=rule.reduce_op)
+        return Sharding(mesh, spec)
+
+    return (
+        tuple(sharding(d, False) for d in rule.operands),
+        tuple(sharding(d, True) for d in rule.results),
+    )
+
+
+def _check_no_axis_twice(rule: FactorRule, axes: Mapping[str, tuple[AxisRef, ...]], mesh: Mesh) -> None:
+    """No mesh axis (or overlapping sub-axis) carries two factors."""
     used: list[tuple[AxisRef, str]] = []
     for f, refs in axes.items():
         for r in refs:
@@ -149,19 +166,28 @@ def project(
                 if other.name == r.name and (other == r or check_coexist(other, r, mesh.shape[r.name])):
                     raise ValueError(f"rule {rule}: axis {r.short()} is used twice (factors {g} and {f})")
             used.append((r, f))
-    skip = inexact_factors(rule, operand_shapes, result_shapes)
+
+
+def _check_factor_kinds(rule: FactorRule, axes: Mapping[str, tuple[AxisRef, ...]], inexact: frozenset[str]) -> None:
+    """Need-replication, permutation and inexact factors stay whole."""
     for f, refs in axes.items():
         if not refs:
             continue
         kind = rule.kind(f)
         if kind in (NEED_REPLICATION, PERMUTATION):
             raise ValueError(f"rule {rule}: factor {f} is {kind} and must stay unsharded, got axes {_fmt_assignment({f: refs})}")
-        if f in skip:
+        if f in inexact:
             raise ValueError(
                 f"rule {rule}: factor {f} is inexact (its dims' factor sizes do not multiply to the dim size); "
                 "it only steers propagation and cannot be sharded"
             )
-    # Compound dims: major factors first, non-minor ones divided exactly; uneven only when alone.
+
+
+def _check_compound_dims(rule: FactorRule, axes: Mapping[str, tuple[AxisRef, ...]], mesh: Mesh) -> None:
+    """In a dim of several factors: major factors fully sharded first, non-minor ones divided
+    exactly; an uneven factor only when alone in its dims."""
+    sizes = rule.sizes
+    n = {f: math.prod(mesh.axis_size(a) for a in axes[f]) for f in sizes}
     for dims in rule.tensors:
         for fs in dims:
             for k, f in enumerate(fs):
@@ -183,18 +209,6 @@ def project(
                         f"rule {rule}: factor {f} of size {sizes[f]} is sharded unevenly ({n[f]} ways) but shares "
                         f"the dim ({''.join(fs)}) with other factors; uneven shardings need a factor alone in its dims"
                     )
-    unreduced = tuple(a for f in rule.of_kind(REDUCTION) for a in axes[f])
-
-    def sharding(dims, result: bool) -> Sharding:
-        spec = tuple(tuple(a for f in fs for a in axes[f]) for fs in dims)
-        if result:
-            return Sharding(mesh, spec, unreduced=unreduced, reduce_op=rule.reduce_op)
-        return Sharding(mesh, spec)
-
-    return (
-        tuple(sharding(d, False) for d in rule.operands),
-        tuple(sharding(d, True) for d in rule.results),
-    )
 
 
 def check_rule(
@@ -224,7 +238,22 @@ def check_rule(
     in_sh, out_sh = project(rule, in_shapes, out_shapes, mesh, assignment)
     norm = {f: _refs(a) for f, a in assignment.items()}
     where = f"op {op_name} rule #{rule_index} {rule} with assignment {_fmt_assignment(norm)}"
+    expected = _whole_run(op, arrays, params, out_avals, where)
+    out_lays = [layout(s, shape) for s, shape in zip(out_sh, out_shapes)]
+    sharded_reductions = {f for f in rule.of_kind(REDUCTION) if norm.get(f)}
+    local_in = _local_inputs(rule, arrays, [layout(s, shape) for s, shape in zip(in_sh, in_shapes)], sharded_reductions)
+    local_out: list[dict[int, np.ndarray]] = [{} for _ in out_lays]
+    for dev in mesh.device_ids:
+        outs = _device_run(op, params, dev, [shards[dev] for shards in local_in], out_lays, where)
+        for k, o in enumerate(outs):
+            local_out[k][dev] = o
+    for k, (lay, shards, e) in enumerate(zip(out_lays, local_out, expected)):
+        _compare_result(where, k, out_sh[k], lay, shards, np.asarray(e))
+    return CheckReport(op_name, rule_index, rule, norm, in_sh, out_sh, mesh.size)
 
+
+def _whole_run(op, arrays, params, out_avals, where: str) -> tuple:
+    """The kernel on the whole arrays, checked against the op's abstract evaluation."""
     with np.errstate(all="ignore"):
         expected = tuple(op.kernel(*arrays, **params))
     if len(expected) != len(out_avals):
@@ -232,11 +261,13 @@ def check_rule(
     for k, (e, a) in enumerate(zip(expected, out_avals)):
         if tuple(np.shape(e)) != a.shape or np.asarray(e).dtype != a.dtype:
             raise AssertionError(f"{where}: whole-array kernel result {k} is {np.asarray(e).dtype}{list(np.shape(e))}, abstract_eval says {a}")
+    return expected
 
-    in_lays = [layout(s, shape) for s, shape in zip(in_sh, in_shapes)]
-    out_lays = [layout(s, shape) for s, shape in zip(out_sh, out_shapes)]
+
+def _local_inputs(rule: FactorRule, arrays, in_lays, sharded_reductions: set[str]) -> list[dict[int, np.ndarray]]:
+    """Every operand's local blocks; along dims holding a sharded reduction factor, padded to the
+    layout's block size with the reduction's identity (so short or empty blocks reduce right)."""
     identity_op = REDUCE_OPS[rule.reduce_op]
-    sharded_reductions = {f for f in rule.of_kind(REDUCTION) if norm.get(f)}
     local_in: list[dict[int, np.ndarray]] = []
     for t, (arr, lay) in enumerate(zip(arrays, in_lays)):
         shards = lay.shard(arr)
@@ -249,53 +280,52 @@ def check_rule(
                 if any(w for _, w in widths):
                     shards[dev] = np.pad(s, widths, mode="constant", constant_values=fill)
         local_in.append(shards)
+    return local_in
 
-    local_out: list[dict[int, np.ndarray]] = [{} for _ in out_lays]
-    for dev in mesh.device_ids:
-        ins = [shards[dev] for shards in local_in]
-        want = [lay.local_shape(dev) for lay in out_lays]
-        p = op.local_params(dict(params), [a.shape for a in ins], want)
-        if not arrays:
-            p = {**p, "out_index": out_lays[0].indices(dev)}
-        try:
-            with np.errstate(all="ignore"):
-                outs = tuple(op.kernel(*ins, **p))
-        except Exception as e:  # the kernel refused its local blocks
-            raise AssertionError(f"{where}: device {dev}: kernel failed on local shapes {[a.shape for a in ins]}: {e}") from e
-        if len(outs) != len(out_lays):
-            raise AssertionError(f"{where}: device {dev}: kernel returned {len(outs)} results, expected {len(out_lays)}")
-        for k, (o, w) in enumerate(zip(outs, want)):
-            if tuple(np.shape(o)) != tuple(w):
-                raise AssertionError(f"{where}: device {dev}: result {k} has local shape {np.shape(o)}, its layout says {w}")
-            local_out[k][dev] = np.asarray(o)
-        # the op's abstract_eval is its shape function on local blocks too (ss.estimate walks
-        # schedules with it): the localised params must give the kernel's local results
-        try:
-            local_avals = op.abstract_eval(*(Aval(a.shape, a.dtype) for a in ins), **p)
-        except Exception as e:
-            raise AssertionError(f"{where}: device {dev}: abstract_eval refuses the local params {p} on local shapes "
-                                 f"{[a.shape for a in ins]}: {e}") from e
-        for k, (o, a) in enumerate(zip(outs, local_avals)):
-            if tuple(np.shape(o)) != tuple(a.shape) or np.asarray(o).dtype != np.dtype(a.dtype):
-                raise AssertionError(f"{where}: device {dev}: result {k} is {np.asarray(o).dtype}{list(np.shape(o))} "
-                                     f"on the device, abstract_eval of its local params says {a}")
 
-    for k, (lay, shards, e) in enumerate(zip(out_lays, local_out, expected)):
-        try:
-            got = lay.assemble(shards)
-        except (ShardingError, ReplicaMismatchError) as err:
-            raise AssertionError(f"{where}: result {k} ({out_sh[k]}) does not assemble: {err}") from err
-        e = np.asarray(e)
-        if got.dtype != e.dtype:
-            raise AssertionError(f"{where}: result {k} assembled as {got.dtype}, the whole op gives {e.dtype}")
-        same = bit_equal(e, got)
-        if not same.all():
-            idx = tuple(int(i) for i in np.argwhere(~same)[0]) if e.ndim else ()
-            holders = [
-                d for d in lay.devices if all(i in lay.indices(d)[j] for j, i in enumerate(idx))
-            ]
-            raise AssertionError(
-                f"{where}: result {k} ({out_sh[k]}) differs at global index {idx}: sharded run gives "
-                f"{got[idx]!r}, the whole op {e[idx]!r} (computed on device(s) {holders})"
-            )
-    return CheckReport(op_name, rule_index, rule, norm, in_sh, out_sh, mesh.size)
+def _device_run(op, params, dev: int, ins: list[np.ndarray], out_lays, where: str) -> list[np.ndarray]:
+    """The kernel on one device's blocks with the op's local params; its results must have their
+    layouts' local shapes and match abstract_eval on the local params (``ss.estimate`` walks
+    schedules with it)."""
+    want = [lay.local_shape(dev) for lay in out_lays]
+    local_params = op.local_params(dict(params), [a.shape for a in ins], want)
+    if not ins:
+        local_params = {**local_params, "out_index": out_lays[0].indices(dev)}
+    try:
+        with np.errstate(all="ignore"):
+            outs = tuple(op.kernel(*ins, **local_params))
+    except Exception as e:  # the kernel refused its local blocks
+        raise AssertionError(f"{where}: device {dev}: kernel failed on local shapes {[a.shape for a in ins]}: {e}") from e
+    if len(outs) != len(out_lays):
+        raise AssertionError(f"{where}: device {dev}: kernel returned {len(outs)} results, expected {len(out_lays)}")
+    for k, (o, w) in enumerate(zip(outs, want)):
+        if tuple(np.shape(o)) != tuple(w):
+            raise AssertionError(f"{where}: device {dev}: result {k} has local shape {np.shape(o)}, its layout says {w}")
+    try:
+        local_avals = op.abstract_eval(*(Aval(a.shape, a.dtype) for a in ins), **local_params)
+    except Exception as e:
+        raise AssertionError(f"{where}: device {dev}: abstract_eval refuses the local params {local_params} on local shapes "
+                             f"{[a.shape for a in ins]}: {e}") from e
+    for k, (o, a) in enumerate(zip(outs, local_avals)):
+        if tuple(np.shape(o)) != tuple(a.shape) or np.asarray(o).dtype != np.dtype(a.dtype):
+            raise AssertionError(f"{where}: device {dev}: result {k} is {np.asarray(o).dtype}{list(np.shape(o))} "
+                                 f"on the device, abstract_eval of its local params says {a}")
+    return [np.asarray(o) for o in outs]
+
+
+def _compare_result(where: str, k: int, sharding: Sharding, lay, shards, expected: np.ndarray) -> None:
+    """Result ``k`` assembled from the devices must equal the whole op's, bit for bit."""
+    try:
+        got = lay.assemble(shards)
+    except (ShardingError, ReplicaMismatchError) as err:
+        raise AssertionError(f"{where}: result {k} ({sharding}) does not assemble: {err}") from err
+    if got.dtype != expected.dtype:
+        raise AssertionError(f"{where}: result {k} assembled as {got.dtype}, the whole op gives {expected.dtype}")
+    same = bit_equal(expected, got)
+    if not same.all():
+        idx = tuple(int(i) for i in np.argwhere(~same)[0]) if expected.ndim else ()
+        holders = [d for d in lay.devices if all(i in lay.indices(d)[j] for j, i in enumerate(idx))]
+        raise AssertionError(
+            f"{where}: result {k} ({sharding}) differs at global index {idx}: sharded run gives "
+            f"{got[idx]!r}, the whole op {expected[idx]!r} (computed on device(s) {holders})"
+        )

@@ -151,7 +151,8 @@ def _vjp(ct, lhs, rhs, *, out, contracting, batch, **_):
 
 
 def _typed_like(own, order):
-    """In explicit mode, the cotangent's type: its primal's (seed 001), dims in ``order`` (the
+    """In explicit mode, the cotangent's type: its primal's (JAX types a cotangent like its
+    primal, sharding included), dims in ``order`` (the
     contraction over a sharded batch dim is otherwise ambiguous there). None in auto mode, where
     propagation places the cotangent."""
     s = getattr(own, "sharding", None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .builder import RuleBuilder
 from .factors import PASS_THROUGH, PERMUTATION
 from .cotangents import call, zeros
@@ -40,7 +40,7 @@ def _clamped(starts, shape, sizes) -> tuple[slice, ...]:
 # -- dynamic_slice -------------------------------------------------------------------------------
 def _ds_eval(x: Aval, *starts: Aval, slice_sizes, **_):
     _check_starts("dynamic_slice", x, starts)
-    sizes = _checks.int_tuple("dynamic_slice", "slice_sizes", slice_sizes, x.ndim)
+    sizes = preconditions.int_tuple("dynamic_slice", "slice_sizes", slice_sizes, x.ndim)
     for d, (k, n) in enumerate(zip(sizes, x.shape)):
         if not 0 <= k <= n:
             raise ValueError(f"dynamic_slice: slice size {k} of dim {d} must be in 0..{n}")
@@ -104,7 +104,6 @@ register_op(
     _dus_rule,
     doc="x with `update` written at run-time starts (clamped); cut dims are permutation factors",
 )
-
 
 
 # -- derivatives: a window read is written back into zeros; a window write routes around it ------

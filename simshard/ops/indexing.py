@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH, PERMUTATION
 from .cotangents import call, fit, zeros
@@ -39,9 +39,9 @@ def _mismatch_rule(in_avals, out_avals):
 
 # -- slice -------------------------------------------------------------------------------------
 def _slice_params(op: str, x: Aval, start, limit, strides):
-    start = _checks.int_tuple(op, "start", start, x.ndim)
-    limit = _checks.int_tuple(op, "limit", limit, x.ndim)
-    strides = (1,) * x.ndim if strides is None else _checks.int_tuple(op, "strides", strides, x.ndim)
+    start = preconditions.int_tuple(op, "start", start, x.ndim)
+    limit = preconditions.int_tuple(op, "limit", limit, x.ndim)
+    strides = (1,) * x.ndim if strides is None else preconditions.int_tuple(op, "strides", strides, x.ndim)
     for d, (s, l, st, n) in enumerate(zip(start, limit, strides, x.shape)):
         if not 0 <= s <= l <= n:
             raise ValueError(f"{op}: dim {d} of size {n}: need 0 <= start ({s}) <= limit ({l}) <= {n}")
@@ -51,7 +51,7 @@ def _slice_params(op: str, x: Aval, start, limit, strides):
 
 
 def _slice_eval(*avals, start, limit, strides=None, **_):
-    _checks.arity("slice", avals, 1)
+    preconditions.arity("slice", avals, 1)
     (x,) = avals
     start, limit, strides = _slice_params("slice", x, start, limit, strides)
     shape = tuple(-(-(l - s) // st) for s, l, st in zip(start, limit, strides))
@@ -119,7 +119,7 @@ def _widths(op: str, x: Aval, widths):
 
 
 def _pad_eval(*avals, padding_value, widths, **_):
-    _checks.arity("pad", avals, 1)
+    preconditions.arity("pad", avals, 1)
     (x,) = avals
     pairs = _widths("pad", x, widths)
     if np.ndim(padding_value) != 0:
@@ -161,11 +161,11 @@ register_op(
 
 # -- take --------------------------------------------------------------------------------------
 def _take_eval(*avals, axis, **_):
-    _checks.arity("take", avals, 2)
+    preconditions.arity("take", avals, 2)
     x, indices = avals
     if x.ndim == 0:
         raise ValueError("take: x must have rank >= 1")
-    axis = _checks.axis("take", axis, x.ndim)
+    axis = preconditions.axis("take", axis, x.ndim)
     if indices.dtype.kind not in "iu":
         raise ValueError(f"take: indices must have an integer dtype, got {indices.dtype}")
     if x.shape[axis] == 0 and indices.size:

@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .builder import RuleBuilder
 from .factors import PERMUTATION, REDUCTION
 from .cotangents import call, fit
@@ -39,7 +39,7 @@ from .windows import Window
 
 
 def _params(x: Aval, w: Aval, stride, padding):
-    stride = _checks.int_tuple("conv2d", "stride", stride, 2)
+    stride = preconditions.int_tuple("conv2d", "stride", stride, 2)
     if any(s < 1 for s in stride):
         raise ValueError(f"conv2d: stride {stride} must be >= 1")
     try:
@@ -56,7 +56,7 @@ def _out_spatial(x_shape, w_shape, stride, pads) -> tuple[int, int]:
 
 
 def _conv_eval(*avals, stride, padding, **_):
-    _checks.arity("conv2d", avals, 2)
+    preconditions.arity("conv2d", avals, 2)
     x, w = avals
     if x.ndim != 4 or w.ndim != 4:
         raise ValueError(f"conv2d: x (NCHW) and w (OIHW) must have rank 4, got {x} and {w}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .builder import RuleBuilder
 from .registry import register_op
 
@@ -40,11 +40,11 @@ def _check_out_index(op: str, shape, out_index) -> None:
 
 # -- iota --------------------------------------------------------------------------------------
 def _iota_eval(*avals, shape, dimension, dtype, out_index=None, **_):
-    _checks.arity("iota", avals, 0)
-    shape = _checks.shape("iota", shape)
+    preconditions.arity("iota", avals, 0)
+    shape = preconditions.shape("iota", shape)
     if not shape:
         raise ValueError("iota: shape must have rank >= 1")
-    _checks.axis("iota", dimension, len(shape), "dimension")
+    preconditions.axis("iota", dimension, len(shape), "dimension")
     _check_out_index("iota", shape, out_index)
     return (Aval(_block_shape(shape, out_index), _dtype("iota", dtype)),)
 
@@ -63,8 +63,8 @@ register_op("iota", _iota_eval, _iota_kernel, nullary_rule, doc="0, 1, 2, ... al
 
 # -- full --------------------------------------------------------------------------------------
 def _full_eval(*avals, shape, fill_value, dtype, out_index=None, **_):
-    _checks.arity("full", avals, 0)
-    shape = _checks.shape("full", shape)
+    preconditions.arity("full", avals, 0)
+    shape = preconditions.shape("full", shape)
     if np.ndim(fill_value) != 0:
         raise ValueError(f"full: fill_value must be a scalar, got shape {np.shape(fill_value)}")
     _check_out_index("full", shape, out_index)
@@ -81,7 +81,7 @@ register_op("full", _full_eval, _full_kernel, nullary_rule, doc="`shape` filled 
 
 # -- constant ----------------------------------------------------------------------------------
 def _constant_eval(*avals, value, out_index=None, **_):
-    _checks.arity("constant", avals, 0)
+    preconditions.arity("constant", avals, 0)
     if not isinstance(value, np.ndarray):
         raise ValueError(f"constant: value must be a numpy array, got {type(value).__name__}")
     _check_out_index("constant", value.shape, out_index)

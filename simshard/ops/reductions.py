@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, REDUCTION
 from .cotangents import expand
@@ -40,9 +40,9 @@ def reduce_rule(in_avals, out_avals, *, axes, reduce_op: str = "sum", **_):
 
 def _reducer(name: str, fn, reduce_op: str):
     def abstract_eval(*avals, axes, **_):
-        _checks.arity(name, avals, 1)
+        preconditions.arity(name, avals, 1)
         (x,) = avals
-        axes = _checks.axes(name, axes, x.ndim)
+        axes = preconditions.axes(name, axes, x.ndim)
         if reduce_op in ("max", "min") and any(x.shape[a] == 0 for a in axes):
             raise ValueError(f"{name}: cannot reduce a zero-size dimension (axes {axes} of shape {x.shape}): {reduce_op} has no identity there")
         shape = tuple(n for d, n in enumerate(x.shape) if d not in axes)
@@ -71,9 +71,9 @@ for _name, (_fn, _op) in REDUCERS.items():
 
 def _arg(name: str, fn):
     def abstract_eval(*avals, axis, index_dtype, **_):
-        _checks.arity(name, avals, 1)
+        preconditions.arity(name, avals, 1)
         (x,) = avals
-        axis = _checks.axis(name, axis, x.ndim)
+        axis = preconditions.axis(name, axis, x.ndim)
         if x.shape[axis] == 0:
             raise ValueError(f"{name}: axis {axis} of shape {x.shape} is empty")
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .builder import RuleBuilder
 from .cotangents import call
 from .factors import NEED_REPLICATION, PASS_THROUGH
@@ -29,9 +29,9 @@ def _along_axis(name: str, fn, doc: str, accumulates: bool = False):
     ``np.cumsum(x, dtype=...)`` converts first, as it widens small ints when none is asked for)."""
 
     def abstract_eval(*avals, axis, **_):
-        _checks.arity(name, avals, 1)
+        preconditions.arity(name, avals, 1)
         (x,) = avals
-        _checks.axis(name, axis, x.ndim)
+        preconditions.axis(name, axis, x.ndim)
         return (Aval(x.shape, x.dtype),)
 
     def kernel(x, *, axis, **_):
@@ -43,7 +43,6 @@ def _along_axis(name: str, fn, doc: str, accumulates: bool = False):
 
 _along_axis("cumsum", np.cumsum, "cumulative sum along `axis`; the axis needs replication", accumulates=True)
 _along_axis("sort", np.sort, "sort along `axis`; the axis needs replication")
-
 
 
 def _cumsum_vjp(ct, x, *, out, axis, **_):

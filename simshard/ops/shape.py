@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ..ir.program import Aval
-from . import _checks
+from . import preconditions
 from .builder import RuleBuilder
 from .factors import NEED_REPLICATION, PASS_THROUGH
 from .cotangents import call
@@ -34,9 +34,9 @@ from .registry import define_vjp, local_result_shape, register_op
 
 # -- reshape -----------------------------------------------------------------------------------
 def _reshape_eval(*avals, new_shape, **_):
-    _checks.arity("reshape", avals, 1)
+    preconditions.arity("reshape", avals, 1)
     (x,) = avals
-    new_shape = _checks.shape("reshape", new_shape, "new_shape")
+    new_shape = preconditions.shape("reshape", new_shape, "new_shape")
     if math.prod(new_shape) != x.size:
         raise ValueError(f"reshape: cannot reshape {x.shape} ({x.size} elements) to {new_shape} ({math.prod(new_shape)} elements)")
     return (Aval(new_shape, x.dtype),)
@@ -110,9 +110,9 @@ register_op(
 
 # -- transpose ---------------------------------------------------------------------------------
 def _transpose_eval(*avals, perm, **_):
-    _checks.arity("transpose", avals, 1)
+    preconditions.arity("transpose", avals, 1)
     (x,) = avals
-    perm = _checks.int_tuple("transpose", "perm", perm, x.ndim)
+    perm = preconditions.int_tuple("transpose", "perm", perm, x.ndim)
     if sorted(perm) != list(range(x.ndim)):
         raise ValueError(f"transpose: perm {perm} is not a permutation of 0..{x.ndim - 1}")
     return (Aval(tuple(x.shape[p] for p in perm), x.dtype),)
@@ -137,10 +137,10 @@ register_op(
 
 # -- broadcast_in_dim --------------------------------------------------------------------------
 def _broadcast_eval(*avals, shape, broadcast_dimensions, **_):
-    _checks.arity("broadcast_in_dim", avals, 1)
+    preconditions.arity("broadcast_in_dim", avals, 1)
     (x,) = avals
-    shape = _checks.shape("broadcast_in_dim", shape)
-    bd = _checks.int_tuple("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions, x.ndim)
+    shape = preconditions.shape("broadcast_in_dim", shape)
+    bd = preconditions.int_tuple("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions, x.ndim)
     for k, d in enumerate(bd):
         if not 0 <= d < len(shape):
             raise ValueError(f"broadcast_in_dim: broadcast_dimensions {bd} name dim {d}, outside the result rank {len(shape)}")
@@ -197,7 +197,7 @@ def _concat_eval(*avals, axis, **_):
     rank = ranks.pop()
     if rank == 0:
         raise ValueError("concatenate: operands must have rank >= 1, got scalars")
-    axis = _checks.axis("concatenate", axis, rank)
+    axis = preconditions.axis("concatenate", axis, rank)
     first = avals[0].shape
     for t, a in enumerate(avals[1:], 1):
         if any(a.shape[d] != first[d] for d in range(rank) if d != axis):

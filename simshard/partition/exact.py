@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from ..ops.factors import PASS_THROUGH, FactorRule
-from ..sharding.layout import Layout
+from ..sharding.layout_model import Layout
 
 
 def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shapes: Sequence[Sequence[int]],

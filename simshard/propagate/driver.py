@@ -28,26 +28,29 @@ sharding) and provenance are kept on the returned program: see :func:`propagatio
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Hashable
+from dataclasses import dataclass, field, replace
+from typing import Hashable, NamedTuple
 
 from ..tracing.context import get_mesh
 from ..errors import ShardingError
 from ..sharding.mesh import Mesh
 from ..ops import get_op
 from ..ir.program import Literal, Program, Value
-from ..sharding.dims import DimSharding, Sharding, dims_view
+from ..sharding.dims import Sharding, dims_view
+from ..sharding.dim_sharding import DimSharding
 from ..sharding.placements import DTensorSpec
 from . import engine
 from .direction import Direction
 from .graph import ELEMENTWISE, OPAQUE_OPS, OTHER, Graph, Node, ResultRef, State, classify, identity_rule
-from .op_priority import run_op_priority
+from .op_priority import op_priority_pass
 from .pipeline import apply_sharding_constraints, export
 from .provenance import Provenance, explain_value
-from .user_priority import run_user_priority
+from .user_priority import user_priority_pass
 
 STRATEGIES = ("basic", "aggressive", "basic_then_aggressive", "op_priority", "user_priority", "pipeline")
 TARGET_OPS = ("sharding_constraint", "reshard")  # ops whose ``sharding`` param is their result's sharding
+
+
 @dataclass(frozen=True)
 class PropagationInfo:
     """What ``propagate`` knows beyond the value shardings."""
@@ -91,50 +94,72 @@ def _check(program: Program, v: Value, s: Sharding, where: str) -> None:
         raise ShardingError(e.rule, f"{where} ({_value_name(program, v)}): {e.detail}") from None
 
 
-def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sharding, str]]]:
-    """The graph, the initial state, and the annotations (key, sharding, label)."""
-    shapes: dict[Hashable, tuple[int, ...]] = {}
-    initial: dict[Hashable, Sharding | None] = {}
-    annotations: list[tuple[Hashable, Sharding, str]] = []
-    for k, v in enumerate(program.inputs):
-        shapes[v] = v.aval.shape
-        s = dims_view(program.in_shardings[k], v.aval.shape) if k < len(program.in_shardings) else None
-        initial[v] = s
-        if s is not None:
+class Annotation(NamedTuple):
+    """A sharding the user wrote, where it applies and how ``explain`` names it."""
+
+    key: Hashable
+    sharding: Sharding
+    label: str
+
+
+@dataclass
+class _GraphBuilder:
+    """The graph under construction: shapes, initial shardings, annotations and nodes."""
+
+    program: Program
+    shapes: dict[Hashable, tuple[int, ...]] = field(default_factory=dict)
+    initial: dict[Hashable, Sharding | None] = field(default_factory=dict)
+    annotations: list[Annotation] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+
+    def start(self, key, shape, sharding: Sharding | None, label: str | None = None) -> None:
+        """A tensor of the graph with its initial sharding (annotated when ``label`` is set)."""
+        self.shapes[key] = shape
+        self.initial[key] = sharding
+        if sharding is not None and label is not None:
+            self.annotations.append(Annotation(key, sharding, label))
+
+    def inputs(self) -> None:
+        program = self.program
+        for k, v in enumerate(program.inputs):
+            s = dims_view(program.in_shardings[k], v.aval.shape) if k < len(program.in_shardings) else None
             name = program.input_names[k] if k < len(program.input_names) else str(k)
-            _check(program, v, s, f"input sharding of {name}")
-            annotations.append((v, s, f"input {name}"))
-    nodes = []
-    for idx, e in enumerate(program.eqns):
-        kw = e.kw
+            if s is not None:
+                _check(program, v, s, f"input sharding of {name}")
+            self.start(v, v.aval.shape, s, f"input {name}")
+
+    def results(self, e) -> None:
+        """The results of equation ``e`` with their annotated shardings."""
+        program, kw = self.program, e.kw
         for j, v in enumerate(e.outputs):
-            shapes[v] = v.aval.shape
             s = dims_view(e.shardings[j], v.aval.shape) if j < len(e.shardings) else None
             if s is None and e.op in TARGET_OPS and isinstance(kw.get("sharding"), (Sharding, DTensorSpec)):
                 s = dims_view(kw["sharding"], v.aval.shape)
-            initial[v] = s
+            label = None
             if s is not None:
                 _check(program, v, s, f"sharding of the result of {e.op}")
-                what = e.op if e.op in TARGET_OPS else f"annotation on {_value_name(program, v)} ({e.op})"
-                label = f"{what} {_value_name(program, v)}" if e.op in TARGET_OPS else what
-                annotations.append((v, s, label))
-        if e.op == "shard_map":
-            # The region is opaque, but its specs are shardings of its boundary: out_specs those
-            # of its results, in_specs those its operands must have on entry (an identity edge).
-            for j, (v, spec) in enumerate(zip(e.outputs, kw.get("out_specs", ()))):
-                if initial[v] is None and isinstance(spec, Sharding):
-                    initial[v] = spec
-                    annotations.append((v, spec, f"shard_map out_specs[{j}] ({_value_name(program, v)})"))
-            for k, (x, spec) in enumerate(zip(e.inputs, kw.get("in_specs", ()))):
-                if isinstance(x, Literal) or not isinstance(spec, Sharding):
-                    continue
-                key = RegionOperand(idx, k)
-                shapes[key] = x.aval.shape
-                initial[key] = spec
-                annotations.append((key, spec, repr(key)))
-                nodes.append(Node(len(nodes), "shard_map", (x,), (key,), identity_rule(x.aval.shape), ELEMENTWISE))
-            nodes.append(Node(len(nodes), e.op, tuple(None if isinstance(i, Literal) else i for i in e.inputs), tuple(e.outputs), None, OTHER, None, kw))
-            continue
+                label = f"{e.op} {_value_name(program, v)}" if e.op in TARGET_OPS else f"annotation on {_value_name(program, v)} ({e.op})"
+            self.start(v, v.aval.shape, s, label)
+
+    def manual_region(self, idx: int, e) -> None:
+        """A ``shard_map``: opaque, but its specs are shardings of its boundary: out_specs those
+        of its results, in_specs those its operands must have on entry (an identity edge)."""
+        kw = e.kw
+        for j, (v, spec) in enumerate(zip(e.outputs, kw.get("out_specs", ()))):
+            if self.initial[v] is None and isinstance(spec, Sharding):
+                self.start(v, v.aval.shape, spec, f"shard_map out_specs[{j}] ({_value_name(self.program, v)})")
+        for k, (x, spec) in enumerate(zip(e.inputs, kw.get("in_specs", ()))):
+            if isinstance(x, Literal) or not isinstance(spec, Sharding):
+                continue
+            key = RegionOperand(idx, k)
+            self.start(key, x.aval.shape, spec, repr(key))
+            self.nodes.append(Node(len(self.nodes), "shard_map", (x,), (key,), identity_rule(x.aval.shape), ELEMENTWISE))
+        operands = tuple(None if isinstance(i, Literal) else i for i in e.inputs)
+        self.nodes.append(Node(len(self.nodes), e.op, operands, tuple(e.outputs), None, OTHER, None, kw))
+
+    def op(self, idx: int, e) -> None:
+        """An op with its sharding rules (none for an opaque op, or one whose rules fail)."""
+        kw = e.kw
         rule, alternatives = None, ()
         if e.op not in OPAQUE_OPS:
             try:
@@ -143,32 +168,51 @@ def build_graph(program: Program) -> tuple[Graph, State, list[tuple[Hashable, Sh
                 warnings.warn(f"propagate: op {e.op} (equation {idx}) has no usable sharding rule, nothing propagates through it: {err}")
         barrier = Direction.parse(kw.get("allowed_direction", "NONE")) if e.op == "propagation_barrier" else None
         operands = tuple(None if isinstance(i, Literal) else i for i in e.inputs)
-        nodes.append(Node(len(nodes), e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw, tuple(alternatives)))
-    results: list[Sharding | None] = []
-    for k, v in enumerate(program.outputs):
-        s = dims_view(program.out_shardings[k], v.aval.shape) if k < len(program.out_shardings) else None
-        if s is not None:
-            _check(program, v, s, f"output sharding {k}")
-            annotations.append((ResultRef(k), s, f"output {k}"))
-        results.append(s)
-    graph = Graph(shapes, nodes, list(program.outputs))
-    return graph, State(initial, results), annotations
+        self.nodes.append(Node(len(self.nodes), e.op, operands, tuple(e.outputs), rule, classify(e.op), barrier, kw, tuple(alternatives)))
+
+    def function_results(self) -> list[Sharding | None]:
+        program = self.program
+        results: list[Sharding | None] = []
+        for k, v in enumerate(program.outputs):
+            s = dims_view(program.out_shardings[k], v.aval.shape) if k < len(program.out_shardings) else None
+            if s is not None:
+                _check(program, v, s, f"output sharding {k}")
+                self.annotations.append(Annotation(ResultRef(k), s, f"output {k}"))
+            results.append(s)
+        return results
+
+
+def build_graph(program: Program) -> tuple[Graph, State, list[Annotation]]:
+    """The graph, the initial state, and the annotations."""
+    builder = _GraphBuilder(program)
+    builder.inputs()
+    for idx, e in enumerate(program.eqns):
+        builder.results(e)
+        if e.op == "shard_map":
+            builder.manual_region(idx, e)
+        else:
+            builder.op(idx, e)
+    results = builder.function_results()
+    graph = Graph(builder.shapes, builder.nodes, list(program.outputs))
+    return graph, State(builder.initial, results), builder.annotations
 
 
 # -- strategies --------------------------------------------------------------------------------
 def run_strategy(graph: Graph, state: State, strategy: str, conservative: bool, prov: Provenance | None, inputs=()) -> None:
+    """Run one of ``STRATEGIES`` on the graph (in place on ``state``)."""
+    ctx = engine.PropagationContext(graph, state, "aggressive", engine.propagate_any, conservative, prov)
     if strategy in ("basic", "aggressive"):
-        engine.run(graph, state, strategy, conservative=conservative, prov=prov)
+        engine.run_context(replace(ctx, strategy=strategy))
     elif strategy == "basic_then_aggressive":
-        engine.run(graph, state, "basic", conservative=conservative, prov=prov)
-        engine.run(graph, state, "aggressive", conservative=conservative, prov=prov)
+        engine.run_context(replace(ctx, strategy="basic"))
+        engine.run_context(ctx)
     elif strategy == "op_priority":
-        run_op_priority(graph, state, conservative, prov)
+        op_priority_pass(ctx)
     elif strategy == "user_priority":
-        run_user_priority(graph, state, conservative, prov)
+        user_priority_pass(ctx)
     elif strategy == "pipeline":
         apply_sharding_constraints(graph, state, prov)
-        run_user_priority(graph, state, conservative, prov)
+        user_priority_pass(ctx)
         export(graph, state, inputs)
     else:
         raise ValueError(f"unknown propagation strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")

@@ -13,9 +13,11 @@ a full aggressive run; at stage k an op may propagate in the union of the direct
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ops.factors import PASS_THROUGH as PASS_THROUGH_FACTOR
 from .direction import Direction
-from .engine import DirectionFn, propagate_any, run
+from .engine import DirectionFn, PropagationContext, propagate_any, run_context
 from .graph import BROADCAST, ELEMENTWISE, FORWARD_ONLY, PASS_THROUGH, Graph, Node, State
 from .provenance import Provenance
 
@@ -79,10 +81,18 @@ def run_op_priority(
     outer: DirectionFn = propagate_any,
     strategy: str = "aggressive",
 ) -> None:
+    """Op-priority propagation over ``graph`` (in place on ``state``); see :func:`op_priority_pass`."""
+    op_priority_pass(PropagationContext(graph, state, strategy, outer, conservative, prov))
+
+
+def op_priority_pass(ctx: PropagationContext) -> None:
+    """The five stages, each a full run under ``ctx`` with the stage's directions (within those
+    ``ctx`` allows); the provenance names the stage its records come from."""
+    prov = ctx.provenance
     prefix = prov.stage if prov is not None else ""
     for stage in range(len(STAGES)):
         if prov is not None:
             prov.stage = f"{prefix}op-priority stage {stage} ({STAGE_NAMES[stage]})"
-        run(graph, state, strategy, stage_direction(graph, stage, outer), conservative, prov)
+        run_context(replace(ctx, direction_fn=stage_direction(ctx.graph, stage, ctx.direction_fn)))
     if prov is not None:
         prov.stage = prefix

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from . import axis_math as am
 from .graph import Graph, ResultRef, State
 from .provenance import Provenance

@@ -29,7 +29,8 @@ from typing import Mapping, Sequence
 from ..sharding.axes import AxisRef
 from ..sharding.mesh import Mesh
 from ..ops.factors import FactorRule
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from . import axis_math as am
 
 

@@ -8,6 +8,7 @@ tensor of that op. Following those hops back gives the chain ``annotation -> op 
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -29,11 +30,33 @@ class Origin:
     sizes: tuple[tuple[str, int], ...] = ()  # the mesh's axis sizes, to compare sub-axes
 
 
+class SkipReason(enum.Enum):
+    """Why propagation went past an op (``OpOutcome.skipped``, ``Provenance.skipped``)."""
+
+    NO_RULE = "the op has no sharding rule"
+    NO_MESH = "none of its tensors is sharded on a mesh with axes"
+    MESHES_DIFFER = "its tensors are on different meshes"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An op propagation went past without looking at its factors, and why (no sharding rule,
+    no tensor sharded on a mesh with axes, tensors on different meshes), in the round it was
+    last skipped."""
+
+    node: int
+    op: str
+    reason: SkipReason
+    stage: str = ""
+
+
 class Provenance:
-    """Origins per (value key, dim), in the order they were recorded."""
+    """Origins per (value key, dim), in the order they were recorded; and the ops skipped, by
+    op index (the last time each was skipped)."""
 
     def __init__(self):
         self.origins: dict[tuple[Hashable, int], list[Origin]] = {}
+        self.skipped: dict[int, Skipped] = {}
         self.stage = ""
 
     def annotate(self, key, sharding: Sharding, label: str) -> None:
@@ -46,6 +69,10 @@ class Provenance:
     def propagated(self, key, dim: int, axes: Sequence[AxisRef], node: int | None, op: str, factor: str | None, source, sizes) -> None:
         origin = Origin(tuple(axes), node=node, op=op, factor=factor, source=source, stage=self.stage, sizes=tuple(sizes.items()))
         self._add(key, dim, origin)
+
+    def skip(self, node: int, op: str, reason: SkipReason) -> None:
+        """Record that propagation skipped op ``node`` and why."""
+        self.skipped[node] = Skipped(node, op, reason, self.stage)
 
     def _add(self, key, dim: int, origin: Origin) -> None:
         self.origins.setdefault((key, dim), []).append(origin)

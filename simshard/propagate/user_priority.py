@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..sharding.axes import merge_adjacent
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
+from .engine import PropagationContext, propagate_any
 from .graph import Graph, State
-from .op_priority import run_op_priority
+from .op_priority import op_priority_pass
 from .provenance import Provenance
 
 
@@ -57,6 +59,14 @@ def released_sharding(current: Sharding, original: Sharding, priority: int) -> S
 def run_user_priority(
     graph: Graph, state: State, conservative: bool = False, prov: Provenance | None = None, strategy: str = "aggressive"
 ) -> None:
+    """User-priority propagation over ``graph`` (in place on ``state``); see :func:`user_priority_pass`."""
+    user_priority_pass(PropagationContext(graph, state, strategy, propagate_any, conservative, prov))
+
+
+def user_priority_pass(ctx: PropagationContext) -> None:
+    """Op-priority propagation with the dims of priority above 0 held back, then once more per
+    priority as its dims are released (see the module docstring)."""
+    state, prov = ctx.state, ctx.provenance
     per_priority: dict[int, list] = defaultdict(list)
     for key in state.keys():
         s = state.get(key)
@@ -67,12 +77,12 @@ def run_user_priority(
         state.set(key, initial_sharding(s))
     if prov is not None:
         prov.stage = "p0, "
-    run_op_priority(graph, state, conservative, prov, strategy=strategy)
+    op_priority_pass(ctx)
     for p in sorted(per_priority):
         for key, original in per_priority[p]:
             state.set(key, released_sharding(state.get(key), original, p))
         if prov is not None:
             prov.stage = f"p{p}, "
-        run_op_priority(graph, state, conservative, prov, strategy=strategy)
+        op_priority_pass(ctx)
     if prov is not None:
         prov.stage = ""

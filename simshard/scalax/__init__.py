@@ -1,4 +1,4 @@
-"""scalax's sharding API (seed 004) over simshard programs.
+"""scalax's sharding API over simshard programs.
 
 ``MeshShardingHelper(axis_dims, axis_names).sjit(fun, in_shardings=..., out_shardings=...,
 static_argnums=..., args_sharding_constraint=..., annotation_shardings=...)`` traces plain numpy
@@ -10,7 +10,9 @@ paths as in scalax (``layers/0/kernel``).
 """
 
 from .annotations import with_sharding_annotation, with_sharding_constraint
-from .helper import GlobalArray, MeshShardingHelper, SJitted, UnusedAnnotationWarning
+from .global_array import GlobalArray
+from .helper import MeshShardingHelper
+from .sjit import SJitted, UnusedAnnotationWarning
 from .pytree import named_tree_map, register_dataclass
 from .rules import FSDPShardingRule, PolicyShardingRule, ShardingRule, TreePathShardingRule
 

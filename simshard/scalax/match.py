@@ -76,21 +76,7 @@ def match(
     path); ``default(leaf)`` gives the spec of a leaf whose rule says None (e.g. a ShapeDtype's own
     sharding).
     """
-    r_acc, r_leaves, r_spec = optree.tree_flatten_with_accessor(rules, is_leaf=is_rule_leaf, none_is_leaf=True)
-    for a, r in zip(r_acc, r_leaves):
-        if not is_rule_leaf(r):
-            where = f"{what}{'[' + '/'.join(entry_name(e) for e in a) + ']' if len(a) else ''}"
-            raise ShardingError(
-                "invalid-spec", f"{where}: {r!r} is not a ShardingRule, PartitionSpec, sharding or None"
-            )
-    try:
-        subtrees = r_spec.flatten_up_to(value)
-    except ValueError as e:
-        raise ShardingError(
-            "structure-mismatch",
-            f"{what}: the sharding rules {_short(rules)} are not a prefix of the value's structure "
-            f"{optree.tree_structure(value, none_is_leaf=False)}: {_first_clause(e)}",
-        ) from None
+    r_acc, r_leaves, subtrees = _rule_subtrees(rules, value, what)
 
     def name_of(entries) -> str:
         if label is not None:
@@ -101,20 +87,7 @@ def match(
     for r_entries, rule, sub in zip(r_acc, r_leaves, subtrees):
         s_acc, s_leaves, s_spec = optree.tree_flatten_with_accessor(sub, none_is_leaf=False)
         if isinstance(rule, ShardingRule):
-            try:
-                applied = rule.apply(sub)
-            except ShardingError as e:
-                raise ShardingError(
-                    e.rule, f"{what}: {describe(rule)} on {name_of(tuple(r_entries))}: {e.detail}", axis=e.axis, dim=e.dim
-                ) from None
-            try:
-                specs = s_spec.flatten_up_to(applied)
-            except ValueError as e:
-                raise ShardingError(
-                    "structure-mismatch",
-                    f"{what}: {describe(rule)} returned a pytree of another structure than {name_of(tuple(r_entries))}: "
-                    f"{_first_clause(e)}",
-                ) from None
+            specs = _applied_specs(rule, sub, s_spec, f"{what}: {describe(rule)}", name_of(tuple(r_entries)))
         else:
             specs = [rule] * len(s_leaves)
         for s_entries, leaf, spec in zip(s_acc, s_leaves, specs):
@@ -133,6 +106,41 @@ def match(
             named = NamedSharding(mesh, spec) if isinstance(spec, P) else spec
             out.append(Matched(path, entries, leaf, aval, spec, named, sharding))
     return out, optree.tree_structure(value, none_is_leaf=False)
+
+
+def _rule_subtrees(rules, value, what: str) -> tuple[list, list, list]:
+    """The rule leaves of ``rules`` (with their accessors) and the subtree of ``value`` each
+    applies to; a leaf that is no rule, or rules that are no prefix of ``value``, are errors."""
+    r_acc, r_leaves, r_spec = optree.tree_flatten_with_accessor(rules, is_leaf=is_rule_leaf, none_is_leaf=True)
+    for a, r in zip(r_acc, r_leaves):
+        if not is_rule_leaf(r):
+            where = f"{what}{'[' + '/'.join(entry_name(e) for e in a) + ']' if len(a) else ''}"
+            raise ShardingError(
+                "invalid-spec", f"{where}: {r!r} is not a ShardingRule, PartitionSpec, sharding or None"
+            )
+    try:
+        subtrees = r_spec.flatten_up_to(value)
+    except ValueError as e:
+        raise ShardingError(
+            "structure-mismatch",
+            f"{what}: the sharding rules {_short(rules)} are not a prefix of the value's structure "
+            f"{optree.tree_structure(value, none_is_leaf=False)}: {_first_clause(e)}",
+        ) from None
+    return r_acc, r_leaves, subtrees
+
+
+def _applied_specs(rule: ShardingRule, sub, s_spec, where: str, name: str) -> list:
+    """One spec per leaf of ``sub``, as ``rule`` gives them (a pytree of ``sub``'s structure)."""
+    try:
+        applied = rule.apply(sub)
+    except ShardingError as e:
+        raise ShardingError(e.rule, f"{where} on {name}: {e.detail}", axis=e.axis, dim=e.dim) from None
+    try:
+        return s_spec.flatten_up_to(applied)
+    except ValueError as e:
+        raise ShardingError(
+            "structure-mismatch", f"{where} returned a pytree of another structure than {name}: {_first_clause(e)}"
+        ) from None
 
 
 def _short(x, n: int = 200) -> str:

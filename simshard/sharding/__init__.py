@@ -16,8 +16,10 @@ and conversion algorithms never import the classes that offer them as methods.
 """
 
 from .axes import AxisRef
-from .dims import DimSharding, NamedSharding, Sharding
-from .layout import Layout, equivalent, layout
+from .dims import NamedSharding, Sharding
+from .dim_sharding import DimSharding
+from .layout import equivalent, layout
+from .layout_model import Layout
 from .mesh import AxisType, Mesh, make_mesh
 from .partition_spec import P, parse_partition_spec
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, parse_placement, parse_placements

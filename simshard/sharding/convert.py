@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import ShardingError
 from .axes import AxisRef, canonical_ref
-from .layout import Layout, layout
+from .layout import layout
+from .layout_model import Layout
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, cut_dim, pending_op
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -20,95 +20,20 @@ JAX's spelling, ``NamedSharding(mesh, P(...))``, lives here too: the two convert
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..errors import ShardingError
 from . import convert, syntax
-from .axes import AxisRef, check_coexist, check_ref, mergeable_pair
+from .axes import AxisRef, check_coexist, check_ref
+from .dim_sharding import DimSharding, array_entry, as_dim_sharding, axis_ref, check_maximal, sorted_refs
 from .layout import flat_layout, layout
 from .mesh import Mesh
 from .partition_spec import UNCONSTRAINED, P
 from .reduce_ops import REDUCE_OPS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .layout import Layout
+    from .layout_model import Layout
     from .placements import DTensorSpec
-
-AxisLike = Union[str, AxisRef]
-
-
-def _ref(a: AxisLike) -> AxisRef:
-    if isinstance(a, AxisRef):
-        return a
-    if isinstance(a, str):
-        return AxisRef(a)
-    raise ShardingError("invalid-axis", f"expected an axis name or AxisRef, got {a!r}")
-
-
-@dataclass(frozen=True)
-class DimSharding:
-    """How one tensor dimension is split: axes major to minor, open or closed, a priority."""
-
-    axes: tuple[AxisRef, ...] = ()
-    is_open: bool = False
-    priority: int | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "axes", tuple(_ref(a) for a in self.axes))
-        if self.priority is not None:
-            object.__setattr__(self, "priority", int(self.priority))
-
-    def __str__(self) -> str:
-        items = [str(a) for a in self.axes] + (["?"] if self.is_open else [])
-        return "{" + ", ".join(items) + "}" + (f"p{self.priority}" if self.priority is not None else "")
-
-
-def _dim(d) -> DimSharding:
-    if isinstance(d, DimSharding):
-        return d
-    if d is None:
-        return DimSharding()
-    if isinstance(d, (str, AxisRef)):
-        return DimSharding((d,))
-    return DimSharding(tuple(d))
-
-
-def _sort_refs(refs: Iterable[AxisRef], mesh: Mesh) -> tuple[AxisRef, ...]:
-    order = {n: i for i, n in enumerate(mesh.axis_names)}
-    return tuple(sorted(refs, key=lambda r: (order.get(r.name, len(order)), r.pre_size())))
-
-
-def _check_maximal(refs: Sequence[AxisRef], sizes: dict[str, int], where: str, dim: int | None = None) -> None:
-    """Shardy's maximality invariant: no two neighbouring consecutive sub-axes of one axis."""
-    pair = mergeable_pair(refs, sizes)
-    if pair is not None:
-        a, b, merged = pair
-        raise ShardingError(
-            "non-maximal-sub-axes",
-            f"{a} and {b} in {where} are consecutive sub-axes of axis \"{a.name}\" (size "
-            f"{sizes[a.name]}); sub-axes must be as big as possible: write them as {merged}",
-            axis=a.name,
-            dim=dim,
-        )
-
-
-def _array_entry(mesh: Mesh, dim: int, e) -> DimSharding:
-    """One ArraySharding entry: an axis name, an axis index, or -1 / None for an unsharded dim."""
-    names = mesh.axis_names
-    if e is None or (type(e) is int and e == -1):
-        return DimSharding()
-    if type(e) is int:
-        if 0 <= e < len(names):
-            return DimSharding((names[e],))
-        raise ShardingError("invalid-spec", f"dimension {dim}: axis index {e} is not an axis of the mesh (indices "
-                            f"0..{len(names) - 1} for {', '.join(names)}, or -1 for unsharded)", dim=dim)
-    if isinstance(e, str):
-        if e not in names:
-            raise ShardingError("unknown-axis", f"dimension {dim}: axis {e!r} is not an axis of the mesh "
-                                f"({', '.join(names) or 'no axes'})", axis=e, dim=dim)
-        return DimSharding((e,))
-    raise ShardingError("invalid-spec", f"dimension {dim}: ArraySharding entry {e!r} must be an axis name, an axis "
-                        "index or -1", dim=dim)
 
 
 @dataclass(frozen=True)
@@ -126,22 +51,22 @@ class Sharding:
         if not isinstance(mesh, Mesh):
             raise ShardingError("invalid-mesh", f"a Sharding needs a Mesh, got {type(mesh).__name__}")
         sizes = mesh.shape
-        dims = tuple(_dim(d) for d in self.dims)
+        dims = tuple(as_dim_sharding(d) for d in self.dims)
         for i, d in enumerate(dims):
             for a in d.axes:
                 check_ref(a, sizes, f"dimension {i}", dim=i)
-        rep = tuple(_ref(a) for a in self.replicated)
-        unr = tuple(_ref(a) for a in self.unreduced)
+        rep = tuple(axis_ref(a) for a in self.replicated)
+        unr = tuple(axis_ref(a) for a in self.unreduced)
         for a in rep:
             check_ref(a, sizes, "replicated={...}")
         for a in unr:
             check_ref(a, sizes, "unreduced={...}")
-        rep = _sort_refs(rep, mesh)
-        unr = _sort_refs(unr, mesh)
+        rep = sorted_refs(rep, mesh)
+        unr = sorted_refs(unr, mesh)
         for i, d in enumerate(dims):
-            _check_maximal(d.axes, sizes, f"dimension {i}", i)
-        _check_maximal(rep, sizes, "replicated={...}")
-        _check_maximal(unr, sizes, "unreduced={...}")
+            check_maximal(d.axes, sizes, f"dimension {i}", i)
+        check_maximal(rep, sizes, "replicated={...}")
+        check_maximal(unr, sizes, "unreduced={...}")
         object.__setattr__(self, "dims", dims)
         object.__setattr__(self, "replicated", rep)
         object.__setattr__(self, "unreduced", unr)
@@ -217,7 +142,7 @@ class Sharding:
 
     @staticmethod
     def from_array_sharding(mesh: Mesh, spec) -> "Sharding":
-        """The FHE compiler's ArraySharding (seed 003) as a closed sharding over ``mesh``: text
+        """The FHE compiler's ArraySharding as a closed sharding over ``mesh``: text
         ``{y, z, -1}`` or a sequence, per tensor dim the mesh axis that splits it, by name or by
         index into ``mesh.axis_names`` (``1`` is the second axis), ``-1`` (or None) for none.
         Axes not named replicate the array."""
@@ -230,7 +155,7 @@ class Sharding:
         else:
             raise ShardingError("invalid-spec", f"an ArraySharding is text like {{y, z, -1}} or a list of axis names "
                                 f"and indices, got {type(spec).__name__}")
-        return Sharding(mesh, tuple(_array_entry(mesh, k, e) for k, e in enumerate(entries)))
+        return Sharding(mesh, tuple(array_entry(mesh, k, e) for k, e in enumerate(entries)))
 
     @staticmethod
     def from_text(text: str, mesh: Mesh) -> "Sharding":

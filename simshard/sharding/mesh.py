@@ -7,7 +7,6 @@ each has a name, which is how Shardy text refers to it (``<@mesh_xy, ...>``).
 from __future__ import annotations
 
 import enum
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -16,7 +15,7 @@ import numpy as np
 
 from .axes import AxisRef
 from ..errors import ShardingError
-from . import syntax
+from . import physical, syntax
 
 # A mesh holds every device id; far beyond this it could be neither stored nor simulated, and
 # building it would exhaust memory (a 30-character mesh text can name 10**12 devices).
@@ -255,15 +254,26 @@ class Mesh:
         return pos
 
     def __eq__(self, other: object) -> bool:
+        """Mesh equality: same axes, sizes, device order, name and axis types (a mesh is
+        usually compared with itself, so identity answers first). The two weaker relations
+        code needs are named, here and nowhere else: :meth:`same_layout` (name and axis types
+        aside) and :meth:`same_axes` (device order aside too)."""
+        if self is other:
+            return True
         if not isinstance(other, Mesh):
             return NotImplemented
-        return (self.axis_names, self.axis_sizes, self.device_ids, self.name, self.axis_types) == (
-            other.axis_names,
-            other.axis_sizes,
-            other.device_ids,
-            other.name,
-            other.axis_types,
-        )
+        return self.same_layout(other) and (self.name, self.axis_types) == (other.name, other.axis_types)
+
+    def same_layout(self, other: "Mesh") -> bool:
+        """Whether ``other`` lays devices out as this mesh does: the same axes with the same
+        sizes over the same device order, whatever the names of the meshes and the types of
+        their axes (a sharding on one means the same placement on the other)."""
+        return self.same_axes(other) and self.device_ids == other.device_ids
+
+    def same_axes(self, other: "Mesh") -> bool:
+        """Whether ``other`` has the same axes with the same sizes, in the same order, whatever
+        its device order, name and axis types (a sharding written for one fits the other)."""
+        return self is other or (self.axis_names, self.axis_sizes) == (other.axis_names, other.axis_sizes)
 
     # -- text ------------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -317,80 +327,9 @@ def make_mesh(
         raise ShardingError(
             "invalid-mesh", f"axis_dims {tuple(dims)} and axis_names {tuple(axis_names)} differ in length"
         )
-    if isinstance(devices, int) or devices is None:
-        count = devices
-        ids = None
-    else:
-        ids = [int(d) for d in devices]
-        count = len(ids)
-    counted_from = "were given"
-    if count is None and physical_shape is not None:
-        count = math.prod(physical_shape)
-        counted_from = f"are in physical shape {tuple(physical_shape)}"
-    unknown = [i for i, d in enumerate(dims) if d == -1]
-    if len(unknown) > 1:
-        raise ShardingError("invalid-mesh", f"at most one axis size may be -1, got {tuple(dims)}")
-    if any(d < 1 and d != -1 for d in dims):
-        raise ShardingError("invalid-mesh", f"axis sizes must be positive or -1, got {tuple(dims)}")
-    known = math.prod(d for d in dims if d != -1)
-    if unknown:
-        if count is None:
-            raise ShardingError("invalid-mesh", "an axis size of -1 needs devices= (a count or a list)")
-        if count % known:
-            raise ShardingError(
-                "invalid-mesh", f"{count} devices cannot be split into {tuple(dims)}: {count} % {known} != 0"
-            )
-        dims[unknown[0]] = count // known
-    total = math.prod(dims)
-    if count is not None and count != total:
-        raise ShardingError("invalid-mesh", f"mesh {tuple(dims)} has {total} devices but {count} {counted_from}")
-
+    count, ids, counted_from = physical.device_count(devices, physical_shape)
+    dims = physical.infer_dims(dims, count, counted_from)
     if physical_shape is not None:
-        phys = [int(p) for p in physical_shape]
-        if math.prod(phys) != total:
-            raise ShardingError(
-                "invalid-mesh", f"physical shape {tuple(phys)} has {math.prod(phys)} devices, mesh needs {total}"
-            )
-        order = _assign_physical(dims, phys)
-        if order is None:
-            if not mesh_axis_splitting:
-                raise ShardingError(
-                    "mesh-axis-splitting",
-                    f"logical mesh {tuple(dims)} cannot be built from whole dimensions of the physical "
-                    f"mesh {tuple(phys)}; pass mesh_axis_splitting=True to split physical dimensions "
-                    "(slower collectives on real hardware)",
-                )
-            # Splitting allowed: keep the physical row-major order.
-            perm = list(range(total))
-        else:
-            perm = _transpose_ids(phys, order)
+        perm = physical.device_order(dims, [int(p) for p in physical_shape], mesh_axis_splitting)
         ids = [ids[p] for p in perm] if ids is not None else perm
     return Mesh(list(zip(axis_names, dims)), ids, name=name, axis_types=axis_types)
-
-
-def _assign_physical(dims: list[int], phys: list[int]) -> list[list[int]] | None:
-    """Give each logical axis a set of whole physical dims whose sizes multiply to it, if possible."""
-    free = list(range(len(phys)))
-
-    def solve(i: int, free: list[int]) -> list[list[int]] | None:
-        if i == len(dims):
-            return [] if all(phys[f] == 1 for f in free) else None
-        for r in range(len(free) + 1):
-            for combo in itertools.combinations(free, r):
-                if math.prod(phys[c] for c in combo) == dims[i]:
-                    rest = solve(i + 1, [f for f in free if f not in combo])
-                    if rest is not None:
-                        return [list(combo)] + rest
-        return None
-
-    return solve(0, free)
-
-
-def _transpose_ids(phys: list[int], order: list[list[int]]) -> list[int]:
-    """Device ids of the physical grid read in the order the logical axes use its dims."""
-    import numpy as np
-
-    grid = np.arange(math.prod(phys)).reshape(phys)
-    used = [d for group in order for d in group]
-    rest = [d for d in range(len(phys)) if d not in used]  # size-1 physical dims
-    return [int(x) for x in grid.transpose(used + rest).reshape(-1)]

@@ -60,7 +60,7 @@ class Placement:
         if dim is None or 0 <= dim < ndim:
             return self
         out = copy.copy(self)
-        object.__setattr__(out, "dim", _norm_dim(self, dim, ndim))
+        object.__setattr__(out, "dim", normalize_dim(self, dim, ndim))
         return out
 
     def with_dim(self, dim: int) -> "Placement":  # pragma: no cover - overridden by dim placements
@@ -77,7 +77,9 @@ def pending_op(p: Placement) -> str | None:
     return getattr(p, "reduce_op", None)
 
 
-def _norm_dim(p: "Placement", dim: int, ndim: int) -> int:
+def normalize_dim(p: "Placement", dim: int, ndim: int) -> int:
+    """``dim`` of a rank-``ndim`` tensor counted from 0 (a negative dim counts from the end);
+    a dim outside the tensor is an error naming placement ``p``."""
     d = dim + ndim if dim < 0 else dim
     if not 0 <= d < ndim:
         raise ShardingError("invalid-placement", f"{p} names dim {dim} of a rank-{ndim} tensor", dim=dim)
@@ -122,7 +124,7 @@ class Shard(Placement):
         return np.concatenate(pieces, axis=axis)
 
     def normalized(self, ndim):
-        return Shard(_norm_dim(self, self.dim, ndim))
+        return Shard(normalize_dim(self, self.dim, ndim))
 
     def with_dim(self, dim):
         return Shard(dim)
@@ -152,7 +154,7 @@ class StridedShard(Placement):
         return [np.concatenate([s[i] for s in stripes]) for i in range(num)]
 
     def normalized(self, ndim):
-        return StridedShard(_norm_dim(self, self.dim, ndim), self.split_factor)
+        return StridedShard(normalize_dim(self, self.dim, ndim), self.split_factor)
 
     def with_dim(self, dim):
         return StridedShard(dim, self.split_factor)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ShardingError
-from .placements import Placement, _norm_dim
+from .placements import Placement, normalize_dim
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class RaggedShard(Placement):
         return np.concatenate(pieces, axis=axis)
 
     def normalized(self, ndim):
-        return RaggedShard(_norm_dim(self, self.dim, ndim), self.units)
+        return RaggedShard(normalize_dim(self, self.dim, ndim), self.units)
 
     def __str__(self) -> str:
         return f"Ragged({self.dim}, units={list(self.units)})"

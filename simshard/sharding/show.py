@@ -14,7 +14,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .layout import Layout, layout, pieces_per_dim
+from .layout import layout, pieces_per_dim
+from .layout_model import Layout
 from .placements import DTensorSpec
 
 _COLORS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta",

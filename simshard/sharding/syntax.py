@@ -4,7 +4,7 @@
     <@mesh_xy, [{"x"}p1, {"y":(2)2, ?}], replicated={"z"}, unreduced={"w"}>
 
 Extension for pending reductions other than sum: ``unreduced(max)={"w"}``. Also the FHE
-compiler's ArraySharding (seed 003): ``{y, z, -1}`` or ``{1, 2, -1}``, per tensor dim the mesh axis
+compiler's ArraySharding: ``{y, z, -1}`` or ``{1, 2, -1}``, per tensor dim the mesh axis
 (by name or index) that splits it, ``-1`` for none (``parse_array_sharding``). Any malformed input
 raises ``ShardingError`` (rule ``parse``) pointing at the column with a caret line. The parse
 gives tuples and ``AxisRef``s; ``Mesh.parse`` and ``Sharding.parse`` build (and validate) their
@@ -180,7 +180,7 @@ def parse_sharding(text: str):
 
 def parse_mesh(text: str):
     """``(name, [(axis, size), ...], device_ids or None)`` from every spelling of a mesh in Shardy's
-    text and seed 000: ``@m = <["x"=2, "y"=4]>``, ``<["a"=2]>`` (no name: ``mesh``), ``@m =
+    text and its variants: ``@m = <["x"=2, "y"=4]>``, ``<["a"=2]>`` (no name: ``mesh``), ``@m =
     <"x"=4, "y"=2>`` (axes without brackets), ``@m = <["x"=2], device_ids=[1, 0]>``, ``@m =
     {<["a"=4, "b"=2]>, device_ids=[...]}``, ``<[]>`` (no axes) and ``<[], device_ids=[0]>``
     (maximal, one device), each optionally after ``sdy.mesh``."""

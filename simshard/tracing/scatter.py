@@ -16,11 +16,13 @@ import numpy as np
 
 from ..errors import TraceError
 from .explicit import mode
-from .explicit.broadcast import _retype
+from .explicit.broadcast import retype
 from .explicit.errors import ShardingTypeError
 from .explicit.rules import consensus
 from .explicit.types import Spec, type_str
-from .lowering import _apply_out, astype, broadcast_to, getitem, reshape, take
+from .lowering_common import apply_out, astype, broadcast_to
+from .lowering_indexing import getitem, take
+from .lowering_shapes import reshape
 from .state import Tracer, as_tracer, bind
 
 
@@ -44,7 +46,7 @@ class _IndexUpdateRef:
         full = all(isinstance(i, slice) and i == slice(None) for k, i in enumerate(index) if k not in arrays)
         if len(arrays) == 1 and full:
             return take(self.x, index[arrays[0]], axis=arrays[0], out_sharding=out_sharding)
-        return _apply_out(getitem(self.x, self.index), out_sharding, "get")
+        return apply_out(getitem(self.x, self.index), out_sharding, "get")
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None, out_sharding=None):
         return update_slice(self.x, self.index, values, "set", out_sharding)
@@ -102,7 +104,7 @@ def update_slice(x, index, values, how: str, out_sharding=None):
         cur = bind("dynamic_slice", x, *starts, slice_sizes=window)
         v = cur + v
     out = bind("dynamic_update_slice", x, v, *starts)
-    return _apply_out(out, out_sharding, "at[...].set")
+    return apply_out(out, out_sharding, "at[...].set")
 
 
 def _typed_operands(x, v, window, dropped, from_scalar: bool):
@@ -129,7 +131,7 @@ def _typed_operands(x, v, window, dropped, from_scalar: bool):
         spec.append(c)
     spec_t: Spec = tuple(spec)
     if xs != spec_t:
-        x = _retype(x, tuple(x.shape), spec_t)
+        x = retype(x, tuple(x.shape), spec_t)
     if vs != spec_t:
-        v = _retype(v, tuple(v.shape), spec_t)
+        v = retype(v, tuple(v.shape), spec_t)
     return x, v

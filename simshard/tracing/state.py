@@ -76,6 +76,11 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
         if getattr(builder, "tracers", None) is not None:
             builder.tracers[value] = self
 
+    @property
+    def builder(self) -> Builder:
+        """The trace this value belongs to (a value of an enclosing trace is captured, not used)."""
+        return self._builder
+
     # -- ndarray-like attributes ---------------------------------------------------------------
     @property
     def aval(self) -> Aval:
@@ -246,7 +251,7 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
 def _operand(builder: Builder, x, like_dtype=None) -> Value | Literal:
     """A program operand for ``x``: a traced value, a scalar literal, or a recorded constant."""
     if isinstance(x, Tracer):
-        if x._builder is not builder:
+        if x.builder is not builder:
             capture = getattr(builder, "capture", None)  # a nested trace (vmap's) closes over it
             if capture is None:
                 raise TraceError(f"{x!r} belongs to another trace (a traced value escaped its function?)")

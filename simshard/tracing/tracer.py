@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 import optree
 
 from ..errors import ShardingError, TraceError
 from ..ir import trace_stack
-from ..ir.program import Aval, Program
+from ..ir.program import Aval, Program, Value
 from ..sharding.dims import NamedSharding, Sharding, dims_view
 from ..sharding.partition_spec import P
 from ..sharding.placements import DTensorSpec
@@ -42,7 +42,6 @@ class ShapeDtype:
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
         object.__setattr__(self, "dtype", np.dtype(self.dtype))
-
 
 
 # -- tracing a function ---------------------------------------------------------------------------
@@ -130,7 +129,7 @@ class _Shown(str):
 _UNSET = object()  # stands for a None sharding while broadcasting (None is no pytree leaf)
 
 
-def _broadcast_prefix(spec_tree, tree, what: str) -> list:
+def broadcast_prefix(spec_tree, tree, what: str) -> list:
     """Shardings given as a pytree prefix of the values, one per leaf of ``tree``.
 
     ``None`` means "no sharding" in ``spec_tree`` but "no value" in ``tree`` (it has no leaves),
@@ -154,6 +153,8 @@ def _broadcast_prefix(spec_tree, tree, what: str) -> list:
     return [None if s is _UNSET else s for s in leaves]
 
 
+
+
 def trace(
     fun: Callable,
     *args,
@@ -166,41 +167,13 @@ def trace(
     """Trace ``fun(*args)`` into a Program. Arrays and ShapeDtypes become inputs; static args are
     passed through as Python values (they must be hashable)."""
     mesh = mesh if mesh is not None else get_mesh()
-    static = set(int(i) % max(len(args), 1) for i in static_argnums)
-    for i in static:
-        try:
-            hash(args[i])
-        except TypeError:
-            raise TraceError(f"static argument {i} ({type(args[i]).__name__}) must be hashable") from None
+    static = _static_indices(args, static_argnums)
     names = _argument_names(fun, len(args))
     dyn_args = tuple(a for i, a in enumerate(args) if i not in static)
     dyn_names = [n for i, n in enumerate(names[: len(args)]) if i not in static]
-
     builder = Builder(mesh, array_methods)
-    leaves_per_arg = [optree.tree_flatten_with_path(a, none_is_leaf=False) for a in dyn_args]
-    if _is_sharding_leaf(in_shardings):  # None, or one sharding (a P too) for every argument
-        in_shardings = (in_shardings,) * len(dyn_args)
-    if len(in_shardings) != len(dyn_args):
-        raise ShardingError(
-            "structure-mismatch", f"in_shardings has {len(in_shardings)} entries for {len(dyn_args)} arguments"
-        )
-    inputs, input_names, in_sh = [], [], []
-    tracer_args = []
-    for k, (arg, (paths, leaves, treedef)) in enumerate(zip(dyn_args, leaves_per_arg)):
-        specs = _broadcast_prefix(in_shardings[k], arg, f"in_shardings[{k}] (argument {dyn_names[k]})")
-        tracers = []
-        for path, leaf, spec in zip(paths, leaves, specs):
-            label = _path_name(dyn_names[k], path)
-            aval = _leaf_aval(leaf, f"input {label}")
-            if spec is None and isinstance(leaf, ShapeDtype):
-                spec = leaf.sharding
-            sharding = resolve_sharding(spec, aval, f"input {label}", mesh)
-            v = builder.new_value(aval)
-            inputs.append(v)
-            input_names.append(label)
-            in_sh.append(sharding)
-            tracers.append(Tracer(builder, v, dims_view(sharding, aval.shape), weak=is_python_scalar(leaf)))
-        tracer_args.append(optree.tree_unflatten(treedef, tracers))
+    traced = _trace_inputs(builder, dyn_args, dyn_names, in_shardings, mesh)
+    inputs, input_names, in_sh, tracer_args = traced
     it = iter(tracer_args)
     call_args = [a if i in static else next(it) for i, a in enumerate(args)]
 
@@ -209,7 +182,7 @@ def trace(
         out = fun(*call_args, **kwargs)
         out_leaves, out_tree = optree.tree_flatten(out, none_is_leaf=False)
         out_tracers = [o if isinstance(o, Tracer) else constant(np.asarray(o)) for o in out_leaves]
-    out_specs = _broadcast_prefix(out_shardings, out, "out_shardings")
+    out_specs = broadcast_prefix(out_shardings, out, "out_shardings")
     out_sh = [resolve_sharding(s, t.aval, f"output {i}", mesh) for i, (s, t) in enumerate(zip(out_specs, out_tracers))]
     _check_one_device_set(
         [(f"input {n}", s) for n, s in zip(input_names, in_sh)]
@@ -229,6 +202,57 @@ def trace(
     program = explicit_mode.finish(builder, program)
     object.__setattr__(program, "out_tree", out_tree)
     return program
+
+
+def _static_indices(args, static_argnums: Sequence[int]) -> set[int]:
+    """The positions of the static arguments (negative ones count from the end); each must be
+    hashable."""
+    static = set(int(i) % max(len(args), 1) for i in static_argnums)
+    for i in static:
+        try:
+            hash(args[i])
+        except TypeError:
+            raise TraceError(f"static argument {i} ({type(args[i]).__name__}) must be hashable") from None
+    return static
+
+
+class TracedInputs(NamedTuple):
+    """The program inputs a trace made of the dynamic arguments: per leaf its value, name and
+    sharding; per argument the pytree of Tracers the function is called with."""
+
+    values: list[Value]
+    names: list[str]
+    shardings: list[Sharding | None]
+    arguments: list[Any]
+
+
+def _trace_inputs(builder: Builder, dyn_args: tuple, dyn_names: list[str], in_shardings, mesh) -> TracedInputs:
+    """One program input per array leaf of the dynamic arguments, with its sharding (the
+    argument's ``in_shardings`` entry, a pytree prefix; else a ShapeDtype's own)."""
+    leaves_per_arg = [optree.tree_flatten_with_path(a, none_is_leaf=False) for a in dyn_args]
+    if _is_sharding_leaf(in_shardings):  # None, or one sharding (a P too) for every argument
+        in_shardings = (in_shardings,) * len(dyn_args)
+    if len(in_shardings) != len(dyn_args):
+        raise ShardingError(
+            "structure-mismatch", f"in_shardings has {len(in_shardings)} entries for {len(dyn_args)} arguments"
+        )
+    traced = TracedInputs([], [], [], [])
+    for k, (arg, (paths, leaves, treedef)) in enumerate(zip(dyn_args, leaves_per_arg)):
+        specs = broadcast_prefix(in_shardings[k], arg, f"in_shardings[{k}] (argument {dyn_names[k]})")
+        tracers = []
+        for path, leaf, spec in zip(paths, leaves, specs):
+            label = _path_name(dyn_names[k], path)
+            aval = _leaf_aval(leaf, f"input {label}")
+            if spec is None and isinstance(leaf, ShapeDtype):
+                spec = leaf.sharding
+            sharding = resolve_sharding(spec, aval, f"input {label}", mesh)
+            v = builder.new_value(aval)
+            traced.values.append(v)
+            traced.names.append(label)
+            traced.shardings.append(sharding)
+            tracers.append(Tracer(builder, v, dims_view(sharding, aval.shape), weak=is_python_scalar(leaf)))
+        traced.arguments.append(optree.tree_unflatten(treedef, tracers))
+    return traced
 
 
 def _check_one_device_set(named: list[tuple[str, Sharding | None]], mesh) -> None:

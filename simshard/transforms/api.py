@@ -21,7 +21,9 @@ from ..tracing.state import Builder, Tracer, as_tracer
 from .reverse import Remat, backward
 
 
-def _builder(what: str) -> Builder | None:
+def trace_builder(what: str) -> Builder | None:
+    """The trace in progress (None outside one); ``what`` names the transform that refuses any
+    other kind of trace."""
     trace = trace_stack.current()
     if trace is None:
         return None
@@ -30,8 +32,9 @@ def _builder(what: str) -> Builder | None:
     return trace
 
 
-def _outside_trace(fn: Callable, *args):
-    """Run ``fn(*args)`` by tracing it and evaluating the program with numpy."""
+def outside_trace(fn: Callable, *args):
+    """Run ``fn(*args)`` by tracing it and evaluating the program with numpy (a transform called
+    outside any trace)."""
     from ..tracing.tracer import jit
 
     return jit(fn)(*args)
@@ -45,7 +48,7 @@ def _leaves(tree):
     out = []
     for x in leaves:
         x = as_tracer(x) if not isinstance(x, Tracer) else x
-        if x._builder is not builder and getattr(builder, "capture", None) is not None:
+        if x.builder is not builder and getattr(builder, "capture", None) is not None:
             x = builder.tracer(builder.capture(x))
         out.append(x)
     return out, treedef
@@ -65,7 +68,7 @@ def _distinct(tracers: list[Tracer]) -> list[Tracer]:
 
 def vjp(f: Callable, *primals, has_aux: bool = False):
     """``(out, f_vjp)`` (or ``(out, f_vjp, aux)``): ``f_vjp(ct)`` gives the cotangent of each primal."""
-    builder = _builder("ss.vjp")
+    builder = trace_builder("ss.vjp")
     if builder is None:
         raise TraceError("ss.vjp returns a function of the trace it runs in: call it inside ss.jit / ss.run "
                          "(ss.grad and ss.value_and_grad also work on concrete arrays)")
@@ -111,8 +114,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
 
     @functools.wraps(f)
     def run(*args, **kwargs):
-        if _builder("ss.value_and_grad") is None:
-            return _outside_trace(lambda *a: run(*a, **kwargs), *args)
+        if trace_builder("ss.value_and_grad") is None:
+            return outside_trace(lambda *a: run(*a, **kwargs), *args)
         nums = _argnums(argnums, len(args))
 
         def partial(*diff):
@@ -147,9 +150,9 @@ def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False):
 
 def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     """``(f(*primals), J @ tangents)``: forward mode, as the transpose of reverse mode."""
-    builder = _builder("ss.jvp")
+    builder = trace_builder("ss.jvp")
     if builder is None:
-        return _outside_trace(lambda p, t: jvp(f, p, t), tuple(primals), tuple(tangents))
+        return outside_trace(lambda p, t: jvp(f, p, t), tuple(primals), tuple(tangents))
     primals, tangents = tuple(primals), tuple(tangents)
     if optree.tree_structure(primals) != optree.tree_structure(tangents):
         raise TraceError("ss.jvp: primals and tangents differ in structure")
@@ -177,7 +180,7 @@ def checkpoint(f: Callable | None = None, *, prevent_cse: bool = True, policy: A
 
     @functools.wraps(f)
     def run(*args, **kwargs):
-        builder = _builder("ss.checkpoint")
+        builder = trace_builder("ss.checkpoint")
         if builder is None:
             return f(*args, **kwargs)
         start = len(builder.eqns)

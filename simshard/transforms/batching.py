@@ -20,9 +20,10 @@ from ..errors import TraceError
 from ..ir.program import Aval, Value
 from ..ops import get_op
 from ..ops.cotangents import call
-from ..sharding.dims import DimSharding, Sharding
+from ..sharding.dims import Sharding
+from ..sharding.dim_sharding import DimSharding
 from ..tracing.state import Tracer, as_tracer
-from .api import _builder, _outside_trace
+from .api import outside_trace, trace_builder
 from .nested import trace_nested
 
 
@@ -60,18 +61,12 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_
 
     @functools.wraps(f)
     def run(*args):
-        outer = _builder("ss.vmap")
+        outer = trace_builder("ss.vmap")
         if outer is None:
-            return _outside_trace(run, *args)
+            return outside_trace(run, *args)
         leaves, in_tree = optree.tree_flatten(args, none_is_leaf=False)
         axes = _axes_of(in_axes, args)
-        sizes = {np.shape(x)[a] for x, a in zip(leaves, axes) if a is not None}
-        if axis_size is not None:
-            sizes.add(int(axis_size))
-        if len(sizes) != 1:
-            raise TraceError(f"vmap: the mapped axes have sizes {sorted(sizes)}; they must agree (and one must be mapped)"
-                             if sizes else "vmap: no argument is mapped (every in_axes is None); give axis_size")
-        size = sizes.pop()
+        size = _batch_size(leaves, axes, axis_size)
         batched_args = []
         for x, a in zip(leaves, axes):
             x = as_tracer(x)
@@ -82,41 +77,61 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name=None, axis_
                 if spmd_axis_name is not None:
                     x = _spmd(x, spmd_axis_name, 0, outer.mesh)
             batched_args.append((x, a is not None))
-
         nested = trace_nested(outer, f, in_tree, [Aval(x.shape[1:] if b else x.shape, x.dtype) for x, b in batched_args])
-        inner_inputs, out_leaves, out_tree = nested.inputs, nested.outputs, nested.out_tree
-
-        env: dict[Value, tuple[Tracer, bool]] = {t.value: xb for t, xb in zip(inner_inputs, batched_args)}
-        env.update((v, (t, False)) for v, t in nested.captured.items())
-        for e in nested.builder.eqns:
-            ins = [env[i][0] if isinstance(i, Value) else np.asarray(i.value) for i in e.inputs]
-            bat = [isinstance(i, Value) and env[i][1] for i in e.inputs]
-            if not any(bat):
-                outs = outer.bind(e.op, *ins, shardings=e.shardings, **e.kw)
-            else:
-                rule = get_op(e.op).batch
-                if rule is None:
-                    raise TraceError(f"vmap: op {e.op} has no batching rule; give it one with "
-                                     f"ss.ops.define_batch({e.op!r}, rule), or keep batched values out of it")
-                outs = rule(ins, bat, **e.kw)
-            outs = outs if isinstance(outs, tuple) else (outs,)
-            for o, t in zip(e.outputs, outs):
-                env[o] = (t, any(bat))
-
-        result = []
-        out = optree.tree_unflatten(out_tree, out_leaves)
-        out_axes_leaves = _axes_of(out_axes, (out,)) if not isinstance(out_axes, int) else [out_axes] * len(out_leaves)
-        for o, a in zip(out_leaves, out_axes_leaves):
-            t, b = env[o.value]
-            if not b:
-                t = call("broadcast_in_dim", t, shape=(size,) + t.shape, broadcast_dimensions=tuple(range(1, t.ndim + 1)))
-            if spmd_axis_name is not None:
-                t = _spmd(t, spmd_axis_name, 0, outer.mesh)
-            if a is None:
-                raise TraceError("vmap: out_axes=None (an unmapped output) is not supported")
-            if a % t.ndim != 0:
-                t = np.moveaxis(t, 0, a % t.ndim)
-            result.append(t)
-        return optree.tree_unflatten(out_tree, result)
+        env = _replay_batched(outer, nested, batched_args)
+        out = optree.tree_unflatten(nested.out_tree, nested.outputs)
+        out_axes_leaves = _axes_of(out_axes, (out,)) if not isinstance(out_axes, int) else [out_axes] * len(nested.outputs)
+        result = [_batched_output(env[o.value], a, size, spmd_axis_name, outer.mesh)
+                  for o, a in zip(nested.outputs, out_axes_leaves)]
+        return optree.tree_unflatten(nested.out_tree, result)
 
     return run
+
+
+def _batch_size(leaves, axes, axis_size: int | None) -> int:
+    """The one size of every mapped axis (and of ``axis_size`` when given)."""
+    sizes = {np.shape(x)[a] for x, a in zip(leaves, axes) if a is not None}
+    if axis_size is not None:
+        sizes.add(int(axis_size))
+    if len(sizes) != 1:
+        raise TraceError(f"vmap: the mapped axes have sizes {sorted(sizes)}; they must agree (and one must be mapped)"
+                         if sizes else "vmap: no argument is mapped (every in_axes is None); give axis_size")
+    return sizes.pop()
+
+
+def _replay_batched(outer, nested, batched_args) -> dict[Value, tuple[Tracer, bool]]:
+    """The nested trace's equations recorded again in the enclosing trace: unchanged where no
+    operand is batched, by the op's batching rule where one is. Returns, per nested value, its
+    Tracer in the enclosing trace and whether it is batched."""
+    env: dict[Value, tuple[Tracer, bool]] = {t.value: xb for t, xb in zip(nested.inputs, batched_args)}
+    env.update((v, (t, False)) for v, t in nested.captured.items())
+    for e in nested.builder.eqns:
+        ins = [env[i][0] if isinstance(i, Value) else np.asarray(i.value) for i in e.inputs]
+        bat = [isinstance(i, Value) and env[i][1] for i in e.inputs]
+        if not any(bat):
+            outs = outer.bind(e.op, *ins, shardings=e.shardings, **e.kw)
+        else:
+            rule = get_op(e.op).batch
+            if rule is None:
+                raise TraceError(f"vmap: op {e.op} has no batching rule; give it one with "
+                                 f"ss.ops.define_batch({e.op!r}, rule), or keep batched values out of it")
+            outs = rule(ins, bat, **e.kw)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for o, t in zip(e.outputs, outs):
+            env[o] = (t, any(bat))
+    return env
+
+
+def _batched_output(traced: tuple[Tracer, bool], out_axis, size: int, spmd_axis_name, mesh):
+    """One output with its batch dim (broadcast when the output does not depend on the batch)
+    moved to ``out_axis``."""
+    t, batched = traced
+    if not batched:
+        t = call("broadcast_in_dim", t, shape=(size,) + t.shape, broadcast_dimensions=tuple(range(1, t.ndim + 1)))
+    if spmd_axis_name is not None:
+        t = _spmd(t, spmd_axis_name, 0, mesh)
+    if out_axis is None:
+        raise TraceError("vmap: out_axes=None (an unmapped output) is not supported")
+    if out_axis % t.ndim != 0:
+        t = np.moveaxis(t, 0, out_axis % t.ndim)
+    return t

@@ -77,7 +77,8 @@ def test_an_empty_block_sits_where_its_dim_ends_so_a_gather_shows_on_boxes():
     follow one another, so gathering them is shown on the boxes, with the same bytes as on the
     arrays (the empty device receives all 3 rows, the others 2)."""
     from simshard import Mesh
-    from simshard.sharding.dims import DimSharding, Sharding
+    from simshard.sharding.dims import Sharding
+    from simshard.sharding.dim_sharding import DimSharding
 
     mesh = Mesh({"y": 4})
     src = Sharding(mesh, (DimSharding(("y",)),))

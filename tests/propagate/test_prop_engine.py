@@ -140,3 +140,12 @@ def test_engine_conservative_blocks_permutation_factors():
         st = state(gr, {"x": S('<@mesh, [{"a"}, {"b"}]>')})
         engine.run(gr, st, "basic", conservative=conservative)
         assert txt(st.get("y")) == expected
+
+
+def test_engine_records_skipped_ops_and_why():
+    from simshard.propagate.provenance import Provenance
+
+    g = chain()
+    prov = Provenance()
+    engine.run(g, state(g, {}), "aggressive", prov=prov)
+    assert {n: s.reason for n, s in prov.skipped.items()} == {0: engine.SkipReason.NO_MESH, 1: engine.SkipReason.NO_MESH}

@@ -12,7 +12,7 @@ from simshard.ops import get_op
 from simshard.ir.program import Aval, Eqn, Program, Value
 from simshard.propagate import axis_math as am
 from simshard.propagate import propagate, propagation_info
-from simshard.sharding.dims import DimSharding
+from simshard.sharding.dim_sharding import DimSharding
 
 MESH = ss.Mesh({"a": 2, "b": 2, "c": 4}, name="mesh")
 AXES = ["a", "b", "c"]

@@ -55,7 +55,8 @@ def typeof(x) -> ArrayType:
 
 
 # -- resolving out_sharding ----------------------------------------------------------------------
-def _check_duplicates(p: P) -> None:
+def check_duplicates(p: P) -> None:
+    """Refuse a spec that maps one mesh axis to two dimensions (JAX's DuplicateSpecError)."""
     counts: dict[str, int] = {}
     for e in tuple(p):
         if e is None or e is P.UNCONSTRAINED:
@@ -86,7 +87,7 @@ def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None, s
     if isinstance(spec, (tuple, list)) and not isinstance(spec, P):
         spec = P(*spec)
     if isinstance(spec, NamedSharding):
-        if mesh is not None and (spec.mesh.axis_names, spec.mesh.axis_sizes) != (mesh.axis_names, mesh.axis_sizes):
+        if mesh is not None and not spec.mesh.same_axes(mesh):
             raise ValueError(
                 f"Context mesh {get_abstract_mesh()} should match the mesh of sharding "
                 f"{AbstractMesh.of(spec.mesh)} passed to {api_name}."
@@ -99,12 +100,12 @@ def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None, s
                 "Using PartitionSpec when you are not under a mesh context is not allowed. Please pass a "
                 f"NamedSharding instance or enter into a mesh context via `ss.set_mesh`. Got {spec!r}"
             )
-        _check_duplicates(spec)
+        check_duplicates(spec)
         if len(spec) > rank:
             raise ShardingError(
                 "rank-mismatch", f"{api_name}: {spec!r} has {len(spec)} entries but the result has rank {rank}"
             )
-        sharding = NamedSharding(_trace_mesh(mesh), spec).to_sharding(rank)
+        sharding = NamedSharding(trace_mesh(mesh), spec).to_sharding(rank)
     elif isinstance(spec, Sharding):
         spec.check_rank((0,) * rank)
         sharding = spec
@@ -119,13 +120,13 @@ def resolve(spec, rank: int, api_name: str, *, check_even: bool | None = None, s
 def _from_placements(spec, rank: int, api_name: str, shape, mesh) -> Sharding:
     """A DTensor spelling (``DTensorSpec``, placement list, text) as the exact Sharding of a value
     of ``shape`` (ShardingError where no tensor-dimension sharding lays data out the same way)."""
-    spec = from_spelling(spec, _trace_mesh(mesh) if mesh is not None else None, api_name)
+    spec = from_spelling(spec, trace_mesh(mesh) if mesh is not None else None, api_name)
     if isinstance(spec, Sharding):
         spec.check_rank((0,) * rank)
         return spec
     if shape is None or len(shape) != rank:
         raise ShardingError("invalid-spec", f"{api_name}: a placement list needs the value's shape here; give a P")
-    placed = DTensorSpec(_trace_mesh(spec.mesh), spec.placements)
+    placed = DTensorSpec(trace_mesh(spec.mesh), spec.placements)
     try:
         if mode.is_explicit():  # an explicit type is a tensor-dim sharding: exactly one or an error
             return Sharding.from_dtensor(placed, tuple(shape))
@@ -134,12 +135,12 @@ def _from_placements(spec, rank: int, api_name: str, shape, mesh) -> Sharding:
         raise ShardingError(e.rule, f"{api_name}: {e.detail}", axis=e.axis, dim=e.dim) from None
 
 
-def _trace_mesh(mesh: Mesh) -> Mesh:
+def trace_mesh(mesh: Mesh) -> Mesh:
     """Shardings live on the trace's own mesh (same axes; its axis types may differ from now's)."""
     trace = trace_stack.current()
     if trace is not None and trace.mesh is not None:
         base = trace.mesh
-        if (base.axis_names, base.axis_sizes) == (mesh.axis_names, mesh.axis_sizes):
+        if base.same_axes(mesh):
             return base
     return mesh
 

@@ -24,7 +24,7 @@ from ...sharding.dims import Sharding
 from ...sharding.partition_spec import P
 from ..state import as_tracer, bind
 from . import mode
-from .api import _check_duplicates, _trace_mesh, apply_out, check_even, resolve, typeof
+from .api import check_duplicates, trace_mesh, apply_out, check_even, resolve, typeof
 from .errors import ShardingTypeError
 from .types import Spec, partitions, replicated, spec_of, to_sharding, type_str
 
@@ -58,7 +58,7 @@ def broadcast_shardings(items: Sequence[tuple[tuple[int, ...], Spec]]) -> Spec:
                 raise ShardingTypeError(f"broadcast_shardings got incompatible shardings for broadcasting: {shown}.", op="broadcast")
             chosen = e
         out.append(chosen)
-    _check_duplicates(P(*partitions(tuple(out))))
+    check_duplicates(P(*partitions(tuple(out))))
     return tuple(out)
 
 
@@ -77,11 +77,11 @@ def broadcast_plain(x, shape: tuple[int, ...]):
     return bind("broadcast_in_dim", x, shape=shape, broadcast_dimensions=tuple(range(lead, len(shape))))
 
 
-def _retype(x, shape: tuple[int, ...], spec: Spec):
+def retype(x, shape: tuple[int, ...], spec: Spec):
     """``x`` broadcast to ``shape`` with sharding ``spec`` (a reshard when only the sharding changes)."""
     x = as_tracer(x)
     mesh = mode.current_mesh()
-    sharding = to_sharding(_trace_mesh(mesh), spec)
+    sharding = to_sharding(trace_mesh(mesh), spec)
     if x.shape == shape:
         return bind("reshard", x, sharding=sharding, shardings=(sharding,))
     lead = len(shape) - x.ndim
@@ -115,7 +115,7 @@ def broadcast_to_sharded(x, shape: tuple[int, ...], out_sharding):
         return x
     _check_compatible(x, shape, spec, target)
     check_even(target, shape)
-    return _retype(x, shape, spec)
+    return retype(x, shape, spec)
 
 
 def broadcast_arrays_typed(args: Sequence) -> list:
@@ -136,7 +136,7 @@ def broadcast_arrays_typed(args: Sequence) -> list:
             out.append(a)
         else:
             _check_compatible(a, out_shape, spec)
-            out.append(_retype(a, out_shape, spec))
+            out.append(retype(a, out_shape, spec))
     return out
 
 
@@ -174,7 +174,7 @@ def matmul_batch_operands(a, b, batch: tuple[int, ...]):
         if shape == full and spec == want:
             out.append(x)
         elif any(want) and want != replicated(len(full)):
-            out.append(_retype(x, full, want))
+            out.append(retype(x, full, want))
         else:
             out.append(broadcast_plain(x, full))
     return out[0], out[1]

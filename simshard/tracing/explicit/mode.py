@@ -54,7 +54,7 @@ def type_spec(x, rank: int, mesh: Mesh | None = None) -> tuple[Spec, tuple[str, 
 
 def _base_mesh(builder, mesh: Mesh) -> Mesh:
     base = builder.mesh if builder.mesh is not None else mesh
-    if base.axis_names != mesh.axis_names or base.axis_sizes != mesh.axis_sizes:
+    if not base.same_axes(mesh):
         return mesh
     return base
 

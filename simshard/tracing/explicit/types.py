@@ -22,7 +22,8 @@ from ...sharding.axes import AxisRef
 from ...dtypes import short_name
 from ...sharding.mesh import AxisType, Mesh
 from ...sharding.partition_spec import P
-from ...sharding.dims import DimSharding, Sharding
+from ...sharding.dims import Sharding
+from ...sharding.dim_sharding import DimSharding
 
 DimSpec = tuple[str, ...]
 Spec = tuple[DimSpec, ...]
