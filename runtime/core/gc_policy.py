@@ -6,7 +6,7 @@ cycles. At Python's default thresholds the young generation is collected every 7
 and the full collections that follow every hundred or so of those pass over the whole heap (the
 schedules, the records so far, whatever else the process holds): on a chain of 20,000 two-device
 messages, four full collections took a third of the run (46 against 32 us per message). Device
-hosts keep ``RUN_THRESHOLD`` for good (``ray_actor._quiet_gc``); the local backend raises the
+hosts keep ``RUN_THRESHOLD`` for good (``ray/host/process.quiet_gc``); the local backend raises the
 thresholds to it for the length of a run (``fewer_collections``).
 """
 

@@ -1,7 +1,7 @@
 """The mesh of device actors (``RayMesh``) and the controller that runs programs on it.
 
 The controller makes one call per device process per run, for the process's devices, and reads
-their summaries back: on its control line to the process (``control_line.py``: the plan, small
+their summaries back: on its control line to the process (``wire/control_line.py``: the plan, small
 input shards by value) or, where a shard is large, an input is a Ray object, the process is on
 another node or the data plane is "ray", as a Ray ``run`` call after a ``ray.put`` per distinct
 input block (``routes.py``). Outputs stay on the devices until asked for (``Execution.outputs[device]`` fetches one device's, ``assemble``
@@ -66,11 +66,11 @@ class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
     the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count).
     ``devices_per_process=k``: ``k`` consecutive devices share one actor process (``groups``),
-    messages between them staying in it (see ``runtime/ray_actor.py``); by default one device per
+    messages between them staying in it (see ``ray/host/device_host.py``); by default one device per
     process up to ``max(8, 2 * CPUs)`` devices on a local Ray, more beyond (``auto_per_process``),
     and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
     messages between processes travel (``DATA_PLANES``). ``busy_poll``: whether a waiting device
-    process polls for its message before it sleeps (``runtime/busy_poll.py``); by default on the
+    process polls for its message before it sleeps (``runtime/wire/polling.py``); by default on the
     sockets data plane where a node has a core for each of its device processes (``polls``)."""
 
     keys = itertools.count()  # program keys, unique across meshes

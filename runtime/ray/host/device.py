@@ -126,7 +126,7 @@ class HostedDevice:
         try:
             # otherwise no copy: a large array is a read-only view of the object store (the kernels
             # and collectives never write into their inputs), a small one was unpickled for us
-            # alone, a body still in its sender's memory is read when received (socket_channel.Lent)
+            # alone, a body still in its sender's memory is read when received (wire.memory_reads.Lent)
             if copy:
                 array = st.mailbox.copy_in(src, key, array)
             elif not is_lent(array):

@@ -124,7 +124,7 @@ class DeviceHost:
         node's by their Unix socket, other nodes' by TCP. A socket that does not open within
         ``CONNECT_SECONDS`` (a firewall between nodes, say) is given up: its peers are reached by
         Ray calls instead. Runs below ``floor`` are over. ``busy_poll``: whether this process's
-        loop polls before it sleeps (``busy_poll.py``; None: where the node has a core for each of
+        loop polls before it sleeps (``wire/polling.py``; None: where the node has a core for each of
         its device processes). Returns whether it polls."""
         from ...wire.polling import SPIN_SECONDS, busy_poll as poll, should_spin  # after bootstrap (see __init__)
         from ...wire.sockets import Connection
