@@ -34,6 +34,7 @@ import argparse
 import datetime
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -81,7 +82,7 @@ def mlp_shapes(scale: str, quick: bool) -> tuple[int, int, int]:
 def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
     """Seconds of one collective over 8 devices (steady state, devices' clocks)."""
     sys.path.insert(0, str(HERE))
-    from ray_bench import collective_program, collective_seconds, collective_shape
+    from ray_bench import collective_program, collective_seconds, collective_shape  # not at the top: the peers' workers run this file under --peer-python, maybe without simshard
 
     from simshard.runtime import run_local
 
@@ -89,7 +90,7 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
     out = {}
     rm = None
     if backend == "ray":
-        from simshard.runtime.ray.driver.mesh import RayMesh
+        from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
         rm = RayMesh(devices=ids).start()
     try:
@@ -118,7 +119,7 @@ def _mlp(x, w1, w2):
 def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int = 1) -> dict:
     """Seconds per step, inputs resident (DeviceArrays in, outputs left on the devices) and end to
     end (numpy in, numpy out)."""
-    import simshard as ss
+    import simshard as ss  # not at the top: the peers' workers run this file under --peer-python, maybe without simshard
     from simshard import P
     from simshard.runtime import LocalMesh
 
@@ -128,7 +129,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
             rng.integers(-2, 3, (d_ff, d)).astype(np.float32))
     specs = (P("x", None), P(None, "y"), P("y", None))
     if backend == "ray":
-        from simshard.runtime.ray.driver.mesh import RayMesh
+        from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
         devices = RayMesh(mesh, devices_per_process=per_process).start()
     else:
@@ -140,7 +141,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
         assert np.array_equal(got, _mlp(*args)), "simshard's MLP differs from numpy"
         return {"resident": best(lambda: step(*resident).arrays),
                 "end_to_end": best(lambda: step(*args).outputs, 3),
-                "data_plane": getattr(step(*resident).execution, "data_plane", "local")}
+                "data_plane": step(*resident).execution.data_plane or "local"}  # None: the local backend
     finally:
         if backend == "ray":
             devices.close()
@@ -149,8 +150,8 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
 def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int) -> float:
     """Seconds per step of a chain of tiny collective-permutes over devices ``ids``, step ``k``
     moving a 4-element array along ``pairs(k)``."""
+    from simshard.runtime import run_local  # not at the top: the peers' workers run this file under --peer-python, maybe without simshard
     from simshard.spmd import CollectivePermute, Schedule, SpmdProgram
-    from simshard.runtime import run_local
 
     scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=pairs(k),
                                                              shape=(4,), dtype="float32", axes=("x",))
@@ -159,7 +160,7 @@ def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int
     inputs = {d: [np.full(4, d, np.float32)] for d in ids}
     if backend == "local":
         return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
-    from simshard.runtime.ray.driver.mesh import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
     with RayMesh(devices=ids, devices_per_process=per_process) as rm:
         key = rm.load(spmd, timeout=60.0)
@@ -202,7 +203,7 @@ def run_peer(python: str, peer: str, task: dict, timeout: float = 900.0) -> dict
 
 
 def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
-    import torch
+    import torch  # a peer, installed or not: only in its worker process
     import torch.distributed as dist
 
     torch.set_num_threads(1)
@@ -274,9 +275,7 @@ def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
 
 
 def torch_worker(task: dict) -> dict:
-    import socket
-
-    import torch.multiprocessing as mp
+    import torch.multiprocessing as mp  # a peer, installed or not: only in its worker process
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -310,7 +309,7 @@ def span_times(ranks: list[dict]) -> dict:
 
 
 def jax_worker(task: dict) -> dict:
-    import jax
+    import jax  # a peer, installed or not: only in its worker process
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -330,7 +329,7 @@ def jax_worker(task: dict) -> dict:
         shard_map = getattr(jax, "shard_map", None)
         no_check = {"check_vma": False}  # the all-gathered result is replicated: say so, not checked
         if shard_map is None:
-            from jax.experimental.shard_map import shard_map
+            from jax.experimental.shard_map import shard_map  # older JAX: shard_map not yet in jax
 
             no_check = {"check_rep": False}
 

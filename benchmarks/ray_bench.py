@@ -36,6 +36,7 @@ import numpy as np
 
 import simshard as ss
 from simshard import P
+from simshard.runtime.ray import start as ray_start
 from simshard.spmd import AllGather, AllReduce, AllToAll, Free, ReduceScatter, Schedule, SpmdProgram
 
 KINDS = ("all_gather", "reduce_scatter", "all_to_all", "all_reduce")
@@ -47,16 +48,15 @@ def mlp(x, w1, w2):
 
 
 def ray_mesh_cls():
-    from simshard.runtime.ray.driver.mesh import RayMesh
+    """RayMesh, imported here: it imports ray, and peers.py imports this module on the local backend too."""
+    from simshard.runtime.ray.driver.mesh import RayMesh  # imports ray: peers.py loads this module without it
 
     return RayMesh
 
 
 def ensure_ray():
     """The initialised Ray if there is one, else a local one (the backend's defaults)."""
-    from simshard.runtime.ray.start import ensure_ray as _ensure
-
-    return _ensure()
+    return ray_start.ensure_ray()
 
 
 # -- collectives ---------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ class _Sender:
         self.arrays.pop(nbytes, None)
 
     def send(self, receiver, nbytes: int) -> int:
-        import ray
+        import ray  # in the actor's process; peers.py imports this module without ray
 
         ref = ray.put(self.arrays[nbytes])
         return ray.get(receiver.take.remote(ref))
@@ -140,7 +140,7 @@ class _Peer:
     async def send(self, payloads: list, reps: int) -> list:
         """``reps`` rounds of ``payloads`` ((nbytes, destinations): one ``ray.put``, its ref to every
         destination); when each round had been taken by every destination."""
-        import ray
+        import ray  # in the actor's process; peers.py imports this module without ray
 
         done = []
         for _ in range(reps):
