@@ -46,7 +46,7 @@ from simshard.runtime import LocalMesh, run_local
 from simshard.spmd import CollectivePermute, Schedule, SpmdProgram
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # imported from elsewhere (the smoke test): its neighbours are collective_programs and peer_workers
+if str(HERE) not in sys.path:  # imported from elsewhere (the smoke test): collective_programs, peer_workers
     sys.path.insert(0, str(HERE))
 
 from peer_workers import span_times  # noqa: E402,F401  (a worker's spans to one figure; the smoke test reads it here)

@@ -78,7 +78,7 @@ def run(f, *args, **kwargs):
 
     The one entry point of the package root that executes; the compiler modules never import the runtime.
     """
-    from .runtime.front.api import run as _run  # the runtime imports this package, and asyncio: on first run
+    from .runtime.front.api import run as _run  # import simshard stays compiler-only (the runtime, ~40 ms): on first run
 
     return _run(f, *args, **kwargs)
 

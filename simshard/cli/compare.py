@@ -37,7 +37,7 @@ class ActorPool:
             return None
         key = tuple(mesh.device_ids)
         if key not in self.meshes:
-            from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
+            from simshard.runtime.ray.driver.mesh import RayMesh  # ray only for the Ray backend
 
             self.meshes[key] = RayMesh(devices=key, address=self.address, devices_per_process=self.per_process)
         return self.meshes[key]

@@ -35,6 +35,6 @@ def user_errors() -> tuple[type[BaseException], ...]:
 def run_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean the run itself could not finish (exit 3): a device error (out of
     memory, lost actor, timed-out peer), Ray not starting or not reachable."""
-    from simshard.runtime.errors import ExecutionError  # the runtime (asyncio, sockets) only when a run failed
+    from simshard.runtime.errors import ExecutionError  # the runtime (~40 ms): once something failed
 
     return ExecutionError, RuntimeError, ConnectionError, TimeoutError

@@ -244,7 +244,7 @@ def backend(args) -> str:
         return "ray"
     if args.backend is not None:
         return args.backend
-    from simshard.runtime.front.api import default_backend  # the runtime (asyncio, sockets) only when it runs
+    from simshard.runtime.front.api import default_backend  # the runtime: ~40 ms of asyncio and sockets, not for --help
 
     chosen = default_backend()
     if chosen not in ("ray", "local"):

@@ -80,7 +80,7 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
     ``compare`` goes on with the others; any other failure of the run propagates."""
-    from simshard.runtime.errors import DeviceOutOfMemoryError  # the runtime (asyncio, sockets) only when it runs
+    from simshard.runtime.errors import DeviceOutOfMemoryError  # the runtime (~40 ms) only for a run
 
     m = program.mesh_for(strategy, mesh)
     options = {"backend": backend, "progress": progress, "algorithm": algorithm, "mode": mode}
