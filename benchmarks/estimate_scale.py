@@ -26,7 +26,10 @@ import sys
 import time
 
 from simshard import programs
+from simshard.partition import partition
 from simshard.programs import gpt
+from simshard.report.pipeline import Pipeline
+from simshard.report.topology import Topology
 from simshard.units import fmt_bytes
 
 CASES = ("mlp:megatron:64x128", "mlp:fsdp:64x128", "gpt2-small:dp:32x32", "gpt2-small:fsdp:32x32")
@@ -54,9 +57,6 @@ def run_case(case: str) -> dict:
 
 
 def run_pipeline_case(case: str) -> dict:
-    from simshard.report.pipeline import Pipeline
-    from simshard.report.topology import Topology
-
     name, _, mesh, microbatches = case.split(":")
     pp, x, y = (int(n) for n in mesh.split("x"))
     topology = Topology({"pp": "infiniband", "x": "infiniband", "y": "nvlink"}, device="h100")
@@ -82,8 +82,6 @@ def partition_seconds(case: str, trials: int = 3) -> dict:
 
 
 def partition_once(case: str) -> float:
-    from simshard.partition import partition
-
     name, strategy, mesh = case.split(":")
     x, y = (int(n) for n in mesh.split("x"))
     program = load(name).program(strategy, mesh={"x": x, "y": y}, mode="sgd")

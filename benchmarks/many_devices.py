@@ -49,7 +49,7 @@ def main(argv=None) -> None:
             options["devices_per_process"] = args.per_process
         if h > 1:
             sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
-            from launch_local import start_local_cluster
+            from launch_local import start_local_cluster  # cluster/ is on the path only from the line above
 
             cluster = stack.enter_context(start_local_cluster(nodes=h, cpus=1))
             options.update(address=cluster.address, node_axes=("host",))

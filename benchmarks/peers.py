@@ -5,17 +5,16 @@ gloo, one process per rank) and JAX (8 host CPU devices), on the same shapes.
     python benchmarks/peers.py --quick                # toy sizes (a smoke run)
     python benchmarks/peers.py --peer-python /path/to/venv/bin/python --write docs/performance.md
 
-The peers run in subprocesses of ``--peer-python`` (default: this interpreter), so they may live
-in their own environment (``pip install -e '.[peers]'`` puts torch 2.13 CPU and JAX in this one);
-a peer that is not installed is reported as such, not an error. Every figure is the best of a few
-timed repetitions after a warm-up, each from a function returning numbers:
+The peers run ``peer_workers.py`` in subprocesses of ``--peer-python`` (default: this interpreter),
+so they may live in their own environment (``pip install -e '.[peers]'`` puts torch 2.13 CPU and JAX
+in this one); a peer that is not installed is reported as such, not an error. Every figure is the
+best of a few timed repetitions after a warm-up, each from a function returning numbers:
 
-* collectives (all-gather, reduce-scatter, all-reduce, all-to-all over 8 ranks, of a global
-  array of the given size): simshard's is the steady-state time of one collective on the devices'
-  own clocks (``ray_bench.collective_seconds``), on Ray (one process per device, sockets data
-  plane) and on the local backend; torch's from the first rank's start to the last rank's end
-  (the ranks lined up by a barrier before each trial); JAX's a jitted
-  collective, ``block_until_ready``.
+* collectives (all-gather, reduce-scatter, all-reduce, all-to-all over 8 ranks, of a global array of
+  the given size): simshard's is the steady-state time of one collective on the devices' own clocks
+  (``collective_programs.collective_seconds``), on Ray (one process per device, sockets data plane)
+  and on the local backend; torch's from the first rank's start to the last rank's end (the ranks
+  lined up by a barrier before each trial); JAX's a jitted collective, ``block_until_ready``.
 * the Megatron MLP ``relu(x @ w1) @ w2`` on a [2, 4] mesh (batch over x, d_ff over y, an
   all-reduce over y), inputs already on the devices (simshard: DeviceArrays, outputs left on
   the devices; torch: each rank's shards; JAX: committed arrays), and end to end (put, run, gather).
@@ -41,7 +40,19 @@ from pathlib import Path
 
 import numpy as np
 
+import simshard as ss
+from simshard import P
+from simshard.runtime import LocalMesh, run_local
+from simshard.spmd import CollectivePermute, Schedule, SpmdProgram
+
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # imported from elsewhere (the smoke test): collective_programs, peer_workers
+    sys.path.insert(0, str(HERE))
+
+from peer_workers import span_times  # noqa: E402,F401  (a worker's spans to one figure; the smoke test reads it here)
+from collective_programs import collective_program, collective_seconds, collective_shape  # noqa: E402
+
+PEER_WORKERS = HERE / "peer_workers.py"  # what a peer runs, in a subprocess of --peer-python
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 MARK_BEGIN = "<!-- peers.py: begin -->"
 MARK_END = "<!-- peers.py: end -->"
@@ -80,16 +91,11 @@ def mlp_shapes(scale: str, quick: bool) -> tuple[int, int, int]:
 
 def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
     """Seconds of one collective over 8 devices (steady state, devices' clocks)."""
-    sys.path.insert(0, str(HERE))
-    from ray_bench import collective_program, collective_seconds, collective_shape
-
-    from simshard.runtime import run_local
-
     ids = tuple(range(8))
     out = {}
     rm = None
     if backend == "ray":
-        from simshard.runtime.ray.driver.mesh import RayMesh
+        from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
         rm = RayMesh(devices=ids).start()
     try:
@@ -118,17 +124,13 @@ def _mlp(x, w1, w2):
 def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int = 1) -> dict:
     """Seconds per step, inputs resident (DeviceArrays in, outputs left on the devices) and end to
     end (numpy in, numpy out)."""
-    import simshard as ss
-    from simshard import P
-    from simshard.runtime import LocalMesh
-
     mesh = ss.Mesh({"x": mesh_shape[0], "y": mesh_shape[1]})
     rng = np.random.default_rng(0)
     args = (rng.integers(-2, 3, (batch, d)).astype(np.float32), rng.integers(-2, 3, (d, d_ff)).astype(np.float32),
             rng.integers(-2, 3, (d_ff, d)).astype(np.float32))
     specs = (P("x", None), P(None, "y"), P("y", None))
     if backend == "ray":
-        from simshard.runtime.ray.driver.mesh import RayMesh
+        from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
         devices = RayMesh(mesh, devices_per_process=per_process).start()
     else:
@@ -140,7 +142,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
         assert np.array_equal(got, _mlp(*args)), "simshard's MLP differs from numpy"
         return {"resident": best(lambda: step(*resident).arrays),
                 "end_to_end": best(lambda: step(*args).outputs, 3),
-                "data_plane": step(*resident).execution.data_plane or "local"}
+                "data_plane": step(*resident).execution.data_plane or "local"}  # None: the local backend
     finally:
         if backend == "ray":
             devices.close()
@@ -149,9 +151,6 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
 def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int) -> float:
     """Seconds per step of a chain of tiny collective-permutes over devices ``ids``, step ``k``
     moving a 4-element array along ``pairs(k)``."""
-    from simshard.spmd import CollectivePermute, Schedule, SpmdProgram
-    from simshard.runtime import run_local
-
     scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=pairs(k),
                                                              shape=(4,), dtype="float32", axes=("x",))
                                            for k in range(steps)), (steps,)) for d in ids)
@@ -159,7 +158,7 @@ def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int
     inputs = {d: [np.full(4, d, np.float32)] for d in ids}
     if backend == "local":
         return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
-    from simshard.runtime.ray.driver.mesh import RayMesh
+    from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
     with RayMesh(devices=ids, devices_per_process=per_process) as rm:
         key = rm.load(spmd, timeout=60.0)
@@ -189,7 +188,7 @@ def run_peer(python: str, peer: str, task: dict, timeout: float = 900.0) -> dict
         env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
         env["JAX_PLATFORMS"] = "cpu"
     try:
-        p = subprocess.run([python, __file__, "--worker", peer, json.dumps(task)], capture_output=True, text=True,
+        p = subprocess.run([python, str(PEER_WORKERS), peer, json.dumps(task)], capture_output=True, text=True,
                            timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:g} s"}
@@ -199,167 +198,6 @@ def run_peer(python: str, peer: str, task: dict, timeout: float = 900.0) -> dict
         last = errors[-1]
         return {"error": "not installed" if "No module named" in last else last[:200]}
     return json.loads(lines[-1])
-
-
-def _torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    res = {}
-
-    def timed(fn, trials=5):
-        """Each trial's (start, end) on this rank's wall clock, the ranks lined up by a barrier
-        before each: ``torch_worker`` takes the span from the first rank's start to the last
-        rank's end (the ranks leave a barrier at different times, so one rank's own interval
-        between barriers can miss work others did before it left)."""
-        fn()
-        spans = []
-        for _ in range(trials):
-            dist.barrier()
-            t0 = time.time()
-            fn()
-            spans.append((t0, time.time()))
-        dist.barrier()
-        return spans
-
-    if task["what"] == "hop":  # ranks 0 and 1 pass a tiny tensor back and forth
-        buf, hops = torch.zeros(4), task["hops"]
-
-        def chain():
-            for k in range(hops):
-                if rank == k % 2:
-                    dist.send(buf, 1 - rank)
-                else:
-                    dist.recv(buf, 1 - rank)
-
-        res["hop"] = timed(chain, 3)
-        res["per"] = {"hop": hops}
-    elif task["what"] == "collectives":
-        n = task["nbytes"] // 4
-        full = torch.ones(n)
-        shard = torch.ones(n // world)
-        gathered = [torch.empty(n // world) for _ in range(world)]
-        res["all_gather"] = timed(lambda: dist.all_gather(gathered, shard))
-        res["all_reduce"] = timed(lambda: dist.all_reduce(full))
-        try:
-            outs = torch.empty(n // world)
-            res["reduce_scatter"] = timed(lambda: dist.reduce_scatter_tensor(outs, full))
-        except Exception as e:  # gloo has no reduce-scatter in some releases
-            res["reduce_scatter"] = f"unsupported: {str(e).splitlines()[0][:80]}"
-        out_a2a = torch.empty(n // world)
-        try:
-            res["all_to_all"] = timed(lambda: dist.all_to_all_single(out_a2a, shard))
-        except Exception as e:
-            res["all_to_all"] = f"unsupported: {str(e).splitlines()[0][:80]}"
-    else:  # the Megatron MLP on a [mx, my] grid: batch over x, d_ff over y, all-reduce over y
-        mx, my = task["mesh"]
-        batch, d, d_ff = task["shapes"]
-        groups = [dist.new_group([r * my + c for c in range(my)]) for r in range(mx)]
-        group = groups[rank // my]
-        g = torch.Generator().manual_seed(0)
-        x = torch.randint(-2, 3, (batch // mx, d), generator=g).float()
-        w1 = torch.randint(-2, 3, (d, d_ff // my), generator=g).float()
-        w2 = torch.randint(-2, 3, (d_ff // my, d), generator=g).float()
-
-        def step():
-            y = torch.relu(x @ w1) @ w2
-            dist.all_reduce(y, group=group)
-            return y
-
-        res["resident"] = timed(step)
-    out.put(res)
-    dist.destroy_process_group()
-
-
-def torch_worker(task: dict) -> dict:
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    world = task.get("world", 8)
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_torch_rank, args=(r, world, port, task, q)) for r in range(world)]
-    for p in procs:
-        p.start()
-    ranks = [q.get(timeout=600) for _ in range(world)]
-    for p in procs:
-        p.join(60)
-    return span_times(ranks)
-
-
-def span_times(ranks: list[dict]) -> dict:
-    """Per key, the best trial's span from the first rank's start to the last rank's end (divided
-    by ``per[key]`` where a trial is several operations); a text (unsupported) as it is."""
-    out = {}
-    per = ranks[0].get("per", {})
-    for key, first in ranks[0].items():
-        if key == "per":
-            continue
-        if isinstance(first, str):
-            out[key] = first
-            continue
-        trials = zip(*(r[key] for r in ranks))
-        out[key] = min(max(e for _, e in t) - min(s for s, _ in t) for t in trials) / per.get(key, 1)
-    return out
-
-
-def jax_worker(task: dict) -> dict:
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-    devs = np.array(jax.devices()[:8])
-    res = {}
-
-    def timed(fn, *args, trials=5):
-        jax.block_until_ready(fn(*args))
-        b = float("inf")
-        for _ in range(trials):
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            b = min(b, time.perf_counter() - t0)
-        return b
-
-    if task["what"] == "collectives":
-        shard_map = getattr(jax, "shard_map", None)
-        no_check = {"check_vma": False}  # the all-gathered result is replicated: say so, not checked
-        if shard_map is None:
-            from jax.experimental.shard_map import shard_map
-
-            no_check = {"check_rep": False}
-
-        mesh = Mesh(devs, ("d",))
-        n = task["nbytes"] // 4
-        rows = n // 256
-        sharded = jax.device_put(jnp.ones((rows, 256)), NamedSharding(mesh, P("d", None)))
-        partial = jax.device_put(jnp.ones((8 * rows, 256)), NamedSharding(mesh, P("d", None)))  # a whole [rows, 256] per device
-        ops = {
-            "all_gather": (lambda a: jax.lax.all_gather(a, "d", tiled=True), sharded, P("d", None), P()),
-            "reduce_scatter": (lambda a: jax.lax.psum_scatter(a, "d", tiled=True), partial, P("d", None), P("d", None)),
-            "all_reduce": (lambda a: jax.lax.psum(a, "d"), partial, P("d", None), P()),
-            "all_to_all": (lambda a: jax.lax.all_to_all(a, "d", 1, 1, tiled=True), sharded, P("d", None), P("d", None)),
-        }
-        for kind, (body, arr, ins, outs) in ops.items():
-            f = jax.jit(shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs, **no_check))
-            res[kind] = timed(f, arr)
-    else:
-        mx, my = task["mesh"]
-        batch, d, d_ff = task["shapes"]
-        mesh = Mesh(devs[: mx * my].reshape(mx, my), ("x", "y"))
-        rng = np.random.default_rng(0)
-        put = lambda a, s: jax.device_put(jnp.asarray(a), NamedSharding(mesh, s))  # noqa: E731
-        x = put(rng.integers(-2, 3, (batch, d)).astype(np.float32), P("x", None))
-        w1 = put(rng.integers(-2, 3, (d, d_ff)).astype(np.float32), P(None, "y"))
-        w2 = put(rng.integers(-2, 3, (d_ff, d)).astype(np.float32), P("y", None))
-        f = jax.jit(lambda x, w1, w2: jnp.maximum(x @ w1, 0) @ w2, out_shardings=NamedSharding(mesh, P("x", None)))
-        res["resident"] = timed(f, x, w1, w2)
-    return res
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -467,12 +305,7 @@ def main(argv=None) -> None:
     ap.add_argument("--torch64", action="store_true", help="also run torch with 64 gloo processes (slow to start)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the collectives and Megatron MLP rows, every side in each (best kept)")
     ap.add_argument("--write", metavar="FILE", help="write the table into FILE between the peers.py markers")
-    ap.add_argument("--worker", nargs=2, metavar=("PEER", "TASK"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
-        peer, task = args.worker
-        print(json.dumps((torch_worker if peer == "torch" else jax_worker)(json.loads(task))))
-        return
     result = measure(args)
     text = table(result)
     print(text)

@@ -10,8 +10,8 @@ numbers, so ``tests/benchmarks/test_ray_bench_smoke.py`` can run each at a toy s
 * ``bench_collectives``: all-gather, reduce-scatter, all-to-all and all-reduce over ``devices``
   device actors, hand-made ``SpmdProgram``s run with ``RayMesh.execute``. The time of one
   collective comes from the devices' timelines (``Execution.timeline``): a program runs ``reps``
-  copies back to back, and the steady-state time of one (``collective_seconds``) is the
-  collective's; the driver's scatter and gather are not in it. Its throughput is the bytes the
+  copies back to back, and the steady-state time of one (``collective_programs.collective_seconds``)
+  is the collective's; the driver's scatter and gather are not in it. Its throughput is the bytes the
   Ray transport moved between devices (its transfer log, self-sends excluded) per second; the
   baseline moves the same bytes as one array between two plain Ray actors (``ray.put`` in one,
   the ``ObjectRef`` handed to the other, which reads it). ratio = collective / raw (goal >= 0.7).
@@ -30,15 +30,26 @@ import asyncio
 import datetime
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import ray
 
 import simshard as ss
 from simshard import P
-from simshard.spmd import AllGather, AllReduce, AllToAll, Free, ReduceScatter, Schedule, SpmdProgram
+from simshard.runtime.ray import start as ray_start
+from simshard.runtime.ray.driver.mesh import RayMesh
 
-KINDS = ("all_gather", "reduce_scatter", "all_to_all", "all_reduce")
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # imported from elsewhere (the smoke tests): collective_programs is its neighbour
+    sys.path.insert(0, str(HERE))
+
+from collective_programs import (  # noqa: E402
+    KINDS, collective_program, collective_seconds, collective_shape, steady_seconds,
+)
+
 MEGATRON = (P("x", None), P(None, "y"), P("y", None))
 
 
@@ -47,52 +58,16 @@ def mlp(x, w1, w2):
 
 
 def ray_mesh_cls():
-    from simshard.runtime.ray.driver.mesh import RayMesh
-
+    """The Ray backend's ``RayMesh`` (the smoke test starts its actors through this module)."""
     return RayMesh
 
 
 def ensure_ray():
     """The initialised Ray if there is one, else a local one (the backend's defaults)."""
-    from simshard.runtime.ray.start import ensure_ray as _ensure
-
-    return _ensure()
+    return ray_start.ensure_ray()
 
 
 # -- collectives ---------------------------------------------------------------------------------
-
-
-def collective_program(kind: str, devices: tuple[int, ...], rows: int, cols: int, reps: int) -> SpmdProgram:
-    """Every device: input buffer 0 (``[rows, cols]`` float32), ``reps`` copies of the collective
-    over all ``devices`` (instruction ids 1..reps, each result freed at once), output buffer 0."""
-    n = len(devices)
-    instrs = []
-    for r in range(1, reps + 1):
-        src = f"bench {kind} {r}"
-        if kind == "all_gather":
-            ins = AllGather(r, src, src=0, dst=1, group=devices, axis=0, axes=("d",))
-        elif kind == "reduce_scatter":
-            ins = ReduceScatter(r, src, src=0, dst=1, group=devices, axis=0, splits=(rows // n,) * n, axes=("d",))
-        elif kind == "all_to_all":
-            ins = AllToAll(r, src, src=0, dst=1, group=devices, split_axis=0, splits=(rows // n,) * n,
-                           concat_axis=0, axes=("d",))
-        elif kind == "all_reduce":
-            ins = AllReduce(r, src, src=0, dst=1, group=devices, axes=("d",))
-        else:
-            raise ValueError(f"unknown collective {kind!r} (one of {KINDS})")
-        instrs += [ins, Free(10_000 + r, src, bufs=(1,))]
-    return SpmdProgram(None, tuple(Schedule(d, (0,), tuple(instrs), (0,)) for d in devices), (), ())
-
-
-def collective_shape(kind: str, n: int, nbytes: int) -> tuple[int, int]:
-    """Local input shape for a collective over a ``nbytes`` global array (float32, 256 columns):
-    all-gather and all-to-all hold one shard (nbytes / n) each; reduce-scatter and all-reduce hold
-    a whole ``nbytes`` partial each."""
-    cols = 256
-    rows = max(n * n, nbytes // (4 * cols) // (n * n) * (n * n))  # global rows, a multiple of n * n
-    if kind in ("all_gather", "all_to_all"):
-        rows //= n
-    return rows, cols
 
 
 def _timed(fn, trials: int) -> float:
@@ -116,8 +91,6 @@ class _Sender:
         self.arrays.pop(nbytes, None)
 
     def send(self, receiver, nbytes: int) -> int:
-        import ray
-
         ref = ray.put(self.arrays[nbytes])
         return ray.get(receiver.take.remote(ref))
 
@@ -140,8 +113,6 @@ class _Peer:
     async def send(self, payloads: list, reps: int) -> list:
         """``reps`` rounds of ``payloads`` ((nbytes, destinations): one ``ray.put``, its ref to every
         destination); when each round had been taken by every destination."""
-        import ray
-
         done = []
         for _ in range(reps):
             acks = []
@@ -229,31 +200,10 @@ def raw_transfer_seconds(nbytes: int, trials: int = 3) -> float:
         pair.close()
 
 
-def steady_seconds(ends: list[float]) -> float:
-    """Time per round from the end times of rounds run back to back: the first round absorbs
-    the staggered starts, the rest are steady."""
-    return (ends[-1] - ends[0]) / (len(ends) - 1)
-
-
-def collective_seconds(execution, reps: int) -> float:
-    """Steady-state time of one collective, on the devices' own clocks (one machine): the copies
-    run back to back, copy ``r`` is done when its last device finishes it; the time from copy 1
-    done to copy ``reps`` done, over ``reps - 1``. (Copy 1 absorbs the devices' staggered starts;
-    with one copy, its whole span counts.)"""
-    spans = [sp for tl in execution.timeline.values() for sp in tl if sp.kind in KINDS]
-    done: dict[int, float] = {}
-    for sp in spans:
-        done[sp.instr] = max(done.get(sp.instr, 0.0), sp.end)
-    if reps < 2:
-        return max(sp.end for sp in spans) - min(sp.start for sp in spans)
-    return steady_seconds([done[r] for r in range(1, reps + 1)])
-
-
 def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 3, trials: int = 2, mesh=None,
                       kinds=KINDS) -> dict:
     """``{kind: {bytes, seconds, gbps, raw_seconds, raw_gbps, ratio}}`` (see the module docstring).
     ``mesh``: a started ``RayMesh`` holding devices 0..devices-1 to reuse (else one is started)."""
-    RayMesh = ray_mesh_cls()
     ensure_ray()
     ids = tuple(range(devices))
     own = mesh is None
@@ -306,7 +256,6 @@ def bench_mlp(batch: int = 512, d: int = 1024, d_ff: int = 4096, x: int = 2, y: 
     """Ray end to end vs numpy: ``{ray_seconds, numpy_seconds, ratio, compile_seconds,
     controller_calls, calls_per_run, max_abs_err}``. ``mesh``: a started ``RayMesh`` over an
     ``x * y``-device mesh {x, y} to reuse."""
-    RayMesh = ray_mesh_cls()
     ensure_ray()
     smesh = ss.Mesh({"x": x, "y": y})
     args = mlp_args(batch, d, d_ff)
@@ -338,7 +287,6 @@ def bench_mlp(batch: int = 512, d: int = 1024, d_ff: int = 4096, x: int = 2, y: 
 def bench_startup(devices: int = 64, batch: int = 64, d: int = 64, d_ff: int = 256) -> dict:
     """Fresh actors for a ``devices`` mesh {x: 8, y: devices/8} (or {x: 1, y: devices}):
     ``{start_seconds, compile_seconds, first_run_seconds, run_seconds, calls_per_run}``."""
-    RayMesh = ray_mesh_cls()
     ensure_ray()
     xs = 8 if devices % 8 == 0 and devices >= 16 else (2 if devices % 2 == 0 and devices >= 4 else 1)
     smesh = ss.Mesh({"x": xs, "y": devices // xs})

@@ -23,12 +23,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from simshard.errors import ShardingError
+from simshard.propagate.prepare import prepare
+from simshard.report.estimate import estimate
 from simshard.sharding.mesh import Mesh
+
+from .training import OPTIMIZERS, step_shardings, train_step
 
 __all__ = ["ProgramCost", "ProgramDef", "Strategy", "Training", "load", "names"]
 
@@ -123,8 +128,6 @@ class ProgramDef:
     @property
     def modes(self) -> tuple[str, ...]:
         """``"forward"``, and the optimizers' names where the program has a training step."""
-        from .training import OPTIMIZERS
-
         return (FORWARD,) + (tuple(OPTIMIZERS) if self.training is not None else ())
 
     @property
@@ -135,8 +138,6 @@ class ProgramDef:
     def describe_mode(self, mode: str) -> str:
         if mode == FORWARD:
             return "forward pass"
-        from .training import OPTIMIZERS
-
         return f"training step: value_and_grad of {self.training.about}, then {OPTIMIZERS[mode]().about}"
 
     def _check_mode(self, mode: str, strategy: Strategy | None = None) -> None:
@@ -183,8 +184,6 @@ class ProgramDef:
         s = self.strategy(strategy)
         if mode == FORWARD:
             return tuple((s.inputs or self.inputs)())
-        from .training import OPTIMIZERS
-
         params, x, y = self.training.inputs()
         return params, OPTIMIZERS[mode]().init(params), x, y
 
@@ -192,8 +191,6 @@ class ProgramDef:
         """The function and the sharding keywords one strategy gives ``ss.run`` / ``prepare``."""
         self._check_mode(mode, s)
         if mode != FORWARD:
-            from .training import OPTIMIZERS, step_shardings, train_step
-
             optimizer = OPTIMIZERS[mode]()
             ins, outs = step_shardings(optimizer, *self.training.layout(s, m))
             return train_step(self.training.forward or self.fn, optimizer), dict(
@@ -206,8 +203,6 @@ class ProgramDef:
     def program(self, strategy: Strategy | str | None = None, *, mesh=None, mode: str = FORWARD):
         """The propagated Program one strategy runs (traced and propagated, not executed): what
         ``run`` partitions, for ``explain``."""
-        from simshard.propagate.prepare import prepare
-
         s = self.strategy(strategy)
         f, kw = self._call(s, self.mesh_for(s, mesh), mode)
         return prepare(f, *self.inputs_for(s, mode), **kw)[0]
@@ -215,8 +210,6 @@ class ProgramDef:
     def estimate(self, strategy: Strategy | str | None = None, *, mesh=None, mode: str = FORWARD, topology=None):
         """What ``run`` would record (communication, memory) and the alpha-beta time under
         ``topology``, without data: ``simshard.report.estimate``."""
-        from simshard.report.estimate import estimate
-
         s = self.strategy(strategy)
         f, kw = self._call(s, self.mesh_for(s, mesh), mode)
         return estimate(f, *self.inputs_for(s, mode), topology=topology, **kw)
@@ -224,7 +217,7 @@ class ProgramDef:
     def run(self, strategy: Strategy | str | None = None, *, mesh=None, mode: str = FORWARD, **run_options):
         """Run one strategy with ``ss.run`` (``backend=``, ``address=``, ... pass through), as a
         forward pass or (``mode="sgd"`` / ``"adam"``) as a training step."""
-        from simshard.runtime.front.api import run
+        from simshard.runtime.front.api import run  # the runtime: ~40 ms of asyncio and sockets, only when a program runs
 
         s = self.strategy(strategy)
         m = self.mesh_for(s, mesh)
@@ -267,8 +260,6 @@ def load(name: str) -> ProgramDef:
             raise ShardingError("unknown-program", f"no program file {name!r}")
         spec = importlib.util.spec_from_file_location(f"simshard_user_program_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
-        import sys
-
         sys.modules[spec.name] = module  # dataclasses look their module up
         spec.loader.exec_module(module)
     else:

@@ -37,6 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from rich.console import Console
+from rich.table import Table
+
 import simshard as ss
 from simshard.errors import ShardingError
 from simshard.fhe import CKKS, ConvLayer, LayerCost, conv_cost
@@ -254,9 +257,6 @@ def program_cost(strategy: Strategy, mesh) -> ProgramCost | None:
 def report(strategies=None, console=None, backend=None) -> dict:
     """Run each strategy (all by default) and print its verification, element-wise vs reduce
     shards, communication and slot utilization; returns strategy -> RunResult."""
-    from rich.console import Console
-    from rich.table import Table
-
     console = console or Console()
     results = {}
     for name in strategies or PROGRAM.strategy_names:

@@ -32,6 +32,7 @@ import numpy as np
 import simshard as ss
 from simshard import P
 from simshard.programs import ProgramDef, Strategy, Training
+from simshard.report.pipeline import PipelineEstimate
 
 from .training import squared_error
 from .transformer import block, layernorm
@@ -230,8 +231,6 @@ def estimate_pipeline(name: str, strategy: str, mesh: dict, pipeline, topology=N
     the vocabulary projection and the loss, estimated on its own (``last``; with one stage, it is
     the stage). The model has no embedding lookup (its input is the embedded stream), so the first
     stage is a middle one."""
-    from simshard.report.pipeline import PipelineEstimate
-
     cfg = CONFIGS[name]
     sizes = dict(mesh)
     if sizes.get(pipeline.axis) != pipeline.stages:

@@ -7,6 +7,8 @@ the front ends (``numpy``, ``lax``, ``nn``, ``manual``, ``scalax``, ``fhe``), ``
 ``partition``, ``report``; then ``runtime`` (the executor), ``programs`` and ``cli``.
 """
 
+import importlib
+
 from . import _moved
 from .errors import ReplicaMismatchError, ShardingError
 from .sharding import (
@@ -76,7 +78,7 @@ def run(f, *args, **kwargs):
 
     The one entry point of the package root that executes; the compiler modules never import the runtime.
     """
-    from .runtime.front.api import run as _run
+    from .runtime.front.api import run as _run  # import simshard stays compiler-only (the runtime, ~40 ms): on first run
 
     return _run(f, *args, **kwargs)
 
@@ -88,7 +90,5 @@ def __getattr__(name):
     # ``ss.dtensor``: PyTorch DTensor's vocabulary (distribute_tensor, DTensor, CommDebugMode, ...).
     # It runs on the devices, so it lives in the runtime, imported on first use like ``run``'s.
     if name == "dtensor":
-        import importlib
-
         return importlib.import_module("simshard.dtensor")  # simshard.runtime.front.dtensor (_moved.PUBLIC)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sys
 
+from ._checkout import use_checkout_packages
+
 
 def main(argv: list[str] | None = None) -> int:
     """The console entry point (pyproject ``[project.scripts]``); returns the exit code."""
-    from ._checkout import use_checkout_packages
-
     use_checkout_packages()
-    from .cli import main as cli_main
+    from .cli import main as cli_main  # only after use_checkout_packages picked runtime/ and programs/
 
     return cli_main(argv)
 

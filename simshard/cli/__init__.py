@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from . import compare, explain, mainjob, run, show
 from .errors import EXIT_INTERNAL, EXIT_RUN, EXIT_USAGE, run_errors, user_errors
@@ -60,8 +61,6 @@ def main(argv: list[str] | None = None) -> int:
         out.error(f"the run could not finish: {type(e).__name__}: {e}")
         return EXIT_RUN
     except Exception:  # not a verdict: keep exit 1 for failed verifications, show where it broke
-        import traceback
-
         traceback.print_exc()
         out.error("simshard stopped on the exception above (from the program's own code, or a bug in simshard)")
         return EXIT_INTERNAL

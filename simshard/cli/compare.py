@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import options
 from .output import Output
+from .plot import plot_strategies, require_matplotlib
 from .programs import chosen_mode, estimate_strategy, load_program, run_strategy, strategies
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import compare_table, program_cost_table
@@ -36,7 +37,7 @@ class ActorPool:
             return None
         key = tuple(mesh.device_ids)
         if key not in self.meshes:
-            from simshard.runtime.ray.driver.mesh import RayMesh
+            from simshard.runtime.ray.driver.mesh import RayMesh  # ray only for the Ray backend
 
             self.meshes[key] = RayMesh(devices=key, address=self.address, devices_per_process=self.per_process)
         return self.meshes[key]
@@ -51,8 +52,6 @@ class ActorPool:
 
 def execute(args, out: Output) -> int:
     if args.plot:
-        from .plot import require_matplotlib
-
         require_matplotlib()  # before anything runs
     mesh = options.parse_mesh(args.mesh) if args.mesh else None
     backend = options.backend(args)
@@ -97,8 +96,6 @@ def execute(args, out: Output) -> int:
         write_json(args.json, document("compare", program, mesh, "none" if estimated else backend, topology,
                                        args.exact, summaries, mode))
     if args.plot:
-        from .plot import plot_strategies
-
         plot_strategies(args.plot, program.name, summaries)
         out.line(f"plot written to {args.plot}")
     return exit_code(summaries)

@@ -10,6 +10,11 @@ always means a verification failed.
 
 from __future__ import annotations
 
+from simshard.errors import ShardingError
+from simshard.ops.factors import RuleError
+from simshard.tracing.explicit.errors import ShardingTypeError
+from simshard.tracing.tracer import TraceError
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -24,17 +29,12 @@ class UsageError(Exception):
 def user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input, whatever stage raises them: a sharding rule broken, a
     function that does not trace, an explicit-mode ambiguity."""
-    from simshard.errors import ShardingError
-    from simshard.tracing.explicit.errors import ShardingTypeError
-    from simshard.ops.factors import RuleError
-    from simshard.tracing.tracer import TraceError
-
     return UsageError, ShardingError, ShardingTypeError, TraceError, RuleError
 
 
 def run_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean the run itself could not finish (exit 3): a device error (out of
     memory, lost actor, timed-out peer), Ray not starting or not reachable."""
-    from simshard.runtime.errors import ExecutionError
+    from simshard.runtime.errors import ExecutionError  # the runtime (~40 ms): once something failed
 
     return ExecutionError, RuntimeError, ConnectionError, TimeoutError

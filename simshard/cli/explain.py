@@ -5,6 +5,8 @@ runs: the program is only traced and propagated."""
 
 from __future__ import annotations
 
+from simshard.propagate import explain, propagation_info
+
 from . import options
 from .errors import EXIT_OK, UsageError
 from .output import Output
@@ -23,8 +25,6 @@ def add_parser(sub) -> None:
 
 
 def execute(args, out: Output) -> int:
-    from simshard.propagate import explain, propagation_info
-
     mesh = options.parse_mesh(args.mesh) if args.mesh else None
     program = load_program(args.program)
     strategy = program.strategy(args.strategy)

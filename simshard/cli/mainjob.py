@@ -7,6 +7,12 @@ communication and memory tables. ``demo`` parses a few shardings in both dialect
 
 from __future__ import annotations
 
+import numpy as np
+
+from simshard import (
+    DTensorSpec, Mesh, NamedSharding, P, Shard, Sharding, ShardingError, StridedShard, equivalent, exact_inputs, run, show,
+)
+
 from .errors import EXIT_FAILED, EXIT_OK
 from .output import Output
 
@@ -23,10 +29,7 @@ def add_parsers(sub) -> None:
 
 def mlp_job(args, out: Output) -> int:
     """A two-layer MLP, column- then row-parallel (Megatron) with data parallelism."""
-    import numpy as np
-
-    from simshard import Mesh, P, exact_inputs, run
-    from simshard.runtime.front.api import default_backend
+    from simshard.runtime.front.api import default_backend  # the runtime: ~40 ms of asyncio and sockets, not for --help
 
     mesh = Mesh({"x": 2, "y": 4})
 
@@ -55,8 +58,6 @@ def mlp_job(args, out: Output) -> int:
 
 
 def demo(args, out: Output) -> int:
-    from simshard import DTensorSpec, Mesh, NamedSharding, P, Shard, Sharding, ShardingError, StridedShard, equivalent, show
-
     console = out.console
     mesh = Mesh({"x": 2, "y": 4})
     console.rule("[bold]simshard: who holds what")

@@ -6,13 +6,16 @@ the command with exit 2 and one line on stderr.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from decimal import Decimal
 from typing import Iterable, Sequence
 
-from simshard.sharding.mesh import Mesh
+from simshard.errors import ShardingError
 from simshard.report.topology import Link, Topology
+from simshard.sharding.mesh import Mesh
+from simshard.units import fmt_rate, fmt_seconds
 
 from .errors import UsageError
 
@@ -34,8 +37,6 @@ def parse_mesh(text: str) -> Mesh:
         if not eq or not name or not size.isdigit():
             raise UsageError(f"--mesh expects name=size pairs like x=2,y=4, got {text!r}")
         axes.append((name, int(size)))
-    from simshard.errors import ShardingError
-
     try:
         return Mesh(axes)
     except ShardingError as e:
@@ -151,8 +152,6 @@ def _link_dict(link) -> dict:
 
 def describe_topology(topo: Topology) -> str:
     """``y: 300.00 GB/s + 1.00 us/message; other axes: 25.00 GB/s + 5.00 us/message``."""
-    from simshard.units import fmt_rate, fmt_seconds
-
     def link(l: Link) -> str:
         return f"{fmt_rate(l.bandwidth)} + {fmt_seconds(l.latency)}/message"
 
@@ -227,8 +226,6 @@ def estimating(args) -> bool:
 
 def _size_arg(text: str) -> int:
     """argparse type for --device-memory: its error is argparse's usage error (exit 2)."""
-    import argparse
-
     try:
         return parse_size(text)
     except UsageError as e:
@@ -247,7 +244,7 @@ def backend(args) -> str:
         return "ray"
     if args.backend is not None:
         return args.backend
-    from simshard.runtime.front.api import default_backend
+    from simshard.runtime.front.api import default_backend  # the runtime: ~40 ms of asyncio and sockets, not for --help
 
     chosen = default_backend()
     if chosen not in ("ray", "local"):

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 
 class _Console(Console):
@@ -51,14 +53,10 @@ class Output:
         self.console.print(*things, **kw)
 
     def error(self, message: str) -> None:
-        from rich.markup import escape
-
         self.err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
     def heading(self, bold: str, rest: str = "") -> None:
         """``bold: rest`` on one line, neither read as rich markup (names may hold brackets)."""
-        from rich.text import Text
-
         self.console.print(Text.assemble((bold, "bold"), (f": {rest}" if rest else "")))
 
     def line(self, text: str) -> None:
@@ -72,7 +70,7 @@ class Output:
         if not self.live:
             yield lambda description: None
             return
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn  # ~5 ms, only on a terminal
 
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=self.err, transient=True) as progress:
@@ -87,7 +85,9 @@ class Output:
         if not self.live:
             yield lambda description, count=True: None
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import (  # ~5 ms, only on a terminal (never piped, captured or --quiet)
+            BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+        )
 
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=self.err, transient=True) as progress:

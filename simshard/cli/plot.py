@@ -16,7 +16,7 @@ from .summary import StrategySummary
 def require_matplotlib():
     """matplotlib (Agg backend, no display needed), or exit 2 saying how to install it."""
     try:
-        import matplotlib
+        import matplotlib  # an optional extra (simshard[plot]), and slow to import: only for --plot
     except ImportError:
         raise UsageError("--plot needs matplotlib: pip install simshard[plot]") from None
     matplotlib.use("Agg")
@@ -27,7 +27,7 @@ def plot_strategies(path: str, program: str, summaries: Sequence[StrategySummary
     """Two panels: total bytes (KiB) and estimated time (us) per strategy; the cheapest in
     green, failed strategies hatched and labelled."""
     require_matplotlib()
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the optional extra, loaded above only when --plot asks
 
     names = [s.name + (" *" if s.cheapest else "") for s in summaries]
     colors = ["tab:green" if s.cheapest else ("tab:red" if not s.verified else "tab:blue") for s in summaries]

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simshard import programs
+from simshard.errors import ReplicaMismatchError, ShardingError
+
 from .errors import UsageError
 
 
 def load_program(name: str):
     """The ``ProgramDef`` called ``name`` (a library module or a path to a .py file)."""
-    from simshard import programs
-    from simshard.errors import ShardingError
-
     try:
         return programs.load(name)
     except ShardingError:
@@ -80,8 +80,7 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
     ``compare`` goes on with the others; any other failure of the run propagates."""
-    from simshard.errors import ReplicaMismatchError
-    from simshard.runtime.errors import DeviceOutOfMemoryError
+    from simshard.runtime.errors import DeviceOutOfMemoryError  # the runtime (~40 ms) only for a run
 
     m = program.mesh_for(strategy, mesh)
     options = {"backend": backend, "progress": progress, "algorithm": algorithm, "mode": mode}
@@ -113,8 +112,6 @@ def propagated(program, strategy, mesh, mode: str = "forward"):
 
 def chosen_mode(program, requested: str | None, default: str = "forward") -> str:
     """``--mode`` checked against what the program runs (a usage error naming its modes)."""
-    from .errors import UsageError
-
     mode = requested or default
     if mode not in program.modes:
         raise UsageError(f"program {program.name} runs --mode {', '.join(program.modes)}, not {mode}"

@@ -7,6 +7,8 @@ without running: from the partitioned schedules alone (``ss.estimate``), on mesh
 
 from __future__ import annotations
 
+from simshard.report.trace_export import write_chrome_trace
+
 from . import options
 from .errors import UsageError
 from .output import Output
@@ -77,8 +79,6 @@ def execute(args, out: Output) -> int:
         if res is None:
             raise UsageError("--trace: the run produced no communication report (it did not finish, or its outputs "
                              "did not assemble)")
-        from simshard.report.trace_export import write_chrome_trace
-
         try:
             write_chrome_trace(args.trace, res.comm, topology, name=f"{program.name}/{strategy.name} (estimated)",
                                metadata={"program": program.name, "strategy": strategy.name, "mesh": dict(used.shape)},

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import re
 
+from simshard import DTensorSpec, NamedSharding, Sharding, parse_partition_spec, parse_placements
+from simshard.errors import ShardingError
+from simshard.sharding.show import MAX_DRAWN_DEVICES, render
+
 from . import options
 from .errors import EXIT_OK, UsageError
 from .output import Output
@@ -28,8 +32,6 @@ def add_parser(sub) -> None:
 def read_sharding(text: str, mesh):
     """A Sharding, NamedSharding or DTensorSpec over ``mesh`` from any of the four spellings (an
     ArraySharding ``{x, -1}`` gives a Sharding). Shardy text may call the mesh by any name (``@mesh``, ``@m``): there is only one."""
-    from simshard import DTensorSpec, NamedSharding, Sharding, parse_partition_spec, parse_placements
-
     t = text.strip()
     if t.startswith("{"):  # the FHE compiler's ArraySharding, {y, z, -1}
         return Sharding.from_text(t, mesh)
@@ -48,9 +50,6 @@ def read_sharding(text: str, mesh):
 
 def equivalents(spec, shape) -> list[str]:
     """The layout in each spelling: Shardy, P, placements (or why a spelling cannot say it)."""
-    from simshard import DTensorSpec, NamedSharding, Sharding
-    from simshard.errors import ShardingError
-
     rank = len(shape)
     if isinstance(spec, NamedSharding):
         sharding = spec.to_sharding(rank)
@@ -78,8 +77,6 @@ def equivalents(spec, shape) -> list[str]:
 
 
 def execute(args, out: Output) -> int:
-    from simshard.sharding.show import MAX_DRAWN_DEVICES, render
-
     mesh = options.parse_mesh(args.mesh)
     shape = options.parse_shape(args.shape)
     spec = read_sharding(args.sharding, mesh)

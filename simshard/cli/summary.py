@@ -10,8 +10,12 @@ only identical bits verify.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Sequence
+
+import simshard
+
+from .errors import EXIT_FAILED, EXIT_OK, EXIT_RUN, UsageError
 
 SCHEMA_VERSION = 3  # 2: the estimated field, the estimate command, backend none; 3: program_cost
 
@@ -91,8 +95,6 @@ def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]
     Where the program has its own cost (``program_cost``), strategies are ranked within its
     groups (those computing the same thing) by that cost first, the rules above breaking ties;
     ``rank`` is set on each and the first of every group is marked cheapest."""
-    from dataclasses import replace
-
     groups: dict = {}
     for i, s in enumerate(summaries):
         if (s.verified or s.estimated) and s.estimated_time_s is not None:
@@ -109,8 +111,6 @@ def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]
 
 def exit_code(summaries: Sequence[StrategySummary]) -> int:
     """3 when a run could not finish, else 1 when one did not verify, else 0 (errors.py)."""
-    from .errors import EXIT_FAILED, EXIT_OK, EXIT_RUN
-
     if any(s.error for s in summaries):
         return EXIT_RUN
     return EXIT_OK if all(s.verified or s.estimated for s in summaries) else EXIT_FAILED
@@ -119,8 +119,6 @@ def exit_code(summaries: Sequence[StrategySummary]) -> int:
 def document(command: str, program, mesh, backend: str, topology, exact: bool,
              summaries: Sequence[StrategySummary], mode: str = "forward") -> dict:
     """The ``--json`` document (docs/json-schema.md)."""
-    import simshard
-
     cheapest = next((s.name for s in summaries if s.cheapest), None)  # the first, when groups are ranked
     return {
         "schema_version": SCHEMA_VERSION,
@@ -140,8 +138,6 @@ def document(command: str, program, mesh, backend: str, topology, exact: bool,
 
 
 def write_json(path: str, doc: dict) -> None:
-    from .errors import UsageError
-
     try:
         with open(path, "w") as f:
             json.dump(doc, f, indent=2, allow_nan=False)
