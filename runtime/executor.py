@@ -52,6 +52,7 @@ from simshard.ops.registry import OPS
 from simshard.ops.dynamic import update_into
 from simshard.partition.schedule import Instr, Schedule, participants, updates_in_place
 from simshard.report.comm import CommRecord, analytic_min_bytes
+from simshard.report.ledger import MemoryLedger, OverCapacity
 from simshard.report.memory import DeviceMemory
 from simshard.units import fmt_bytes
 
@@ -112,17 +113,15 @@ class Executor:
         check_algorithm(algorithm)  # before anything runs, collectives or not
         self.algorithm = algorithm
         self.describe_peer = describe_peer
-        self.buffers: dict[int, np.ndarray] = {}
+        self.ledger: MemoryLedger[np.ndarray] = MemoryLedger()  # the buffers held, live bytes, peak
+        self.buffers = self.ledger.buffers  # buffer number -> its array (the ledger's own dict)
         self.trace = frozenset(trace)
         self.traced: dict[int, np.ndarray] = {}  # buffer -> a copy of what was first written to it
-        self.live_bytes = 0
-        self.input_bytes = 0
         self.position = -1
         self.state = "not started"
         self._rows: list[tuple] = []  # record_rows made so far
         self._done: list[tuple] = []  # (instruction, position, in shape, out shape, itemsize) of each collective run
         self.spans: list[tuple] = []  # a Span's fields per instruction run (``timeline``)
-        self._peak = (0, -1, None, "inputs")
 
     # -- where am I ------------------------------------------------------------------------------
     @property
@@ -165,48 +164,49 @@ class Executor:
                 f"(held: {', '.join(f'b{b}' for b in sorted(self.buffers)) or 'none'})",
             ) from None
 
+    @property
+    def live_bytes(self) -> int:
+        """Bytes of the buffers this device holds now."""
+        return self.ledger.live
+
+    @property
+    def input_bytes(self) -> int:
+        """Bytes of this device's inputs, once placed."""
+        return self.ledger.input_bytes
+
     def _write(self, outs: Sequence[tuple[int, np.ndarray]]) -> None:
         ids = [b for b, _ in outs]
         if len(set(ids)) != len(ids):
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: writes buffer(s) {ids} more than once")
         outs = [(b, np.asarray(a)) for b, a in outs]
-        new = sum(int(a.nbytes) for _, a in outs)
-        replaced = sum(int(self.buffers[b].nbytes) for b in ids if b in self.buffers)
-        needed = self.live_bytes + new
-        if self.capacity is not None and needed > self.capacity:
-            ins = self.instr
-            at = "placing its inputs" if ins is None else f"at position {self.position} {describe(ins)}"
-            raise self._fail(
-                DeviceOutOfMemoryError,
-                f"device {self.device} out of memory {at}: needs {fmt_bytes(needed)} ({needed} bytes: "
-                f"{fmt_bytes(new)} new on top of {fmt_bytes(self.live_bytes)} live), capacity "
-                f"{fmt_bytes(self.capacity)} ({self.capacity} bytes)",
-                needed=needed, capacity=self.capacity,
-            )
-        if needed > self._peak[0]:
-            ins = self.instr
-            self._peak = (needed, self.position, None if ins is None else ins.id, "inputs" if ins is None else ins.source)
+        try:
+            self.ledger.write(outs, self.position, self.instr, self.capacity)
+        except OverCapacity as e:
+            raise self._out_of_memory(e) from None
         for b, a in outs:
-            self.buffers[b] = a
             if b in self.trace and b not in self.traced:
                 self.traced[b] = np.array(a, copy=True)
-        self.live_bytes = needed - replaced
+
+    def _out_of_memory(self, e: OverCapacity) -> ExecutionError:
+        ins = self.instr
+        at = "placing its inputs" if ins is None else f"at position {self.position} {describe(ins)}"
+        return self._fail(
+            DeviceOutOfMemoryError,
+            f"device {self.device} out of memory {at}: needs {fmt_bytes(e.needed)} ({e.needed} bytes: "
+            f"{fmt_bytes(e.new)} new on top of {fmt_bytes(e.live)} live), capacity "
+            f"{fmt_bytes(self.capacity)} ({self.capacity} bytes)",
+            needed=e.needed, capacity=self.capacity,
+        )
 
     def _write_one(self, buf: int, array) -> None:
         """``_write([(buf, array)])``: most instructions write one buffer, and this path spares
         them its lists and sums. A write past the capacity, or into a traced buffer, takes the
         general path (which raises, or keeps the copy)."""
         array = np.asarray(array)
-        needed = self.live_bytes + array.nbytes
-        if (self.capacity is not None and needed > self.capacity) or buf in self.trace:
+        if (self.capacity is not None and self.ledger.live + array.nbytes > self.capacity) or buf in self.trace:
             self._write([(buf, array)])
             return
-        if needed > self._peak[0]:
-            ins = self.instr
-            self._peak = (needed, self.position, None if ins is None else ins.id, "inputs" if ins is None else ins.source)
-        old = self.buffers.get(buf)
-        self.buffers[buf] = array
-        self.live_bytes = needed if old is None else needed - old.nbytes
+        self.ledger.write_one(buf, array, self.position, self.instr)
 
     def _free(self, bufs: Sequence[int]) -> None:
         for b in bufs:
@@ -214,11 +214,10 @@ class Executor:
                 raise self._fail(
                     ExecutionError, f"device {self.device} {self.where()}: frees buffer b{b}, which it does not hold"
                 )
-            self.live_bytes -= int(self.buffers.pop(b).nbytes)
+            self.ledger.free(b)
 
     def memory(self) -> DeviceMemory:
-        peak, pos, instr, source = self._peak
-        return DeviceMemory(self.device, peak, pos, instr, source, self.input_bytes, self.live_bytes, self.capacity)
+        return self.ledger.memory(self.device, self.capacity)
 
     # -- running ---------------------------------------------------------------------------------
     async def run(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -230,7 +229,7 @@ class Executor:
                 f"device {self.device}: its schedule takes {len(s.inputs)} input shards, got {len(inputs)}",
             )
         self._write([(b, np.asarray(a)) for b, a in zip(s.inputs, inputs)])
-        self.input_bytes = self.live_bytes
+        self.ledger.inputs_placed()
         for pos, ins in enumerate(s.instrs):
             self.position = pos
             start = time.time()

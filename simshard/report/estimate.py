@@ -32,6 +32,7 @@ from ..sharding.layout import layout
 from ..sharding.rows import rows_of
 from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes, balanced_chunk
 from .compute import DeviceCompute, device_of, op_flops
+from .ledger import MemoryLedger
 from .memory import DeviceMemory, MemoryReport
 from .topology import Topology
 
@@ -159,28 +160,32 @@ def _input_blocks(spmd: SpmdProgram) -> dict[int, list[Block]]:
 
 
 class _State:
-    """Buffers as blocks and the executor's memory accounting over them: of one device, or of
-    every device of a class (devices that ran the same instruction objects on the same blocks so
-    far hold equal buffers, so they share one state until an instruction sets them apart)."""
+    """Buffers as blocks and the executor's memory accounting over them (a ``MemoryLedger``): of
+    one device, or of every device of a class (devices that ran the same instruction objects on
+    the same blocks so far hold equal buffers, so they share one state until an instruction sets
+    them apart)."""
 
     def __init__(self):
-        self.buffers: dict[int, Block] = {}
-        self.live = 0
-        self.input_bytes = 0
+        self.ledger: MemoryLedger[Block] = MemoryLedger()
+        self.buffers = self.ledger.buffers
         self.position = -1
         self.top: Instr | None = None  # the top-level instruction running (a loop, for its body)
-        self.peak = (0, -1, None, "inputs")
         self.ops: Counter = Counter()  # (FLOPs, bytes) of each local op run -> how many times
+
+    @property
+    def live(self) -> int:
+        return self.ledger.live
 
     def fork(self) -> "_State":
         out = object.__new__(_State)
-        out.__dict__.update(self.__dict__)
-        out.buffers, out.ops = dict(self.buffers), Counter(self.ops)
+        out.ledger = self.ledger.copy()
+        out.buffers = out.ledger.buffers
+        out.position, out.top, out.ops = self.position, self.top, Counter(self.ops)
         return out
 
     def start(self, inputs: Sequence[int], blocks: Sequence[Block]) -> None:
         self.write(list(zip(inputs, blocks)))
-        self.input_bytes = self.live
+        self.ledger.inputs_placed()
 
     def read(self, buf: int, ins: Instr, device) -> Block:
         try:
@@ -190,29 +195,14 @@ class _State:
                                 f"b{buf}, which it does not hold") from None
 
     def write(self, outs: Sequence[tuple[int, Block]]) -> None:
-        new = sum(b.nbytes for _, b in outs)
-        replaced = sum(self.buffers[k].nbytes for k, _ in outs if k in self.buffers)
-        needed = self.live + new
-        if needed > self.peak[0]:
-            top = self.top
-            self.peak = (needed, self.position, None if top is None else top.id, "inputs" if top is None else top.source)
-        for k, b in outs:
-            self.buffers[k] = b
-        self.live = needed - replaced
+        self.ledger.write(outs, self.position, self.top)
 
     def write_one(self, buf: int, block: Block) -> None:
-        """``write([(buf, block)])``, the common case, without its sums over lists."""
-        old = self.buffers.get(buf)
-        needed = self.live + block.nbytes
-        if needed > self.peak[0]:
-            top = self.top
-            self.peak = (needed, self.position, None if top is None else top.id, "inputs" if top is None else top.source)
-        self.buffers[buf] = block
-        self.live = needed if old is None else needed - old.nbytes
+        self.ledger.write_one(buf, block, self.position, self.top)
 
     def free(self, bufs: Sequence[int]) -> None:
         for k in bufs:
-            self.live -= self.buffers.pop(k).nbytes
+            self.ledger.free(k)
 
 
 class _Device:
@@ -224,9 +214,7 @@ class _Device:
         self.records: list[CommRecord | Repeat] = []  # in the order they ran
 
     def memory(self) -> DeviceMemory:
-        st = self.state
-        peak, pos, instr, source = st.peak
-        return DeviceMemory(self.device, peak, pos, instr, source, st.input_bytes, st.live, None)
+        return self.state.ledger.memory(self.device)
 
 
 def _split(devices: dict[int, _Device], members: list[int], key) -> list[list[int]]:
