@@ -52,7 +52,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from simshard.sharding.reduce_ops import REDUCE_OPS
-from simshard.report.comm import balanced_chunks
+from simshard.report.collective_cost import balanced_chunks, sends
 
 from .errors import CollectiveError
 from .transport import Transport
@@ -227,10 +227,10 @@ async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis:
     axis = _axis(axis, x.ndim, what)
     pieces = _split(x, axis, splits, len(group), what)
     for j, p in enumerate(group):
-        if p != ch.me and pieces[j].shape[axis]:
+        if p != ch.me and sends(what, pieces[j].shape[axis]):
             await ch.send(p, 0, pieces[j])
     mine = pieces[i]
-    if not mine.shape[axis]:
+    if not sends(what, mine.shape[axis]):
         return reduce_in_order([mine], reduce_op)
     parts = dict(zip(group, await _receive_all(ch, group, 0, mine, what)))
     return reduce_in_order([parts[p] for p in order], reduce_op)
@@ -247,10 +247,10 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
     out = np.empty(x.size, dtype=x.dtype)
     slots = (out, _flat_chunks(out, g)[1])  # where each member's finished chunk goes (step 1)
     for j, p in enumerate(group):
-        if p != ch.me and sizes[j]:
+        if p != ch.me and sends(what, sizes[j]):
             ch.expect(p, 1, slots[1][j])
             await ch.send(p, 0, pieces[j])
-    if sizes[i]:
+    if sends(what, sizes[i]):
         mine = reduce_in_order(await _receive_all(ch, group, 0, pieces[i], what), reduce_op)
         for p in group:
             if p != ch.me:
@@ -259,7 +259,7 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
         mine = reduce_in_order([pieces[i]], reduce_op)
     chunks = []
     for j, p in enumerate(group):
-        if p == ch.me or not sizes[j]:
+        if p == ch.me or not sends(what, sizes[j]):
             chunks.append(mine if p == ch.me else reduce_in_order([pieces[j]], reduce_op))
             continue
         b = await ch.recv(p, 1)

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
+from .collective_cost import balanced_chunk, balanced_chunks  # noqa: F401  (balanced_chunks: importable from here, as before)
 from .topology import Link, Topology, record_seconds  # noqa: F401  (Link: importable from here, as before)
 
 # -- records ----------------------------------------------------------------------------------------
@@ -116,19 +117,6 @@ def _with_offsets(items: Iterable, offsets: tuple[int, ...] = (0,)) -> Iterator[
 
 
 # -- the analytic minimum -------------------------------------------------------------------------
-
-
-def balanced_chunks(n: int, g: int) -> list[int]:
-    """``n`` elements in ``g`` chunks whose lengths differ by at most one, longer ones first
-    (how an all-reduce cuts its flattened buffer)."""
-    q, r = divmod(int(n), int(g))
-    return [q + (1 if i < r else 0) for i in range(g)]
-
-
-def balanced_chunk(n: int, g: int, i: int) -> int:
-    """``balanced_chunks(n, g)[i]`` without the list (an 8,192-device group asks per device)."""
-    q, r = divmod(int(n), int(g))
-    return q + (1 if i < r else 0)
 
 
 def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: Sequence[int], itemsize: int,

@@ -30,7 +30,9 @@ from ..partition.schedule import (Instr, Instructions, SpmdProgram, Varying, par
                                   varying_fields)
 from ..sharding.layout import layout
 from ..sharding.rows import rows_of
-from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes, balanced_chunk
+from .collective_cost import (NO_COST, AllToAllGroup, all_gather_cost, all_reduce_cost, all_to_all_cost,
+                              collective_permute_costs, reduce_scatter_cost)
+from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes
 from .compute import DeviceCompute, device_of, op_flops
 from .ledger import MemoryLedger
 from .memory import DeviceMemory, MemoryReport
@@ -453,25 +455,11 @@ def _local(dev: _Device, ins: Instr, memo: dict) -> None:
 
 # -- collectives: the direct algorithms' messages ----------------------------------------------------
 #
-# Each collective is costed once per group, then per member in O(1): a direct collective over g
-# devices sends g(g-1) messages, which an 8,192-device all-reduce could not enumerate. A record's
-# per-peer rows (``CommRecord.peers``) are O(g) themselves: they are written for groups of up to
-# PEER_ROWS devices and left empty beyond (the totals are exact either way). Each costing function
-# takes ``(group, members, step, srcs, index)``: ``index`` maps a member to its position in the
-# group, computed once per group for the costing and the records both.
-
-PEER_ROWS = 64
-
-
-@dataclass
-class _Traffic:
-    """One member's side of a collective: totals, and its per-peer rows (peer, sent, received)."""
-
-    sent: int = 0
-    received: int = 0
-    messages_sent: int = 0
-    messages_received: int = 0
-    peers: tuple = ()
+# Each collective is costed once per group, then per member in O(1) (``collective_cost``): the
+# same messages the runtime's direct algorithms send. Each function below takes
+# ``(group, members, step, srcs, index)``: ``index`` maps a member to its position in the group,
+# computed once per group for the costing and the records both, and returns each member's result
+# block and cost.
 
 
 def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr],
@@ -529,8 +517,8 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
         x = srcs[d]
         dev.records.append(CommRecord(
             device=d, instr=ins.id, position=dev.state.position, source=ins.source, kind=kind,
-            axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=traffic.sent,
-            bytes_received=traffic.received, messages_sent=traffic.messages_sent,
+            axes=tuple(getattr(ins, "axes", ())), group=group, bytes_sent=traffic.bytes_sent,
+            bytes_received=traffic.bytes_received, messages_sent=traffic.messages_sent,
             messages_received=traffic.messages_received,
             min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize,
                                          where[d], routes[id(ins.pairs)].receivers if routes else None),
@@ -538,112 +526,48 @@ def _collective(devices: dict[int, _Device], classes: list[list[int]], here: Map
         ))
 
 
-@functools.lru_cache(maxsize=4096)
-def _split_sums(splits: tuple) -> tuple[int, int]:
-    """(total length, how many chunks are not empty) of a collective's ``splits``."""
-    return sum(splits), sum(1 for c in splits if c)
-
-
-def _rows(group: Sequence[int], me: int, sent, received) -> tuple:
-    """Per-peer rows for a small group: ``sent(j)`` / ``received(j)`` bytes to / from member j,
-    None where no message goes."""
-    if len(group) > PEER_ROWS:
-        return ()
-    rows = []
-    for j, p in enumerate(group):
-        if p == me:
-            continue
-        s, r = sent(j), received(j)
-        if s is not None or r is not None:
-            rows.append((p, s or 0, r or 0))
-    return tuple(sorted(rows))
-
-
 def _all_gather(group, members, step, srcs, index):
-    g = len(group)
     axis = step[members[0]].axis % len(srcs[members[0]].shape)
     sizes = [srcs[p].nbytes for p in group]
     total = sum(sizes)
     out_len = sum(srcs[p].shape[axis] for p in group)
-    res = {}
-    for me in members:
-        b = srcs[me].nbytes
-        t = _Traffic((g - 1) * b, total - b, g - 1, g - 1,
-                     _rows(group, me, lambda j: b, lambda j: sizes[j]))
-        res[me] = (srcs[me].along(axis, out_len), t)
-    return res
+    return {me: (srcs[me].along(axis, out_len), all_gather_cost(group, index[me], sizes, total)) for me in members}
 
 
 def _reduce_scatter(group, members, step, srcs, index):
-    g = len(group)
     res = {}
     for me in members:
         ins, x = step[me], srcs[me]
         axis = ins.axis % len(x.shape)
-        row = x.per_index(axis)
         i = index[me]
-        total, nonempty = _split_sums(ins.splits)
-        mine = ins.splits[i] * row
-        got = (g - 1) if ins.splits[i] else 0  # each peer sends its contribution to my chunk
-        live = nonempty - (1 if ins.splits[i] else 0)  # the peers whose chunk is not empty
-        t = _Traffic((total - ins.splits[i]) * row, got * mine, live, got,
-                     _rows(group, me, lambda j: ins.splits[j] * row if ins.splits[j] else None,
-                           lambda j: mine if got else None))
-        res[me] = (x.along(axis, ins.splits[i]), t)
+        res[me] = (x.along(axis, ins.splits[i]), reduce_scatter_cost(group, i, ins.splits, x.per_index(axis)))
     return res
 
 
 def _all_reduce(group, members, step, srcs, index):
-    g = len(group)
-    res = {}
-    for me in members:
-        x = srcs[me]
-        item = x.dtype.itemsize
-        n = math.prod(x.shape)
-        mine = balanced_chunk(n, g, index[me])
-        others = n - mine  # step 0 sends the others' chunks, step 1 gets them back
-        n_others = min(n, g) - (1 if mine else 0)  # balanced chunks: min(n, g) are not empty
-        own = (g - 1) if mine else 0  # step 0 gets my chunk from each peer, step 1 sends it to each
-        nbytes = (others + own * mine) * item
-
-        def both(j, n=n, mine=mine, own=own, item=item):
-            c = balanced_chunk(n, g, j)
-            return (c + (mine if own else 0)) * item if c or own else None
-
-        res[me] = (x, _Traffic(nbytes, nbytes, n_others + own, n_others + own, _rows(group, me, both, both)))
-    return res
+    return {me: (srcs[me], all_reduce_cost(group, index[me], math.prod(srcs[me].shape), srcs[me].dtype.itemsize))
+            for me in members}
 
 
 def _all_to_all(group, members, step, srcs, index):
     g = len(group)
-
-    rows = {p: srcs[p].per_index(step[p].split_axis % len(srcs[p].shape)) for p in group}
-    same = len({tuple(step[p].splits) for p in group}) == 1  # the usual case: sums instead of a loop
-    row_total = sum(rows.values())
+    sums = AllToAllGroup.of([step[p].splits for p in group],
+                            [srcs[p].per_index(step[p].split_axis % len(srcs[p].shape)) for p in group])
     first = step[members[0]]
     concat_total = sum(srcs[p].shape[first.concat_axis % len(srcs[p].shape)] for p in group)
     res = {}
     for me in members:
         ins, x = step[me], srcs[me]
         i = index[me]
-        sent = (_split_sums(ins.splits)[0] - ins.splits[i]) * rows[me]
-        if same:
-            received = ins.splits[i] * (row_total - rows[me])
-        else:
-            received = sum(step[p].splits[i] * rows[p] for p in group if p != me)
         axis = ins.concat_axis % len(x.shape)
         split_axis = ins.split_axis % len(x.shape)
         if axis != split_axis:
             length = concat_total
-        elif same:
+        elif sums.uniform:
             length = g * ins.splits[i]
         else:
             length = sum(step[p].splits[i] for p in group)
-        out = x.along(split_axis, ins.splits[i]).along(axis, length)
-        t = _Traffic(sent, received, g - 1, g - 1,
-                     _rows(group, me, lambda j: ins.splits[j] * rows[me],
-                           lambda j: step[group[j]].splits[i] * rows[group[j]]))
-        res[me] = (out, t)
+        res[me] = (x.along(split_axis, ins.splits[i]).along(axis, length), all_to_all_cost(group, i, sums))
     return res
 
 
@@ -667,26 +591,14 @@ class _Routes:
 
 
 def _collective_permute(step, srcs, routes):
+    targets = {me: routes[id(ins.pairs)].targets.get(me, ()) for me, ins in step.items()}
+    costs = collective_permute_costs({me: t for me, t in targets.items() if t},
+                                     {me: srcs[me].nbytes for me, t in targets.items() if t})
     res = {}
-    traffic: dict[int, dict[int, list[int]]] = {}  # device -> peer -> [sent, received, msgs out, msgs in]
-    for me, ins in step.items():
-        for t in routes[id(ins.pairs)].targets.get(me, ()):
-            if t != me:
-                nbytes = srcs[me].nbytes
-                a = traffic.setdefault(me, {}).setdefault(t, [0, 0, 0, 0])
-                a[0] += nbytes
-                a[2] += 1
-                b = traffic.setdefault(t, {}).setdefault(me, [0, 0, 0, 0])
-                b[1] += nbytes
-                b[3] += 1
     for me, ins in step.items():
         sources = routes[id(ins.pairs)].sources.get(me)
         out = srcs[sources[0]] if sources else Block(tuple(int(n) for n in ins.shape), np.dtype(ins.dtype))
-        peers = traffic.get(me, {})
-        t = _Traffic(sum(v[0] for v in peers.values()), sum(v[1] for v in peers.values()),
-                     sum(v[2] for v in peers.values()), sum(v[3] for v in peers.values()),
-                     tuple((p, v[0], v[1]) for p, v in sorted(peers.items())))
-        res[me] = (out, t)
+        res[me] = (out, costs.get(me, NO_COST))
     return res
 
 

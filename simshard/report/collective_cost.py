@@ -1,0 +1,178 @@
+"""What the direct collective algorithms send, written once for the runtime and the estimate.
+
+``runtime/collectives.py`` runs the direct algorithms over a transport; the estimate
+(``report/estimate``) costs them without data. Both read their messages from here:
+
+* the chunks: an all-reduce cuts its flattened buffer in ``g`` balanced chunks
+  (``balanced_chunks``), a reduce-scatter and an all-to-all cut along an axis by ``splits``;
+* which chunks travel (``sends``): an empty reduce-scatter or all-reduce chunk is not sent (both
+  sides know its size is zero); all-gather and all-to-all blocks always are (their receivers
+  learn the sizes from them);
+* each member's ``Cost`` in closed form (bytes and messages sent and received, and its per-peer
+  rows for groups of up to ``PEER_ROWS`` members): O(1) per member once a group's sums are known,
+  since a direct collective over ``g`` devices sends ``g(g-1)`` messages, which an 8,192-device
+  all-reduce could not enumerate.
+
+The runtime's records are the transport's own counts; the estimate's are these costs, and
+``tests/report/test_estimate.py`` holds the two equal.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Mapping, NamedTuple, Sequence
+
+PEER_ROWS = 64  # groups larger than this get no per-peer rows (the totals stay exact)
+
+DROPS_EMPTY_CHUNKS = frozenset({"reduce_scatter", "all_reduce"})  # kinds whose empty chunks are not sent
+
+
+class PeerRow(NamedTuple):
+    """Bytes one member sent to and received from one peer in a collective."""
+
+    peer: int
+    sent: int
+    received: int
+
+
+class Cost(NamedTuple):
+    """One member's side of a collective: its totals and its per-peer rows (empty for a group
+    over ``PEER_ROWS``)."""
+
+    bytes_sent: int
+    bytes_received: int
+    messages_sent: int
+    messages_received: int
+    peers: tuple[PeerRow, ...] = ()
+
+
+class AllToAllGroup(NamedTuple):
+    """An all-to-all's group as its members' costs read it, summed once per group: each member's
+    splits and its bytes per index along its split axis, in group order."""
+
+    splits: tuple[tuple[int, ...], ...]
+    rows: tuple[int, ...]
+    row_total: int
+    uniform: bool  # every member cuts by the same splits (the usual case: sums instead of loops)
+
+    @staticmethod
+    def of(splits: Sequence[Sequence[int]], rows: Sequence[int]) -> "AllToAllGroup":
+        splits = tuple(tuple(s) for s in splits)
+        return AllToAllGroup(splits, tuple(rows), sum(rows), len(set(splits)) == 1)
+
+
+def balanced_chunks(n: int, g: int) -> list[int]:
+    """``n`` elements in ``g`` chunks whose lengths differ by at most one, longer ones first
+    (how an all-reduce cuts its flattened buffer)."""
+    q, r = divmod(int(n), int(g))
+    return [q + (1 if i < r else 0) for i in range(g)]
+
+
+def balanced_chunk(n: int, g: int, i: int) -> int:
+    """``balanced_chunks(n, g)[i]`` without the list (an 8,192-device group asks per device)."""
+    q, r = divmod(int(n), int(g))
+    return q + (1 if i < r else 0)
+
+
+def sends(kind: str, length: int) -> bool:
+    """Whether a direct ``kind`` collective sends a chunk ``length`` long (see the docstring)."""
+    return bool(length) or kind not in DROPS_EMPTY_CHUNKS
+
+
+@functools.lru_cache(maxsize=4096)
+def split_sums(splits: tuple) -> tuple[int, int]:
+    """(total length, how many chunks are not empty) of a collective's ``splits``."""
+    return sum(splits), sum(1 for c in splits if c)
+
+
+def peer_rows(group: Sequence[int], me: int, sent: Callable[[int], int | None],
+              received: Callable[[int], int | None]) -> tuple[PeerRow, ...]:
+    """Per-peer rows for a small group: ``sent(j)`` / ``received(j)`` bytes to / from member j,
+    None where no message goes; none for a group over ``PEER_ROWS``."""
+    if len(group) > PEER_ROWS:
+        return ()
+    rows = []
+    for j, p in enumerate(group):
+        if p == me:
+            continue
+        s, r = sent(j), received(j)
+        if s is not None or r is not None:
+            rows.append(PeerRow(p, s or 0, r or 0))
+    return tuple(sorted(rows))
+
+
+def all_gather_cost(group: Sequence[int], i: int, sizes: Sequence[int], total: int) -> Cost:
+    """Member ``i`` sends its block (``sizes[i]`` bytes) to every peer and gets each peer's."""
+    g, mine = len(group), sizes[i]
+    return Cost((g - 1) * mine, total - mine, g - 1, g - 1,
+                peer_rows(group, group[i], lambda j: mine, lambda j: sizes[j]))
+
+
+def reduce_scatter_cost(group: Sequence[int], i: int, splits: tuple, row: int) -> Cost:
+    """Member ``i`` sends each peer's chunk (``splits[j]`` indices of ``row`` bytes) and gets its
+    own from each peer; empty chunks are not sent."""
+    g = len(group)
+    total, nonempty = split_sums(splits)
+    mine = splits[i] * row
+    got = (g - 1) if sends("reduce_scatter", splits[i]) else 0  # each peer sends its part of my chunk
+    live = nonempty - (1 if splits[i] else 0)  # the peers whose chunk is not empty
+    return Cost((total - splits[i]) * row, got * mine, live, got,
+                peer_rows(group, group[i], lambda j: splits[j] * row if sends("reduce_scatter", splits[j]) else None,
+                          lambda j: mine if got else None))
+
+
+def all_reduce_cost(group: Sequence[int], i: int, elements: int, itemsize: int) -> Cost:
+    """A reduce-scatter of ``g`` balanced chunks of the flattened buffer (step 0: each peer's
+    chunk out, my chunk in from each), then an all-gather of them (step 1: mine out to each, the
+    others' back in); empty chunks are not sent."""
+    g = len(group)
+    mine = balanced_chunk(elements, g, i)
+    own = (g - 1) if sends("all_reduce", mine) else 0
+    n_others = min(elements, g) - (1 if mine else 0)  # balanced chunks: min(n, g) are not empty
+    nbytes = (elements - mine + own * mine) * itemsize
+
+    def both(j: int) -> int | None:
+        c = balanced_chunk(elements, g, j)
+        return (c + (mine if own else 0)) * itemsize if c or own else None
+
+    messages = n_others + own
+    return Cost(nbytes, nbytes, messages, messages, peer_rows(group, group[i], both, both))
+
+
+def all_to_all_cost(group: Sequence[int], i: int, sums: AllToAllGroup) -> Cost:
+    """Member ``i`` sends chunk ``j`` of its split axis to member ``j`` and gets chunk ``i`` of
+    every peer's (every block is sent, even an empty one)."""
+    g, mine, row = len(group), sums.splits[i], sums.rows[i]
+    sent = (split_sums(mine)[0] - mine[i]) * row
+    if sums.uniform:
+        received = mine[i] * (sums.row_total - row)
+    else:
+        received = sum(sums.splits[j][i] * sums.rows[j] for j in range(g) if j != i)
+    return Cost(sent, received, g - 1, g - 1,
+                peer_rows(group, group[i], lambda j: mine[j] * row, lambda j: sums.splits[j][i] * sums.rows[j]))
+
+
+def collective_permute_costs(targets: Mapping[int, Sequence[int]], nbytes: Mapping[int, int]) -> dict[int, Cost]:
+    """Every device's cost in a permute: ``targets`` maps each source to the devices it sends its
+    ``nbytes[source]`` bytes to (a device sending to itself copies, no message)."""
+    traffic: dict[int, dict[int, list[int]]] = {}  # device -> peer -> [sent, received, messages out, messages in]
+    for me, those in targets.items():
+        for t in those:
+            if t != me:
+                out = traffic.setdefault(me, {}).setdefault(t, [0, 0, 0, 0])
+                out[0] += nbytes[me]
+                out[2] += 1
+                back = traffic.setdefault(t, {}).setdefault(me, [0, 0, 0, 0])
+                back[1] += nbytes[me]
+                back[3] += 1
+    return {me: Cost(sum(v[0] for v in peers.values()), sum(v[1] for v in peers.values()),
+                     sum(v[2] for v in peers.values()), sum(v[3] for v in peers.values()),
+                     tuple(PeerRow(p, v[0], v[1]) for p, v in sorted(peers.items())))
+            for me, peers in traffic.items()}
+
+
+NO_COST = Cost(0, 0, 0, 0, ())
+
+__all__ = ["AllToAllGroup", "Cost", "DROPS_EMPTY_CHUNKS", "NO_COST", "PEER_ROWS", "PeerRow", "all_gather_cost",
+           "all_reduce_cost", "all_to_all_cost", "balanced_chunk", "balanced_chunks", "collective_permute_costs",
+           "peer_rows", "sends", "split_sums"]
