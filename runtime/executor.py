@@ -52,6 +52,7 @@ from simshard.ops.registry import OPS
 from simshard.ops.dynamic import update_into
 from simshard.partition.schedule import Instr, Schedule, participants, updates_in_place
 from simshard.report.comm import CommRecord, analytic_min_bytes
+from simshard.report.dispatch import COLLECTIVE_KINDS, dispatch_table
 from simshard.report.ledger import MemoryLedger, OverCapacity
 from simshard.report.memory import DeviceMemory
 from simshard.units import fmt_bytes
@@ -75,11 +76,6 @@ def describe(instr: Instr) -> str:
         extra = f" {instr.op}"
     src = f" from {instr.source!r}" if instr.source else ""
     return f"[{instr.id}] {instr.kind}{extra}{src}"
-
-
-# the instruction kinds that never wait for a peer: run as plain calls (``_step_now``), without a
-# coroutine of their own
-_AT_ONCE = frozenset({"compute", "literal", "slice", "pad", "free"})
 
 
 def _aval(a: np.ndarray) -> str:
@@ -234,10 +230,11 @@ class Executor:
             self.position = pos
             start = time.time()
             try:
-                if ins.kind in _AT_ONCE:
-                    self._step_now(ins)
+                step = self._handler(ins)
+                if step.waits:
+                    await step.run(self, ins)
                 else:
-                    await self._step(ins)
+                    step.run(self, ins)
             except ExecutionError:
                 self.state = "failed"
                 raise
@@ -254,47 +251,54 @@ class Executor:
         self.transport.finished(self.device)
         return outputs
 
-    async def _step(self, ins: Instr) -> None:
-        kind = ins.kind
-        if ins.is_collective:
-            await self._collective(ins)
-        elif kind in _AT_ONCE:
-            self._step_now(ins)
-        elif kind == "loop":
-            for k in range(ins.length):
-                self._write_one(ins.counter, np.asarray(ins.step(k), np.int32))
-                for body_ins in ins.iteration(k):
-                    await self._step(body_ins)
-        elif kind == "switch":
-            for b in ins.chosen(int(self._read(ins.index))):
-                await self._step(b)
-        elif kind == "while":
-            k = 0
-            while True:
-                cond, body = ins.iteration(k)
-                for c in cond:
-                    await self._step(c)
-                if not bool(self._read(ins.pred)):
-                    break
-                for b in body:
-                    await self._step(b)
-                k += 1
-        else:
-            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {kind!r}")
+    def _handler(self, ins: Instr) -> "Step":
+        """How this executor runs ``ins`` (``STEPS``), or the error naming an unknown kind."""
+        step = STEPS.get(ins.kind)
+        if step is None:
+            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {ins.kind!r}")
+        return step
 
-    def _step_now(self, ins: Instr) -> None:
-        """An instruction of the ``_AT_ONCE`` kinds (nothing to wait for)."""
-        kind = ins.kind
-        if kind == "compute":
-            self._compute(ins)
-        elif kind == "literal":
-            self._write_one(ins.dst, np.array(ins.value, copy=True))
-        elif kind == "slice":
-            self._write_one(ins.dst, self._slice(self._read(ins.src), ins.index))
-        elif kind == "pad":
-            self._write_one(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))
+    async def _step(self, ins: Instr) -> None:
+        """Run ``ins`` inside a loop's, switch's or while's body, waiting where it waits."""
+        step = self._handler(ins)
+        if step.waits:
+            await step.run(self, ins)
         else:
-            self._free(ins.bufs)
+            step.run(self, ins)
+
+    async def _loop(self, ins) -> None:
+        for k in range(ins.length):
+            self._write_one(ins.counter, np.asarray(ins.step(k), np.int32))
+            for body_ins in ins.iteration(k):
+                await self._step(body_ins)
+
+    async def _switch(self, ins) -> None:
+        for b in ins.chosen(int(self._read(ins.index))):
+            await self._step(b)
+
+    async def _while(self, ins) -> None:
+        k = 0
+        while True:
+            cond, body = ins.iteration(k)
+            for c in cond:
+                await self._step(c)
+            if not bool(self._read(ins.pred)):
+                break
+            for b in body:
+                await self._step(b)
+            k += 1
+
+    def _literal(self, ins) -> None:
+        self._write_one(ins.dst, np.array(ins.value, copy=True))
+
+    def _slice_instr(self, ins) -> None:
+        self._write_one(ins.dst, self._slice(self._read(ins.src), ins.index))
+
+    def _pad_instr(self, ins) -> None:
+        self._write_one(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))
+
+    def _free_instr(self, ins) -> None:
+        self._free(ins.bufs)
 
     def _compute(self, ins) -> None:
         op = OPS.get(ins.op)
@@ -485,6 +489,27 @@ class Executor:
 
     def _where_of(self, device: int) -> str:
         return self.where() if device == self.device else self._peer(device)
+
+
+class Step(NamedTuple):
+    """How the executor runs one instruction kind: its method, and whether that waits for peers
+    (a coroutine, awaited) or runs at once (a plain call, no coroutine of its own)."""
+
+    run: Callable
+    waits: bool
+
+
+STEPS = dispatch_table({
+    "compute": Step(Executor._compute, False),
+    "literal": Step(Executor._literal, False),
+    "slice": Step(Executor._slice_instr, False),
+    "pad": Step(Executor._pad_instr, False),
+    "free": Step(Executor._free_instr, False),
+    **{kind: Step(Executor._collective, True) for kind in COLLECTIVE_KINDS},
+    "loop": Step(Executor._loop, True),
+    "switch": Step(Executor._switch, True),
+    "while": Step(Executor._while, True),
+}, "runtime/executor.py")
 
 
 def _sig(sig) -> str:

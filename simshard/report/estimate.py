@@ -34,6 +34,7 @@ from .collective_cost import (NO_COST, AllToAllGroup, all_gather_cost, all_reduc
                               collective_permute_costs, reduce_scatter_cost)
 from .comm import CommRecord, CommReport, Repeat, TimeEstimate, analytic_min_bytes
 from .compute import DeviceCompute, device_of, op_flops
+from .dispatch import COLLECTIVE_KINDS, dispatch_table
 from .ledger import MemoryLedger
 from .memory import DeviceMemory, MemoryReport
 from .topology import Topology
@@ -263,25 +264,37 @@ def _walk(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int
                 st = devices[c[0]].state
                 st.position, st.top = pos, here[c[0]]
         first = here[classes[0][0]]
-        if first.is_collective:
-            _collective(devices, classes, here, lists, memo)
-        elif first.kind == "loop":
-            origin = {d: c[0] for c in classes for d in c}
-            _loop(devices, classes, here, memo)
-            for c in classes:  # a class the body's collectives split runs on in its origin's list
-                if c[0] not in lists:
-                    lists[c[0]] = lists[origin[c[0]]]
-        elif first.kind in ("while", "switch"):
-            what = "its trip count" if first.kind == "while" else "the branch it takes"
-            raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
-                                "an estimate does not have; run the program (ss.run) to cost it")
+        STEPS[first.kind](devices, classes, here, lists, memo)
+
+
+def _locals(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr],
+            lists: dict[int, Sequence[Instr]], memo: dict) -> None:
+    """A local step: once per class (per member where a ``Varying`` field sets them apart)."""
+    for c in list(classes):
+        ins = here[c[0]]
+        if _tables(ins, memo):  # a slice's or literal's Varying field: members may get different blocks
+            _local_varying(devices, classes, lists, c, ins, memo)
         else:
-            for c in list(classes):
-                ins = here[c[0]]
-                if _tables(ins, memo):  # a slice's or literal's Varying field: members may get different blocks
-                    _local_varying(devices, classes, lists, c, ins, memo)
-                else:
-                    _local(devices[c[0]], ins, memo)
+            _local(devices[c[0]], ins, memo)
+
+
+def _loop_step(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr],
+               lists: dict[int, Sequence[Instr]], memo: dict) -> None:
+    """A scan (``_loop``); a class its body's collectives split runs on in its origin's list."""
+    origin = {d: c[0] for c in classes for d in c}
+    _loop(devices, classes, here, memo)
+    for c in classes:
+        if c[0] not in lists:
+            lists[c[0]] = lists[origin[c[0]]]
+
+
+def _refuse(devices: dict[int, _Device], classes: list[list[int]], here: Mapping[int, Instr],
+            lists: dict[int, Sequence[Instr]], memo: dict) -> None:
+    """A while loop or a switch: what it runs depends on data the estimate does not have."""
+    first = here[classes[0][0]]
+    what = "its trip count" if first.kind == "while" else "the branch it takes"
+    raise EstimateError(f"[{first.id}] {first.kind} from {first.source!r}: {what} depends on the data, which "
+                        "an estimate does not have; run the program (ss.run) to cost it")
 
 
 def _local_varying(devices: dict[int, _Device], classes: list[list[int]], lists: dict[int, Sequence[Instr]],
@@ -410,47 +423,61 @@ def _block(shape: tuple[int, ...], dtype: np.dtype) -> Block:
 
 
 def _local(dev: _Device, ins: Instr, memo: dict) -> None:
-    kind = ins.kind
-    st, me = dev.state, dev.device
-    if kind == "compute":
-        blocks = tuple(st.read(k, ins, me) for k in ins.inputs)
-        by_id = (id(ins), blocks)
-        out = memo.get(by_id)
-        if out is None:  # devices may hold equal instructions as distinct objects: try by value
-            try:
-                by_value = (ins.op, ins.params, blocks)
-                out = memo.get(by_value)
-            except TypeError:  # a param that does not hash (an array): by identity only
-                by_value = None
-            if out is None:
-                avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **dict(ins.params))
-                blocks_out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
-                work = (op_flops(ins.op, [b.shape for b in blocks], [b.shape for b in blocks_out], dict(ins.params)),
-                        sum(b.nbytes for b in blocks) + sum(b.nbytes for b in blocks_out))
-                out = (blocks_out, work)
-                if by_value is not None:
-                    memo[by_value] = out
-            memo[by_id] = out
-            _keep(memo, ins)
-        blocks_out, work = out
-        st.ops[work] += 1
-        if not updates_in_place(ins):  # in place: the buffer keeps its block, no new bytes
-            if len(blocks_out) == 1:
-                st.write_one(ins.outputs[0], blocks_out[0])
-            else:
-                st.write(list(zip(ins.outputs, blocks_out)))
-    elif kind == "literal":
-        v = np.asarray(ins.value)
-        st.write_one(ins.dst, _block(v.shape, v.dtype))
-    elif kind == "slice":
-        src = st.read(ins.src, ins, me)
-        st.write_one(ins.dst, _block(tuple(len(ix) for ix in ins.index), src.dtype))
-    elif kind == "pad":
-        st.write_one(ins.dst, _block(tuple(int(s) for s in ins.shape), st.read(ins.src, ins, me).dtype))
-    elif kind == "free":
-        st.free(ins.bufs)
-    else:
+    """A local instruction on one class's state."""
+    run = _LOCAL_RUNS.get(ins.kind)
+    if run is None:
         raise EstimateError(f"[{ins.id}] {ins.kind} from {ins.source!r}: no estimate for this instruction kind")
+    run(dev.state, dev.device, ins, memo)
+
+
+def _compute(st: _State, me: int, ins: Instr, memo: dict) -> None:
+    blocks = tuple(st.read(k, ins, me) for k in ins.inputs)
+    by_id = (id(ins), blocks)
+    out = memo.get(by_id)
+    if out is None:  # devices may hold equal instructions as distinct objects: try by value
+        try:
+            by_value = (ins.op, ins.params, blocks)
+            out = memo.get(by_value)
+        except TypeError:  # a param that does not hash (an array): by identity only
+            by_value = None
+        if out is None:
+            avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **dict(ins.params))
+            blocks_out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+            work = (op_flops(ins.op, [b.shape for b in blocks], [b.shape for b in blocks_out], dict(ins.params)),
+                    sum(b.nbytes for b in blocks) + sum(b.nbytes for b in blocks_out))
+            out = (blocks_out, work)
+            if by_value is not None:
+                memo[by_value] = out
+        memo[by_id] = out
+        _keep(memo, ins)
+    blocks_out, work = out
+    st.ops[work] += 1
+    if not updates_in_place(ins):  # in place: the buffer keeps its block, no new bytes
+        if len(blocks_out) == 1:
+            st.write_one(ins.outputs[0], blocks_out[0])
+        else:
+            st.write(list(zip(ins.outputs, blocks_out)))
+
+
+def _literal(st: _State, me: int, ins: Instr, memo: dict) -> None:
+    v = np.asarray(ins.value)
+    st.write_one(ins.dst, _block(v.shape, v.dtype))
+
+
+def _slice(st: _State, me: int, ins: Instr, memo: dict) -> None:
+    src = st.read(ins.src, ins, me)
+    st.write_one(ins.dst, _block(tuple(len(ix) for ix in ins.index), src.dtype))
+
+
+def _pad(st: _State, me: int, ins: Instr, memo: dict) -> None:
+    st.write_one(ins.dst, _block(tuple(int(s) for s in ins.shape), st.read(ins.src, ins, me).dtype))
+
+
+def _free(st: _State, me: int, ins: Instr, memo: dict) -> None:
+    st.free(ins.bufs)
+
+
+_LOCAL_RUNS = {"compute": _compute, "literal": _literal, "slice": _slice, "pad": _pad, "free": _free}
 
 
 # -- collectives: the direct algorithms' messages ----------------------------------------------------
@@ -604,5 +631,12 @@ def _collective_permute(step, srcs, routes):
 
 _COLLECTIVES = {"all_gather": _all_gather, "reduce_scatter": _reduce_scatter, "all_reduce": _all_reduce,
                 "all_to_all": _all_to_all}
+
+# each instruction kind's SPMD step, (devices, classes, here, lists, memo) -> None
+STEPS = dispatch_table({
+    **{kind: _locals for kind in _LOCAL_RUNS},
+    **{kind: _collective for kind in COLLECTIVE_KINDS},
+    "loop": _loop_step, "while": _refuse, "switch": _refuse,
+}, "simshard/report/estimate")
 
 __all__ = ["Block", "Estimate", "EstimateError", "estimate", "estimate_spmd"]
