@@ -24,7 +24,7 @@ def test_a_table_missing_a_kind_or_naming_an_unknown_one_is_refused():
 
 
 def test_the_executor_the_estimate_and_the_collectives_cover_every_kind():
-    from simshard.report.estimate import STEPS
+    from simshard.report.estimate.walk import STEPS
     from simshard.runtime.collectives import RUNS, SIGNATURES
     from simshard.runtime.executor import STEPS as EXECUTOR_STEPS
 
