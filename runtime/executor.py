@@ -51,7 +51,8 @@ import numpy as np
 from simshard.ops.registry import OPS
 from simshard.ops.dynamic import update_into
 from simshard.partition.schedule import Instr, Schedule, participants, updates_in_place
-from simshard.report.comm import CommRecord, analytic_min_bytes
+from simshard.report.collective_cost import analytic_min_bytes
+from simshard.report.comm import CommRecord
 from simshard.report.dispatch import COLLECTIVE_KINDS, dispatch_table
 from simshard.report.ledger import MemoryLedger, OverCapacity
 from simshard.report.memory import DeviceMemory

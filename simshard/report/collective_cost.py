@@ -8,6 +8,8 @@
 * which chunks travel (``sends``): an empty reduce-scatter or all-reduce chunk is not sent (both
   sides know its size is zero); all-gather and all-to-all blocks always are (their receivers
   learn the sizes from them);
+* ``analytic_min_bytes``: what a member must receive whatever the algorithm (``report/comm.py``
+  describes it per kind), beside which a report shows what it did receive;
 * each member's ``Cost`` in closed form (bytes and messages sent and received, and its per-peer
   rows for groups of up to ``PEER_ROWS`` members): O(1) per member once a group's sums are known,
   since a direct collective over ``g`` devices sends ``g(g-1)`` messages, which an 8,192-device
@@ -20,6 +22,7 @@ The runtime's records are the transport's own counts; the estimate's are these c
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 PEER_ROWS = 64  # groups larger than this get no per-peer rows (the totals stay exact)
@@ -173,6 +176,36 @@ def collective_permute_costs(targets: Mapping[int, Sequence[int]], nbytes: Mappi
 
 NO_COST = Cost(0, 0, 0, 0, ())
 
+
+def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: Sequence[int], itemsize: int,
+                       index: int | None = None, receivers: frozenset | set | None = None) -> int:
+    """Bytes ``device`` must receive to run the collective ``instr`` (a schedule instruction)
+    whose local input / output shapes are ``in_shape`` / ``out_shape`` (``report/comm.py``'s
+    module docstring gives it per kind).
+    ``index``: the device's position in ``instr.group``, and for a permute ``receivers``: the
+    devices another device sends to, when the caller knows them (else a search of the group or
+    the pairs, thousands long on a large mesh)."""
+    n_in, n_out = math.prod(in_shape), math.prod(out_shape)
+    kind = instr.kind
+    if kind == "all_gather":
+        return (n_out - n_in) * itemsize
+    if kind == "reduce_scatter":
+        return (len(instr.group) - 1) * n_out * itemsize
+    if kind == "all_reduce":
+        g = len(instr.group)
+        c = balanced_chunk(n_in, g, instr.group.index(device) if index is None else index)
+        return ((g - 1) * c + (n_in - c)) * itemsize
+    if kind == "all_to_all":
+        i = instr.group.index(device) if index is None else index
+        along = in_shape[instr.split_axis]
+        own = (n_in // along) * instr.splits[i] if along else 0
+        return (n_out - own) * itemsize
+    if kind == "collective_permute":
+        got = device in receivers if receivers is not None else any(t == device and s != device for s, t in instr.pairs)
+        return n_out * itemsize if got else 0
+    raise ValueError(f"no analytic minimum for instruction kind {kind!r}")
+
+
 __all__ = ["AllToAllGroup", "Cost", "DROPS_EMPTY_CHUNKS", "NO_COST", "PEER_ROWS", "PeerRow", "all_gather_cost",
-           "all_reduce_cost", "all_to_all_cost", "balanced_chunk", "balanced_chunks", "collective_permute_costs",
-           "peer_rows", "sends", "split_sums"]
+           "all_reduce_cost", "all_to_all_cost", "analytic_min_bytes", "balanced_chunk", "balanced_chunks",
+           "collective_permute_costs", "peer_rows", "sends", "split_sums"]

@@ -17,8 +17,8 @@ import numpy as np
 
 from ...partition.schedule import Instr, participants
 from ..collective_cost import (NO_COST, AllToAllGroup, Cost, all_gather_cost, all_reduce_cost, all_to_all_cost,
-                               collective_permute_costs, reduce_scatter_cost)
-from ..comm import CommRecord, analytic_min_bytes
+                               analytic_min_bytes, collective_permute_costs, reduce_scatter_cost)
+from ..comm import CommRecord
 from .blocks import Block
 from .local import copies
 from .memo import Memo
