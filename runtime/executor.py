@@ -177,7 +177,7 @@ class Executor:
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: writes buffer(s) {ids} more than once")
         outs = [(b, np.asarray(a)) for b, a in outs]
         try:
-            self.ledger.write(outs, self.position, self.instr, self.capacity)
+            self.ledger.write(outs, self.capacity)
         except OverCapacity as e:
             raise self._out_of_memory(e) from None
         for b, a in outs:
@@ -203,7 +203,7 @@ class Executor:
         if (self.capacity is not None and self.ledger.live + array.nbytes > self.capacity) or buf in self.trace:
             self._write([(buf, array)])
             return
-        self.ledger.write_one(buf, array, self.position, self.instr)
+        self.ledger.write_one(buf, array)
 
     def _free(self, bufs: Sequence[int]) -> None:
         for b in bufs:
@@ -211,7 +211,7 @@ class Executor:
                 raise self._fail(
                     ExecutionError, f"device {self.device} {self.where()}: frees buffer b{b}, which it does not hold"
                 )
-            self.ledger.free(b)
+            self.ledger.free((b,))
 
     def memory(self) -> DeviceMemory:
         return self.ledger.memory(self.device, self.capacity)
@@ -229,6 +229,7 @@ class Executor:
         self.ledger.inputs_placed()
         for pos, ins in enumerate(s.instrs):
             self.position = pos
+            self.ledger.at(pos, ins)
             start = time.time()
             try:
                 step = self._handler(ins)

@@ -30,30 +30,24 @@ PEER_ROWS = 64  # groups larger than this get no per-peer rows (the totals stay 
 DROPS_EMPTY_CHUNKS = frozenset({"reduce_scatter", "all_reduce"})  # kinds whose empty chunks are not sent
 
 
-class PeerRow(NamedTuple):
-    """Bytes one member sent to and received from one peer in a collective."""
-
-    peer: int
-    sent: int
-    received: int
-
-
 class Cost(NamedTuple):
-    """One member's side of a collective: its totals and its per-peer rows (empty for a group
-    over ``PEER_ROWS``)."""
+    """One member's side of a collective: its totals and its per-peer rows, ``CommRecord.peers``
+    as they are (peer, bytes sent to it, bytes received from it), sorted by peer; none for a
+    group over ``PEER_ROWS``. (Plain rows: a large mesh makes millions of them.)"""
 
     bytes_sent: int
     bytes_received: int
     messages_sent: int
     messages_received: int
-    peers: tuple[PeerRow, ...] = ()
+    peers: tuple[tuple[int, int, int], ...] = ()
 
 
 class AllToAllGroup(NamedTuple):
     """An all-to-all's group as its members' costs read it, summed once per group: each member's
-    splits and its bytes per index along its split axis, in group order."""
+    splits, their totals and its bytes per index along its split axis, in group order."""
 
     splits: tuple[tuple[int, ...], ...]
+    totals: tuple[int, ...]  # each member's sum of splits (its split axis's length)
     rows: tuple[int, ...]
     row_total: int
     uniform: bool  # every member cuts by the same splits (the usual case: sums instead of loops)
@@ -61,7 +55,11 @@ class AllToAllGroup(NamedTuple):
     @staticmethod
     def of(splits: Sequence[Sequence[int]], rows: Sequence[int]) -> "AllToAllGroup":
         splits = tuple(tuple(s) for s in splits)
-        return AllToAllGroup(splits, tuple(rows), sum(rows), len(set(splits)) == 1)
+        first = splits[0]
+        # members usually share one splits tuple: an identity test before the O(g) comparison
+        uniform = all(s is first or s == first for s in splits)
+        totals = (sum(first),) * len(splits) if uniform else tuple(sum(s) for s in splits)
+        return AllToAllGroup(splits, totals, tuple(rows), sum(rows), uniform)
 
 
 def balanced_chunks(n: int, g: int) -> list[int]:
@@ -89,7 +87,7 @@ def split_sums(splits: tuple) -> tuple[int, int]:
 
 
 def peer_rows(group: Sequence[int], me: int, sent: Callable[[int], int | None],
-              received: Callable[[int], int | None]) -> tuple[PeerRow, ...]:
+              received: Callable[[int], int | None]) -> tuple[tuple[int, int, int], ...]:
     """Per-peer rows for a small group: ``sent(j)`` / ``received(j)`` bytes to / from member j,
     None where no message goes; none for a group over ``PEER_ROWS``."""
     if len(group) > PEER_ROWS:
@@ -100,7 +98,7 @@ def peer_rows(group: Sequence[int], me: int, sent: Callable[[int], int | None],
             continue
         s, r = sent(j), received(j)
         if s is not None or r is not None:
-            rows.append(PeerRow(p, s or 0, r or 0))
+            rows.append((p, s or 0, r or 0))
     return tuple(sorted(rows))
 
 
@@ -146,7 +144,7 @@ def all_to_all_cost(group: Sequence[int], i: int, sums: AllToAllGroup) -> Cost:
     """Member ``i`` sends chunk ``j`` of its split axis to member ``j`` and gets chunk ``i`` of
     every peer's (every block is sent, even an empty one)."""
     g, mine, row = len(group), sums.splits[i], sums.rows[i]
-    sent = (split_sums(mine)[0] - mine[i]) * row
+    sent = (sums.totals[i] - mine[i]) * row
     if sums.uniform:
         received = mine[i] * (sums.row_total - row)
     else:
@@ -168,10 +166,17 @@ def collective_permute_costs(targets: Mapping[int, Sequence[int]], nbytes: Mappi
                 back = traffic.setdefault(t, {}).setdefault(me, [0, 0, 0, 0])
                 back[1] += nbytes[me]
                 back[3] += 1
-    return {me: Cost(sum(v[0] for v in peers.values()), sum(v[1] for v in peers.values()),
-                     sum(v[2] for v in peers.values()), sum(v[3] for v in peers.values()),
-                     tuple(PeerRow(p, v[0], v[1]) for p, v in sorted(peers.items())))
-            for me, peers in traffic.items()}
+    costs = {}
+    for me, peers in traffic.items():
+        sent = received = messages_out = messages_in = 0
+        for out_bytes, in_bytes, outs, ins in peers.values():
+            sent += out_bytes
+            received += in_bytes
+            messages_out += outs
+            messages_in += ins
+        costs[me] = Cost(sent, received, messages_out, messages_in,
+                         tuple((p, v[0], v[1]) for p, v in sorted(peers.items())))
+    return costs
 
 
 NO_COST = Cost(0, 0, 0, 0, ())
@@ -206,6 +211,6 @@ def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: S
     raise ValueError(f"no analytic minimum for instruction kind {kind!r}")
 
 
-__all__ = ["AllToAllGroup", "Cost", "DROPS_EMPTY_CHUNKS", "NO_COST", "PEER_ROWS", "PeerRow", "all_gather_cost",
+__all__ = ["AllToAllGroup", "Cost", "DROPS_EMPTY_CHUNKS", "NO_COST", "PEER_ROWS", "all_gather_cost",
            "all_reduce_cost", "all_to_all_cost", "analytic_min_bytes", "balanced_chunk", "balanced_chunks",
            "collective_permute_costs", "peer_rows", "sends", "split_sums"]

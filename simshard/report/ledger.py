@@ -50,28 +50,35 @@ class OverCapacity(Exception):
 class MemoryLedger(Generic[Held]):
     """The buffers one device holds (number -> array or block), their live bytes and the peak.
 
-    ``position`` and ``instr`` of a write say where the device is (the top-level instruction
-    running, None while placing inputs), for the peak."""
+    ``position`` and ``instr`` say where the device is, for the peak: the position of the
+    top-level instruction running and the instruction (-1 and None while placing the inputs);
+    its owner moves them on (``at``) as it runs."""
 
-    __slots__ = ("buffers", "live", "input_bytes", "peak")
+    __slots__ = ("buffers", "live", "input_bytes", "peak", "position", "instr")
 
     def __init__(self) -> None:
         self.buffers: dict[int, Held] = {}
         self.live = 0
         self.input_bytes = 0
         self.peak = NO_PEAK
+        self.position = -1
+        self.instr = None
 
-    def copy(self) -> "MemoryLedger[Held]":
-        """An independent ledger with the same buffers and counts (devices about to diverge)."""
-        out = MemoryLedger()
+    def copy_into(self, out: "MemoryLedger[Held]") -> None:
+        """Make ``out`` an independent ledger with this one's buffers, counts and place (devices
+        about to diverge)."""
         out.buffers, out.live, out.input_bytes, out.peak = dict(self.buffers), self.live, self.input_bytes, self.peak
-        return out
+        out.position, out.instr = self.position, self.instr
+
+    def at(self, position: int, instr) -> None:
+        """The device runs top-level instruction ``instr`` at ``position`` now."""
+        self.position, self.instr = position, instr
 
     def inputs_placed(self) -> None:
         """The device's inputs are written (at position -1): remember their bytes."""
         self.input_bytes = self.live
 
-    def write(self, outs: Sequence[tuple[int, Held]], position: int, instr, capacity: int | None = None) -> None:
+    def write(self, outs: Sequence[tuple[int, Held]], capacity: int | None = None) -> None:
         """Hold ``outs`` (buffer number, array or block); raises ``OverCapacity`` (holding nothing
         new) when the device would need more than ``capacity`` bytes."""
         new = sum(int(b.nbytes) for _, b in outs)
@@ -80,24 +87,25 @@ class MemoryLedger(Generic[Held]):
         if capacity is not None and needed > capacity:
             raise OverCapacity(needed, new, self.live)
         if needed > self.peak.bytes:
-            self.peak = _peak_at(needed, position, instr)
+            self.peak = _peak_at(needed, self.position, self.instr)
         for k, b in outs:
             self.buffers[k] = b
         self.live = needed - replaced
 
-    def write_one(self, buf: int, held: Held, position: int, instr) -> None:
-        """``write([(buf, held)], ...)`` without a capacity, the common case, without its sums
-        over lists (the estimate of a large mesh and the executor's every step take it)."""
+    def write_one(self, buf: int, held: Held) -> None:
+        """``write([(buf, held)])`` without a capacity, the common case, without its sums over
+        lists (the estimate of a large mesh and the executor's every step take it)."""
         old = self.buffers.get(buf)
         needed = self.live + held.nbytes
         if needed > self.peak.bytes:
-            self.peak = _peak_at(needed, position, instr)
+            self.peak = _peak_at(needed, self.position, self.instr)
         self.buffers[buf] = held
         self.live = needed if old is None else needed - old.nbytes
 
-    def free(self, buf: int) -> None:
-        """Release buffer ``buf`` (a ``KeyError`` when the device does not hold it)."""
-        self.live -= int(self.buffers.pop(buf).nbytes)
+    def free(self, bufs: Sequence[int]) -> None:
+        """Release buffers ``bufs`` (a ``KeyError`` at the first one the device does not hold)."""
+        for buf in bufs:
+            self.live -= int(self.buffers.pop(buf).nbytes)
 
     def memory(self, device: int, capacity: int | None = None) -> DeviceMemory:
         """This ledger as the device's memory record."""

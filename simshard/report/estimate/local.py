@@ -4,11 +4,13 @@ copies of an instruction whose ``Varying`` fields set a class's members apart.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...ir.program import Aval
 from ...ops.registry import OPS
-from ...partition.schedule import Instr, Varying, resolved, updates_in_place, varying_fields
+from ...partition.schedule import VARYING_FIELDS, Instr, Varying, resolved, updates_in_place
 from ...sharding.rows import rows_of
 from ..compute import op_flops
 from .blocks import Block, EstimateError
@@ -27,8 +29,12 @@ def run_local(dev: Device, ins: Instr, memo: Memo) -> None:
 def compute_result(ins: Instr, blocks: tuple[Block, ...], memo: Memo) -> ComputeResult:
     """``ins``'s result blocks and work on operand ``blocks``, evaluated once per distinct op,
     parameters and operand blocks (a mesh of thousands evaluates each local shape once)."""
-    key = (ins.op, value_key(ins.params), blocks)
-    out = memo.results.get(key)
+    key = (ins.op, ins.params, blocks)
+    try:
+        out = memo.results.get(key)
+    except TypeError:  # a parameter that does not hash (an array): by its value's stand-in
+        key = (ins.op, value_key(ins.params), blocks)
+        out = memo.results.get(key)
     if out is None:
         params = dict(ins.params)
         avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **params)
@@ -72,14 +78,32 @@ LOCAL_RUNS = {"compute": _compute, "literal": _literal, "slice": _slice, "pad": 
 
 
 def tables(ins: Instr) -> tuple[Varying, ...]:
-    """An instruction's ``Varying`` fields (a collective's groups, a slice's positions, ...)."""
-    return tuple(v for _, v in varying_fields(ins))
+    """An instruction's ``Varying`` fields (a collective's groups, a slice's positions, ...), as
+    ``varying_fields`` finds them, looking only at the fields its class has that may vary (a
+    compute has none: the walk asks for every local step of every class)."""
+    names = _MAY_VARY.get(type(ins))
+    if names is None:
+        own_fields = {f.name for f in dataclasses.fields(ins)}
+        names = _MAY_VARY[type(ins)] = tuple(n for n in VARYING_FIELDS if n in own_fields or hasattr(type(ins), n))
+    found = ()
+    for name in names:
+        value = getattr(ins, name)
+        if isinstance(value, Varying):
+            found += (value,)
+    return found
+
+
+_MAY_VARY: dict[type, tuple[str, ...]] = {}  # instruction class -> its fields that may be Varying
 
 
 def own(ins: Instr, codes: tuple, device: int, memo: Memo) -> Instr:
     """The copy of ``ins`` the devices with ``codes`` in its Varying fields run (made once)."""
-    key = (value_key(ins), codes)
-    hit = memo.copies.get(key)
+    key = (ins, codes)
+    try:
+        hit = memo.copies.get(key)
+    except TypeError:  # a field that does not hash (an array): by its value's stand-in
+        key = (value_key(ins), codes)
+        hit = memo.copies.get(key)
     if hit is None:
         hit = memo.copies[key] = resolved(ins, int(device))
     return hit

@@ -13,38 +13,30 @@ from ..memory import DeviceMemory
 from .blocks import Block, EstimateError
 
 
-class DeviceState:
-    """Buffers as blocks and the executor's memory accounting over them (a ``MemoryLedger``): of
-    one device, or of every device of a class (devices that ran the same instructions on the same
-    blocks so far hold equal buffers, so they share one state until an instruction sets them
-    apart)."""
+class DeviceState(MemoryLedger[Block]):
+    """Buffers as blocks and the executor's memory accounting over them (a ``MemoryLedger``,
+    whose ``instr`` is the top-level instruction running: a loop, for its body), and the local
+    work done: of one device, or of every device of a class (devices that ran the same
+    instructions on the same blocks so far hold equal buffers, so they share one state until an
+    instruction sets them apart)."""
 
-    __slots__ = ("ledger", "buffers", "position", "top", "ops")
+    __slots__ = ("ops",)
 
     def __init__(self) -> None:
-        self.ledger: MemoryLedger[Block] = MemoryLedger()
-        self.buffers = self.ledger.buffers
-        self.position = -1
-        self.top: Instr | None = None  # the top-level instruction running (a loop, for its body)
+        super().__init__()
         self.ops: Counter = Counter()  # (FLOPs, bytes) of each local op run -> how many times
-
-    @property
-    def live(self) -> int:
-        """Bytes of the buffers held now."""
-        return self.ledger.live
 
     def fork(self) -> "DeviceState":
         """An independent copy (its class is about to split)."""
         out = DeviceState()
-        out.ledger = self.ledger.copy()
-        out.buffers = out.ledger.buffers
-        out.position, out.top, out.ops = self.position, self.top, Counter(self.ops)
+        self.copy_into(out)
+        out.ops = Counter(self.ops)
         return out
 
     def start(self, inputs: Sequence[int], blocks: Sequence[Block]) -> None:
         """Hold the device's input blocks under its input buffer numbers."""
         self.write(list(zip(inputs, blocks)))
-        self.ledger.inputs_placed()
+        self.inputs_placed()
 
     def read(self, buf: int, ins: Instr, device) -> Block:
         """Buffer ``buf``'s block, or the error naming ``ins`` that reads a buffer not held."""
@@ -53,16 +45,6 @@ class DeviceState:
         except KeyError:
             raise EstimateError(f"device {device}: [{ins.id}] {ins.kind} from {ins.source!r} reads buffer "
                                 f"b{buf}, which it does not hold") from None
-
-    def write(self, outs: Sequence[tuple[int, Block]]) -> None:
-        self.ledger.write(outs, self.position, self.top)
-
-    def write_one(self, buf: int, block: Block) -> None:
-        self.ledger.write_one(buf, block, self.position, self.top)
-
-    def free(self, bufs: Sequence[int]) -> None:
-        for k in bufs:
-            self.ledger.free(k)
 
 
 class Device:
@@ -76,7 +58,7 @@ class Device:
         self.records: list[CommRecord | Repeat] = []  # in the order they ran
 
     def memory(self) -> DeviceMemory:
-        return self.state.ledger.memory(self.device)
+        return self.state.memory(self.device)
 
 
 Devices = dict[int, Device]

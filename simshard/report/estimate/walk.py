@@ -30,8 +30,7 @@ def walk(devices: Devices, classes: Classes, lists: Lists, memo: Memo, top: bool
         here = {c[0]: at(lists[c[0]], pos) for c in classes}
         if top:
             for c in classes:
-                st = devices[c[0]].state
-                st.position, st.top = pos, here[c[0]]
+                devices[c[0]].state.at(pos, here[c[0]])
         STEPS[here[classes[0][0]].kind](devices, classes, here, lists, memo)
 
 
@@ -80,7 +79,7 @@ def _loop(devices: Devices, classes: Classes, here: Mapping[int, Instr], memo: M
     walk(devices, classes, {c[0]: loops[c[0]].iteration(0) for c in classes}, memo)
     if all((devices[d].state.buffers, devices[d].state.live) == snap[first_of[d]][:2] for d in loops):
         # every later iteration repeats the first: its counter, its local work, its records
-        ran = {c[0]: devices[c[0]].state.ops - snap[c[0]][2] for c in classes}  # one iteration's ops
+        ran = {c[0]: devices[c[0]].state.ops - snap[first_of[c[0]]][2] for c in classes}  # one iteration's ops
         _repeat(devices, classes, loops, range(1, length), ran, {d: (marks[d], len(devices[d].records)) for d in loops})
         return
     for k in range(1, length):
