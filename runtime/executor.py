@@ -97,6 +97,14 @@ class Span(NamedTuple):
     end: float
 
 
+class Step(NamedTuple):
+    """How the executor runs one instruction kind: its method, and whether that waits for peers
+    (a coroutine, awaited) or runs at once (a plain call, no coroutine of its own)."""
+
+    run: Callable
+    waits: bool
+
+
 class Executor:
     """One device running its Schedule (see the module docstring)."""
 
@@ -255,7 +263,7 @@ class Executor:
 
     def _handler(self, ins: Instr) -> "Step":
         """How this executor runs ``ins`` (``STEPS``), or the error naming an unknown kind."""
-        step = STEPS.get(ins.kind)
+        step = self.STEPS.get(ins.kind)
         if step is None:
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {ins.kind!r}")
         return step
@@ -492,26 +500,21 @@ class Executor:
     def _where_of(self, device: int) -> str:
         return self.where() if device == self.device else self._peer(device)
 
+    # each instruction kind run by this executor (checked against the instruction set at import)
+    STEPS = dispatch_table({
+        "compute": Step(_compute, False),
+        "literal": Step(_literal, False),
+        "slice": Step(_slice_instr, False),
+        "pad": Step(_pad_instr, False),
+        "free": Step(_free_instr, False),
+        **dict.fromkeys(COLLECTIVE_KINDS, Step(_collective, True)),  # (a comprehension cannot see the class body)
+        "loop": Step(_loop, True),
+        "switch": Step(_switch, True),
+        "while": Step(_while, True),
+    }, "runtime/executor.py")
 
-class Step(NamedTuple):
-    """How the executor runs one instruction kind: its method, and whether that waits for peers
-    (a coroutine, awaited) or runs at once (a plain call, no coroutine of its own)."""
 
-    run: Callable
-    waits: bool
-
-
-STEPS = dispatch_table({
-    "compute": Step(Executor._compute, False),
-    "literal": Step(Executor._literal, False),
-    "slice": Step(Executor._slice_instr, False),
-    "pad": Step(Executor._pad_instr, False),
-    "free": Step(Executor._free_instr, False),
-    **{kind: Step(Executor._collective, True) for kind in COLLECTIVE_KINDS},
-    "loop": Step(Executor._loop, True),
-    "switch": Step(Executor._switch, True),
-    "while": Step(Executor._while, True),
-}, "runtime/executor.py")
+STEPS = Executor.STEPS
 
 
 def _sig(sig) -> str:
