@@ -195,9 +195,9 @@ class VerifyReport:
         """Wrong results: ops whose partition is wrong (in program order), then differing outputs.
         An op that only reassociated a float sum is not a failure (see ``reassociations``), nor an
         output it explains (``explained``)."""
-        explained = set(map(id, self.explained))
+        explained = self.explained  # the checks themselves (a handful): no id() set
         return tuple(c for c in self.op_checks if c.wrong) + tuple(
-            c for c in self.checks if not c.bitwise and id(c) not in explained)
+            c for c in self.checks if not c.bitwise and not any(c is e for e in explained))
 
     @property
     def explained(self) -> tuple[Check, ...]:
