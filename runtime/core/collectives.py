@@ -52,7 +52,8 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from simshard.sharding.reduce_ops import REDUCE_OPS
-from simshard.report.comm import balanced_chunks
+from simshard.report.collective_cost import balanced_chunks, sends
+from simshard.spmd.dispatch import COLLECTIVE_KINDS, dispatch_table
 
 from ..errors import CollectiveError
 from .transport import Transport
@@ -227,10 +228,10 @@ async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis:
     axis = _axis(axis, x.ndim, what)
     pieces = _split(x, axis, splits, len(group), what)
     for j, p in enumerate(group):
-        if p != ch.me and pieces[j].shape[axis]:
+        if p != ch.me and sends(what, pieces[j].shape[axis]):
             await ch.send(p, 0, pieces[j])
     mine = pieces[i]
-    if not mine.shape[axis]:
+    if not sends(what, mine.shape[axis]):
         return reduce_in_order([mine], reduce_op)
     parts = dict(zip(group, await _receive_all(ch, group, 0, mine, what)))
     return reduce_in_order([parts[p] for p in order], reduce_op)
@@ -247,10 +248,10 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
     out = np.empty(x.size, dtype=x.dtype)
     slots = (out, _flat_chunks(out, g)[1])  # where each member's finished chunk goes (step 1)
     for j, p in enumerate(group):
-        if p != ch.me and sizes[j]:
+        if p != ch.me and sends(what, sizes[j]):
             ch.expect(p, 1, slots[1][j])
             await ch.send(p, 0, pieces[j])
-    if sizes[i]:
+    if sends(what, sizes[i]):
         mine = reduce_in_order(await _receive_all(ch, group, 0, pieces[i], what), reduce_op)
         for p in group:
             if p != ch.me:
@@ -259,7 +260,7 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
         mine = reduce_in_order([pieces[i]], reduce_op)
     chunks = []
     for j, p in enumerate(group):
-        if p == ch.me or not sizes[j]:
+        if p == ch.me or not sends(what, sizes[j]):
             chunks.append(mine if p == ch.me else reduce_in_order([pieces[j]], reduce_op))
             continue
         b = await ch.recv(p, 1)
@@ -474,37 +475,58 @@ async def oneshot_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], r
 def signature(instr, dtype=None, shape=None) -> tuple:
     """What must be equal on every device that runs one collective instruction together (plain
     data: it travels with each message and is compared on receipt)."""
-    kind = instr.kind
-    if kind == "all_gather":
-        body = (tuple(instr.group), instr.axis)
-    elif kind == "reduce_scatter":
-        body = (tuple(instr.group), instr.axis, tuple(instr.splits), instr.reduce_op)
-    elif kind == "all_reduce":
-        body = (tuple(instr.group), instr.reduce_op, tuple(shape) if shape is not None else None)
-    elif kind == "all_to_all":
-        body = (tuple(instr.group), instr.split_axis, tuple(instr.splits), instr.concat_axis)
-    elif kind == "collective_permute":
-        return (kind, tuple(tuple(p) for p in instr.pairs))
-    else:
-        raise CollectiveError(f"{kind} is not a collective")
-    return (kind,) + body + (None if dtype is None else np.dtype(dtype).str,)
+    body = SIGNATURES.get(instr.kind)
+    if body is None:
+        raise CollectiveError(f"{instr.kind} is not a collective")
+    if instr.kind == "collective_permute":  # no dtype: a device that only receives holds no buffer
+        return (instr.kind,) + body(instr, shape)
+    return (instr.kind,) + body(instr, shape) + (None if dtype is None else np.dtype(dtype).str,)
+
+
+# each collective kind's signature fields, (instruction, all-reduce shape) -> tuple
+SIGNATURES = dispatch_table({
+    "all_gather": lambda instr, shape: (tuple(instr.group), instr.axis),
+    "reduce_scatter": lambda instr, shape: (tuple(instr.group), instr.axis, tuple(instr.splits), instr.reduce_op),
+    "all_reduce": lambda instr, shape: (tuple(instr.group), instr.reduce_op,
+                                        tuple(shape) if shape is not None else None),
+    "all_to_all": lambda instr, shape: (tuple(instr.group), instr.split_axis, tuple(instr.splits), instr.concat_axis),
+    "collective_permute": lambda instr, shape: (tuple(tuple(p) for p in instr.pairs),),
+}, "runtime/collectives.py (signature)", COLLECTIVE_KINDS)
+
+
+async def _run_all_gather(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
+    return await (ring_all_gather if algorithm == "ring" else all_gather)(ch, x, instr.group, instr.axis)
+
+
+async def _run_reduce_scatter(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
+    return await (ring_reduce_scatter if algorithm == "ring" else reduce_scatter)(
+        ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op, getattr(instr, "reduce_order", ()))
+
+
+async def _run_all_reduce(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
+    chosen = {"ring": ring_all_reduce, "oneshot": oneshot_all_reduce}.get(algorithm, all_reduce)
+    return await chosen(ch, x, instr.group, instr.reduce_op)
+
+
+async def _run_all_to_all(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
+    return await all_to_all(ch, x, instr.group, instr.split_axis, instr.splits, instr.concat_axis)
+
+
+async def _run_collective_permute(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
+    return await collective_permute(ch, x, instr.pairs, instr.shape, instr.dtype)
+
+
+# each collective kind run under an algorithm (all-to-all and permute run direct under any)
+RUNS = dispatch_table({
+    "all_gather": _run_all_gather, "reduce_scatter": _run_reduce_scatter, "all_reduce": _run_all_reduce,
+    "all_to_all": _run_all_to_all, "collective_permute": _run_collective_permute,
+}, "runtime/collectives.py (run_collective)", COLLECTIVE_KINDS)
 
 
 async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: str = "direct") -> np.ndarray:
     """Run a schedule's collective instruction on this device's buffer ``x``."""
     check_algorithm(algorithm)
-    kind = instr.kind
-    ring = algorithm == "ring"
-    if kind == "all_gather":
-        return await (ring_all_gather if ring else all_gather)(ch, x, instr.group, instr.axis)
-    if kind == "reduce_scatter":
-        return await (ring_reduce_scatter if ring else reduce_scatter)(
-            ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op, getattr(instr, "reduce_order", ()))
-    if kind == "all_reduce":
-        chosen = ring_all_reduce if ring else oneshot_all_reduce if algorithm == "oneshot" else all_reduce
-        return await chosen(ch, x, instr.group, instr.reduce_op)
-    if kind == "all_to_all":
-        return await all_to_all(ch, x, instr.group, instr.split_axis, instr.splits, instr.concat_axis)
-    if kind == "collective_permute":
-        return await collective_permute(ch, x, instr.pairs, instr.shape, instr.dtype)
-    raise CollectiveError(f"{kind} is not a collective")
+    run = RUNS.get(instr.kind)
+    if run is None:
+        raise CollectiveError(f"{instr.kind} is not a collective")
+    return await run(ch, instr, x, algorithm)

@@ -51,7 +51,10 @@ import numpy as np
 from simshard.ops.registry import OPS
 from simshard.ops.dynamic import update_into
 from simshard.spmd import Instr, Schedule, participants, updates_in_place
-from simshard.report.comm import CommRecord, analytic_min_bytes
+from simshard.report.collective_cost import analytic_min_bytes
+from simshard.report.comm import CommRecord
+from simshard.spmd.dispatch import COLLECTIVE_KINDS, dispatch_table
+from simshard.report.ledger import MemoryLedger, OverCapacity
 from simshard.report.memory import DeviceMemory
 from simshard.units import fmt_bytes
 
@@ -79,11 +82,6 @@ def describe(instr: Instr) -> str:
     return f"[{instr.id}] {instr.kind}{extra}{src}"
 
 
-# the instruction kinds that never wait for a peer: run as plain calls (``_step_now``), without a
-# coroutine of their own
-_AT_ONCE = frozenset({"compute", "literal", "slice", "pad", "free"})
-
-
 def _aval(a: np.ndarray) -> str:
     return f"{a.dtype}{list(a.shape)}"
 
@@ -102,6 +100,14 @@ class Span(NamedTuple):
     end: float
 
 
+class Step(NamedTuple):
+    """How the executor runs one instruction kind: its method, and whether that waits for peers
+    (a coroutine, awaited) or runs at once (a plain call, no coroutine of its own)."""
+
+    run: Callable
+    waits: bool
+
+
 class Executor:
     """One device running its Schedule (see the module docstring)."""
 
@@ -115,17 +121,15 @@ class Executor:
         check_algorithm(algorithm)  # before anything runs, collectives or not
         self.algorithm = algorithm
         self.describe_peer = describe_peer
-        self.buffers: dict[int, np.ndarray] = {}
+        self.ledger: MemoryLedger[np.ndarray] = MemoryLedger()  # the buffers held, live bytes, peak
+        self.buffers = self.ledger.buffers  # buffer number -> its array (the ledger's own dict)
         self.trace = frozenset(trace)
         self.traced: dict[int, np.ndarray] = {}  # buffer -> a copy of what was first written to it
-        self.live_bytes = 0
-        self.input_bytes = 0
         self.position = -1
         self.state = "not started"
         self._rows: list[tuple] = []  # record_rows made so far
         self._done: list[tuple] = []  # (instruction, position, in shape, out shape, itemsize) of each collective run
         self.spans: list[tuple] = []  # a Span's fields per instruction run (``timeline``)
-        self._peak = (0, -1, None, "inputs")
 
     # -- where am I ------------------------------------------------------------------------------
     @property
@@ -168,48 +172,49 @@ class Executor:
                 f"(held: {', '.join(f'b{b}' for b in sorted(self.buffers)) or 'none'})",
             ) from None
 
+    @property
+    def live_bytes(self) -> int:
+        """Bytes of the buffers this device holds now."""
+        return self.ledger.live
+
+    @property
+    def input_bytes(self) -> int:
+        """Bytes of this device's inputs, once placed."""
+        return self.ledger.input_bytes
+
     def _write(self, outs: Sequence[tuple[int, np.ndarray]]) -> None:
         ids = [b for b, _ in outs]
         if len(set(ids)) != len(ids):
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: writes buffer(s) {ids} more than once")
         outs = [(b, np.asarray(a)) for b, a in outs]
-        new = sum(int(a.nbytes) for _, a in outs)
-        replaced = sum(int(self.buffers[b].nbytes) for b in ids if b in self.buffers)
-        needed = self.live_bytes + new
-        if self.capacity is not None and needed > self.capacity:
-            ins = self.instr
-            at = "placing its inputs" if ins is None else f"at position {self.position} {describe(ins)}"
-            raise self._fail(
-                DeviceOutOfMemoryError,
-                f"device {self.device} out of memory {at}: needs {fmt_bytes(needed)} ({needed} bytes: "
-                f"{fmt_bytes(new)} new on top of {fmt_bytes(self.live_bytes)} live), capacity "
-                f"{fmt_bytes(self.capacity)} ({self.capacity} bytes)",
-                needed=needed, capacity=self.capacity,
-            )
-        if needed > self._peak[0]:
-            ins = self.instr
-            self._peak = (needed, self.position, None if ins is None else ins.id, "inputs" if ins is None else ins.source)
+        try:
+            self.ledger.write(outs, self.capacity)
+        except OverCapacity as e:
+            raise self._out_of_memory(e) from None
         for b, a in outs:
-            self.buffers[b] = a
             if b in self.trace and b not in self.traced:
                 self.traced[b] = np.array(a, copy=True)
-        self.live_bytes = needed - replaced
+
+    def _out_of_memory(self, e: OverCapacity) -> ExecutionError:
+        ins = self.instr
+        at = "placing its inputs" if ins is None else f"at position {self.position} {describe(ins)}"
+        return self._fail(
+            DeviceOutOfMemoryError,
+            f"device {self.device} out of memory {at}: needs {fmt_bytes(e.needed)} ({e.needed} bytes: "
+            f"{fmt_bytes(e.new)} new on top of {fmt_bytes(e.live)} live), capacity "
+            f"{fmt_bytes(self.capacity)} ({self.capacity} bytes)",
+            needed=e.needed, capacity=self.capacity,
+        )
 
     def _write_one(self, buf: int, array) -> None:
         """``_write([(buf, array)])``: most instructions write one buffer, and this path spares
         them its lists and sums. A write past the capacity, or into a traced buffer, takes the
         general path (which raises, or keeps the copy)."""
         array = np.asarray(array)
-        needed = self.live_bytes + array.nbytes
-        if (self.capacity is not None and needed > self.capacity) or buf in self.trace:
+        if (self.capacity is not None and self.ledger.live + array.nbytes > self.capacity) or buf in self.trace:
             self._write([(buf, array)])
             return
-        if needed > self._peak[0]:
-            ins = self.instr
-            self._peak = (needed, self.position, None if ins is None else ins.id, "inputs" if ins is None else ins.source)
-        old = self.buffers.get(buf)
-        self.buffers[buf] = array
-        self.live_bytes = needed if old is None else needed - old.nbytes
+        self.ledger.write_one(buf, array)
 
     def _free(self, bufs: Sequence[int]) -> None:
         for b in bufs:
@@ -217,11 +222,10 @@ class Executor:
                 raise self._fail(
                     ExecutionError, f"device {self.device} {self.where()}: frees buffer b{b}, which it does not hold"
                 )
-            self.live_bytes -= int(self.buffers.pop(b).nbytes)
+            self.ledger.free((b,))
 
     def memory(self) -> DeviceMemory:
-        peak, pos, instr, source = self._peak
-        return DeviceMemory(self.device, peak, pos, instr, source, self.input_bytes, self.live_bytes, self.capacity)
+        return self.ledger.memory(self.device, self.capacity)
 
     # -- running ---------------------------------------------------------------------------------
     async def run(self, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -233,15 +237,17 @@ class Executor:
                 f"device {self.device}: its schedule takes {len(s.inputs)} input shards, got {len(inputs)}",
             )
         self._write([(b, np.asarray(a)) for b, a in zip(s.inputs, inputs)])
-        self.input_bytes = self.live_bytes
+        self.ledger.inputs_placed()
         for pos, ins in enumerate(s.instrs):
             self.position = pos
+            self.ledger.at(pos, ins)
             start = time.time()
             try:
-                if ins.kind in _AT_ONCE:
-                    self._step_now(ins)
+                step = self._handler(ins)
+                if step.waits:
+                    await step.run(self, ins)
                 else:
-                    await self._step(ins)
+                    step.run(self, ins)
             except ExecutionError:
                 self.state = "failed"
                 raise
@@ -258,47 +264,54 @@ class Executor:
         self.transport.finished(self.device)
         return outputs
 
-    async def _step(self, ins: Instr) -> None:
-        kind = ins.kind
-        if ins.is_collective:
-            await self._collective(ins)
-        elif kind in _AT_ONCE:
-            self._step_now(ins)
-        elif kind == "loop":
-            for k in range(ins.length):
-                self._write_one(ins.counter, np.asarray(ins.step(k), np.int32))
-                for body_ins in ins.iteration(k):
-                    await self._step(body_ins)
-        elif kind == "switch":
-            for b in ins.chosen(int(self._read(ins.index))):
-                await self._step(b)
-        elif kind == "while":
-            k = 0
-            while True:
-                cond, body = ins.iteration(k)
-                for c in cond:
-                    await self._step(c)
-                if not bool(self._read(ins.pred)):
-                    break
-                for b in body:
-                    await self._step(b)
-                k += 1
-        else:
-            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {kind!r}")
+    def _handler(self, ins: Instr) -> "Step":
+        """How this executor runs ``ins`` (``STEPS``), or the error naming an unknown kind."""
+        step = self.STEPS.get(ins.kind)
+        if step is None:
+            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: unknown instruction kind {ins.kind!r}")
+        return step
 
-    def _step_now(self, ins: Instr) -> None:
-        """An instruction of the ``_AT_ONCE`` kinds (nothing to wait for)."""
-        kind = ins.kind
-        if kind == "compute":
-            self._compute(ins)
-        elif kind == "literal":
-            self._write_one(ins.dst, np.array(ins.value, copy=True))
-        elif kind == "slice":
-            self._write_one(ins.dst, self._slice(self._read(ins.src), ins.index))
-        elif kind == "pad":
-            self._write_one(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))
+    async def _step(self, ins: Instr) -> None:
+        """Run ``ins`` inside a loop's, switch's or while's body, waiting where it waits."""
+        step = self._handler(ins)
+        if step.waits:
+            await step.run(self, ins)
         else:
-            self._free(ins.bufs)
+            step.run(self, ins)
+
+    async def _loop(self, ins) -> None:
+        for k in range(ins.length):
+            self._write_one(ins.counter, np.asarray(ins.step(k), np.int32))
+            for body_ins in ins.iteration(k):
+                await self._step(body_ins)
+
+    async def _switch(self, ins) -> None:
+        for b in ins.chosen(int(self._read(ins.index))):
+            await self._step(b)
+
+    async def _while(self, ins) -> None:
+        k = 0
+        while True:
+            cond, body = ins.iteration(k)
+            for c in cond:
+                await self._step(c)
+            if not bool(self._read(ins.pred)):
+                break
+            for b in body:
+                await self._step(b)
+            k += 1
+
+    def _literal(self, ins) -> None:
+        self._write_one(ins.dst, np.array(ins.value, copy=True))
+
+    def _slice_instr(self, ins) -> None:
+        self._write_one(ins.dst, self._slice(self._read(ins.src), ins.index))
+
+    def _pad_instr(self, ins) -> None:
+        self._write_one(ins.dst, self._pad(self._read(ins.src), ins.shape, ins.value))
+
+    def _free_instr(self, ins) -> None:
+        self._free(ins.bufs)
 
     def _compute(self, ins) -> None:
         op = OPS.get(ins.op)
@@ -489,6 +502,22 @@ class Executor:
 
     def _where_of(self, device: int) -> str:
         return self.where() if device == self.device else self._peer(device)
+
+    # each instruction kind run by this executor (checked against the instruction set at import)
+    STEPS = dispatch_table({
+        "compute": Step(_compute, False),
+        "literal": Step(_literal, False),
+        "slice": Step(_slice_instr, False),
+        "pad": Step(_pad_instr, False),
+        "free": Step(_free_instr, False),
+        **dict.fromkeys(COLLECTIVE_KINDS, Step(_collective, True)),  # (a comprehension cannot see the class body)
+        "loop": Step(_loop, True),
+        "switch": Step(_switch, True),
+        "while": Step(_while, True),
+    }, "runtime/executor.py")
+
+
+STEPS = Executor.STEPS
 
 
 def _sig(sig) -> str:

@@ -7,7 +7,8 @@
 * ``exact_inputs``: integer-valued float inputs that keep every sum exact.
 """
 
-from .comm import CommRecord, CommReport, TimeEstimate, analytic_min_bytes, balanced_chunks
+from .collective_cost import analytic_min_bytes, balanced_chunks
+from .comm import CommRecord, CommReport, TimeEstimate
 from .inputs import exact_inputs, exact_magnitude
 from .topology import Link, Topology
 from .memory import DeviceMemory, MemoryReport

@@ -6,7 +6,7 @@ transport's own counts (logical payload bytes: the array bytes a message carries
 backend does to move them), so two backends running one schedule give equal records.
 
 The analytic minimum of a record is the number of bytes the device *must receive* for that
-collective, whatever the algorithm (``analytic_min_bytes``):
+collective, whatever the algorithm (``analytic_min_bytes``, in ``collective_cost``):
 
 * all-gather: every block but its own, ``out - in`` (``(g-1)/g`` of the group's data when blocks
   are even);
@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
+from .collective_cost import analytic_min_bytes, balanced_chunks  # noqa: F401  (importable from here, as before)
 from .topology import Link, Topology, record_seconds  # noqa: F401  (Link: importable from here, as before)
 
 # -- records ----------------------------------------------------------------------------------------
@@ -113,50 +114,6 @@ def _with_offsets(items: Iterable, offsets: tuple[int, ...] = (0,)) -> Iterator[
             yield from _with_offsets(it.items, tuple(o + s for o in offsets for s in it.shifts))
         else:
             yield it, offsets
-
-
-# -- the analytic minimum -------------------------------------------------------------------------
-
-
-def balanced_chunks(n: int, g: int) -> list[int]:
-    """``n`` elements in ``g`` chunks whose lengths differ by at most one, longer ones first
-    (how an all-reduce cuts its flattened buffer)."""
-    q, r = divmod(int(n), int(g))
-    return [q + (1 if i < r else 0) for i in range(g)]
-
-
-def balanced_chunk(n: int, g: int, i: int) -> int:
-    """``balanced_chunks(n, g)[i]`` without the list (an 8,192-device group asks per device)."""
-    q, r = divmod(int(n), int(g))
-    return q + (1 if i < r else 0)
-
-
-def analytic_min_bytes(instr, device: int, in_shape: Sequence[int], out_shape: Sequence[int], itemsize: int,
-                       index: int | None = None, receivers: frozenset | set | None = None) -> int:
-    """Bytes ``device`` must receive to run the collective ``instr`` (a schedule instruction)
-    whose local input / output shapes are ``in_shape`` / ``out_shape``. See the module docstring.
-    ``index``: the device's position in ``instr.group``, and for a permute ``receivers``: the
-    devices another device sends to, when the caller knows them (else a search of the group or
-    the pairs, thousands long on a large mesh)."""
-    n_in, n_out = math.prod(in_shape), math.prod(out_shape)
-    kind = instr.kind
-    if kind == "all_gather":
-        return (n_out - n_in) * itemsize
-    if kind == "reduce_scatter":
-        return (len(instr.group) - 1) * n_out * itemsize
-    if kind == "all_reduce":
-        g = len(instr.group)
-        c = balanced_chunk(n_in, g, instr.group.index(device) if index is None else index)
-        return ((g - 1) * c + (n_in - c)) * itemsize
-    if kind == "all_to_all":
-        i = instr.group.index(device) if index is None else index
-        along = in_shape[instr.split_axis]
-        own = (n_in // along) * instr.splits[i] if along else 0
-        return (n_out - own) * itemsize
-    if kind == "collective_permute":
-        got = device in receivers if receivers is not None else any(t == device and s != device for s, t in instr.pairs)
-        return n_out * itemsize if got else 0
-    raise ValueError(f"no analytic minimum for instruction kind {kind!r}")
 
 
 # -- topology and the alpha-beta model ------------------------------------------------------------

@@ -24,7 +24,7 @@ partition inside a reassociating op cannot hide behind the reassociation.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from ..sharding.layout import layout
 from ..ops import get_op
 from ..ir.program import Literal
 from ..sharding.reduce_ops import REDUCE_OPS
-from .verify import Check, _item, bit_equal, compare, ulp_distance
+from .verify import Check, bit_equal, compare, plain_value, ulp_distance
 
 
 def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequence) -> tuple[Check, ...]:
@@ -68,76 +68,96 @@ def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequen
     return tuple(checks)
 
 
+class _Assembled(NamedTuple):
+    """A checkpoint's blocks assembled (each reduce group combined) against its reference: the
+    value, where it was written, where replicas clash, and the first wrong device and value per
+    element (``bad``)."""
+
+    actual: np.ndarray
+    written: np.ndarray
+    clash: np.ndarray
+    bad: np.ndarray
+    bad_dev: np.ndarray
+    bad_val: np.ndarray
+    groups: dict
+
+
+def _assemble(lay, shards: Mapping[int, np.ndarray], exp: np.ndarray) -> _Assembled:
+    rop = REDUCE_OPS[lay.reduce_op]
+    shape = exp.shape
+    out = _Assembled(np.zeros(shape, dtype=exp.dtype), np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool),
+                     np.zeros(shape, dtype=bool), np.full(shape, -1, dtype=np.int64), np.zeros(shape, dtype=exp.dtype),
+                     {})
+    for g in lay.reduce_groups():
+        parts = [np.asarray(shards[d]) for d in g]
+        block = rop.reduce(parts) if len(parts) > 1 else parts[0]
+        ix = np.ix_(*lay.index_map[g[0]]) if shape else ()
+        new = ~_same(block, exp[ix]) & ~out.bad[ix]
+        out.bad_dev[ix] = np.where(new, g[0], out.bad_dev[ix])
+        out.bad_val[ix] = np.where(new, block, out.bad_val[ix])
+        out.bad[ix] = out.bad[ix] | new
+        out.clash[ix] = out.clash[ix] | (out.written[ix] & ~_same(out.actual[ix], block))
+        out.actual[ix] = np.where(out.written[ix], out.actual[ix], block)
+        out.written[ix] = True
+        out.groups[g[0]] = g
+    return out
+
+
 def _check_value(what: str, cp, exp: np.ndarray, shards: Mapping[int, np.ndarray], scale=None):
     """The check of one checkpoint against its reference, and the assembled value (None when its
     replicas disagree or a block has the wrong shape / dtype)."""
-    L = layout(cp.sharding, exp.shape)
-    pend = f"pending over {', '.join(str(a).replace(chr(34), '') for a in L.unreduced)}" if L.unreduced else ""
-    for d in L.devices:
+    lay = layout(cp.sharding, exp.shape)
+    pend = f"pending over {', '.join(str(a).replace(chr(34), '') for a in lay.unreduced)}" if lay.unreduced else ""
+    for d in lay.devices:
         a = np.asarray(shards[d])
-        if a.shape != L.local_shape(d) or a.dtype != exp.dtype:
-            ref = exp[np.ix_(*L.index_map[d])] if exp.shape else exp
-            c = compare(a, ref, what, device=d, note=f"device {d}'s block of {cp.sharding}")
-            return c, None
-    rop = REDUCE_OPS[L.reduce_op]
-    shape = exp.shape
-    actual = np.zeros(shape, dtype=exp.dtype)
-    written = np.zeros(shape, dtype=bool)
-    clash = np.zeros(shape, dtype=bool)
-    bad = np.zeros(shape, dtype=bool)
-    bad_dev = np.full(shape, -1, dtype=np.int64)
-    bad_val = np.zeros(shape, dtype=exp.dtype)
-    groups = {}
-    for g in L.reduce_groups():
-        parts = [np.asarray(shards[d]) for d in g]
-        block = rop.reduce(parts) if len(parts) > 1 else parts[0]
-        ix = np.ix_(*L.index_map[g[0]]) if shape else ()
-        new = ~_same(block, exp[ix]) & ~bad[ix]
-        bad_dev[ix] = np.where(new, g[0], bad_dev[ix])
-        bad_val[ix] = np.where(new, block, bad_val[ix])
-        bad[ix] = bad[ix] | new
-        clash[ix] = clash[ix] | (written[ix] & ~_same(actual[ix], block))
-        actual[ix] = np.where(written[ix], actual[ix], block)
-        written[ix] = True
-        groups[g[0]] = g
-    base = dict(
-        what=what, expected_shape=tuple(shape), actual_shape=tuple(shape), expected_dtype=str(exp.dtype),
-        actual_dtype=str(exp.dtype),
-    )
-    value = None if clash.any() or not written.all() else actual
+        if a.shape != lay.local_shape(d) or a.dtype != exp.dtype:
+            ref = exp[np.ix_(*lay.index_map[d])] if exp.shape else exp
+            return compare(a, ref, what, device=d, note=f"device {d}'s block of {cp.sharding}"), None
+    got = _assemble(lay, shards, exp)
+    base = dict(what=what, expected_shape=tuple(exp.shape), actual_shape=tuple(exp.shape),
+                expected_dtype=str(exp.dtype), actual_dtype=str(exp.dtype))
+    value = None if got.clash.any() or not got.written.all() else got.actual
+    bad, bad_val = got.bad, got.bad_val
     if not bad.any():
         return Check(bitwise=True, problem="", note=pend, **base), value
-    first = tuple(int(i) for i in np.argwhere(bad)[0]) if shape else ()
-    dev = int(bad_dev[first])
+    first = tuple(int(i) for i in np.argwhere(bad)[0]) if exp.shape else ()
+    dev = int(got.bad_dev[first])
     ulps = ulp_distance(bad_val[bad], exp[bad])
     max_ulp = None
     if ulps is not None and np.isfinite(bad_val[bad]).all() and np.isfinite(exp[bad]).all():
         max_ulp = int(ulps.max())
     notes = []
-    if len(groups.get(dev, ())) > 1:
-        notes.append(f"{pend}: devices {groups[dev]} combine into this block")
-    if clash.any():
+    if len(got.groups.get(dev, ())) > 1:
+        notes.append(f"{pend}: devices {got.groups[dev]} combine into this block")
+    if got.clash.any():
         notes.append("replicas disagree")
     reassoc = tuple(cp.reassociated) if exp.dtype.kind in "fc" else ()
     if reassoc and max_ulp is not None and scale is not None:
-        # a reassociated sum of n terms moves by at most ~n eps sum|terms|; more is a wrong result
-        s = scale()
-        n = max(s[1], 2)
-        eps = float(np.finfo(exp.dtype).eps)
-        err = np.abs(bad_val[bad].astype(np.complex128 if exp.dtype.kind == "c" else np.float64) - exp[bad])
-        mag = np.maximum(np.abs(exp[bad]), np.abs(bad_val[bad])).astype(np.float64)
-        if s[0] is not None:
-            mag = np.maximum(mag, s[0][bad])
-        limit = 4.0 * n * eps * mag
-        if (err > limit).any():
-            k = int(np.flatnonzero(err > limit)[0])
-            notes.append(f"beyond what reordering a sum of {n} terms can change (|error| {err[k]:.3g} > {limit[k]:.3g})")
+        beyond = _beyond_reordering(exp, bad, bad_val, scale())
+        if beyond:
+            notes.append(beyond)
             reassoc = ()
     return Check(
         bitwise=False, problem="values", mismatches=int(bad.sum()), first_index=first,
-        expected_value=_item(exp[first]), actual_value=_item(bad_val[first]), max_ulp=max_ulp, device=dev,
+        expected_value=plain_value(exp[first]), actual_value=plain_value(bad_val[first]), max_ulp=max_ulp, device=dev,
         note="; ".join(notes), reassociated=reassoc, **base,
     ), value
+
+
+def _beyond_reordering(exp: np.ndarray, bad: np.ndarray, bad_val: np.ndarray, scale) -> str:
+    """Why the wrong elements are more than a reassociated sum explains, or "": a reassociated
+    sum of n terms moves by at most ~n eps sum|terms| (``scale``: ``_scale``'s pair)."""
+    n = max(scale[1], 2)
+    eps = float(np.finfo(exp.dtype).eps)
+    err = np.abs(bad_val[bad].astype(np.complex128 if exp.dtype.kind == "c" else np.float64) - exp[bad])
+    mag = np.maximum(np.abs(exp[bad]), np.abs(bad_val[bad])).astype(np.float64)
+    if scale[0] is not None:
+        mag = np.maximum(mag, scale[0][bad])
+    limit = 4.0 * n * eps * mag
+    if not (err > limit).any():
+        return ""
+    k = int(np.flatnonzero(err > limit)[0])
+    return f"beyond what reordering a sum of {n} terms can change (|error| {err[k]:.3g} > {limit[k]:.3g})"
 
 
 def _scale(e, ins, j):

@@ -1,5 +1,5 @@
 """``ss.estimate``: the communication records and memory an executed run records, without data
-(``simshard/report/estimate.py``). Every program and strategy of the library, forward and as a
+(``simshard/report/estimate/``). Every program and strategy of the library, forward and as a
 training step, and random programs with random (uneven) shardings: the estimate's records and
 memory report equal the local backend's, field for field."""
 
@@ -153,7 +153,7 @@ def test_a_scan_whose_iterations_repeat_is_walked_once(monkeypatch):
     """Carries that keep their shapes make every iteration of a scan like the first: the estimate
     walks the body once and repeats its records (what lets a 32-layer 7B step estimate in
     seconds), counting every iteration's work."""
-    import simshard.report.estimate as E
+    import simshard.report.estimate.walk as E
 
     mesh = ss.Mesh({"x": 4})
 
@@ -162,8 +162,8 @@ def test_a_scan_whose_iterations_repeat_is_walked_once(monkeypatch):
 
     args = (ss.ShapeDtype((32, 16), np.float32), ss.ShapeDtype((6, 16, 16), np.float32))
     walks = []
-    real = E._walk
-    monkeypatch.setattr(E, "_walk", lambda *a, **k: (walks.append(1), real(*a, **k))[1])
+    real = E.walk
+    monkeypatch.setattr(E, "walk", lambda *a, **k: (walks.append(1), real(*a, **k))[1])
     est = estimate(f, *args, mesh=mesh, in_shardings=(P("x", None), P()))
     assert len(walks) == 2  # the top level, and the body once for six iterations
     assert {c.flops for c in est.compute} == {6 * (2 * 8 * 16 * 16 + 8 * 16)}  # yet six layers of work

@@ -1,0 +1,103 @@
+"""``estimate`` and ``estimate_spmd``: a program's records, memory and compute without data, and
+the ``Estimate`` they return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import optree
+
+from ...partition import partition
+from ...spmd import Instructions, SpmdProgram
+from ...propagate.prepare import prepare
+from ...tracing.tracer import ShapeDtype
+from ..comm import CommReport, TimeEstimate
+from ..compute import DeviceCompute, device_of
+from ..memory import MemoryReport
+from ..topology import Topology
+from . import walk as walking  # the module, not its function: a test counts the walks through it
+from .blocks import Block, input_blocks as program_input_blocks
+from .memo import Memo, value_key
+from .state import Device, DeviceState
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run would record, without running: ``comm`` and ``memory`` as an executed run's,
+    ``time`` under ``topology`` (None without one)."""
+
+    comm: CommReport
+    memory: MemoryReport
+    spmd: SpmdProgram
+    topology: Topology | None = None
+    compute: tuple[DeviceCompute, ...] = ()  # per device: its local ops' FLOPs and bytes
+
+    @property
+    def time(self) -> TimeEstimate | None:
+        return None if self.topology is None else self.comm.estimate(self.topology)
+
+    def compute_seconds(self, device=None) -> float:
+        """The slowest device's compute time on ``device`` (a DeviceSpec or class name; default the
+        topology's), its ops one after another on the roofline (``report/compute.py``)."""
+        spec = device_of(device if device is not None else self._topology_device())
+        return max((c.seconds(spec) for c in self.compute), default=0.0)
+
+    def step_seconds(self) -> float:
+        """Compute then communication, nothing overlapped: the slowest device's compute plus the
+        collectives' alpha-beta time, under the topology (which must name a device)."""
+        return self.compute_seconds() + self.time.total
+
+    def _topology_device(self):
+        if self.topology is None or self.topology.device is None:
+            raise ValueError("a compute time needs a device: give topology=Topology(..., device='h100') or device=")
+        return self.topology.device
+
+    @property
+    def program(self):
+        return self.spmd.program
+
+
+def estimate(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
+             strategy: str = "user_priority", topology: Topology | None = None) -> Estimate:
+    """The communication and memory ``ss.run(f, *args, ...)`` would record, and the alpha-beta
+    time under ``topology``, without data and without executing: ``args`` may be ``ShapeDtype``s
+    (or arrays, of which only the shape and dtype are read)."""
+    def abstract(a):
+        return ShapeDtype(a.shape, a.dtype) if isinstance(a, np.ndarray) else a
+
+    program, _ = prepare(f, *optree.tree_map(abstract, args), mesh=mesh, in_shardings=in_shardings,
+                         out_shardings=out_shardings, static_argnums=static_argnums, strategy=strategy)
+    spmd = partition(program)
+    return estimate_spmd(spmd, topology=topology)
+
+
+def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]] | None = None,
+                  topology: Topology | None = None) -> Estimate:
+    """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
+    to the local shapes of the program's inputs under ``spmd.in_shardings``."""
+    if input_blocks is None:
+        input_blocks = program_input_blocks(spmd)
+    devices, classes, lists = {}, {}, {}
+    for s in spmd.schedules:
+        blocks = tuple(input_blocks[s.device])
+        # the same instructions on the same inputs: one class (devices whose lists differ only in
+        # Varying fields, a collective's groups, share a class list and resolve per member); plain
+        # lists of instructions by their value
+        which = s.instrs.klass if isinstance(s.instrs, Instructions) else value_key(tuple(s.instrs))
+        key = (which, s.inputs, blocks)
+        if key not in classes:
+            state = DeviceState()
+            state.start(s.inputs, blocks)
+            classes[key] = []
+            lists[s.device] = s.instrs
+        else:
+            state = devices[classes[key][0]].state
+        classes[key].append(s.device)
+        devices[s.device] = Device(s.device, state)
+    walking.walk(devices, list(classes.values()), lists, Memo(), top=True)
+    records = tuple(r for d in spmd.devices for r in devices[d].records)  # CommRecords and Repeats
+    memory = MemoryReport(tuple(devices[d].memory() for d in spmd.devices))
+    compute = tuple(DeviceCompute.of(d, devices[d].state.ops) for d in spmd.devices)
+    return Estimate(CommReport(items=records), memory, spmd, topology, compute)

@@ -1,0 +1,92 @@
+"""What the walk holds per device: its buffers as blocks in a ``MemoryLedger`` (maybe shared with
+its class), and its communication records; classes split where their members diverge."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Hashable, Sequence
+
+from ...spmd import Instr
+from ..comm import CommRecord, Repeat
+from ..ledger import MemoryLedger
+from ..memory import DeviceMemory
+from .blocks import Block, EstimateError
+
+
+class DeviceState(MemoryLedger[Block]):
+    """Buffers as blocks and the executor's memory accounting over them (a ``MemoryLedger``,
+    whose ``instr`` is the top-level instruction running: a loop, for its body), and the local
+    work done: of one device, or of every device of a class (devices that ran the same
+    instructions on the same blocks so far hold equal buffers, so they share one state until an
+    instruction sets them apart)."""
+
+    __slots__ = ("ops",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter = Counter()  # (FLOPs, bytes) of each local op run -> how many times
+
+    def fork(self) -> "DeviceState":
+        """An independent copy (its class is about to split)."""
+        out = DeviceState()
+        self.copy_into(out)
+        out.ops = Counter(self.ops)
+        return out
+
+    def start(self, inputs: Sequence[int], blocks: Sequence[Block]) -> None:
+        """Hold the device's input blocks under its input buffer numbers."""
+        self.write(list(zip(inputs, blocks)))
+        self.inputs_placed()
+
+    def read(self, buf: int, ins: Instr, device) -> Block:
+        """Buffer ``buf``'s block, or the error naming ``ins`` that reads a buffer not held."""
+        try:
+            return self.buffers[buf]
+        except KeyError:
+            raise EstimateError(f"device {device}: [{ins.id}] {ins.kind} from {ins.source!r} reads buffer "
+                                f"b{buf}, which it does not hold") from None
+
+
+class Device:
+    """One device: its state (maybe shared with its class) and its own communication records."""
+
+    __slots__ = ("device", "state", "records")
+
+    def __init__(self, device: int, state: DeviceState):
+        self.device = device
+        self.state = state
+        self.records: list[CommRecord | Repeat] = []  # in the order they ran
+
+    def memory(self) -> DeviceMemory:
+        return self.state.memory(self.device)
+
+
+Devices = dict[int, Device]
+Classes = list[list[int]]  # the devices sharing a state; the first member's list in ``Lists``
+Lists = dict[int, Sequence[Instr]]  # a class's first member -> the instruction list the class runs
+
+
+def split(devices: Devices, members: list[int], key: Callable[[int], Hashable]) -> Classes:
+    """Members of one class grouped by ``key(device)``; every group but the first gets a copy of
+    the state (they are about to diverge)."""
+    groups: dict = {}
+    for d in members:
+        groups.setdefault(key(d), []).append(d)
+    parts = list(groups.values())
+    for part in parts[1:]:
+        state = devices[part[0]].state.fork()
+        for d in part:
+            devices[d].state = state
+    return parts
+
+
+def regroup(devices: Devices, classes: Classes, lists: Lists, c: list[int], key: Callable[[int], Hashable]) -> Classes:
+    """Class ``c`` split by ``key(device)`` (``split``), ``classes`` and ``lists`` updated: each
+    part runs on in ``c``'s list."""
+    parts = split(devices, c, key)
+    if len(parts) > 1:
+        classes.remove(c)
+        classes.extend(parts)
+        for part in parts:
+            lists[part[0]] = lists[c[0]]
+    return parts
