@@ -8,12 +8,10 @@ each instruction in order and returns the buffers the schedule names as outputs:
   ``Pad``: pad at the end of each dim to ``shape`` with ``value``; ``Free``: drop buffers;
 * collectives: ``collectives.run_collective`` over a ``Channel`` keyed by the instruction id.
 
-Along the way it records one ``CommRecord``'s fields per collective (``record_rows``: the
-transport's counts beside the analytic minimum) and tracks live bytes (the peak goes into a ``DeviceMemory``; with a
-``capacity`` the run fails like a real out-of-memory). Every failure is an ``ExecutionError``
-naming the device, the instruction's position and id, its kind and the op it came from;
-transport failures (a peer that never sends, runs another collective, or has finished) become
-``ScheduleMismatchError``s naming both devices and where each one was.
+Along the way it records each collective's ``CommRecord`` fields (``records.py``) and keeps a
+``MemoryLedger`` (with a ``capacity`` the run fails like a real out-of-memory). Every failure is
+an ``ExecutionError`` naming the device, the instruction's position, id, kind and op; transport
+failures become ``ScheduleMismatchError``s naming both devices and where each was (``diagnosis.py``).
 
 What a schedule must satisfy (the partitioner's side of the contract):
 
@@ -48,56 +46,22 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from simshard.ops.registry import OPS
 from simshard.ops.dynamic import update_into
-from simshard.spmd import Instr, Schedule, participants, updates_in_place
-from simshard.report.collective_cost import analytic_min_bytes
+from simshard.ops.registry import OPS
 from simshard.report.comm import CommRecord
-from simshard.spmd.dispatch import COLLECTIVE_KINDS, dispatch_table
 from simshard.report.ledger import MemoryLedger, OverCapacity
 from simshard.report.memory import DeviceMemory
+from simshard.spmd import Instr, Schedule, updates_in_place
+from simshard.spmd.dispatch import COLLECTIVE_KINDS, dispatch_table
 from simshard.units import fmt_bytes
 
+from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError
 from .collectives import Channel, check_algorithm, run_collective, signature
-from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError, PeerTimeoutError, ScheduleMismatchError
+from .diagnosis import Span, aval, describe, schedule_error
+from .local_moves import OutOfBlock, pad_to, take
+from .records import record_rows
 from .transport import Transport
-from .transport_errors import (
-    Deadlock, DuplicateMessage, PeerFinished, PeerLost, RecvTimeout, TagMismatch, TransportError,
-)
-
-
-def describe(instr: Instr) -> str:
-    """``[7] all_gather over (0, 1) along 0 from '%3 dot'``."""
-    extra = ""
-    if instr.is_collective:
-        if instr.kind == "collective_permute":
-            extra = f" pairs {tuple(instr.pairs)}"
-        else:
-            extra = f" over {tuple(instr.group)}"
-            if getattr(instr, "axes", ()):
-                extra += f" (axes {','.join(instr.axes)})"
-    elif instr.kind == "compute":
-        extra = f" {instr.op}"
-    src = f" from {instr.source!r}" if instr.source else ""
-    return f"[{instr.id}] {instr.kind}{extra}{src}"
-
-
-def _aval(a: np.ndarray) -> str:
-    return f"{a.dtype}{list(a.shape)}"
-
-
-class Span(NamedTuple):
-    """When one device ran one instruction: wall-clock seconds (``time.time``), so the spans of
-    devices in different processes of one machine line up (a timeline, a measured trace). (A
-    named tuple: one is made per instruction, and a Ray device ships them as plain tuples.)"""
-
-    device: int
-    position: int
-    instr: int
-    kind: str
-    source: str
-    start: float
-    end: float
+from .transport_errors import TransportError
 
 
 class Step(NamedTuple):
@@ -333,7 +297,7 @@ class Executor:
         try:
             outs = op.kernel(*args, **dict(ins.params))
         except Exception as e:
-            shapes = ", ".join(_aval(np.asarray(a)) for a in args)
+            shapes = ", ".join(aval(np.asarray(a)) for a in args)
             raise self._fail(
                 ExecutionError, f"device {self.device} {self.where()} on ({shapes}): {type(e).__name__}: {e}"
             ) from e
@@ -357,47 +321,16 @@ class Executor:
                 and not self.transport.lends(x))
 
     def _slice(self, x: np.ndarray, index) -> np.ndarray:
-        if len(index) != x.ndim:
-            raise self._fail(
-                ExecutionError, f"device {self.device} {self.where()}: slice index for {len(index)} dims of a {_aval(x)} buffer"
-            )
-        cuts = []
-        for k, ix in enumerate(index):
-            if isinstance(ix, range) and ix.step == 1:  # a block's rows: a view, no index array
-                if len(ix) and (ix.start < 0 or ix.stop > x.shape[k]):
-                    raise self._fail(
-                        ExecutionError,
-                        f"device {self.device} {self.where()}: slice positions {ix.start}..{ix.stop - 1} outside dim {k} "
-                        f"of a {_aval(x)} buffer",
-                    )
-                cuts.append(slice(ix.start, ix.stop) if len(ix) else slice(0, 0))
-                continue
-            ix = np.asarray(ix, dtype=np.intp).reshape(-1)
-            if ix.size and (ix.min() < 0 or ix.max() >= x.shape[k]):
-                raise self._fail(
-                    ExecutionError,
-                    f"device {self.device} {self.where()}: slice positions {ix.min()}..{ix.max()} outside dim {k} "
-                    f"of a {_aval(x)} buffer",
-                )
-            if ix.size and np.array_equal(ix, np.arange(ix[0], ix[0] + ix.size)):
-                cuts.append(slice(int(ix[0]), int(ix[0]) + ix.size))
-            elif not ix.size:
-                cuts.append(slice(0, 0))
-            else:
-                cuts.append(ix)
-        if all(isinstance(c, slice) for c in cuts):
-            return np.array(x[tuple(cuts)], copy=True)
-        return x[np.ix_(*[np.arange(c.start, c.stop) if isinstance(c, slice) else c for c in cuts])]
+        try:
+            return take(x, index)
+        except OutOfBlock as e:
+            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {e}") from None
 
     def _pad(self, x: np.ndarray, shape, value) -> np.ndarray:
-        shape = tuple(int(s) for s in shape)
-        if len(shape) != x.ndim or any(s < n for s, n in zip(shape, x.shape)):
-            raise self._fail(
-                ExecutionError, f"device {self.device} {self.where()}: cannot pad a {_aval(x)} buffer to shape {list(shape)}"
-            )
-        out = np.full(shape, value, dtype=x.dtype)
-        out[tuple(slice(0, n) for n in x.shape)] = x
-        return out
+        try:
+            return pad_to(x, shape, value)
+        except OutOfBlock as e:
+            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {e}") from None
 
     async def _collective(self, ins) -> None:
         me = self.device
@@ -431,17 +364,8 @@ class Executor:
     @property
     def record_rows(self) -> list[tuple]:
         """Each ``CommRecord``'s fields in order, one row per collective this device took part in,
-        in the order run: plain tuples, made after the run (not between two messages) and cheap to
-        ship; the records themselves are made where they are read (``records``)."""
-        me, counts, add = self.device, self.transport.log.counts, self._rows.append
-        for ins, position, in_shape, out_shape, itemsize in self._done:
-            group = participants(ins)
-            if me not in group:
-                continue
-            sent, received, messages_sent, messages_received, peers = counts(me, ins.id)
-            add((me, ins.id, position, ins.source, ins.kind, tuple(getattr(ins, "axes", ())), group,
-                 sent, received, messages_sent, messages_received,
-                 analytic_min_bytes(ins, me, in_shape, out_shape, itemsize), peers))
+        in the order run (``records.record_rows``); the records are made where they are read."""
+        self._rows += record_rows(self.device, self._done, self.transport.log.counts)
         self._done = []
         return self._rows
 
@@ -452,53 +376,8 @@ class Executor:
 
     # -- transport failures as schedule errors -------------------------------------------------------
     def transport_error(self, e: TransportError) -> ExecutionError:
-        me = self.device
-        here = f"device {me} {self.where()}"
-        if isinstance(e, TagMismatch):
-            return self._fail(
-                ScheduleMismatchError,
-                f"schedules disagree at instruction id {e.key[0]}: {here} expects {_sig(e.expected)}, but device "
-                f"{e.src} {e.note} sent {_sig(e.got)}",
-                devices=(me, e.src), positions={me: self.where(), e.src: e.note},
-            )
-        if isinstance(e, PeerFinished):
-            return self._fail(
-                ScheduleMismatchError,
-                f"schedules do not match: {here} waits for device {e.src}'s part of instruction id {e.key[0]}, but "
-                f"device {e.src} finished its schedule without sending it",
-                devices=(me, e.src), positions={me: self.where(), e.src: self._peer(e.src)},
-            )
-        if isinstance(e, PeerLost):
-            return self._fail(
-                ExecutionError,
-                f"{here} waits for device {e.src}'s part of instruction id {e.key[0]}, but device {e.src}'s "
-                "process has died",
-            )
-        if isinstance(e, Deadlock):
-            parts = [
-                f"device {d} waits for device {src} (message {key}) while {self._where_of(d)}"
-                for d, (src, key) in sorted(e.waits.items())
-            ]
-            return self._fail(
-                ScheduleMismatchError,
-                "schedules do not match (deadlock: every unfinished device waits for a message no one will "
-                "send): " + "; ".join(parts),
-                devices=tuple(sorted(e.waits)), positions={d: self._where_of(d) for d in e.waits},
-            )
-        if isinstance(e, RecvTimeout):
-            return self._fail(
-                PeerTimeoutError,
-                f"{here} waited {e.timeout:g} s for device {e.src}'s part of instruction id {e.key[0]}; "
-                f"device {e.src} is {self._peer(e.src)}",
-                devices=(me, e.src), positions={me: self.where(), e.src: self._peer(e.src)},
-            )
-        if isinstance(e, DuplicateMessage):
-            return self._fail(
-                ScheduleMismatchError,
-                f"{here}: device {e.msg.src} sent message {e.msg.key} to device {e.msg.dst} twice",
-                devices=(e.msg.src, e.msg.dst),
-            )
-        return self._fail(ExecutionError, f"{here}: transport failure: {e}")
+        """A transport's failure as the error that names this device, its peer and where each was."""
+        return schedule_error(e, self.device, self.where(), self._where_of, self._fail)
 
     def _where_of(self, device: int) -> str:
         return self.where() if device == self.device else self._peer(device)
@@ -519,9 +398,3 @@ class Executor:
 
 STEPS = Executor.STEPS
 
-
-def _sig(sig) -> str:
-    if not isinstance(sig, tuple) or not sig:
-        return repr(sig)
-    kind, *rest = sig
-    return f"{kind}{tuple(rest)}"
