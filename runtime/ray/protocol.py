@@ -14,6 +14,23 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 
+# The concurrency group of a device process's liveness probe (``DeviceHost.alive``): a thread and
+# event loop of its own, so that it answers while the devices' loop is busy.
+PROBE_GROUP = "probe"
+
+
+class LoadArgs(NamedTuple):
+    """What a device is sent when a program is loaded (``DeviceHost.load``, after the key), kept by
+    the driver to load a restarted device again."""
+
+    schedule: bytes  # the device's Schedule, msgpack
+    capacity: int | None  # device memory, bytes (None: unbounded)
+    algorithm: str  # collective algorithm
+    trace: tuple  # checkpoint buffers to keep when a run traces values
+    timeout: float | None  # receive timeout, seconds: also how long the driver waits on a silent process
+    extras: bytes | None  # the user's own ops and reduce ops (``user_entries``)
+
+
 class RunPlan(NamedTuple):
     """One run call to a device process, for the devices of its group that the program runs on."""
 

@@ -1,6 +1,7 @@
 """Arrays kept on the device processes, seen from the driver: putting shards there, fetching them
-back (on the control lines where it can, else as Ray calls), passing them to a run, and letting
-go of those the driver holds no handle on any more."""
+back (on the control lines where it can, else as Ray calls; a process that died or does not answer is an
+error naming its device), passing them to a run, and letting go of those the driver holds no
+handle on any more."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 from ...wire import control_line
 from ...wire.control_line import OutcomeKind, Request
 from ..start import import_ray
-from .held import Held
+from .held import Held, outputs_lost
+from .probe import await_calls, not_answering, silent
 
 
 class HeldArrays:
@@ -66,12 +68,7 @@ class HeldArrays:
         ids = {host: [handles[i].id for i in idx] for host, idx in by_host.items()}
         got = self.fetch_on_lines(ids)
         if got is None:
-            ray = import_ray()
-            refs = {host: host.fetch.remote(i) for host, i in ids.items()}
-            self.mesh.calls["get"] += 1
-            # copies: Ray hands out read-only views of its object store
-            got = {host: [np.array(a, copy=True) for a in arrays]
-                   for host, arrays in zip(refs, ray.get(list(refs.values())))}
+            got = self.fetch_by_calls(ids)
         out: list = [None] * len(handles)
         for host, idx in by_host.items():
             for i, a in zip(idx, got[host]):
@@ -96,12 +93,38 @@ class HeldArrays:
             pending = {lines[host]: host for host in ids}
             got = {}
             while pending:
-                for line in control_line.wait(list(pending), tag, None):
+                ready = control_line.wait(list(pending), tag, mesh.patience)
+                if not ready:  # nothing heard for a while: is every process still there?
+                    quiet = silent(mesh, [d for host in pending.values() for d in self.devices_of(host)],
+                                   mesh.patience)
+                    if quiet:
+                        raise not_answering(quiet, mesh.patience, "fetching its outputs")
+                for line in ready:
                     kind, value = line.outcome(tag)
+                    host = pending.pop(line)
+                    if kind is OutcomeKind.DEAD:
+                        raise outputs_lost(min(self.devices_of(host)), value) from value
                     if kind is not OutcomeKind.VALUE:
                         raise value
-                    got[pending.pop(line)] = value
+                    got[host] = value
             return got
+
+    def fetch_by_calls(self, ids: Mapping[Any, list[int]]) -> dict:
+        """host -> the arrays of its ``ids``, fetched as Ray calls (copies: Ray hands out read-only
+        views of its object store); a process that died is a ``DeviceLostError`` naming its device."""
+        ray, mesh = import_ray(), self.mesh
+        refs = {host.fetch.remote(i): host for host, i in ids.items()}
+        try:
+            arrays = await_calls(mesh, {ref: tuple(self.devices_of(host)) for ref, host in refs.items()},
+                                 mesh.patience, "fetching its outputs")
+        except ray.exceptions.RayActorError as e:
+            gone = mesh.lost()
+            raise outputs_lost(min(gone) if gone else min(self.devices_of(next(iter(ids)))), e) from e
+        return {host: [np.array(a, copy=True) for a in got] for host, got in zip(refs.values(), arrays)}
+
+    def devices_of(self, host) -> list[int]:
+        """The devices whose process ``host`` is."""
+        return sorted(d for d, h in self.mesh.actors.items() if h == host)
 
     def run_args(self, devs, shards: Mapping[int, list]) -> tuple[tuple, list]:
         """The shards of devices ``devs`` as a run call's arguments: (the (position, id) of each

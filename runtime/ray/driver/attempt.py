@@ -20,6 +20,7 @@ from ...core.transfer_log import TransferLog
 from ..protocol import DeviceSummary, RunPlan, Status
 from .failures import check_delivered, run_failure
 from .held import Held, HeldOutputs
+from .probe import NotAnswering, silent
 from ...wire.control_line import OutcomeKind
 
 
@@ -37,6 +38,9 @@ class RunAttempt:
         self.told_dead: set[int] = set()
         self.deadline: float | None = None  # once something failed: when to stop waiting
         self.aborted = False
+        # how long to hear nothing before probing the processes still running (the program's
+        # receive timeout; None: wait as long as it takes)
+        self.patience = next((args.timeout for args in mesh.shipped.get(key, {}).values()), None)
 
     def send(self) -> None:
         """Every process's run call. Every call is made before any is sent: ``run_args`` may refuse
@@ -57,11 +61,14 @@ class RunAttempt:
     def collect(self) -> None:
         """Wait for every answer, aborting the survivors when a device fails or dies."""
         while self.pending:
-            left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+            left = self.patience if self.deadline is None else max(0.0, self.deadline - time.monotonic())
             ready = self.route.wait(self.pending, self.run_id, left)
             if not ready:
                 if self.aborted:
                     break  # aborted devices that do not answer: reported as such
+                if self.deadline is None:
+                    self._probe()  # nothing heard for a while: is every process still there?
+                    continue
                 self.abort()  # survivors of a dead device that did not fail in the grace time
                 continue
             for call in ready:
@@ -70,6 +77,18 @@ class RunAttempt:
                 self._react()
         for devs in self.pending.values():
             self.summaries.update((d, DeviceSummary.aborted("not answering")) for d in devs)
+
+    def _probe(self) -> None:
+        """Take the processes that do not answer a probe (``probe.py``) for dead ones: their calls
+        will never come back."""
+        quiet = set(silent(self.mesh, [d for devs in self.pending.values() for d in devs], self.patience))
+        if not quiet:
+            return
+        for call, devs in list(self.pending.items()):
+            if quiet & set(devs):
+                del self.pending[call]
+                self.dead.update((d, NotAnswering(self.patience)) for d in devs)
+        self._react()
 
     def _take(self, devs: tuple[int, ...], answer) -> None:
         if answer.kind is OutcomeKind.VALUE:

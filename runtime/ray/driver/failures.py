@@ -10,6 +10,7 @@ from ...core.executor import describe
 from ...errors import DeviceLostError, ExecutionError, ScheduleMismatchError
 from ..protocol import DeviceSummary, Status
 from .held import who_said
+from .probe import NotAnswering
 
 
 def lost_at_load(devices, cause: BaseException, attempts: int) -> DeviceLostError:
@@ -57,6 +58,12 @@ def _device_died(spmd, summaries: Mapping[int, DeviceSummary], dead: Mapping[int
               f"({positions[peer]})")
     cause = str(dead[d]).strip().splitlines()[0] if str(dead[d]).strip() else type(dead[d]).__name__
     others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
+    if isinstance(dead[d], NotAnswering):
+        return DeviceLostError(
+            f"device {d} stopped answering during the run{others.replace('died', 'lost')}: {cause}; {at}. RayMesh.repair() restarts it; "
+            "retries= does it for you",
+            device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
+        )
     return DeviceLostError(
         f"device {d}'s Ray actor died during the run{others}; {at}. {who_said(dead[d])}: {cause}",
         device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),

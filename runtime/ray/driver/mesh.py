@@ -29,7 +29,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections import Counter
-from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -37,24 +36,23 @@ import numpy as np
 from simshard.report.memory import capacity_of
 
 from ...core.collectives import check_algorithm
-from ...core.execution import Execution, check_inputs
 from ...errors import DeviceLostError
 from ...calls.compiled import Compiled, compile_on, put as put_arrays
 from ...wire.shared_memory import remove_shared, shared_memory_prefix
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
 from ..nodes import actor_options, device_nodes, node_plan, placement_group_for, remove
-from ..put_once import PutOnce
+from ..protocol import PROBE_GROUP, LoadArgs
 from ..start import RUNTIME_DIR, ensure_ray, import_ray
 from ..user_entries import user_entries
 from .arrays import HeldArrays
-from .attempt import RunAttempt
+from .retries import run_with_retries
 from .failures import lost_at_load
 from .groups import auto_per_process, default_actor_cpus, process_groups
 from .held import Held
 from .lines import ControlLines
 from .repair import find_lost, restart_lost
-from .routes import LineRoute, RayRoute
+from .probe import await_calls
 
 # How messages between device processes travel: "sockets" (a frame on a socket: a Unix socket
 # between processes of one node, an array from SHM_BYTES up in a shared-memory file the frame
@@ -71,7 +69,9 @@ class RayMesh:
     and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
     messages between processes travel (``DATA_PLANES``). ``busy_poll``: whether a waiting device
     process polls for its message before it sleeps (``runtime/wire/polling.py``); by default on the
-    sockets data plane where a node has a core for each of its device processes (``polls``)."""
+    sockets data plane where a node has a core for each of its device processes (``polls``).
+    ``patience``: seconds of silence after which a fetch probes the processes it waits on (a run
+    uses its program's ``timeout``; ``probe.py``): one that does not answer is lost."""
 
     keys = itertools.count()  # program keys, unique across meshes
     last_run = -1  # the latest run id (set per mesh by each run)
@@ -80,7 +80,7 @@ class RayMesh:
                  devices: Sequence[int] | None = None, actor_cpus: float | None = None,
                  node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
                  start_timeout: float = 60.0, devices_per_process: int | None = None, data_plane: str = "sockets",
-                 busy_poll: bool | None = None):
+                 busy_poll: bool | None = None, patience: float | None = 10.0):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
@@ -102,6 +102,7 @@ class RayMesh:
             raise ValueError(f"RayMesh: data_plane must be one of {', '.join(DATA_PLANES)}, not {data_plane!r}")
         self.data_plane = data_plane
         self.busy_poll = busy_poll
+        self.patience = patience  # seconds of silence before a fetch probes the processes it waits on
         self._polls: dict[int, bool] = {}  # device -> whether its process busy-polls (set on connect)
         self.secret = os.urandom(16)  # a socket connection must start with it
         self.sockets: dict[int, tuple] = {}  # device -> (node id, address, TCP address) of its process
@@ -172,7 +173,8 @@ class RayMesh:
         ray = import_ray()
         opts = dict(self._options[group[0]])  # a restarted device gets the options start() gave it
         opts["num_cpus"] = opts.get("num_cpus", 0) * len(group)
-        handle = ray.remote(DeviceHost).options(**opts).remote(group, RUNTIME_DIR)
+        # the liveness probe on a thread of its own (probe.py)
+        handle = ray.remote(concurrency_groups={PROBE_GROUP: 1})(DeviceHost).options(**opts).remote(group, RUNTIME_DIR)
         self.calls["remote"] += 1
         for d in group:
             self.actors[d] = handle
@@ -269,23 +271,26 @@ class RayMesh:
         key = next(self.keys)
         trace = tuple(sorted(spmd.checkpoint_buffers))
         extras = user_entries(spmd)  # ops / reduce ops the user registered in this process
-        refs = []
+        refs = {}
         shipped = self.shipped[key] = {}  # device -> load arguments, to load a restarted device again
         for s in spmd.schedules:
-            shipped[s.device] = (s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace, timeout, extras)
-            refs.append(self.call(s.device, "load", key, *shipped[s.device]))
+            shipped[s.device] = LoadArgs(s.to_bytes(), capacity_of(device_memory, s.device), algorithm, trace,
+                                         timeout, extras)
+            refs[self.call(s.device, "load", key, *shipped[s.device])] = (s.device,)
         for attempt in range(retries + 1):
             try:
-                ray.get(refs)
+                await_calls(self, refs, timeout, "loading a program")
                 break
             except ray.exceptions.RayActorError as e:
                 gone = self.lost()
                 if attempt == retries or not gone:
                     raise lost_at_load(gone or spmd.devices, e, attempt + 1) from None
-                self.repair()  # fresh actors, every loaded program (this one too) shipped again
-                refs = []
-            finally:
-                self.calls["get"] += 1
+            except DeviceLostError as e:  # a process that does not answer
+                if attempt == retries:
+                    e.attempts = attempt + 1
+                    raise
+            self.repair()  # fresh actors, every loaded program (this one too) shipped again
+            refs = {}
         return key
 
     def unload(self, key) -> None:
@@ -318,57 +323,8 @@ class RayMesh:
         shards are put once and sent again. The ``Execution`` is the successful attempt's
         (``attempts``: how many were made; ``controller_calls``: all of them). Once the retries
         are spent the last attempt's ``DeviceLostError`` is raised."""
-        check_inputs(spmd, inputs)
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, not {retries}")
-        before = Counter(self.calls)
-        ray = import_ray()
-        shards = {d: list(inputs[d]) for d in spmd.devices}
-        stored = None
-
-        def in_object_store() -> dict:
-            """The shards with each numpy array put into Ray's object store, once however many
-            attempts need them (a block several devices hold goes once; a DeviceArray's shards are
-            on the devices already)."""
-            nonlocal stored
-            if stored is None:
-                put = PutOnce()
-                stored = {d: [a if isinstance(a, (ray.ObjectRef, Held)) else put(a) for a in ins]
-                          for d, ins in shards.items()}
-                self.calls["put"] += len(put)
-            return stored
-
-        restarted: list[int] = []
-        for attempt in range(retries + 1):
-            last = attempt == retries
-            if attempt:
-                restarted += self.repair(floor=self.last_run + 1)
-            try:
-                ex = self._attempt(key, spmd, shards, in_object_store, trace_values=trace_values,
-                                   abort_wait=abort_wait, lost_grace=lost_grace if last else 0.0)
-            except DeviceLostError as e:
-                if last:
-                    e.attempts = attempt + 1
-                    raise
-                continue
-            return replace(ex, controller_calls=dict(self.calls - before), attempts=attempt + 1,
-                           restarted=tuple(restarted))
-        raise AssertionError("unreachable")
-
-
-    def _attempt(self, key, spmd, shards: Mapping[int, list], in_object_store, **how) -> Execution:
-        """One run of the program on every device (see ``execute``): on the control lines where
-        it can (``ControlLines.claim``, ``for_run``), else by Ray calls with
-        ``in_object_store()``'s shards."""
-        with self.lines.claim() as mine:
-            lines = self.lines.for_run(self.groups, shards) if mine else None
-            if lines is not None:
-                attempt = RunAttempt(self, key, spmd, shards, LineRoute(lines, self.calls), **how)
-            else:
-                attempt = RunAttempt(self, key, spmd, in_object_store(), RayRoute(self.calls), **how)
-            attempt.send()
-            attempt.collect()
-            return attempt.result()
+        return run_with_retries(self, key, spmd, inputs, trace_values=trace_values, abort_wait=abort_wait,
+                                lost_grace=lost_grace, retries=retries)
 
     def run_spmd(self, spmd, inputs, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",
                  trace_values: bool = False, retries: int = 0):

@@ -24,8 +24,9 @@ import pickle
 from typing import Any
 
 import numpy as np
+import ray
 
-from ..protocol import DeviceSummary, RunPlan
+from ..protocol import PROBE_GROUP, DeviceSummary, RunPlan
 from ..start import bootstrap, import_ray
 from .peers import LocalPeer, RemotePeer, SocketPeer, route
 from .process import keep_freed_pages, quiet_gc
@@ -81,6 +82,13 @@ class DeviceHost:
             self.held.pop(i, None)
 
     def pid(self, device: int | None = None) -> int:
+        return os.getpid()
+
+    @ray.method(concurrency_group=PROBE_GROUP)
+    async def alive(self) -> int:
+        """Whether this process answers at all (``driver/probe.py``): on the probe group's own thread
+        and event loop, so it answers while the devices' loop runs a kernel, and not when the
+        process is stopped or stuck holding the interpreter."""
         return os.getpid()
 
     def routes(self, device: int) -> dict[int, str]:

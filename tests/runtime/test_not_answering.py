@@ -1,0 +1,103 @@
+"""A device process that is alive but answers nothing (stopped by SIGSTOP, as a process stuck in a
+system call, a debugger or a deadlocked C extension would be) ends every wait of the driver in an
+error naming the device, within the timeout and a probe's wait: a run, a fetch of outputs, a load; and
+``retries=`` restarts it as it restarts a dead one. A process that computes for longer than the
+timeout is not mistaken for one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray")
+
+import simshard as ss  # noqa: E402
+from simshard import P  # noqa: E402
+from simshard.runtime import DeviceLostError  # noqa: E402
+from simshard.runtime.ray.driver.mesh import RayMesh  # noqa: E402
+from simshard.runtime.ray.driver.probe import PROBE_SECONDS  # noqa: E402
+
+MESH = ss.Mesh({"x": 2})
+X = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+TIMEOUT = 1.0
+
+
+@contextlib.contextmanager
+def stopped(devices: RayMesh, device: int):
+    """``device``'s process stopped (SIGSTOP) for the block, then let go (or gone, if restarted)."""
+    pid = devices.pid(device)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def double(a):
+    return a * 2
+
+
+def test_a_run_on_a_stopped_process_ends_naming_it(ray_session):
+    with RayMesh(MESH, devices_per_process=1) as devices:
+        compiled = devices.compile(double, X, in_shardings=(P("x", None),), timeout=TIMEOUT)
+        assert np.array_equal(compiled(X).outputs, X * 2)
+        with stopped(devices, 1):
+            start = time.monotonic()
+            with pytest.raises(DeviceLostError, match="device 1 stopped answering during the run") as err:
+                compiled(X)
+            assert time.monotonic() - start < 2 * TIMEOUT + PROBE_SECONDS + 3
+        assert err.value.device == 1 and err.value.lost == (1,)
+
+
+def test_retries_restart_a_stopped_process_and_run_bitwise(ray_session):
+    with RayMesh(MESH, devices_per_process=1) as devices:
+        compiled = devices.compile(double, X, in_shardings=(P("x", None),), timeout=TIMEOUT)
+        with stopped(devices, 0):
+            res = compiled(X, retries=1)
+        assert res.execution.attempts == 2 and res.execution.restarted == (0,)
+        assert np.array_equal(res.outputs, X * 2)
+
+
+def test_fetching_outputs_from_a_stopped_process_ends_naming_it(ray_session):
+    with RayMesh(MESH, devices_per_process=1, patience=TIMEOUT) as devices:
+        compiled = devices.compile(double, X, in_shardings=(P("x", None),), timeout=TIMEOUT)
+        res = compiled(X)
+        with stopped(devices, 1):
+            start = time.monotonic()
+            with pytest.raises(DeviceLostError, match="device 1: the process does not answer .fetching"):
+                res.shards(1)
+            assert time.monotonic() - start < 2 * TIMEOUT + PROBE_SECONDS + 3
+
+
+def test_loading_on_a_stopped_process_ends_naming_it(ray_session):
+    with RayMesh(MESH, devices_per_process=1) as devices:
+        devices.compile(double, X, in_shardings=(P("x", None),), timeout=TIMEOUT)  # started and warm
+        with stopped(devices, 0):
+            start = time.monotonic()
+            with pytest.raises(DeviceLostError, match="device 0: the process does not answer .loading"):
+                devices.compile(double, X, in_shardings=(P("x", None),), timeout=TIMEOUT)
+            assert time.monotonic() - start < 2 * TIMEOUT + PROBE_SECONDS + 3
+
+
+def test_a_device_computing_longer_than_the_timeout_is_not_taken_for_lost(ray_session):
+    a = np.ones((2, 1600, 1600), np.float32)
+
+    def slow(a):  # a few matmuls, each far longer than the timeout below on a loaded machine
+        for _ in range(8):
+            a = np.tanh(a @ a / 1600)
+        return a
+
+    with RayMesh(MESH, devices_per_process=1) as devices:
+        compiled = devices.compile(slow, a, in_shardings=(P("x", None, None),), timeout=0.05)
+        start = time.monotonic()
+        res = compiled(a)
+        took = time.monotonic() - start
+        assert took > 0.5, f"the run took {took:.2f} s: too fast to show anything"
+        assert res.execution.attempts == 1 and res.outputs.shape == a.shape
+        assert res.controller_calls.get("probe", 0) > 0  # the devices were probed while they computed
