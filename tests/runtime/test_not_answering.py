@@ -101,3 +101,18 @@ def test_a_device_computing_longer_than_the_timeout_is_not_taken_for_lost(ray_se
         assert took > 0.5, f"the run took {took:.2f} s: too fast to show anything"
         assert res.execution.attempts == 1 and res.outputs.shape == a.shape
         assert res.controller_calls.get("probe", 0) > 0  # the devices were probed while they computed
+
+
+def test_a_device_array_whose_process_died_names_the_device(ray_session):
+    """One path, one error: an array left on the devices, read after its process died, is the same
+    ``DeviceLostError`` naming the device as ``res.outputs`` gives (not the control line's own
+    ConnectionError)."""
+    from runtime_helpers import kill
+
+    with RayMesh(MESH, devices_per_process=1) as devices:
+        compiled = devices.compile(double, X, in_shardings=(P("x", None),), timeout=TIMEOUT)
+        arr = compiled(X).arrays
+        kill(devices, 1)
+        with pytest.raises(DeviceLostError, match="device 1's Ray actor died after the run") as err:
+            np.asarray(arr)
+        assert err.value.device == 1
