@@ -41,7 +41,8 @@ class PerDevice(Mapping):
 
     @staticmethod
     def of(devices: Sequence[int], per: Mapping[int, object]) -> "PerDevice":
-        """From a mapping over ``devices`` (ascending), devices with the same object in one class."""
+        """From a mapping over ``devices`` (ascending), devices with the same object in one class
+        (by identity, within this call: ``per`` holds the objects)."""
         return PerDevice.by_key(devices, lambda d: id(per[d]), per.__getitem__)
 
     @staticmethod
@@ -82,7 +83,8 @@ class PerDevice(Mapping):
         return self._distinct_by(_hashable)
 
     def distinct(self) -> "PerDevice":
-        """The same mapping with one class per distinct object (classes that got one object merged)."""
+        """The same mapping with one class per distinct object (classes that got one object
+        merged): by identity, over values this mapping holds."""
         return self._distinct_by(id)
 
     def _distinct_by(self, key: Callable) -> "PerDevice":
@@ -284,7 +286,7 @@ class ScheduleBuilder:
 
 def _hashable(v):
     """``v`` as a dict key: numpy scalars and arrays by dtype and bytes, anything else that does
-    not hash by identity."""
+    not hash by identity (keys of one ``distinct_values`` call, whose mapping holds the values)."""
     if isinstance(v, (np.ndarray, np.generic)):
         a = np.asarray(v)
         return (a.dtype.str, a.shape, a.tobytes())

@@ -27,6 +27,7 @@ from .assign import candidates
 from .halo import Halo, apply_halo, halo_choices
 from .linear import pending_ok
 from .reshard import translate
+from .reshard.identity_cache import ByIdentity
 from .reshard.plan import largest_block, layout_of
 from .copies import literal_key, literal_params, with_pending
 
@@ -77,7 +78,7 @@ class OpChoice:
                 hash(v)
                 params.append((k, v))
             except TypeError:
-                params.append((k, ("id", id(v))))
+                params.append((k, ByIdentity(v)))
         ins = tuple(
             (i.aval, tuple(_spec_key(c.spec) for c in self.copies[i])) if isinstance(i, Value)
             else ("lit", i.aval, literal_key(i.value))
@@ -212,9 +213,10 @@ def _windows(op, in_avals, out_avals, kw) -> tuple:
 
 
 def _spec_key(spec):
-    """A copy's spec as a memo key: a Layout (unhashable: it compares by content) by identity; the
-    partitioner holds every Layout it keys on for its whole run."""
-    return ("layout", id(spec)) if isinstance(spec, Layout) else spec
+    """A copy's spec as a memo key: a Layout (unhashable: it compares by content, which would read
+    every device's index arrays) by identity, the key holding it so that its id names no other
+    layout while the memo (one partitioner's run) lives."""
+    return ByIdentity(spec) if isinstance(spec, Layout) else spec
 
 
 def _nbytes(a) -> int:

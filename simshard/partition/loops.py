@@ -170,7 +170,7 @@ def _scan_body(partitioner: Partitioner, scan: _Scan, bufs: _ScanBuffers) -> Par
     for v, buf, spec in zip(body.inputs[nc + nx:], bufs.consts, scan.const_specs):
         sub.copies[v] = [Copy(spec, buf)]
     for k, be in enumerate(body.eqns):
-        sub.at = k
+        sub.eqn_index = k
         sub.eqn(be)
     return sub
 
@@ -222,7 +222,7 @@ def _partition_program(partitioner: Partitioner, program: Program, bindings, out
     for v, (spec, buf) in zip(program.inputs, bindings):
         sub.copies[v] = [Copy(spec, buf)]
     for k, e in enumerate(program.eqns):
-        sub.at = k
+        sub.eqn_index = k
         sub.eqn(e)
     outs = [sub.get(v, s, f"{src}: result {k}") for k, (v, s) in enumerate(zip(program.outputs, out_specs))]
     return sub.builder, outs

@@ -92,7 +92,7 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
         self.copies: dict[Value, list[Copy]] = {}
         self.literals: dict[tuple, int] = {}
         self.checkpoints: list[Checkpoint] = []
-        self.at = -1  # index of the program eqn being partitioned
+        self.eqn_index = -1  # index of the program eqn being partitioned
         self.memo: dict = {}  # op signature -> the chosen Candidate
         self.users: dict[Value, list[Eqn]] = {}
         for e in program.eqns:
@@ -158,7 +158,7 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
                 in_specs.append(self.target(v))
             ins.append(buf)
         for k, e in enumerate(self.program.eqns):
-            self.at = k
+            self.eqn_index = k
             self.eqn(e)
             self.checkpoint(e)
         outs, out_specs = [], []
@@ -174,13 +174,13 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
 
     def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = ()) -> None:
         """Record where each result of ``e`` lives right after ``e`` ran (its first copy)."""
-        if self.checkpoints and self.checkpoints[-1].eqn == self.at:
+        if self.checkpoints and self.checkpoints[-1].eqn == self.eqn_index:
             return  # recorded by emit_op, with what it reassociated
         src = self.source(e)
         for k, o in enumerate(e.outputs):
             if o in self.copies:
                 copy = self.copies[o][0]
-                self.checkpoints.append(Checkpoint(self.at, k, copy.buf, copy.spec, src, reassociated))
+                self.checkpoints.append(Checkpoint(self.eqn_index, k, copy.buf, copy.spec, src, reassociated))
 
     def eqn(self, e: Eqn) -> None:
         """Partition one op: control flow and regions by their bodies, identities and reshards

@@ -19,7 +19,7 @@ class Partitioner(Protocol):
     copies: dict[Value, list[Copy]]  # value -> its copies, the first the one its op made
     users: dict[Value, list[Eqn]]  # value -> the ops reading it
     read_outputs: set[Value]  # the outputs someone reads (a loop body's: not its unread residuals)
-    at: int  # index of the program eqn being partitioned
+    eqn_index: int  # index of the program eqn being partitioned
 
     def sub(self, program: Program) -> "Partitioner":
         """A partitioner for a body on this one's devices and buffer numbers."""

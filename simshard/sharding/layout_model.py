@@ -200,7 +200,9 @@ class Layout:
         reductions aside)? On the boxes where both have equal ones, else on the index arrays."""
         if self.boxes is not None and other.boxes is not None and self.boxes.same_as(other.boxes):
             return True
-        seen: set[tuple[int, int]] = set()  # devices holding one block share its tuple of index arrays
+        # by identity within this call (both layouts hold the tuples): devices holding one block share
+        # its tuple of index arrays
+        seen: set[tuple[int, int]] = set()
         for d in self.devices:
             a, b = self.index_map[d], other.index_map[d]
             if a is b or (id(a), id(b)) in seen:

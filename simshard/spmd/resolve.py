@@ -23,7 +23,9 @@ def varying_fields(ins: Instr) -> tuple[tuple[str, Varying], ...]:
 
 def varies(ins: Instr, seen: dict | None = None) -> bool:
     """Whether ``ins`` (or an instruction of its blocks) has a ``Varying`` field. ``seen`` (id of
-    an instruction -> the answer) spares a body shared by several control instructions a second look."""
+    an instruction -> the answer) spares a body shared by several control instructions a second look;
+    keyed by identity (an instruction's value hash would walk its blocks), it is made for one walk
+    over a table that holds the instructions alive."""
     if ins.kind not in CONTROL:
         return bool(varying_fields(ins))
     if seen is None:
@@ -92,8 +94,10 @@ class Instructions(Sequence):
         self.device, self.varying = device, varying
 
     @property
-    def klass(self) -> tuple[int, int]:
-        """Which class's list this is: devices with equal ``klass`` run the same table row."""
+    def device_class(self) -> tuple[int, int]:
+        """Which class's list this is: devices with equal ``device_class`` run the same table row.
+        The table by identity (its value hash would walk every instruction): compare the classes
+        of lists alive together (one program's schedules), not keep them past the table."""
         return id(self._slots), self._row
 
     def own(self, device: int, varying: frozenset) -> "Instructions":

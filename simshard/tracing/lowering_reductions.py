@@ -65,7 +65,7 @@ def numpy_min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     return reduce_axes("min", a, axis, keepdims, "np.min")
 
 
-def _truth(a, fn: str):
+def _truth(a):
     """``a != 0`` as bools (numpy's truth of each element)."""
     x = as_tracer(a)
     return x if x.dtype == np.bool_ else bind("ne", x, np.zeros((), x.dtype)[()])
@@ -74,18 +74,18 @@ def _truth(a, fn: str):
 def numpy_any(a, axis=None, out=None, keepdims=False, *, where=None):
     """``np.any`` lowered (the front ends\' ``any`` inside a trace)."""
     reject_unsupported(out=out, where=where, fn="np.any")
-    return reduce_axes("max", _truth(a, "np.any"), axis, keepdims, "np.any")
+    return reduce_axes("max", _truth(a), axis, keepdims, "np.any")
 
 
 def numpy_all(a, axis=None, out=None, keepdims=False, *, where=None):
     """``np.all`` lowered (the front ends\' ``all`` inside a trace)."""
     reject_unsupported(out=out, where=where, fn="np.all")
-    return reduce_axes("min", _truth(a, "np.all"), axis, keepdims, "np.all")
+    return reduce_axes("min", _truth(a), axis, keepdims, "np.all")
 
 
 def numpy_count_nonzero(a, axis=None, *, keepdims=False):
     """``np.count_nonzero`` lowered (the front ends\' ``count_nonzero`` inside a trace)."""
-    return reduce_axes("sum", _truth(a, "np.count_nonzero"), axis, keepdims, "np.count_nonzero", np.intp)
+    return reduce_axes("sum", _truth(a), axis, keepdims, "np.count_nonzero", np.intp)
 
 
 def _count(x, axes) -> int:

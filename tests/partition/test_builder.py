@@ -99,7 +99,7 @@ def test_a_collective_over_a_mesh_axis_is_one_instruction_whose_groups_each_devi
     assert res.verify.bitwise
     scheds = res.spmd.schedules
     assert all(isinstance(s.instrs, Instructions) for s in scheds)
-    assert len({s.instrs.klass for s in scheds}) == 1
+    assert len({s.instrs.device_class for s in scheds}) == 1
     shared = [scheds[0].instrs.shared(i) for i in range(len(scheds[0].instrs))]
     assert any(isinstance(getattr(i, "group", None), Varying) for i in shared)
     names = list(mesh.shape)
@@ -136,7 +136,7 @@ def test_a_slice_per_block_is_one_instruction_each_device_resolves():
     res = ss.run(f, a, backend="local", **specs)
     assert res.verify.bitwise
     scheds = res.spmd.schedules
-    assert len({s.instrs.klass for s in scheds}) == 1
+    assert len({s.instrs.device_class for s in scheds}) == 1
     shared = [scheds[0].instrs.shared(i) for i in range(len(scheds[0].instrs))]
     assert {i.kind for i in shared if any(isinstance(getattr(i, n, None), Varying) for n in ("index", "value", "src"))} \
         >= {"slice"}

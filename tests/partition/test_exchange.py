@@ -110,7 +110,7 @@ def test_a_rounds_cuts_are_one_instruction_whose_source_and_positions_vary():
     first = b.buf()
     out = emit_step(step, b, first, np.dtype(np.float32))
     scheds = b.finish([first], [out])
-    assert len({s.instrs.klass for s in scheds}) == 1
+    assert len({s.instrs.device_class for s in scheds}) == 1
     shared = [scheds[0].instrs.shared(i) for i in range(len(scheds[0].instrs))]
     varying = {(i.kind, n) for i in shared for n in ("src", "index", "value") if isinstance(getattr(i, n, None), Varying)}
     assert {("slice", "src"), ("slice", "index")} <= varying

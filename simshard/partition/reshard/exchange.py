@@ -186,8 +186,9 @@ def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
 
 
 class _Placer:
-    """Positions of a device's target cell in a source block, per dim (cached by index arrays:
-    layouts share them between devices)."""
+    """Positions of a device's target cell in a source block, per dim (cached by the identity of
+    index arrays, which layouts share between devices; the placer holds both layouts, so the
+    ids stay theirs)."""
 
     def __init__(self, L, L2):
         self.L, self.L2 = L, L2
@@ -229,6 +230,7 @@ def _cells(L, L2, shape) -> _Cut | None:
     place = _Placer(L, L2)
     groups: dict[tuple, list[int]] = {}
     for d in L2.devices:
+        # by the identity of the block's tuple (L2 holds it): devices holding one block share it
         groups.setdefault((id(L2.index_map[d]), contribution_class(L2, d)), []).append(d)
     local: dict[int, list] = {d: [] for d in L2.devices}
     wants: list[_Want] = []
@@ -279,7 +281,7 @@ def _transfers(wants: list[_Want], holders: dict, devices) -> list[list[Transfer
 
 def _minimum(L, L2, devices) -> dict[int, int]:
     """Per device, the elements of its target block it does not hold (the least it must receive)."""
-    common: dict[tuple, int] = {}  # elements two blocks share, by their index arrays
+    common: dict[tuple, int] = {}  # elements two blocks share, by their index arrays' ids (L, L2 hold them)
     minimum = {}
     for d in devices:
         have = 0

@@ -43,7 +43,8 @@ def same_array(a: np.ndarray, b: np.ndarray) -> bool:
 
 class ArrayCompare:
     """``same_array`` remembered by the arrays' identities, for one move's checks: the layouts share
-    index arrays between devices, so thousands of members compare a handful of distinct pairs."""
+    index arrays between devices, so thousands of members compare a handful of distinct pairs.
+    Keyed by bare ids: make one per check, over layouts that stay alive while it is used."""
 
     def __init__(self):
         self.seen: dict[tuple[int, int], bool] = {}

@@ -31,6 +31,7 @@ from ...sharding.mesh import Mesh
 from ...sharding.dims import Sharding
 from ...sharding.rows import distinct_rows, row_of, rows_of
 from ..builder import PerDevice
+from .identity_cache import IdentityCache
 
 Group = tuple[int, ...]
 
@@ -46,21 +47,26 @@ def layout_of(spec, shape) -> Layout:
     return _layout_cached(spec, tuple(shape))
 
 
-_SPANS: dict[int, tuple] = {}  # id(index array) -> (the array, its min, its max, whether a whole range)
+class IndexSpan(NamedTuple):
+    """An index array's smallest and largest index, and whether it holds every index between."""
+
+    lo: int
+    hi: int
+    whole_range: bool
 
 
-def span(a: np.ndarray) -> tuple:
-    """An index array's smallest and largest index and whether it is a whole range, computed once
-    per array object (the array kept with them, so a reused id cannot hit): layouts share one
-    array between devices, and a plan asks of each block many times."""
-    hit = _SPANS.get(id(a))
-    if hit is None or hit[0] is not a:
-        lo, hi = int(a.min()), int(a.max())
-        hit = (a, lo, hi, hi - lo + 1 == len(a))
-        if len(_SPANS) > 65536:
-            _SPANS.clear()
-        _SPANS[id(a)] = hit
-    return hit
+def _index_span(a: np.ndarray) -> IndexSpan:
+    lo, hi = int(a.min()), int(a.max())
+    return IndexSpan(lo, hi, hi - lo + 1 == len(a))
+
+
+_SPANS: IdentityCache[IndexSpan] = IdentityCache(_index_span)
+
+
+def span(a: np.ndarray) -> IndexSpan:
+    """A non-empty index array's ``IndexSpan``, computed once per array object while it lives:
+    layouts share one array between devices, and a plan asks of each block many times."""
+    return _SPANS(a)
 
 
 def common_count(a: np.ndarray, b: np.ndarray) -> int:
@@ -68,8 +74,8 @@ def common_count(a: np.ndarray, b: np.ndarray) -> int:
     contiguous ranges of block layouts, a sorted intersection otherwise."""
     if not len(a) or not len(b):
         return 0
-    _, lo_a, hi_a, range_a = span(a)
-    _, lo_b, hi_b, range_b = span(b)
+    lo_a, hi_a, range_a = span(a)
+    lo_b, hi_b, range_b = span(b)
     if range_a and range_b:
         return max(0, min(hi_a, hi_b) - max(lo_a, lo_b) + 1)
     return len(np.intersect1d(a, b, assume_unique=True))
@@ -112,31 +118,33 @@ class ShapeView(Mapping):
         return len(self.ids)
 
 
-_PER_LAYOUT: dict[int, tuple] = {}  # id(layout) -> (layout, its Shapes, its local shapes by device)
+class LayoutShapes(NamedTuple):
+    """A layout's local shapes, as arrays (``Shapes``) and as a device -> shape mapping."""
+
+    arrays: Shapes
+    by_device: ShapeView
 
 
-def _per_layout(L: Layout) -> tuple:
-    """``shapes_of(L)`` and ``local_shapes(L)``, computed once per layout object (the object kept
-    with them, so a reused id cannot hit); from the boxes where the layout has them."""
-    hit = _PER_LAYOUT.get(id(L))
-    if hit is None or hit[0] is not L:
-        if L.boxes is not None:
-            ids, dims = L.boxes.ids, L.boxes.sizes
-        else:
-            ids = np.array(sorted(L.devices), dtype=np.int64)
-            dims = np.array([[len(ix) for ix in L.index_map[d]] for d in ids.tolist()], dtype=np.int64)
-            dims = dims.reshape(len(ids), len(L.shape))
-        sh = Shapes(ids, dims, np.prod(dims, axis=1, dtype=np.int64), distinct_rows(dims)[2])
-        hit = (L, sh, ShapeView(ids, dims))
-        if len(_PER_LAYOUT) > 8192:
-            _PER_LAYOUT.clear()
-        _PER_LAYOUT[id(L)] = hit
-    return hit
+def _layout_shapes(L: Layout) -> LayoutShapes:
+    """``shapes_of(L)`` and ``local_shapes(L)``, from the boxes where the layout has them."""
+    if L.boxes is not None:
+        ids, dims = L.boxes.ids, L.boxes.sizes
+    else:
+        ids = np.array(sorted(L.devices), dtype=np.int64)
+        dims = np.array([[len(ix) for ix in L.index_map[d]] for d in ids.tolist()], dtype=np.int64)
+        dims = dims.reshape(len(ids), len(L.shape))
+    arrays = Shapes(ids, dims, np.prod(dims, axis=1, dtype=np.int64), distinct_rows(dims)[2])
+    return LayoutShapes(arrays, ShapeView(ids, dims))
+
+
+# per layout object while it lives (a Layout hashes by identity: a value hash would read every
+# device's index arrays)
+_PER_LAYOUT: IdentityCache[LayoutShapes] = IdentityCache(_layout_shapes)
 
 
 def shapes_of(L: Layout) -> Shapes:
     """``L``'s local shapes as arrays (computed once per layout object)."""
-    return _per_layout(L)[1]
+    return _PER_LAYOUT(L).arrays
 
 
 def by_shape_class(devices: Sequence[int], layouts: Sequence[Layout], make) -> PerDevice:
@@ -165,7 +173,7 @@ def by_block(devices: Sequence[int], L: Layout, make) -> PerDevice:
 
 def local_shapes(L: Layout) -> ShapeView:
     """Every device's local shape (computed once per layout object)."""
-    return _per_layout(L)[2]
+    return _PER_LAYOUT(L).by_device
 
 
 def largest_block(L: Layout) -> int:

@@ -60,6 +60,7 @@ def slice_positions(L: Layout, L2: Layout) -> PerDevice | None:
     if on_boxes is not None:
         return on_boxes
     pos = {}
+    # by identity within this call, over arrays L and L2 hold (numpy arrays do not hash)
     seen: dict[tuple[int, int], tuple | None] = {}  # by index arrays: devices share them (flat_layout)
     blocks: dict[tuple[int, int], tuple | None] = {}  # by block tuples, which devices share too
     for d in L.devices:
@@ -101,8 +102,8 @@ def _positions_of(outer: np.ndarray, inner: np.ndarray) -> range | tuple | None:
     """``positions`` as a range where they are one (two whole ranges, block layouts: without
     searching), else as a tuple of ints."""
     if len(inner) and len(outer):
-        _, lo_o, hi_o, range_o = span(outer)
-        _, lo_i, hi_i, range_i = span(inner)
+        lo_o, hi_o, range_o = span(outer)
+        lo_i, hi_i, range_i = span(inner)
         if range_o and range_i:
             if lo_i < lo_o or hi_i > hi_o:
                 return None

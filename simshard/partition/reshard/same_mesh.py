@@ -137,6 +137,8 @@ def _lower_bound(A, B, shape, item) -> int:
         have = np.clip(np.minimum(a.hi, b.hi) - np.maximum(a.lo, b.lo), 0, None).prod(axis=1)
         return int((b.sizes.prod(axis=1) - have).sum()) * item
     total = 0
+    # keyed by identity within this call (the two layouts hold the arrays alive): numpy arrays do
+    # not hash, and devices holding one block share its tuple of index arrays
     lacking: dict[tuple[int, int], int] = {}  # by block: devices holding one block share its tuple
     common: dict[tuple[int, int], int] = {}  # by index arrays, which blocks share too
     for d in LB.devices:

@@ -85,7 +85,7 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
         # the same instructions on the same inputs: one class (devices whose lists differ only in
         # Varying fields, a collective's groups, share a class list and resolve per member); plain
         # lists of instructions by their value
-        which = s.instrs.klass if isinstance(s.instrs, Instructions) else value_key(tuple(s.instrs))
+        which = s.instrs.device_class if isinstance(s.instrs, Instructions) else value_key(tuple(s.instrs))
         key = (which, s.inputs, blocks)
         if key not in classes:
             state = DeviceState()
