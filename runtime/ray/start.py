@@ -10,9 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from . import reaper
 
 
 # Arrays from this size travel via ray.put, smaller ones inline in the call (one gRPC hop to the
@@ -51,7 +55,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, connect_
         kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1",
                   _system_config={"max_direct_call_object_size": INLINE_BYTES})
         _private_token()
-        with _loopback_only():
+        with _loopback_only(), _reaped():
             ray.init(**kw)
         return ray
     _check_reachable(address, CONNECT_TIMEOUT if connect_timeout is None else connect_timeout)
@@ -122,8 +126,6 @@ def _private_token() -> None:
     machine can join the instance and run code in it. A token the user set is kept."""
     if os.environ.get("RAY_AUTH_MODE"):
         return
-    import secrets
-
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     try:  # the config this process already read says no authentication: read it again
@@ -132,6 +134,24 @@ def _private_token() -> None:
         Config.initialize("")
     except (ImportError, AttributeError):  # pragma: no cover - a Ray without token authentication
         pass
+
+
+_REAPERS: list = []  # the reaper of each private Ray this process started: its pipe stays open while we live
+
+
+@contextlib.contextmanager
+def _reaped():
+    """While starting a private local Ray: mark the processes it starts (an environment variable
+    they inherit, and nothing started later does) and start the reaper that kills every marked
+    process once this one has exited, however it exits (``reaper.py``)."""
+    os.environ[reaper.MARK] = secrets.token_hex(16)
+    try:
+        yield
+        _REAPERS.append(subprocess.Popen(
+            [sys.executable, reaper.__file__], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True))
+    finally:
+        del os.environ[reaper.MARK]
 
 
 @contextlib.contextmanager

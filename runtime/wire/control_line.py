@@ -209,8 +209,10 @@ class ControlServer:
     secret) and answers each call written on it with ``await methods[name](*args)``, calls
     running concurrently, each answer written whole."""
 
-    def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]]):
+    def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]],
+                 on_driver_gone: Callable[[], None] | None = None):
         self.secret, self.methods = secret, dict(methods)
+        self.on_driver_gone = on_driver_gone  # called when a driver's line ends (it closed it, or died)
         self.address = "\0simshard-control-" + os.urandom(12).hex()  # abstract namespace: no file
         self.sock: socket.socket | None = None
         self.tasks: set[asyncio.Task] = set()
@@ -249,9 +251,11 @@ class ControlServer:
             return view
 
         writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
+        driver = False
         try:
             if not hmac.compare_digest(bytes(await exactly(len(self.secret))), self.secret):
                 return
+            driver = True
             while True:
                 tag, nbody, nbuf = _REQUEST.unpack(await exactly(_REQUEST.size))
                 lengths = [n for (n,) in _LENGTH.iter_unpack(await exactly(_LENGTH.size * nbuf))]
@@ -263,6 +267,8 @@ class ControlServer:
             return
         finally:
             conn.close()
+            if driver and self.on_driver_gone is not None:
+                self.on_driver_gone()
 
     async def _answer(self, conn: socket.socket, writing: asyncio.Lock, tag: int, body: bytes, buffers) -> None:
         out: list[pickle.PickleBuffer] = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import re
 import weakref
 
 import numpy as np
@@ -43,7 +44,7 @@ class Ring:
     socket instead."""
 
     def __init__(self, prefix: str):
-        self.name = f"{prefix}-ring-{os.urandom(8).hex()}"  # the mesh's prefix: a leftover is found
+        self.name = f"{owned(prefix)}-ring-{os.urandom(8).hex()}"  # the mesh's prefix: a leftover is found
         self.bytes = np.frombuffer(new_shared_file(self.name, RING_BYTES), dtype=np.uint8)
         self.linked = True
         self.head = self.tail = 0  # positions (offset + laps x RING_BYTES): [tail, head) may be unread
@@ -89,7 +90,7 @@ class SharedFile:
     """One shared file of a ``SharedBlocks``: a page of reader slots, then the body."""
 
     def __init__(self, prefix: str, capacity: int):
-        self.name = f"{prefix}-{os.urandom(8).hex()}"  # unique across the devices of a process
+        self.name = f"{owned(prefix)}-{os.urandom(8).hex()}"  # unique across the devices of a process
         self.capacity = capacity
         self.mm = new_shared_file(self.name, READERS + capacity)
         self.slots = np.frombuffer(self.mm, dtype=np.uint8, count=READERS)
@@ -211,6 +212,39 @@ def map_ring(name: str) -> np.ndarray:
         return np.frombuffer(mmap.mmap(fd, RING_BYTES, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ), dtype=np.uint8)
     finally:
         os.close(fd)
+
+
+def owned(prefix: str) -> str:
+    """A mesh's prefix with this process's id: the name says whose a file is, so that one whose
+    owner died without removing it (killed, with its driver) is found later (``remove_orphans``)."""
+    return f"{prefix}-p{os.getpid()}"
+
+
+_OWNER = re.compile(r"simshard-[0-9a-f]{16}-p(\d{1,10})-")
+
+
+def remove_orphans() -> int:
+    """Unlink the node's simshard files whose owner process is gone (killed before it could remove
+    them, say with its driver); the number removed. Files of live processes stay."""
+    if not os.path.isdir(SHM_DIR):
+        return 0
+    gone = 0
+    for name in os.listdir(SHM_DIR):
+        found = _OWNER.match(name)
+        if found and not alive(int(found.group(1))):
+            gone += unlink_shared(name)
+    return gone
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (as far as this process may see)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it exists
+        return True
+    return True
 
 
 def remove_shared(prefix: str) -> int:

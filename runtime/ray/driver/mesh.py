@@ -38,7 +38,7 @@ from simshard.report.memory import capacity_of
 from ...core.collectives import check_algorithm
 from ...errors import DeviceLostError
 from ...calls.compiled import Compiled, compile_on, put as put_arrays
-from ...wire.shared_memory import remove_shared, shared_memory_prefix
+from ...wire.shared_memory import remove_orphans, remove_shared, shared_memory_prefix
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
 from ..nodes import actor_options, device_nodes, node_plan, placement_group_for, remove
@@ -133,6 +133,7 @@ class RayMesh:
     def start(self) -> "RayMesh":
         if self.actors:
             return self
+        remove_orphans()  # what processes killed with an earlier driver left in this node's shared memory
         ray = ensure_ray(self.address)
         cpus = self.actor_cpus if self.actor_cpus is not None else default_actor_cpus(
             ray, self.mesh, len(self.devices), self.node_axes, self.node_strategy)

@@ -74,6 +74,10 @@ class HostedDevice:
         if floor is not None:
             self.floor = max(self.floor, floor)
 
+    def let_go_of_shared(self) -> None:
+        """Forget this device's shared-memory files: their names are being removed (the driver is gone)."""
+        self.shared = None
+
     def _over(self, run_id: int) -> bool:
         return run_id < self.floor or run_id in self.closed
 

@@ -121,9 +121,22 @@ class DeviceHost:
 
             self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
             await self.listener.start()
-            self.control = ControlServer(secret, {Request.RUN: self.run, Request.FETCH: self.fetch})
+            self.control = ControlServer(secret, {Request.RUN: self.run, Request.FETCH: self.fetch},
+                                         on_driver_gone=lambda: self.driver_gone(secret))
             await self.control.start()
         return self.node_id(), self.listener.address, self.listener.tcp_address, self.control.address
+
+    def driver_gone(self, secret: bytes) -> None:
+        """The driver's line ended: it closed the mesh, or it died (killed, its processes with it).
+        Either way nothing will read this mesh's shared memory again: remove its files now rather
+        than leave them to whoever cleans up after a crash (``remove_orphans``)."""
+        from ...wire.shared_memory import remove_shared, shared_memory_prefix  # after bootstrap (see __init__)
+
+        for device in self.devices.values():
+            device.let_go_of_shared()
+        prefix = shared_memory_prefix(secret)
+        if prefix:
+            remove_shared(prefix)
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
                       secret: bytes = b"", busy_poll: bool | None = None) -> bool:
