@@ -73,22 +73,27 @@ from .report.estimate import estimate  # noqa: E402
 __all__ += ["estimate"]
 
 
-def run(f, *args, **kwargs):
-    """Run ``f(*args)`` sharded, verify it bit for bit and report its cost (see ``simshard.runtime.front.api.run``).
-
-    The one entry point of the package root that executes; the compiler modules never import the runtime.
-    """
-    from .runtime.front.api import run as _run  # import simshard stays compiler-only (the runtime, ~40 ms): on first run
-
-    return _run(f, *args, **kwargs)
-
-
+# ``ss.run(f, *args, mesh=..., ...)``: run ``f`` sharded, verify it bit for bit and report its cost.
+# The one entry point of the package root that executes: it is ``simshard.runtime.front.api.run``
+# itself (its signature and docstring in ``help(ss.run)``), imported on first use by ``__getattr__``
+# below, so that ``import simshard`` stays compiler-only (the runtime: ~40 ms).
 __all__ += ["run"]
+_LAZY = ("dtensor", "run")  # public names ``__getattr__`` imports on first use
 
 
 def __getattr__(name):
+    if name == "run":
+        from .runtime.front.api import run  # the runtime, on first use (above)
+
+        globals()["run"] = run
+        return run
     # ``ss.dtensor``: PyTorch DTensor's vocabulary (distribute_tensor, DTensor, CommDebugMode, ...).
     # It runs on the devices, so it lives in the runtime, imported on first use like ``run``'s.
     if name == "dtensor":
         return importlib.import_module("simshard.dtensor")  # simshard.runtime.front.dtensor (_moved.PUBLIC)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    """The module's names and those imported on first use (``run``, ``dtensor``), for completion."""
+    return sorted({*globals(), *_LAZY})

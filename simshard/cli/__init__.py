@@ -18,7 +18,7 @@ import sys
 import traceback
 
 from . import compare, explain, mainjob, run, show
-from .errors import EXIT_INTERNAL, EXIT_RUN, EXIT_USAGE, run_errors, user_errors
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_RUN, EXIT_USAGE, run_errors, user_errors
 from .output import Output, stdout_closed
 
 __all__ = ["build_parser", "main"]
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run sharded numpy programs on a device mesh, verify them bit for bit, report their cost. "
                     "With no command: the main job (simshard mlp).",
         epilog="exit codes: 0 verified, 1 verification failed, 2 bad input, 3 the run could not finish, "
-               "4 an unexpected exception (traceback shown)",
+               "4 an unexpected exception (traceback shown), 130 interrupted (Ctrl-C)",
     )
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     mainjob.add_parsers(sub)
@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         code = execute(args, out)
         sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
         return code
+    except KeyboardInterrupt:  # Ctrl-C: the runs' ``finally`` blocks have closed their actors on the way here
+        out.err.print("interrupted", markup=False, highlight=False)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # ``simshard ... | head``: the reader has what it wanted
         return stdout_closed()
     except user_errors() as e:

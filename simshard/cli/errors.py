@@ -5,7 +5,8 @@ axis, a malformed mesh, sharding or shape, a flag that does not apply), reported
 stderr, never with a traceback; 3 a run could not finish (a device failed, Ray could not start
 its actors or reach the cluster); 4 anything else went wrong (an exception from the user's
 program while it was traced, or a bug in simshard), reported with its traceback so that exit 1
-always means a verification failed.
+always means a verification failed. 130 the user pressed Ctrl-C (128 + SIGINT, as a shell reports
+it): one line, ``interrupted``, after the runs have closed their device actors.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_RUN = 3
 EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 
 class UsageError(Exception):

@@ -11,9 +11,13 @@ import os
 import sys
 from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, RenderHook
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
 from rich.text import Text
+
+PIPED_WIDTH = 110  # piped output with COLUMNS unset: the width of rules and text; tables take their own
 
 
 class _Console(Console):
@@ -22,6 +26,22 @@ class _Console(Console):
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError
+
+
+class NaturalTables(RenderHook):
+    """Tables at their natural width, however narrow the console: piped output with COLUMNS
+    unset (``simshard compare mlp | cat``) is read by people and scripts that want every cell
+    whole, where rich would squeeze the columns to the console's width and cut the cells."""
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def process_renderables(self, renderables: list) -> list:
+        for renderable in renderables:
+            if isinstance(renderable, Table) and renderable.width is None:
+                wide = self.console.options.update_width(1 << 16)
+                renderable.width = Measurement.get(self.console, wide, renderable).maximum
+        return renderables
 
 
 def stdout_closed() -> int:
@@ -39,10 +59,12 @@ class Output:
 
     @staticmethod
     def create(quiet: bool = False) -> "Output":
-        # piped output is not squeezed into 80 columns (COLUMNS still decides when set)
-        wide = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 110
-        return Output(_Console(file=sys.stdout, width=wide, soft_wrap=True), Console(file=sys.stderr, soft_wrap=True),
-                      quiet)
+        # piped output is not squeezed into 80 columns, its tables not at all (COLUMNS still decides when set)
+        piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+        console = _Console(file=sys.stdout, width=PIPED_WIDTH if piped else None, soft_wrap=True)
+        if piped:
+            console.push_render_hook(NaturalTables(console))
+        return Output(console, Console(file=sys.stderr, soft_wrap=True), quiet)
 
     @property
     def live(self) -> bool:
