@@ -192,3 +192,22 @@ def test_the_secret_never_crosses_the_socket_only_the_hmac_of_the_challenge():
     asyncio.run(connect(peer_side.address))
     peer_side.close()
     assert peer_side.heard.startswith(want) and SECRET not in peer_side.heard
+
+
+def test_a_peer_turned_away_by_a_full_listener_is_not_opened(monkeypatch):
+    monkeypatch.setattr(admission, "MAX_CONNECTIONS", 1)
+
+    async def main():
+        listener = Listener(SECRET, lambda *frame: "ok")
+        await listener.start()
+        first, second = Connection(listener.address, SECRET), Connection(listener.address, SECRET)
+        opened = [await asyncio.wait_for(c.opened, 5) for c in (first, second)]
+        await asyncio.wait_for(first.sync(), 5)  # the admitted one works
+        for c in (first, second):
+            c.close()
+        listener.close()
+        return opened, second.failed
+
+    opened, failed = asyncio.run(main())
+    assert opened == [True, False]  # the device host then reaches that peer by Ray calls
+    assert isinstance(failed, ConnectionError)
