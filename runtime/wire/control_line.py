@@ -214,8 +214,8 @@ def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None) -> list[
 
 class ControlServer:
     """A host process's end: accepts the driver's connection (which must answer the challenge
-    with the mesh's secret: ``admission``) and answers each call written on it with ``await methods[name](*args)``, calls
-    running concurrently, each answer written whole."""
+    with the mesh's secret: ``admission``) and answers each call written on it with ``await
+    methods[name](*args)``, calls running concurrently, each answer written whole."""
 
     def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]]):
         self.secret, self.methods = secret, dict(methods)

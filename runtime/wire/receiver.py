@@ -49,7 +49,8 @@ class Receiver(asyncio.BufferedProtocol):
     place (into the array ``place`` names, the receiver's own place for it, or a new one), each
     frame handed to ``deliver`` in stream order."""
 
-    def __init__(self, secret: bytes, deliver: Deliver, place: Place = nowhere, on_close: Callable[[], None] | None = None):
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = nowhere,
+                 on_close: Callable[[], None] | None = None):
         self.secret, self.deliver, self.place = secret, deliver, place
         self.on_close = on_close  # told once the connection has closed (the listener's count of them)
         self.nonce = new_nonce()  # the challenge the sender must answer before any frame counts
