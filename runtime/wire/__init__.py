@@ -6,15 +6,17 @@ no compiler; an import-linter contract in pyproject.toml keeps it so.
 Modules: ``frames`` (the frame protocol: ``Header``, ``Answer``), ``receiver`` (a socket's
 receiving end), ``sockets`` (``Listener``, ``Connection``), ``memory_reads`` (reads of a sender's
 memory, ``Lent``), ``shared_memory`` (``Ring``, ``SharedBlocks``, cleanup: ``remove_shared``),
-``control_line`` (the driver's socket to each process) and ``polling`` (busy-polling a device
-process's event loop).
+``control_line`` (the driver's socket to each process), ``admission`` (who may connect to a
+listener, and how many at once) and ``polling`` (busy-polling a device process's event loop).
 
 A Ray actor call costs the sender and the receiver hundreds of microseconds; the schedule is
 static and the processes long-lived, so each host process opens one listening socket once
 (``sockets.Listener``, an abstract Unix socket: no file to clean up) and its peers on the same node
 connect to it on first use (``sockets.Connection``, one per pair of processes, shared by their devices).
-Every connection starts with the mesh's secret, which the controller hands out with the peers'
-addresses: another local process cannot inject messages.
+Every connection starts by answering the listener's challenge with the mesh's secret (HMAC of a
+nonce: the secret itself never crosses the socket), which the controller hands out with the
+peers' addresses: another local process cannot inject messages. A connection that has not
+answered within a second is closed, and a listener holds at most ``admission.MAX_CONNECTIONS``.
 
 A message is one frame: a sequence number, a pickled header (run, source, destination, key, tag,
 note, dtype, shape) and the array's bytes. The receiver reads a body straight into the array it

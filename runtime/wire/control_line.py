@@ -21,7 +21,6 @@ attempt) is dropped when the next one is read.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import os
 import pickle
 import select
@@ -32,6 +31,9 @@ from enum import Enum, IntEnum
 from typing import Any, Awaitable, Callable, Mapping, NamedTuple, Sequence
 
 import cloudpickle  # answers by value (a dependency of the package, neither Ray nor simshard)
+
+from .admission import (HANDSHAKE_SECONDS, NONCE_BYTES, RESPONSE_BYTES, Admissions, accept_forever,
+                        listening_socket, new_nonce, respond, verified)
 
 _REQUEST = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
 _LENGTH = struct.Struct("<Q")  # one out-of-band buffer's bytes
@@ -113,8 +115,14 @@ class ControlLine:
         self.address = address
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        self.sock.connect(address)
-        self.sock.sendall(secret)
+        try:
+            self.sock.connect(address)
+            # the host's challenge, answered: the secret itself never crosses the socket
+            nonce = _recv_exactly(self.sock, NONCE_BYTES)
+            self.sock.sendall(respond(secret, nonce))
+        except (OSError, EOFError) as e:  # (closed before its challenge: the host's listener is full)
+            self.sock.close()
+            raise ConnectionError(f"the device process's control line ({address[1:]}) did not open: {e}") from e
         self.sock.settimeout(None)
         self.answers: dict[int, RawAnswer] = {}
         self.failed: BaseException | None = None
@@ -205,9 +213,9 @@ def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None) -> list[
 
 
 class ControlServer:
-    """A host process's end: accepts the driver's connection (which must start with the mesh's
-    secret) and answers each call written on it with ``await methods[name](*args)``, calls
-    running concurrently, each answer written whole."""
+    """A host process's end: accepts the driver's connection (which must answer the challenge
+    with the mesh's secret: ``admission``) and answers each call written on it with ``await
+    methods[name](*args)``, calls running concurrently, each answer written whole."""
 
     def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]],
                  on_driver_gone: Callable[[], None] | None = None):
@@ -216,26 +224,17 @@ class ControlServer:
         self.address = "\0simshard-control-" + os.urandom(12).hex()  # abstract namespace: no file
         self.sock: socket.socket | None = None
         self.tasks: set[asyncio.Task] = set()
+        self.admissions = Admissions()  # connections held (the driver's is one)
 
     async def start(self) -> str:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(self.address)
-        self.sock.listen()
-        self.sock.setblocking(False)
-        self._spawn(self._accept())
+        self.sock = listening_socket(socket.AF_UNIX, self.address)
+        self._spawn(accept_forever(self.sock, self.admissions, lambda conn: self._spawn(self._serve(conn))))
         return self.address
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-
-    async def _accept(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            conn, _ = await loop.sock_accept(self.sock)
-            conn.setblocking(False)
-            self._spawn(self._serve(conn))
 
     async def _serve(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -253,7 +252,10 @@ class ControlServer:
         writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
         driver = False
         try:
-            if not hmac.compare_digest(bytes(await exactly(len(self.secret))), self.secret):
+            nonce = new_nonce()
+            await loop.sock_sendall(conn, nonce)
+            response = await asyncio.wait_for(exactly(RESPONSE_BYTES), HANDSHAKE_SECONDS)
+            if not verified(self.secret, nonce, response):
                 return
             driver = True
             while True:
@@ -263,10 +265,11 @@ class ControlServer:
                 # read-only: the shards are the run's inputs, which nothing writes into
                 buffers = [(await exactly(n)).toreadonly() for n in lengths]
                 self._spawn(self._answer(conn, writing, tag, bytes(body), buffers))
-        except (OSError, EOFError):  # the driver went
+        except (OSError, EOFError, asyncio.TimeoutError):  # the driver went (or never answered)
             return
         finally:
             conn.close()
+            self.admissions.leave()
             if driver and self.on_driver_gone is not None:
                 self.on_driver_gone()
 

@@ -9,6 +9,7 @@ its sender's memory as a ``Lent`` until the receiver names one.
 from __future__ import annotations
 
 import ctypes
+import hmac
 import os
 from typing import Callable
 
@@ -64,7 +65,7 @@ def probe_memory(pid: int, address: int, secret: bytes) -> bool:
         read_memory(pid, address, got)
     except OSError:
         return False
-    return got.tobytes() == secret
+    return hmac.compare_digest(got.tobytes(), secret)  # (constant time: as every check of the secret)
 
 
 def array_owner(array: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import memory_reads
+from .admission import HANDSHAKE_SECONDS, RESPONSE_BYTES, new_nonce, verified
 from .frames import (ANSWER, FRAME, IN_PLACE, PROBE, STAGE, Answer, ErrorAnswer, Header, Storage, Stored,
                      decode_header, encode_answer, widen)
 from .memory_reads import Lent
@@ -48,9 +49,13 @@ class Receiver(asyncio.BufferedProtocol):
     place (into the array ``place`` names, the receiver's own place for it, or a new one), each
     frame handed to ``deliver`` in stream order."""
 
-    def __init__(self, secret: bytes, deliver: Deliver, place: Place = nowhere):
+    def __init__(self, secret: bytes, deliver: Deliver, place: Place = nowhere,
+                 on_close: Callable[[], None] | None = None):
         self.secret, self.deliver, self.place = secret, deliver, place
+        self.on_close = on_close  # told once the connection has closed (the listener's count of them)
+        self.nonce = new_nonce()  # the challenge the sender must answer before any frame counts
         self.authed = False
+        self.deadline: asyncio.TimerHandle | None = None  # closes a connection that does not answer in time
         self.stage = bytearray(STAGE)
         self.start = self.end = 0  # the unparsed bytes are stage[start:end]
         self.body: InPlace | None = None  # a body being read in place
@@ -61,6 +66,15 @@ class Receiver(asyncio.BufferedProtocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         widen(transport)
+        transport.write(self.nonce)
+        self.deadline = asyncio.get_running_loop().call_later(HANDSHAKE_SECONDS, transport.close)
+
+    def connection_lost(self, exc) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+        if self.on_close is not None:
+            self.on_close()
+            self.on_close = None
 
     def get_buffer(self, sizehint: int):
         if self.body is not None:
@@ -95,7 +109,7 @@ class Receiver(asyncio.BufferedProtocol):
         self.start, self.end = 0, len(rest)
 
     def _parse(self) -> None:
-        """Hand on every whole frame in the stage (after the secret, first)."""
+        """Hand on every whole frame in the stage (after the answer to the challenge, first)."""
         if not self.authed and not self._authenticate():
             return
         while self.end - self.start >= FRAME.size:
@@ -107,15 +121,17 @@ class Receiver(asyncio.BufferedProtocol):
             self.start = self.end = 0
 
     def _authenticate(self) -> bool:
-        """Whether the stream starts with the mesh's secret (False too while it has not all come;
-        a wrong one closes the connection)."""
-        if self.end - self.start < len(self.secret):
+        """Whether the stream starts with the answer to this connection's challenge (HMAC of the
+        nonce with the mesh's secret: ``admission``); False too while it has not all come. A
+        wrong one closes the connection."""
+        if self.end - self.start < RESPONSE_BYTES:
             return False
-        if bytes(self.stage[self.start:self.start + len(self.secret)]) != self.secret:
+        if not verified(self.secret, self.nonce, self.stage[self.start:self.start + RESPONSE_BYTES]):
             self.transport.close()
             return False
         self.authed = True
-        self.start += len(self.secret)
+        self.deadline.cancel()
+        self.start += RESPONSE_BYTES
         return True
 
     def _control(self, seq: int, bn: int) -> bool:

@@ -3,7 +3,8 @@ path of the Ray data plane.
 
 Each host process opens one ``Listener`` (an abstract Unix socket: no file to clean up; a TCP
 port for other nodes) and its peers connect to it on first use (``Connection``, one per pair of
-processes, shared by their devices). Every connection starts with the mesh's secret. A send is a
+processes, shared by their devices). Every connection starts by proving it knows the mesh's secret
+(the listener's challenge answered: ``admission``). A send is a
 write and nothing more: the receiver answers only a frame it refused, and a sync frame
 (``Connection.sync``) settles every frame before it. A mid-sized body is lent (read from this
 process's memory by the receiver: ``memory_reads``) or copied into the connection's ring; a large
@@ -15,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import socket
 
 import numpy as np
 
+from .admission import NONCE_BYTES, Admissions, accept_forever, listening_socket, respond
 from .frames import (ANSWER, FRAME, PROBE, SMALL, Answer, ErrorAnswer, Header, Storage, Stored, decode_answer,
                      encode_header, widen)
 from .memory_reads import array_owner, memory_reads_possible
@@ -38,25 +41,46 @@ class Listener:
         self.secret, self.deliver, self.place = secret, deliver, place
         self.address = "\0simshard-" + os.urandom(12).hex()  # abstract namespace: no file
         self.tcp_host, self.tcp_address = tcp_host, None
-        self.servers: list = []
+        self.sockets: list[socket.socket] = []
+        self.admissions = Admissions()  # connections held, on both sockets together
+        self.tasks: set[asyncio.Task] = set()  # the accept loops, and connections being set up
 
     async def start(self) -> str:
-        loop = asyncio.get_running_loop()
-
-        def receiver():
-            return Receiver(self.secret, self.deliver, self.place)
-
-        self.servers.append(await loop.create_unix_server(receiver, path=self.address))
+        self.sockets.append(listening_socket(socket.AF_UNIX, self.address))
         if self.tcp_host is not None:
-            server = await loop.create_server(receiver, host=self.tcp_host, port=0)
-            self.servers.append(server)
-            host, port = server.sockets[0].getsockname()[:2]
+            family = socket.getaddrinfo(self.tcp_host, 0, type=socket.SOCK_STREAM)[0][0]
+            self.sockets.append(listening_socket(family, (self.tcp_host, 0)))
+            host, port = self.sockets[-1].getsockname()[:2]
             self.tcp_address = f"tcp:{host}:{port}"
+        for sock in self.sockets:
+            self._spawn(accept_forever(sock, self.admissions, self._serve))
         return self.address
 
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _serve(self, conn: socket.socket) -> None:
+        """An admitted connection: a ``Receiver`` reads it (it leaves ``admissions`` on closing)."""
+
+        def receiver():
+            return Receiver(self.secret, self.deliver, self.place, on_close=self.admissions.leave)
+
+        async def attach():
+            try:
+                await asyncio.get_running_loop().connect_accepted_socket(receiver, conn)
+            except OSError:
+                conn.close()
+                self.admissions.leave()
+
+        self._spawn(attach())
+
     def close(self) -> None:
-        for server in self.servers:
-            server.close()
+        for task in list(self.tasks):
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
 
 
 class Connection:
@@ -85,20 +109,28 @@ class Connection:
         self.opened = asyncio.get_running_loop().create_future()  # True once open, False if it could not be
         self.task = asyncio.ensure_future(self._open())
 
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.address.startswith("tcp:"):
+            host, port = self.address[4:].rsplit(":", 1)
+            return await asyncio.open_connection(host, int(port))
+        return await asyncio.open_unix_connection(self.address)
+
     async def _open(self) -> None:
+        writer = None
         try:
-            if self.address.startswith("tcp:"):
-                host, port = self.address[4:].rsplit(":", 1)
-                reader, writer = await asyncio.open_connection(host, int(port))
-            else:
-                reader, writer = await asyncio.open_unix_connection(self.address)
-        except OSError as e:
+            reader, writer = await self._connect()
+            nonce = await reader.readexactly(NONCE_BYTES)  # the listener's challenge
+        except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError) as e:
+            if writer is not None:  # (closed before its challenge: the listener is full)
+                writer.close()
+            if isinstance(e, asyncio.CancelledError):
+                raise
             self._fail(e)
             self.opened.set_result(False)
             return
         self.opened.set_result(True)
         widen(writer.transport)
-        writer.write(self.secret)
+        writer.write(respond(self.secret, nonce))  # the secret itself never crosses the socket
         if self.shared_prefix and memory_reads_possible():
             probe = PROBE.pack(os.getpid(), self._probe.ctypes.data)
             writer.write(FRAME.pack(next(self.seq), 0, len(probe)) + probe)
