@@ -3,6 +3,8 @@ either answers (bit for bit) or raises one of its own errors, naming the problem
 
 * text: PartitionSpec spellings, placement lists and Shardy shardings, from arbitrary text and
   from valid text with random edits (tests/sharding/test_syntax_fuzz.py goes deeper on Shardy's);
+* the command line's values (sizes, bandwidths, latencies, meshes, shapes) and ``--topology``
+  files: each is read or refused with a ``UsageError`` (exit 2, one line), in under 100 ms;
 * programs: random chains of element-wise ops, matmul / einsum, reductions, reshape, transpose and
   broadcasting, on meshes with size-1 and uneven (3) axes, with random P shardings on inputs and
   outputs, run on the local backend and verified against numpy with exact inputs.
@@ -10,12 +12,19 @@ either answers (bit for bit) or raises one of its own errors, naming the problem
 
 from __future__ import annotations
 
+import json
+import tempfile
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import simshard as ss
+from simshard.cli import options
+from simshard.cli.errors import UsageError
 from simshard.tracing.explicit.errors import ShardingTypeError
 
 OWN_ERRORS = (ss.ShardingError, ss.TraceError, ShardingTypeError)
@@ -38,7 +47,7 @@ PARSERS = {
 def edited(draw, kind: str) -> str:
     """A valid text with a few random insertions, deletions and replacements."""
     text = list(draw(st.sampled_from(VALID_TEXT[kind])))
-    alphabet = st.sampled_from(list('()[]{}<>"=,.:?@ xyzPRS0123456789_') + ["999999999999999999999", "\x00", "é"])
+    alphabet = st.sampled_from(list('()[]{}<>"=,.:?@ xyzPRS0123456789_') + ["999999999999999999999", "\x00", "é", "\ud800", "\udcff"])
     for _ in range(draw(st.integers(1, 4))):
         at = draw(st.integers(0, len(text)))
         how = draw(st.sampled_from(["insert", "delete", "replace"]))
@@ -56,11 +65,78 @@ def edited(draw, kind: str) -> str:
 @FUZZ
 @given(data=st.data())
 def test_any_text_parses_or_is_a_sharding_error(kind, data):
-    text = data.draw(st.one_of(st.text(max_size=60), edited(kind)))
+    text = data.draw(st.one_of(st.text(st.characters(exclude_categories=()), max_size=60), edited(kind)))
     try:
         PARSERS[kind](text)
     except ss.ShardingError:
         pass
+
+
+# -- the command line's values and topology files ------------------------------------------------------
+CLI = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CLI_PARSERS = {
+    "size": options.parse_size, "bandwidth": options.parse_bandwidth, "latency": options.parse_latency,
+    "mesh": options.parse_mesh, "shape": options.parse_shape,
+}
+VALID_VALUES = ["8KiB", "1.5MB", "25GB/s", "32 GiB/s", "5us", "0.5ms", "5e-6", "x=2,y=4", "8,16", "(8,)"]
+PIECES = ["9" * 5000, "8" * 8000 + "x", "1e999999", "1e-999999", "²", "٣", "\ud800", "e", ".", "-", "+", "x", "=", ",",
+          "inf", "nan", "0", "TB", "ms", "/s", " "]
+
+
+def quickly(read, *args):
+    """``read(*args)``, which must answer or refuse with a UsageError, in under 100 ms."""
+    started = time.perf_counter()
+    try:
+        read(*args)
+    except UsageError as e:
+        assert "\n" not in str(e)
+    took = time.perf_counter() - started
+    assert took < 0.1, f"{took:.2f} s"
+
+
+@pytest.mark.parametrize("kind", sorted(CLI_PARSERS))
+@CLI
+@given(text=st.one_of(st.text(st.characters(exclude_categories=()), max_size=40),
+                      st.lists(st.sampled_from(VALID_VALUES + PIECES), min_size=1, max_size=4).map("".join)))
+def test_command_line_values_are_read_or_refused_at_once(kind, text):
+    quickly(CLI_PARSERS[kind], text)
+
+
+def numbers():
+    """What a topology file may hold where a number belongs: reasonable, absurd, or no number."""
+    return st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**12), st.just(10**400), st.booleans(),
+        st.none(), st.sampled_from(VALID_VALUES + PIECES + ["nvlink", "h100"]),
+    )
+
+
+def links():
+    return st.one_of(st.sampled_from(["nvlink", "infiniband", "fast"]), numbers(), st.lists(numbers(), max_size=2),
+                     st.dictionaries(st.sampled_from(["bandwidth", "latency", "speed"]), numbers(), max_size=3))
+
+
+def topology_documents():
+    return st.one_of(
+        st.fixed_dictionaries({}, optional={
+            "links": st.one_of(numbers(), st.dictionaries(st.sampled_from(["x", "y", "z", ""]), links(), max_size=3)),
+            "default": links(),
+            "nodes": st.one_of(numbers(), st.fixed_dictionaries({}, optional={"size": numbers(), "link": links()})),
+            "device": st.one_of(st.sampled_from(["h100", "tpu"]), st.dictionaries(
+                st.sampled_from(["flops", "memory_bandwidth"]), numbers(), max_size=2)),
+            "extra": numbers(),
+        }).map(lambda d: json.dumps(d)),
+        st.integers(1, 200_000).map(lambda depth: "[" * depth + "]" * depth),
+        st.text(max_size=40),
+    )
+
+
+@CLI
+@given(text=topology_documents())
+def test_topology_files_are_read_or_refused_at_once(text):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "topology.json"
+        path.write_text(text, errors="surrogatepass")
+        quickly(options.topology, str(path), [], [], ["x", "y"])
 
 
 # -- random programs ------------------------------------------------------------------------------------

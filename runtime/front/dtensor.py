@@ -253,6 +253,14 @@ def _per_device(local_tensors, devices: Sequence[int]) -> dict[int, Any]:
             raise ShardingError("missing-shards", f"from_local: no shard for devices {missing}" if missing else
                                 f"from_local: shards for devices {extra}, which are not in the mesh")
         return {d: local_tensors[d] for d in devices}
+    if isinstance(local_tensors, np.ndarray) or np.isscalar(local_tensors):
+        shape = np.shape(local_tensors)
+        if not shape or shape[0] != len(devices):  # a global array, or one device's shard, passed alone
+            raise ShardingError(
+                "missing-shards",
+                f"from_local: one array of shape {shape} where every device's shard was expected: give a list of "
+                f"{len(devices)} arrays in device order (or a dict device -> array); to lay out one global array "
+                "over the mesh, use distribute_tensor")
     blocks = list(local_tensors)
     if len(blocks) != len(devices):
         raise ShardingError("missing-shards", f"from_local: {len(blocks)} shards for {len(devices)} devices; give one per device")

@@ -6,7 +6,8 @@
 * ``explain``: a strategy's propagated shardings and why;
 * ``show``: the layout of one sharding in any of its three spellings.
 
-Shared parts: ``options`` (meshes, shapes, topology, the run flags), ``programs`` (loading and
+Shared parts: ``options`` (meshes, shapes, topology, the run flags), ``quantities`` (sizes, rates
+and times with their units, read in linear time and refused beyond sane bounds), ``programs`` (loading and
 running programs by name), ``summary`` (the per-strategy record and the ``--json`` document),
 ``tables``, ``output`` (stdout / stderr, progress) and ``errors`` (exit codes).
 """

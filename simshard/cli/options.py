@@ -9,38 +9,40 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from decimal import Decimal
 from typing import Iterable, Sequence
 
 from simshard.errors import ShardingError
 from simshard.report.topology import Link, Topology
-from simshard.sharding.mesh import Mesh
+from simshard.sharding.mesh import MAX_DEVICES, Mesh
 from simshard.units import fmt_rate, fmt_seconds
 
 from .errors import UsageError
+from .quantities import BANDWIDTH, LATENCY, DIGITS, check_number, parse_bandwidth, parse_latency, parse_size, shown
+
+__all__ = ["DEFAULT_LINK", "parse_mesh", "parse_shape", "parse_size", "parse_bandwidth", "parse_latency", "topology",
+           "describe_topology", "add_topology_flags", "add_run_flags", "description", "estimating", "backend"]
 
 # Without --topology / --bandwidth / --latency: every mesh axis is one 200 Gb/s network link
 # (25 GB/s, 5 us per message), a cluster interconnect; docs/cli.md says how to describe others.
 DEFAULT_LINK = Link(25e9, 5e-6)
-
-_RATE_UNITS = {"": "1", "b": "1", "kb": "1e3", "mb": "1e6", "gb": "1e9", "tb": "1e12",
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-_TIME_UNITS = {"": "1", "s": "1", "ms": "1e-3", "us": "1e-6", "µs": "1e-6", "ns": "1e-9"}
-_NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
-
+# No array has a dimension of more elements than 18 digits count (numpy's sizes are int64).
+MAX_DIM_DIGITS = 18
 
 def parse_mesh(text: str) -> Mesh:
     """``x=2,y=4`` -> ``Mesh({"x": 2, "y": 4})`` (axes major to minor)."""
     axes = []
     for item in text.split(","):
         name, eq, size = (s.strip() for s in item.partition("="))
-        if not eq or not name or not size.isdigit():
-            raise UsageError(f"--mesh expects name=size pairs like x=2,y=4, got {text!r}")
+        if not eq or not name or not whole_number(size):
+            raise UsageError(f"--mesh expects name=size pairs like x=2,y=4, got {shown(text)}")
+        if len(size) > len(str(MAX_DEVICES)):  # int() of thousands of digits is slow, or refused
+            raise UsageError(f"--mesh {shown(text)}: axis {name!r} of size {shown(size)} is larger than any mesh "
+                             f"(at most {MAX_DEVICES} devices)")
         axes.append((name, int(size)))
     try:
         return Mesh(axes)
     except ShardingError as e:
-        raise UsageError(f"--mesh {text!r}: {e.detail}") from None
+        raise UsageError(f"--mesh {shown(text)}: {e.detail}") from None
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -49,35 +51,16 @@ def parse_shape(text: str) -> tuple[int, ...]:
     parts = [p.strip() for p in re.split(r"[,x×]", body)] if body.strip() else []
     if parts and parts[-1] == "" and body.rstrip().endswith(","):
         parts.pop()  # "(8,)"
-    if not all(p.isdigit() for p in parts):
-        raise UsageError(f"a shape is sizes separated by commas, like 8,16; got {text!r}")
+    if not all(whole_number(p) for p in parts):
+        raise UsageError(f"a shape is sizes separated by commas, like 8,16; got {shown(text)}")
+    if any(len(p) > MAX_DIM_DIGITS for p in parts):
+        raise UsageError(f"a shape's sizes have at most {MAX_DIM_DIGITS} digits; got {shown(text)}")
     return tuple(int(p) for p in parts)
 
 
-def parse_size(text: str) -> int:
-    """Bytes: ``5632``, ``5.5KiB``, ``16MiB``, ``1GB`` (kB/MB/GB powers of 1000, KiB/MiB/GiB of 1024)."""
-    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]?i?B)?", text.strip())
-    unit = (m[2] or "").lower() if m else None
-    if not m or unit not in _RATE_UNITS:
-        raise UsageError(f"a size is a number of bytes like 8192, 8KiB or 1.5MB; got {text!r}")
-    return int(Decimal(m[1]) * Decimal(_RATE_UNITS[unit]))
-
-
-def parse_bandwidth(text: str) -> float:
-    """Bytes per second: ``25e9``, ``25GB/s``, ``300 GiB/s`` (decimal kB/MB/GB/TB or binary KiB...)."""
-    m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]?i?B)?(?:/s)?", text.strip())
-    unit = (m[2] or "").lower() if m else None
-    if not m or unit not in _RATE_UNITS or float(m[1]) <= 0:
-        raise UsageError(f"a bandwidth is a positive number of bytes per second like 25e9, 25GB/s or 32GiB/s; got {text!r}")
-    return float(Decimal(m[1]) * Decimal(_RATE_UNITS[unit]))  # decimal: 10us is exactly 1e-05
-
-
-def parse_latency(text: str) -> float:
-    """Seconds per message: ``5e-6``, ``5us``, ``0.5 ms``."""
-    m = re.fullmatch(_NUMBER + r"\s*(s|ms|us|µs|ns)?", text.strip())
-    if not m:
-        raise UsageError(f"a latency is a number of seconds like 5e-6, or with a unit: 5us, 0.5ms; got {text!r}")
-    return float(Decimal(m[1]) * Decimal(_TIME_UNITS[m[2] or ""]))
+def whole_number(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` takes ``²`` and ``٣`` too, which ``int`` refuses or reads)."""
+    return bool(text) and all(c in DIGITS for c in text)
 
 
 def _per_axis(values: Iterable[str], read, flag: str) -> tuple[float | None, dict[str, float]]:
@@ -105,21 +88,7 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
     if file is not None and (bandwidth or latency):
         raise UsageError("give the links either in --topology FILE or with --bandwidth / --latency, not both")
     if file is not None:
-        try:
-            with open(file) as f:
-                data = json.load(f)
-            nodes = data.get("nodes")
-            data = {**data, "links": {a: _link_dict(l) for a, l in (data.get("links") or {}).items()},
-                    "default": _link_dict(data["default"]) if data.get("default") is not None else None}
-            if nodes is not None:
-                data["nodes"] = {**nodes, "link": _link_dict(nodes.get("link"))}
-            topo = Topology.from_dict(data)
-        except OSError as e:
-            raise UsageError(f"--topology: cannot read {file!r}: {e.strerror}") from None
-        except (ValueError, TypeError, AttributeError, KeyError) as e:
-            raise UsageError(f"--topology {file}: expected {{\"links\": {{axis: {{\"bandwidth\": B/s, \"latency\": s}} "
-                             f"or a link class}}, \"default\": {{...}}, \"nodes\": {{\"size\": devices, \"link\": ...}}}}: "
-                             f"{e}") from None
+        topo = read_topology_file(file)
         links, default, nodes, device = dict(topo.links), topo.default or DEFAULT_LINK, topo.nodes, topo.device
     else:
         bw_default, bw = _per_axis(bandwidth, parse_bandwidth, "--bandwidth")
@@ -135,18 +104,42 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
     return Topology({a: links[a] for a in axes if a in links}, default, nodes, device)  # in mesh order
 
 
+def read_topology_file(file: str) -> Topology:
+    """``--topology FILE``: ``Topology.to_dict``'s JSON, with units allowed (``_link_dict``); any
+    mistake in it is a one-line UsageError naming the file."""
+    try:
+        with open(file) as f:
+            data = json.load(f)
+        nodes = data.get("nodes")
+        data = {**data, "links": {a: _link_dict(l) for a, l in (data.get("links") or {}).items()},
+                "default": _link_dict(data["default"]) if data.get("default") is not None else None}
+        if nodes is not None:
+            data["nodes"] = {**nodes, "link": _link_dict(nodes.get("link"))}
+        return Topology.from_dict(data)
+    except OSError as e:
+        raise UsageError(f"--topology: cannot read {file!r}: {e.strerror}") from None
+    except RecursionError:  # json's reader recurses once per bracket
+        raise UsageError(f"--topology {file}: its JSON is nested too deeply to be a topology") from None
+    except UsageError as e:
+        raise UsageError(f"--topology {file}: {e}") from None
+    except (ValueError, TypeError, AttributeError, KeyError, OverflowError) as e:
+        raise UsageError(f"--topology {file}: expected {{\"links\": {{axis: {{\"bandwidth\": B/s, \"latency\": s}} "
+                         f"or a link class}}, \"default\": {{...}}, \"nodes\": {{\"size\": devices, \"link\": ...}}}}: "
+                         f"{e}") from None
+
+
 def _link_dict(link) -> dict:
     """A link of a topology file: numbers, strings with units ("25GB/s", "5us"), or the name of
-    a link class ("nvlink", "infiniband": report/topology.py's LINK_CLASSES)."""
+    a link class ("nvlink", "infiniband": report/topology.py's LINK_CLASSES); its values within
+    the bounds the flags have (quantities.py)."""
     if isinstance(link, str):
         return link
     if not isinstance(link, dict):
-        raise ValueError(f"a link is an object with bandwidth and latency, or a link class name, got {link!r}")
+        raise ValueError(f"a link is an object with bandwidth and latency, or a link class name, got {shown(repr(link))}")
     out = dict(link)
-    if isinstance(out.get("bandwidth"), str):
-        out["bandwidth"] = parse_bandwidth(out["bandwidth"])
-    if isinstance(out.get("latency"), str):
-        out["latency"] = parse_latency(out["latency"])
+    for key, parse, bound in (("bandwidth", parse_bandwidth, BANDWIDTH), ("latency", parse_latency, LATENCY)):
+        if key in out:
+            out[key] = parse(out[key]) if isinstance(out[key], str) else check_number(out[key], bound)
     return out
 
 

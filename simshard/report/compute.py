@@ -13,6 +13,8 @@ as the alpha-beta time of the collectives is.
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -32,12 +34,29 @@ class DeviceSpec:
     memory_bandwidth: float
 
     def __post_init__(self):
+        finite_number(self.flops, "a device's peak FLOP/s")
+        finite_number(self.memory_bandwidth, "a device's memory bandwidth")
         if not (self.flops > 0 and self.memory_bandwidth > 0):
             raise ValueError(f"a device needs a positive peak and bandwidth, got {self.flops} FLOP/s, "
                              f"{self.memory_bandwidth} B/s")
 
     def seconds(self, flops: int, nbytes: int) -> float:
         return max(flops / self.flops, nbytes / self.memory_bandwidth)
+
+
+def finite_number(value, what: str) -> float:
+    """``value`` as a float if it is a finite real number (not a bool, NaN, an infinity or an int
+    too large for a float, which would turn times into 0, NaN or OverflowError later); else a
+    ValueError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what} is a number, got {value!r}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{what} is a finite number, got an integer of {operator.index(value).bit_length()} bits") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} is a finite number, got {value!r}")
+    return number
 
 
 # Dense 16-bit tensor-core peaks and HBM bandwidth from the vendors' data sheets (H100 SXM,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .compute import DeviceSpec, device_of
+from .compute import DeviceSpec, device_of, finite_number
 
 if TYPE_CHECKING:
     from .comm import CommRecord
@@ -28,6 +28,8 @@ class Link:
     latency: float = 0.0
 
     def __post_init__(self):
+        finite_number(self.bandwidth, "a link's bandwidth")
+        finite_number(self.latency, "a link's latency")
         if not self.bandwidth > 0:
             raise ValueError(f"link bandwidth must be positive, got {self.bandwidth}")
         if self.latency < 0:
@@ -67,8 +69,9 @@ class Nodes:
     link: Link
 
     def __post_init__(self):
-        if int(self.size) < 1:
-            raise ValueError(f"a node holds at least one device, got size {self.size}")
+        size = finite_number(self.size, "a node's size")
+        if size != int(size) or size < 1:
+            raise ValueError(f"a node holds a whole number of devices, at least one, got size {self.size!r}")
         object.__setattr__(self, "size", int(self.size))
         object.__setattr__(self, "link", link_of(self.link))
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
+import operator
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -47,6 +49,18 @@ def _axis_types(types, n: int) -> tuple[AxisType, ...]:
     return out
 
 
+def _axis_size(name: str, size) -> int:
+    """An axis size as an int: an integer (numpy's too), or a float holding a whole number; a
+    fraction, text or anything else is refused naming the axis (``int(2.5)`` would quietly make it 2)."""
+    try:
+        return operator.index(size)
+    except TypeError:
+        pass
+    if isinstance(size, numbers.Real) and not isinstance(size, bool) and math.isfinite(size) and size == int(size):
+        return int(size)
+    raise ShardingError("invalid-mesh", f'axis "{name}" has size {size!r}; sizes are whole numbers of devices', axis=name)
+
+
 @dataclass(frozen=True, init=False)
 class Mesh:
     """Named axes with sizes (major to minor) and the device id at each row-major position.
@@ -69,7 +83,7 @@ class Mesh:
     ):
         items = list(axes.items()) if isinstance(axes, Mapping) else [tuple(a) for a in axes]
         names = tuple(str(n) for n, _ in items)
-        sizes = tuple(int(s) for _, s in items)
+        sizes = tuple(_axis_size(n, s) for n, (_, s) in zip(names, items))
         for n, s in zip(names, sizes):
             if not n:
                 raise ShardingError("invalid-mesh", "mesh axis names must be non-empty")

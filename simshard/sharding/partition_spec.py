@@ -89,6 +89,8 @@ def parse_partition_spec(text: str) -> P:
         fail(f"{e.msg} at column {e.offset}")
     except (MemoryError, RecursionError):  # Python's parser gives up on deep nesting this way
         fail("brackets nested too deeply")
+    except UnicodeEncodeError as e:  # the parser reads UTF-8, which has no lone surrogates
+        fail(f"character {e.object[e.start]!r} at column {e.start} is a lone surrogate, which no text holds")
     if not isinstance(node, ast.Call) or _dotted(node.func).split(".")[-1] not in ("P", "PartitionSpec"):
         fail("expected P(...) or PartitionSpec(...)")
 

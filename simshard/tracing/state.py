@@ -23,6 +23,11 @@ from ..sharding.dims import Sharding, dims_view
 __all__ = ["Builder", "TraceError", "Tracer", "as_tracer", "bind", "constant", "current_builder", "name"]
 
 
+class ConcreteValueError(TraceError):
+    """A traced array was asked for its concrete values (``np.asarray`` of it, a numpy call that
+    converts its operands): while tracing there are none. ``trace`` adds why, where it can tell."""
+
+
 class Builder:
     """The equations recorded so far in one trace (a trace of ``ir.trace_stack``).
 
@@ -119,7 +124,7 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
         )
 
     def __array__(self, dtype=None, copy=None):
-        raise TraceError(
+        raise ConcreteValueError(
             f"traced array {self!r} was converted to a concrete numpy array; simshard traces your "
             "function on abstract values, so this numpy call is not supported"
         )

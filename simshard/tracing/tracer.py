@@ -28,7 +28,7 @@ from . import array_methods
 from .context import get_mesh
 from .explicit import mode as explicit_mode
 from .interpret import evaluate
-from .state import Builder, Tracer, as_tracer, bind, constant, current_builder, is_python_scalar, name  # noqa: F401  (importable here)
+from .state import Builder, ConcreteValueError, Tracer, as_tracer, bind, constant, current_builder, is_python_scalar, name  # noqa: F401  (importable here)
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,10 @@ def resolve_sharding(spec, aval: Aval, where: str, mesh=None) -> Sharding | None
     if spec is None:
         return None
     spec = from_spelling(spec, mesh, where)  # its errors name ``where`` themselves
+    if isinstance(spec, P) and mesh is None:  # outside the try below, which would name ``where`` twice
+        raise ShardingError("no-mesh", f"{where}: P(...) needs a mesh (pass mesh= or use ss.set_mesh)")
     try:
         if isinstance(spec, P):
-            if mesh is None:
-                raise ShardingError("no-mesh", f"{where}: P(...) needs a mesh (pass mesh= or use ss.set_mesh)")
             spec = NamedSharding(mesh, spec)
         if isinstance(spec, NamedSharding):
             return spec.to_sharding(aval.ndim)
@@ -179,7 +179,11 @@ def trace(
 
     explicit_mode.begin(builder, [Tracer(builder, v, dims_view(s, v.aval.shape)) for v, s in zip(inputs, in_sh)])
     with trace_stack.tracing(builder):
-        out = fun(*call_args, **kwargs)
+        try:
+            out = fun(*call_args, **kwargs)
+        except ConcreteValueError as e:
+            e.args = (e.args[0] + scalar_pytree_hint(dyn_args, dyn_names), *e.args[1:])
+            raise
         out_leaves, out_tree = optree.tree_flatten(out, none_is_leaf=False)
         out_tracers = [o if isinstance(o, Tracer) else constant(np.asarray(o)) for o in out_leaves]
     out_specs = broadcast_prefix(out_shardings, out, "out_shardings")
@@ -202,6 +206,19 @@ def trace(
     program = explicit_mode.finish(builder, program)
     object.__setattr__(program, "out_tree", out_tree)
     return program
+
+
+def scalar_pytree_hint(dyn_args: tuple, dyn_names: list[str]) -> str:
+    """Why a numpy call may have met a list of traced scalars: an argument given as a (nested)
+    list or tuple of numbers is a pytree, each number its own 0-d input, not one array."""
+    for arg, arg_name in zip(dyn_args, dyn_names):
+        if isinstance(arg, (list, tuple)):
+            leaves = optree.tree_leaves(arg, none_is_leaf=False)
+            if leaves and all(is_python_scalar(leaf) for leaf in leaves):
+                return (f". Argument {arg_name} is a {type(arg).__name__}: a pytree of {len(leaves)} scalars, each "
+                        "traced as its own 0-d value, not one array; pass an array instead (np.asarray it before "
+                        "the call) to trace it as one")
+    return ""
 
 
 def _static_indices(args, static_argnums: Sequence[int]) -> set[int]:

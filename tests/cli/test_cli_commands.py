@@ -7,6 +7,7 @@ import os
 import subprocess
 import json
 import sys
+import time
 
 import pytest
 
@@ -383,3 +384,42 @@ def test_show_reads_the_fhe_array_sharding(capsys):
     assert r.code == 0 and '<@mesh, [{"y"}, {"z"}, {}]>' in r.out and "block=(1, 4, 4)" in r.out
     r = main_in_process(capsys, "show", "{1, 5}", "3,8", "--mesh", "x=2,y=3,z=2")
     assert r.code != 0 and "axis index 5 is not an axis of the mesh" in r.err
+
+
+# -- bad input: exit 2, one line, at once (issue 29) ----------------------------------------------
+
+@pytest.mark.parametrize("flags, message", [
+    (("--mesh", "x=²"), "--mesh expects name=size pairs"),
+    (("--mesh", "x=" + "9" * 5000), "is larger than any mesh (at most 1048576 devices)"),
+    (("--latency", "1e9999999"), "--latency: a latency is at most"),
+    (("--latency", "1e999"), "--latency: a latency is at most"),
+    (("--latency", "8" * 8000 + "x"), "--latency: a latency is a number"),
+    (("--bandwidth", "1e400"), "--bandwidth: a bandwidth is at most"),
+])
+def test_bad_values_exit_2_in_one_line_at_once(capsys, flags, message):
+    started = time.perf_counter()
+    r = main_in_process(capsys, "run", TINY, "--estimate", *flags)
+    assert time.perf_counter() - started < 5
+    assert r.code == 2 and message in r.err, r.err
+    assert "Traceback" not in r.err + r.out and r.err.strip().count("\n") == 0
+
+
+def test_an_absurd_device_memory_is_argparses_usage_error(capsys):
+    r = main_in_process(capsys, "run", TINY, "--estimate", "--device-memory", "1e999999")
+    assert r.code == 2 and "a size is at most" in r.err and "Traceback" not in r.err + r.out
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"default": {"bandwidth": 1' + "0" * 400 + ', "latency": 0}}', "bandwidth"),
+    ('{"default": {"bandwidth": 1e400, "latency": 0}}', "bandwidth"),
+    ('{"default": {"bandwidth": "' + "8" * 8000 + 'x"}}', "characters"),
+    ("[" * 100_000 + "]" * 100_000, "nested"),
+])
+def test_bad_topology_files_exit_2_in_one_line(capsys, tmp_path, text, message):
+    f = tmp_path / "t.json"
+    f.write_text(text)
+    started = time.perf_counter()
+    r = main_in_process(capsys, "run", TINY, "--estimate", "--topology", str(f))
+    assert time.perf_counter() - started < 5
+    assert r.code == 2 and r.err.startswith("error: --topology") and message in r.err, r.err
+    assert "Traceback" not in r.err + r.out and r.err.strip().count("\n") == 0

@@ -1,5 +1,7 @@
 """Reading command-line values: meshes, shapes, bandwidths, latencies, topologies."""
 
+import time
+
 import pytest
 
 from simshard.cli import options
@@ -49,3 +51,63 @@ def test_a_topology_file_without_default_uses_the_built_in_one(tmp_path):
     f = tmp_path / "t.json"
     f.write_text('{"links": {"x": {"bandwidth": "1GB/s", "latency": 0}}}')
     assert options.topology(str(f), [], [], ["x", "y"]) == Topology({"x": Link(1e9, 0.0)}, options.DEFAULT_LINK)
+
+
+# -- bad input (issue 29): refused in one line, quickly, never a traceback ----------------------------
+@pytest.mark.parametrize("read", [options.parse_size, options.parse_bandwidth, options.parse_latency])
+@pytest.mark.parametrize("text", ["8" * 8000 + "x", "1" * 8000, "." + "9" * 8000 + "e", "1e" + "9" * 8000])
+def test_long_numbers_are_refused_at_once(read, text):
+    started = time.perf_counter()
+    with pytest.raises(UsageError, match="characters"):
+        read(text)
+    assert time.perf_counter() - started < 0.1
+
+
+@pytest.mark.parametrize("read, text", [
+    (options.parse_size, "1e999999"), (options.parse_size, "1e30"), (options.parse_size, "99999999TiB"),
+    (options.parse_bandwidth, "1e999"), (options.parse_bandwidth, "1e9999999"), (options.parse_bandwidth, "1e40TB/s"),
+    (options.parse_latency, "1e999"), (options.parse_latency, "1e9999999"), (options.parse_latency, "1e7s"),
+])
+def test_absurd_magnitudes_are_refused(read, text):
+    with pytest.raises(UsageError, match="at most"):
+        read(text)
+
+
+def test_sizes_keep_their_units():
+    assert [options.parse_size(t) for t in ("5632", "5.5KiB", "16MiB", "1GB", "0", "1e3", ".5kB")] == [
+        5632, 5632, 16 * 2**20, 10**9, 0, 1000, 500]
+    for bad in ("", "x", "1e", "1.", "1..2", "-1", "1 KB/s", "1e3e3", "٣"):
+        with pytest.raises(UsageError, match="a size is"):
+            options.parse_size(bad)
+
+
+@pytest.mark.parametrize("text", ["x=²", "x=" + "9" * 5000, "x=99999999999999999999", "x=٣"])
+def test_mesh_sizes_are_ascii_and_bounded(text):
+    with pytest.raises(UsageError, match="--mesh"):
+        options.parse_mesh(text)
+
+
+def topology_file(tmp_path, text: str) -> str:
+    f = tmp_path / "t.json"
+    f.write_text(text)
+    return str(f)
+
+
+@pytest.mark.parametrize("text", [
+    '{"default": {"bandwidth": 1' + "0" * 400 + ', "latency": 0}}',
+    '{"default": {"bandwidth": 1e400, "latency": 0}}',
+    '{"default": {"bandwidth": 1e9, "latency": 1' + "0" * 400 + '}}',
+    '{"default": {"bandwidth": 1e9, "latency": NaN}}',
+    '{"default": {"bandwidth": true, "latency": 0}}',
+    '{"default": {"bandwidth": "' + "1" * 8000 + 'x", "latency": 0}}',
+    '{"default": "nvlink", "nodes": {"size": 1e400, "link": "nvlink"}}',
+    '{"default": "nvlink", "nodes": {"size": 2.5, "link": "nvlink"}}',
+    '{"default": "nvlink", "device": {"flops": 1e400, "memory_bandwidth": 1e12}}',
+    "[" * 100_000 + "]" * 100_000,
+    '{"links": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
+])
+def test_bad_topology_files_are_usage_errors(tmp_path, text):
+    started = time.perf_counter()
+    with pytest.raises(UsageError, match="--topology"):
+        options.topology(topology_file(tmp_path, text), [], [], ["x"])
+    assert time.perf_counter() - started < 1.0

@@ -133,6 +133,15 @@ def test_from_local_with_a_sequence_and_a_given_shape():
         dt.DTensor.from_local(blocks[:3], mesh, [dt.Shard(0)])
 
 
+def test_from_local_given_one_array_says_it_wants_every_devices_shard():
+    mesh = ss.Mesh({"x": 8})
+    with pytest.raises(ShardingError, match=r"from_local: one array of shape \(13, 88\) where every device's shard "
+                                            r"was expected: .*8 arrays.*distribute_tensor"):
+        dt.DTensor.from_local(np.ones((13, 88)), mesh, [dt.Shard(0)])
+    with pytest.raises(ShardingError, match=r"one array of shape \(\)"):
+        dt.DTensor.from_local(np.float32(1), mesh, [dt.Replicate()])
+
+
 def test_errors_are_sharding_errors_naming_the_call():
     mesh = ss.Mesh({"x": 2, "y": 2})
     with pytest.raises(ShardingError, match="distribute_tensor: 1 placements"):

@@ -71,3 +71,10 @@ def test_mesh_parse_and_print():
     m = ss.Mesh.parse('@mesh_1 = <["x"=2, "y"=2, "z"=2], device_ids=[0, 1, 2, 3, 4, 5, 6, 7]>')
     assert m.name == "mesh_1" and m.shape == {"x": 2, "y": 2, "z": 2}
     assert str(m) == '@mesh_1 = <["x"=2, "y"=2, "z"=2]>'
+
+
+@pytest.mark.parametrize("size", [2.5, "2", None, float("nan"), float("inf")])
+def test_a_size_that_is_no_whole_number_is_refused_naming_the_axis(size):
+    with pytest.raises(ss.ShardingError, match='axis "x" has size') as e:
+        ss.Mesh({"y": 2, "x": size})
+    assert e.value.axis == "x"

@@ -111,6 +111,8 @@ def test_partition_spec_text_reads_back_its_repr(text, spec):
     ("P(('x', None))", "a tuple entry holds axis names only"),
     ("P('x', reduced={'y'})", "the only keyword is unreduced"),
     ("P(__import__('os').getcwd())", "an entry must be None"),
+    ("P('\ud800x')", "surrogate"),
+    ("P('x')\x00", "null"),
 ])
 def test_partition_spec_text_errors_say_why(text, why):
     with pytest.raises(ss.ShardingError, match="cannot read a PartitionSpec") as e:

@@ -139,8 +139,9 @@ def test_rank_mismatch_on_an_input_names_it():
 
 
 def test_p_without_a_mesh():
-    with pytest.raises(ss.ShardingError, match="needs a mesh"):
+    with pytest.raises(ss.ShardingError, match="^no-mesh: input x: P") as e:
         trace(lambda x: x, np.ones(3), in_shardings=ss.P("x"))
+    assert str(e.value).count("input x") == 1
     with ss.use_mesh(MESH):
         p = trace(lambda x: x, np.ones(4), in_shardings=ss.P("x"))
     assert p.in_shardings[0].mesh == MESH
@@ -208,3 +209,10 @@ def test_varargs_inputs_are_named_by_position():
 def test_a_non_numeric_input_is_refused_naming_it(arg):
     with pytest.raises(ss.TraceError, match=r"input s has dtype"):
         ss.trace(lambda a, s: a, np.ones(2, np.float32), arg)
+
+
+@pytest.mark.parametrize("fun", [np.sum, lambda a: np.asarray(a) * 2, lambda a: a @ np.ones(2)])
+def test_a_nested_list_input_is_named_as_a_pytree_of_scalars(fun):
+    with pytest.raises(TraceError, match=r"Argument a is a list: a pytree of 2 scalars.*pass an array instead") as e:
+        trace(lambda a: fun(a), [[1.0, 2.0]])
+    assert "converted to a concrete numpy array" in str(e.value)  # what happened, then why
