@@ -1,7 +1,7 @@
 """The wire: messages between device processes over sockets (Unix sockets within a node, TCP
 between nodes), the fast path of the Ray data plane, and the driver's control line to each
-process. Standard library and numpy only (and cloudpickle for the control line's answers): no Ray,
-no compiler; an import-linter contract in pyproject.toml keeps it so.
+process. Standard library and numpy only (msgpack for frame headers, cloudpickle for the control
+line's answers): no Ray, no compiler; an import-linter contract in pyproject.toml keeps it so.
 
 Modules: ``frames`` (the frame protocol: ``Header``, ``Answer``), ``receiver`` (a socket's
 receiving end), ``sockets`` (``Listener``, ``Connection``), ``memory_reads`` (reads of a sender's
@@ -18,7 +18,7 @@ nonce: the secret itself never crosses the socket), which the controller hands o
 peers' addresses: another local process cannot inject messages. A connection that has not
 answered within a second is closed, and a listener holds at most ``admission.MAX_CONNECTIONS``.
 
-A message is one frame: a sequence number, a pickled header (run, source, destination, key, tag,
+A message is one frame: a sequence number, a msgpack header (run, source, destination, key, tag,
 note, dtype, shape) and the array's bytes. The receiver reads a body straight into the array it
 hands on (no staging copy for a large one) and answers only what the sender must hear of: a frame
 its device refused ("finished", "over", an error). The sender learns that everything else arrived

@@ -280,3 +280,27 @@ def test_frames_cross_tcp_to_another_node_with_every_body_in_the_stream(tmp_path
 
     got = _run(main())
     assert [g.tobytes() for g in got] == [a.tobytes() for a in arrays]
+
+
+def test_a_frame_header_is_plain_data_never_a_pickle(tmp_path):
+    """A header is read as msgpack: bytes that would run code when unpickled are refused as a
+    malformed header, and nothing runs."""
+    import pickle
+
+    import msgpack
+    import pytest
+
+    from simshard.runtime.wire.frames import Header, Storage, Stored, decode_header, encode_header
+
+    header = Header(5, 3, 1, 2, (17, 0), ("all_reduce", (0, 1), "sum", None, "<f4"), "at position 3", "<f4",
+                    (4, 8), Stored(Storage.RING, "simshard-0-p1-ring-ab", 4096))
+    assert decode_header(encode_header(header)) == header
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    with pytest.raises((ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError)):
+        decode_header(pickle.dumps((5, 3, 1, 2, Payload())))
+    assert not marker.exists()
