@@ -52,6 +52,11 @@ PROGRAMS = {  # op -> (function, its operands' shapes, in_shardings): no reducti
     "tanh": (lambda x, w: np.tanh(x), ((32, 16), (16, 64)), (P("x", None), P())),
 }
 
+# the contraction split over x (pending partial sums): a reassociation only where each device's
+# partial is bitwise the op on its own operands
+SPLIT = {"dot_general": (lambda x, w: x @ w, ((8, 64), (64, 16)), (P(None, "x"), P("x", None))),
+         "reduce_sum": (lambda x, w: x.sum(axis=1), ((8, 64), (64, 16)), (P(None, "x"), P()))}
+
 
 def _corrupt(monkeypatch, op: str, device: int, params: dict):
     """ss.run partitions with a schedule where ``device``'s block of ``op``'s result is corrupted."""
@@ -101,3 +106,27 @@ def test_a_wrong_partition_differs_and_is_never_a_reassociation(monkeypatch, op,
     first = v.first_divergence
     assert first.what.endswith(op) and first.wrong and first.device == device and first.reassociated == ()
     assert "DIFFERS (values)" in v.render(width=200) and "reassociated" not in v.render(width=200)
+
+
+@pytest.mark.parametrize("op", sorted(SPLIT))
+def test_a_split_sum_is_a_reassociation_over_its_axes(op):
+    fn, shapes, shardings = SPLIT[op]
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    v = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+    assert v.ok and not v.wrong_ops and all(c.reassociated in ((), ("x",)) for c in v.op_checks)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from(sorted(SPLIT)), how=st.sampled_from(CORRUPTIONS), device=st.integers(0, 1),
+       at=st.integers(0, 1000), ulps=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_a_wrong_partial_sum_differs_and_is_never_a_reassociation(monkeypatch, op, how, device, at, ulps, seed):
+    fn, shapes, shardings = SPLIT[op]
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with monkeypatch.context() as m:
+        _corrupt(m, op, device, dict(how=how, at=at, ulps=ulps))
+        v = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+    assert not v.ok
+    first = v.first_divergence
+    assert first.what.endswith(op) and first.wrong and first.reassociated == ()
