@@ -15,11 +15,18 @@ compared with the same elements of the reference, so a difference names the op, 
 global index; padding never counts (checkpoint buffers hold the layout's local blocks, and a
 buffer of another shape is reported as such).
 
-A float op whose sum-like reduction the partition sharded (``Checkpoint.reassociated``: the mesh
-axes) adds in another order than the op run whole; when such an op's values differ (all finite)
-the check says so and gives the ULP distance: ``Check.legitimate``, not a wrong partition. With
-exact inputs (``exact_inputs``: integers, exact sums) those ops compare bitwise too, and a wrong
-partition inside a reassociating op cannot hide behind the reassociation.
+An op whose kernel orders its float sums by its operands' shapes (``shape_dependent_sums``: a
+BLAS matmul, numpy's sums) and that splits no sum over mesh axes is compared with itself run on
+each device's own block of its inputs (``local_reference``: the same local shapes, so the same
+kernel blocking), bit for bit. A kernel's blocking is never a licence.
+
+Only a float op whose sum-like reduction the partition split over mesh axes
+(``Checkpoint.reassociated``, recorded by the partitioner) adds in another order than the op run
+whole; when such an op's values differ (all finite, within what reordering a sum can change) the
+check says so and gives the ULP distance: ``Check.legitimate``, not a wrong partition. Where the
+devices hold its partial sums pending, each partial must moreover be bitwise the op on that
+device's own operands (``check_partials``), so only the order the partials are added in is
+excused. With exact inputs (``exact_inputs``: integers, exact sums) those ops compare bitwise too.
 """
 
 from __future__ import annotations
@@ -63,12 +70,7 @@ def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequen
             if any(s is None for s in shards.values()):
                 continue  # not traced
             what = f"op {cp.source}" + (f" (result {j})" if len(e.outputs) > 1 else "")
-            ref = exp
-            if get_op(e.op).shape_dependent_sums and not cp.reassociated and not get_op(e.op).structured:
-                try:
-                    ref = local_reference(e, ins, j, layout(cp.sharding, exp.shape))
-                except (ValueError, TypeError, IndexError):
-                    ref = exp  # no block maps to operand slices: the op run whole, bitwise
+            ref = _reference(e, ins, j, cp, exp)
             check, actual = _check_value(what, cp, ref, shards, lambda j=j, e=e, ins=ins: _scale(e, ins, j))
             if check.legitimate and not check.bitwise:
                 check = check_partials(check, e, ins, j, cp, exp, shards)
@@ -76,6 +78,22 @@ def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequen
             if actual is not None:
                 env[o] = actual
     return tuple(checks)
+
+
+def _reference(e, ins: Sequence, j: int, cp, exp: np.ndarray) -> np.ndarray:
+    """What the devices' blocks of result ``j`` must equal bit for bit: the op on each block's own
+    operands (``local_reference``) where its kernel sums by shape and no sum is split or pending
+    over mesh axes; else the op run whole (``exp``), also where no block maps to operand slices."""
+    op = get_op(e.op)
+    if not op.shape_dependent_sums or op.structured or cp.reassociated:
+        return exp
+    lay = layout(cp.sharding, exp.shape)
+    if lay.unreduced:
+        return exp
+    try:
+        return local_reference(e, ins, j, lay)
+    except (ValueError, TypeError, IndexError):
+        return exp
 
 
 def local_reference(e, ins: Sequence, j: int, lay) -> np.ndarray:
