@@ -63,9 +63,11 @@ def _results(partitioner: Partitioner, e: Eqn, src: str, outputs, bufs, specs, a
     partitioner.checkpoint(e, tuple(axes) if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
 
 
-def _body_axes(program) -> tuple[str, ...]:
-    """The mesh axes a body's values are sharded over (where its float sums may reassociate)."""
-    return tuple(dict.fromkeys(a.name for s in program.shardings.values() for dim in s.dims for a in dim.axes))
+def split_axes(sub: Partitioner) -> tuple[str, ...]:
+    """The mesh axes a partitioned body split its float sums over (its ops' checkpoints, nested
+    bodies included): where the body adds in another order than run whole. A kernel blocking
+    its sums by the block shapes splits nothing (``simshard.report.opcheck``)."""
+    return tuple(dict.fromkeys(a for c in sub.checkpoints for a in c.reassociated))
 
 
 class _Scan(NamedTuple):
@@ -123,7 +125,7 @@ def emit_scan(partitioner: Partitioner, e: Eqn) -> None:
     builder.emit(loops)
 
     _results(partitioner, e, src, list(e.outputs[:nc]) + [o for o, _ in scan.ys], bufs.carries + ys_bufs,
-             scan.carry_specs + ys_specs, _body_axes(scan.body))
+             scan.carry_specs + ys_specs, split_axes(sub))
 
 
 def _scan_layouts(partitioner: Partitioner, e: Eqn) -> _Scan:
@@ -225,7 +227,7 @@ def _partition_program(partitioner: Partitioner, program: Program, bindings, out
         sub.eqn_index = k
         sub.eqn(e)
     outs = [sub.get(v, s, f"{src}: result {k}") for k, (v, s) in enumerate(zip(program.outputs, out_specs))]
-    return sub.builder, outs
+    return sub.builder, outs, split_axes(sub)
 
 
 def emit_while(partitioner: Partitioner, e: Eqn) -> None:
@@ -250,11 +252,11 @@ def emit_while(partitioner: Partitioner, e: Eqn) -> None:
     _copy(builder, src, zip(init, carry_bufs))
     pred = builder.buf()
 
-    test, (p_buf,) = _partition_program(
+    test, (p_buf,), cond_axes = _partition_program(
         partitioner, cond, list(zip(carry_specs, carry_bufs)) + list(zip(cconst_specs, cconst_bufs)), [replicated],
         f"{src} condition")
     _copy(test, src, [(p_buf, pred)])
-    step, new = _partition_program(
+    step, new, body_axes = _partition_program(
         partitioner, body, list(zip(carry_specs, carry_bufs)) + list(zip(bconst_specs, bconst_bufs)), carry_specs,
         f"{src} body")
     _carry_back(step, src, new, carry_bufs)
@@ -264,7 +266,7 @@ def emit_while(partitioner: Partitioner, e: Eqn) -> None:
     reads = tuple(dict.fromkeys(carry_bufs + cconst_bufs + bconst_bufs))
     builder.emit(lambda d: While(0, src, cond=tests[d].made(), pred=pred, body=steps[d].made(), reads_=reads,
                                  writes_=tuple(carry_bufs)))
-    _results(partitioner, e, src, e.outputs, carry_bufs, carry_specs, _body_axes(body))
+    _results(partitioner, e, src, e.outputs, carry_bufs, carry_specs, dict.fromkeys(cond_axes + body_axes))
 
 
 def emit_switch(partitioner: Partitioner, e: Eqn) -> None:
@@ -279,10 +281,11 @@ def emit_switch(partitioner: Partitioner, e: Eqn) -> None:
     in_specs = [plain(partitioner.primary(v)) for v in operands]
     in_bufs = [partitioner.get(v, s, src) for v, s in zip(operands, in_specs)]
     results = list(partitioner.builder.bufs(len(e.outputs)))
-    bodies = []
+    bodies, split = [], ()
     for k, br in enumerate(branches):
         br = propagate(replace(br, in_shardings=tuple(in_specs), out_shardings=tuple(out_specs)))
-        sb, outs = _partition_program(partitioner, br, list(zip(in_specs, in_bufs)), out_specs, f"{src} branch {k}")
+        sb, outs, axes = _partition_program(partitioner, br, list(zip(in_specs, in_bufs)), out_specs, f"{src} branch {k}")
+        split += axes
         _copy(sb, src, zip(outs, results))
         bodies.append(_per_device(sb.freed(set(in_bufs) | set(results) | {index_buf})))
     reads = tuple(dict.fromkeys(in_bufs))
@@ -290,4 +293,5 @@ def emit_switch(partitioner: Partitioner, e: Eqn) -> None:
                                               reads_=reads, writes_=tuple(results)))
     for o, r, spec in zip(e.outputs, results, out_specs):
         partitioner.copies[o] = [Copy(spec, r)]
-    partitioner.checkpoint(e, tuple(mesh.axis_names) if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+    floats = any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs)
+    partitioner.checkpoint(e, tuple(dict.fromkeys(split)) if floats else ())

@@ -20,6 +20,7 @@ class Partitioner(Protocol):
     users: dict[Value, list[Eqn]]  # value -> the ops reading it
     read_outputs: set[Value]  # the outputs someone reads (a loop body's: not its unread residuals)
     eqn_index: int  # index of the program eqn being partitioned
+    checkpoints: list  # Checkpoint per op result partitioned so far (with the axes it split sums over)
 
     def sub(self, program: Program) -> "Partitioner":
         """A partitioner for a body on this one's devices and buffer numbers."""

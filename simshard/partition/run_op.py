@@ -164,16 +164,14 @@ class OpEmitter:
         self.builder.emit(by_shape_class(self.devices, [L for L in in_lay if L is not None] + out_lay, make))
         for o, L, buf in zip(e.outputs, out_lay, outs):
             self.copies[o] = [Copy(L, buf)]
-        # a BLAS kernel orders its sums by the block shapes: every axis the blocks vary over may
-        # reassociate (the op rules' pass-through factors otherwise leave the arithmetic alone)
-        axes = tuple(in_lay[0].mesh.axis_names if op.shape_dependent_sums else ())
-        self.checkpoint(e, axes if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+        # no sum is split over mesh axes here: a kernel that blocks its sums by the block shapes
+        # is checked against itself run on each block's operands (simshard.report.opcheck)
+        self.checkpoint(e)
 
 
 def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...]:
     """Mesh axes over which ``e`` as partitioned adds (or multiplies) in another order than the op
-    run whole: its sharded sum-like reduction factors, every sharded factor of an op whose kernel
-    sums by its operands' shapes (a BLAS contraction), pending operands it computes on (a layout op
+    run whole: its sharded sum-like reduction factors, pending operands it computes on (a layout op
     on contributions moves elements only), and pending sums its operand reshards combine
     (``combined``: a sum over two axes may run as a reduce-scatter then an all-reduce, grouped
     otherwise than the contributions assembled in device order). Empty for max / min and for
@@ -184,8 +182,6 @@ def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...
     if rule is not None and rule.reduce_op in ("sum", "avg", "prod"):
         for f in rule.of_kind(REDUCTION):
             axes += [axis_name(a) for a in (assignment or {}).get(f, ())]
-    if get_op(e.op).shape_dependent_sums:  # its kernel orders its sums by the local shapes
-        axes += [axis_name(a) for f in (assignment or {}) for a in assignment[f]]
     if e.op not in LAYOUT and e.op not in ("pad", "dynamic_slice", "select", "concatenate"):
         for s in in_sh:
             if s is not None and s.unreduced and s.reduce_op in ("sum", "avg", "prod"):

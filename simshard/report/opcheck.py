@@ -15,15 +15,23 @@ compared with the same elements of the reference, so a difference names the op, 
 global index; padding never counts (checkpoint buffers hold the layout's local blocks, and a
 buffer of another shape is reported as such).
 
-A float op whose sum-like reduction the partition sharded (``Checkpoint.reassociated``: the mesh
-axes) adds in another order than the op run whole; when such an op's values differ (all finite)
-the check says so and gives the ULP distance: ``Check.legitimate``, not a wrong partition. With
-exact inputs (``exact_inputs``: integers, exact sums) those ops compare bitwise too, and a wrong
-partition inside a reassociating op cannot hide behind the reassociation.
+An op whose kernel orders its float sums by its operands' shapes (``shape_dependent_sums``: a
+BLAS matmul, numpy's sums) and that splits no sum over mesh axes is compared with itself run on
+each device's own block of its inputs (``local_reference``: the same local shapes, so the same
+kernel blocking), bit for bit. A kernel's blocking is never a licence.
+
+Only a float op whose sum-like reduction the partition split over mesh axes
+(``Checkpoint.reassociated``, recorded by the partitioner) adds in another order than the op run
+whole; when such an op's values differ (all finite, within what reordering a sum can change) the
+check says so and gives the ULP distance: ``Check.legitimate``, not a wrong partition. Where the
+devices hold its partial sums pending, each partial must moreover be bitwise the op on that
+device's own operands (``check_partials``), so only the order the partials are added in is
+excused. With exact inputs (``exact_inputs``: integers, exact sums) those ops compare bitwise too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -31,6 +39,7 @@ import numpy as np
 from ..sharding.layout import layout
 from ..ops import get_op
 from ..ir.program import Literal
+from ..ops.factors import REDUCTION
 from ..sharding.reduce_ops import REDUCE_OPS
 from .verify import Check, bit_equal, compare, plain_value, ulp_distance
 
@@ -61,11 +70,121 @@ def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequen
             if any(s is None for s in shards.values()):
                 continue  # not traced
             what = f"op {cp.source}" + (f" (result {j})" if len(e.outputs) > 1 else "")
-            check, actual = _check_value(what, cp, exp, shards, lambda j=j, e=e, ins=ins: _scale(e, ins, j))
+            ref = _reference(e, ins, j, cp, exp)
+            check, actual = _check_value(what, cp, ref, shards, lambda j=j, e=e, ins=ins: _scale(e, ins, j))
+            if check.legitimate and not check.bitwise:
+                check = check_partials(check, e, ins, j, cp, exp, shards)
             checks.append(check)
             if actual is not None:
                 env[o] = actual
     return tuple(checks)
+
+
+def _reference(e, ins: Sequence, j: int, cp, exp: np.ndarray) -> np.ndarray:
+    """What the devices' blocks of result ``j`` must equal bit for bit: the op on each block's own
+    operands (``local_reference``) where its kernel sums by shape and no sum is split or pending
+    over mesh axes; else the op run whole (``exp``), also where no block maps to operand slices."""
+    op = get_op(e.op)
+    if not op.shape_dependent_sums or op.structured or cp.reassociated:
+        return exp
+    lay = layout(cp.sharding, exp.shape)
+    if lay.unreduced:
+        return exp
+    try:
+        return local_reference(e, ins, j, lay)
+    except (ValueError, TypeError, IndexError):
+        return exp
+
+
+def local_reference(e, ins: Sequence, j: int, lay) -> np.ndarray:
+    """Result ``j`` of ``e`` as each device's block should hold it when no sum of ``e`` is split
+    over mesh axes: per device, the op's kernel run on that block's own operands (the slices of
+    ``ins`` its factors select, whole along reduced dims), so the same local shapes and the same
+    kernel blocking as the device's, and bitwise equal to it when the partition is right. A
+    kernel that orders its sums by the block shapes (``shape_dependent_sums``) may differ from
+    the op run whole; that difference is no licence. Raises ValueError when the op's factors do
+    not map a block to operand slices (a dim of several factors cut in part)."""
+    shape = tuple(e.outputs[j].aval.shape)
+    out = np.zeros(shape, dtype=np.dtype(e.outputs[j].aval.dtype))
+    for d, block, got in device_references(e, ins, j, lay):
+        if shape:
+            out[np.ix_(*block)] = got
+        else:
+            out[()] = got
+    return out
+
+
+def device_references(e, ins: Sequence, j: int, lay, split: Sequence[str] = ()):
+    """Per device of ``lay``: (device, its block's global indices, the op's kernel on the block's
+    own operands). ``split``: mesh axes the op's one reduction factor is cut over (major first,
+    in even blocks), each device then summing its own block of it: its partial sum."""
+    op = get_op(e.op)
+    rule = op.factor_rule([i.aval for i in e.inputs], [o.aval for o in e.outputs], **e.kw)
+    shape = tuple(e.outputs[j].aval.shape)
+    reduced = rule.of_kind(REDUCTION)
+    if split and len(reduced) != 1:
+        raise ValueError(f"op {e.op}: {len(reduced)} reduction factors, one split over {split}")
+    for d in lay.devices:
+        block = [np.asarray(ix) for ix in lay.index_map[d]]
+        picks: dict[str, np.ndarray] = {}
+        for dim, (fs, ix) in enumerate(zip(rule.results[j], block)):
+            if len(fs) == 1:
+                picks[fs[0]] = ix
+            elif len(ix) != shape[dim]:
+                raise ValueError(f"op {e.op}: result dim {dim} of factors {fs} cut in part")
+        if split:
+            picks[reduced[0]] = _split_block(lay.mesh, d, split, rule.sizes[reduced[0]])
+        operands = [_slice(np.asarray(a), dims, picks, e.op) for a, dims in zip(ins, rule.operands)]
+        outs = [tuple(len(ix) for ix in block) if k == j else tuple(o.aval.shape) for k, o in enumerate(e.outputs)]
+        params = op.local_params(dict(e.kw), [a.shape for a in operands], outs)
+        yield d, block, np.asarray(op.kernel(*operands, **params)[j])
+
+
+def _split_block(mesh, device: int, axes: Sequence[str], size: int) -> np.ndarray:
+    """The indices of a factor of ``size`` cut evenly over ``axes`` (major first) that ``device`` holds."""
+    count, at = 1, 0
+    for a in axes:
+        count, at = count * mesh.axis_size(a), at * mesh.axis_size(a) + mesh.axis_index(device, a)
+    if size % count:
+        raise ValueError(f"a factor of {size} cut unevenly over {tuple(axes)}")
+    step = size // count
+    return np.arange(at * step, (at + 1) * step)
+
+
+def check_partials(check: Check, e, ins: Sequence, j: int, cp, exp: np.ndarray, shards) -> Check:
+    """``check`` of a reassociated op, or where a device's partial sum is not the op's kernel on
+    that device's own operands (bit for bit), a wrong check naming the device: a reassociation
+    holds only where every partial is exact. Where the partials are not left pending in the
+    checkpoint, or the factors do not map them to operand slices, ``check`` (its ULP bound)."""
+    lay = layout(cp.sharding, exp.shape)
+    names = tuple(a if isinstance(a, str) else str(a).replace(chr(34), "") for a in lay.unreduced)
+    if not lay.unreduced or names != tuple(cp.reassociated):
+        return check
+    try:
+        refs = list(device_references(e, ins, j, lay, names))
+    except (ValueError, TypeError, IndexError):
+        return check
+    for d, block, ref in refs:
+        got = compare(shards[d], ref, check.what, device=d,
+                      note=f"device {d}'s partial sum against the op on its own operands")
+        if not got.bitwise:  # the first index in global coordinates
+            first = got.first_index
+            at = tuple(int(ix[i]) for ix, i in zip(block, first)) if got.problem == "values" else first
+            return dataclasses.replace(got, first_index=at)
+    return check
+
+
+def _slice(operand: np.ndarray, dims, picks: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """The part of ``operand`` a block reads: along each dim the indices its factor picks (whole
+    where no factor of the dim is picked: a reduced dim)."""
+    for dim, fs in enumerate(dims):
+        got = [f for f in fs if f in picks]
+        if not got:
+            continue
+        if len(fs) != 1:
+            raise ValueError(f"op {name}: operand dim {dim} of factors {fs} cut in part")
+        operand = np.take(operand, picks[fs[0]], axis=dim)
+    return operand
 
 
 class _Assembled(NamedTuple):

@@ -3,10 +3,11 @@
 Never allclose-as-pass: a check passes only when shapes, dtypes and every element's bits agree
 (NaN payloads and signed zeros included). When floats differ the check says where first (index
 and both values), how many elements differ and the largest distance in units in the last place
-(ULP: how many representable floats lie between the two values), so a legitimately reassociated
-sum (a few ULP) is told apart from a wrong partition (garbage). ``note`` carries why a difference
-may be expected (which op reassociated a sum, over which axes); it never turns a failure into a
-pass.
+(ULP: how many representable floats lie between the two values). A difference is excused only
+as a reassociation: a sum the partition split over mesh axes (``Check.reassociated``, named by
+the op-by-op check, ``simshard.report.opcheck``), never by its size. ``note`` carries why a
+difference may be expected; it never turns a failure into a pass. An output that differs where
+no op split a sum over mesh axes DIFFERS.
 """
 
 from __future__ import annotations

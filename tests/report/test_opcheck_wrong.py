@@ -1,0 +1,134 @@
+"""Issue 28: a wrong partition is never a reassociation. On Gaussian inputs, a schedule whose
+device block of one op is corrupted (a row permuted, a block shifted, one element moved by a few
+ULP) after the op ran is reported as DIFFERS on that op, and ``verify.ok`` is False, for ops whose
+reduction is not split over mesh axes (a matmul split by rows, a row sum, an elementwise op):
+those are checked bitwise against the op run on each device's own operands, so a kernel's
+shape-dependent blocking is no licence and no size of difference is."""
+
+import dataclasses
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simshard as ss
+import simshard.partition  # noqa: F401  (the package; ss.partition is the function)
+from simshard import P
+from simshard.ops import register_op
+from simshard.ops.factors import factor_rule
+from simshard.spmd import Compute, Schedule, SpmdProgram
+
+sp = sys.modules["simshard.partition"]  # ss.run looks the partitioner up here
+
+CORRUPTIONS = ("permute", "shift", "ulp")
+
+
+def _corrupted(block, *, how, at, ulps):
+    """``block`` with one change ``how`` (rows ``at``, ``at + 1`` swapped; the block rolled by one
+    along its last dim; element ``at`` moved by ``ulps`` ULP)."""
+    out = np.array(block, copy=True)
+    flat = out.reshape(-1)
+    if how == "ulp":
+        k = at % flat.size
+        for _ in range(ulps):
+            flat[k] = np.nextafter(flat[k], np.inf, dtype=flat.dtype)
+    elif how == "permute":
+        i = at % (out.shape[0] - 1)
+        out[[i, i + 1]] = out[[i + 1, i]]
+    else:
+        out = np.roll(out, 1, axis=-1)
+    return (out,)
+
+
+# an op only a corrupted schedule calls (its rule and shape are never asked for)
+register_op("test_corrupt_block", lambda x, **_: (x,), _corrupted, lambda i, o, **_: factor_rule("i->i", [(1,)], [(1,)]),
+            replace_existing=True)
+
+PROGRAMS = {  # op -> (function, its operands' shapes, in_shardings): no reduction split over x
+    "dot_general": (lambda x, w: x @ w, ((32, 16), (16, 64)), (P("x", None), P())),
+    "reduce_sum": (lambda x, w: x.sum(axis=1), ((32, 16), (16, 64)), (P("x", None), P())),
+    "tanh": (lambda x, w: np.tanh(x), ((32, 16), (16, 64)), (P("x", None), P())),
+}
+
+# the contraction split over x (pending partial sums): a reassociation only where each device's
+# partial is bitwise the op on its own operands
+SPLIT = {"dot_general": (lambda x, w: x @ w, ((8, 64), (64, 16)), (P(None, "x"), P("x", None))),
+         "reduce_sum": (lambda x, w: x.sum(axis=1), ((8, 64), (64, 16)), (P(None, "x"), P()))}
+
+
+def _corrupt(monkeypatch, op: str, device: int, params: dict):
+    """ss.run partitions with a schedule where ``device``'s block of ``op``'s result is corrupted."""
+    real = sp.partition
+
+    def wrong(program):
+        spmd = real(program)
+        scheds = []
+        for s in spmd.schedules:
+            instrs = []
+            for i in s.instrs:
+                if s.device == device and isinstance(i, Compute) and i.op == op:
+                    # the op writes a spare buffer, the corruption its result (the first value written)
+                    out, spare = i.outputs[0], 1 << 20
+                    instrs.append(dataclasses.replace(i, outputs=(spare,) + i.outputs[1:]))
+                    i = Compute(i.id, "corrupt", op="test_corrupt_block", inputs=(spare,), outputs=(out,),
+                                params=tuple(params.items()))
+                instrs.append(i)
+            scheds.append(Schedule(s.device, s.inputs, tuple(instrs), s.outputs))
+        return SpmdProgram(spmd.program, tuple(scheds), spmd.in_shardings, spmd.out_shardings, spmd.checkpoints)
+
+    monkeypatch.setattr(sp, "partition", wrong)
+
+
+@pytest.mark.parametrize("op", sorted(PROGRAMS))
+def test_correct_runs_check_every_op_bitwise_on_gaussian_inputs(op):
+    fn, shapes, shardings = PROGRAMS[op]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    res = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local")
+    v = res.verify
+    assert all(cp.reassociated == () for cp in res.spmd.checkpoints)  # the partitioner split no sum
+    assert not v.wrong_ops and v.reassociations == ()
+    assert all(c.bitwise for c in v.op_checks)
+    assert v.ok == v.bitwise  # an output the op run whole gives otherwise DIFFERS: nothing was split
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from(sorted(PROGRAMS)), how=st.sampled_from(CORRUPTIONS), device=st.integers(0, 1),
+       at=st.integers(0, 1000), ulps=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_a_wrong_partition_differs_and_is_never_a_reassociation(monkeypatch, op, how, device, at, ulps, seed):
+    fn, shapes, shardings = PROGRAMS[op]
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with monkeypatch.context() as m:
+        _corrupt(m, op, device, dict(how=how, at=at, ulps=ulps))
+        v = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+    assert not v.ok and not v.bitwise and v.reassociations == ()
+    first = v.first_divergence
+    assert first.what.endswith(op) and first.wrong and first.device == device and first.reassociated == ()
+    assert "DIFFERS (values)" in v.render(width=200) and "reassociated" not in v.render(width=200)
+
+
+@pytest.mark.parametrize("op", sorted(SPLIT))
+def test_a_split_sum_is_a_reassociation_over_its_axes(op):
+    fn, shapes, shardings = SPLIT[op]
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    v = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+    assert v.ok and not v.wrong_ops and all(c.reassociated in ((), ("x",)) for c in v.op_checks)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from(sorted(SPLIT)), how=st.sampled_from(CORRUPTIONS), device=st.integers(0, 1),
+       at=st.integers(0, 1000), ulps=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_a_wrong_partial_sum_differs_and_is_never_a_reassociation(monkeypatch, op, how, device, at, ulps, seed):
+    fn, shapes, shardings = SPLIT[op]
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with monkeypatch.context() as m:
+        _corrupt(m, op, device, dict(how=how, at=at, ulps=ulps))
+        v = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+    assert not v.ok
+    first = v.first_divergence
+    assert first.what.endswith(op) and first.wrong and first.reassociated == ()
