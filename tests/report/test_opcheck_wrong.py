@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import simshard as ss
 import simshard.partition  # noqa: F401  (the package; ss.partition is the function)
 from simshard import P
-from simshard.ops import register_op
+from simshard.ops import OPS, register_op
 from simshard.ops.factors import factor_rule
 from simshard.spmd import Compute, Schedule, SpmdProgram
 
@@ -42,9 +42,15 @@ def _corrupted(block, *, how, at, ulps):
     return (out,)
 
 
-# an op only a corrupted schedule calls (its rule and shape are never asked for)
-register_op("test_corrupt_block", lambda x, **_: (x,), _corrupted, lambda i, o, **_: factor_rule("i->i", [(1,)], [(1,)]),
-            replace_existing=True)
+@pytest.fixture(autouse=True, scope="module")
+def corrupt_block_op():
+    """An op only a corrupted schedule calls (its rule and shape are never asked for), in the
+    registry while this module's tests run: the registry is shared by every test of the process
+    (tests/ops/test_table.py reads it whole)."""
+    register_op("test_corrupt_block", lambda x, **_: (x,), _corrupted,
+                lambda i, o, **_: factor_rule("i->i", [(1,)], [(1,)]), replace_existing=True)
+    yield
+    OPS.pop("test_corrupt_block", None)
 
 PROGRAMS = {  # op -> (function, its operands' shapes, in_shardings): no reduction split over x
     "dot_general": (lambda x, w: x @ w, ((32, 16), (16, 64)), (P("x", None), P())),
