@@ -11,6 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from simshard.report.collective_cost import summed
+
 Key = tuple  # a message's name: (instruction id, step)
 
 
@@ -127,19 +129,7 @@ class TransferLog:
         sent, messages received and the peer rows (``Totals.peer_rows``), what a ``CommRecord``
         holds (an executor asks after every collective: no ``Totals`` made for it)."""
         per = self._totals.get((device, instr))
-        if not per:
-            return 0, 0, 0, 0, ()
-        if len(per) == 1:  # one peer (a permute, a two-device group): its figures are the sums
-            for p, (s, r, ms, mr) in per.items():
-                return s, r, ms, mr, ((p, s, r),)
-        sent = received = messages_sent = messages_received = 0
-        for s, r, ms, mr in per.values():
-            sent += s
-            received += r
-            messages_sent += ms
-            messages_received += mr
-        rows = tuple((p, c[0], c[1]) for p, c in sorted(per.items()))
-        return sent, received, messages_sent, messages_received, rows
+        return summed(per) if per else (0, 0, 0, 0, ())
 
     def device_totals(self, device: int) -> Totals:
         out = Totals()

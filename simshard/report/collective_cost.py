@@ -166,17 +166,24 @@ def collective_permute_costs(targets: Mapping[int, Sequence[int]], nbytes: Mappi
                 back = traffic.setdefault(t, {}).setdefault(me, [0, 0, 0, 0])
                 back[1] += nbytes[me]
                 back[3] += 1
-    costs = {}
-    for me, peers in traffic.items():
-        sent = received = messages_out = messages_in = 0
-        for out_bytes, in_bytes, outs, ins in peers.values():
-            sent += out_bytes
-            received += in_bytes
-            messages_out += outs
-            messages_in += ins
-        costs[me] = Cost(sent, received, messages_out, messages_in,
-                         tuple((p, v[0], v[1]) for p, v in sorted(peers.items())))
-    return costs
+    return {me: summed(peers) for me, peers in traffic.items()}
+
+
+def summed(peers: Mapping[int, Sequence[int]]) -> Cost:
+    """One device's ``Cost`` from its traffic with each peer, peer -> (bytes sent, bytes received,
+    messages sent, messages received): the sums and the rows. (The transfer log counts an
+    executed run's messages the same way: ``TransferLog.counts``.)"""
+    if len(peers) == 1:  # one peer (a permute, a two-device group): its figures are the sums
+        for p, (s, r, ms, mr) in peers.items():
+            return Cost(s, r, ms, mr, ((p, s, r),))
+    sent = received = messages_sent = messages_received = 0
+    for s, r, ms, mr in peers.values():
+        sent += s
+        received += r
+        messages_sent += ms
+        messages_received += mr
+    return Cost(sent, received, messages_sent, messages_received,
+                tuple((p, v[0], v[1]) for p, v in sorted(peers.items())))
 
 
 NO_COST = Cost(0, 0, 0, 0, ())

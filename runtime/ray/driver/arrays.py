@@ -117,9 +117,9 @@ class HeldArrays:
         try:
             arrays = await_calls(mesh, {ref: tuple(self.devices_of(host)) for ref, host in refs.items()},
                                  mesh.patience, "fetching its outputs")
-        except ray.exceptions.RayActorError as e:
-            gone = mesh.lost()
-            raise outputs_lost(min(gone) if gone else min(self.devices_of(next(iter(ids)))), e) from e
+        except ray.exceptions.RayActorError as e:  # the call that failed says whose process died
+            host = next((h for ref, h in refs.items() if _failed(ray, ref)), next(iter(ids)))
+            raise outputs_lost(min(self.devices_of(host)), e) from e
         return {host: [np.array(a, copy=True) for a in got] for host, got in zip(refs.values(), arrays)}
 
     def devices_of(self, host) -> list[int]:
@@ -153,3 +153,14 @@ class HeldArrays:
                 refs.append(host.release.remote(ids))
                 self.mesh.calls["release"] += 1  # bookkeeping, not part of a run
         return refs
+
+
+def _failed(ray, ref) -> bool:
+    """Whether a Ray call has finished by raising (its process died); one still running has not."""
+    if not ray.wait([ref], timeout=0)[0]:
+        return False
+    try:
+        ray.get(ref)
+    except Exception:
+        return True
+    return False
