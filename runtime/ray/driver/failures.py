@@ -10,14 +10,13 @@ from ...core.executor import describe
 from ...errors import DeviceLostError, ExecutionError, ScheduleMismatchError
 from ..protocol import DeviceSummary, Status
 from .held import who_said
-from .probe import NotAnswering
+from .probe import NotAnswering, which_devices
 
 
 def lost_at_load(devices, cause: BaseException, attempts: int) -> DeviceLostError:
     devices = tuple(sorted(devices))
-    which = f"device {devices[0]}" if len(devices) == 1 else f"devices {list(devices)}"
     return DeviceLostError(
-        f"{which}: Ray actor gone while the program was loading (before it ran): RayMesh.repair() restarts "
+        f"{which_devices(devices)}: Ray actor gone while the program was loading (before it ran): RayMesh.repair() restarts "
         f"it; load(..., retries=1), or retries= on a run, does it for you. Ray said: {type(cause).__name__}",
         lost=devices, attempts=attempts,
     )
@@ -57,17 +56,15 @@ def _device_died(spmd, summaries: Mapping[int, DeviceSummary], dead: Mapping[int
         at = (f"it had not finished its part of instruction {what}: device {peer} was waiting for it "
               f"({positions[peer]})")
     cause = str(dead[d]).strip().splitlines()[0] if str(dead[d]).strip() else type(dead[d]).__name__
-    others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
     if isinstance(dead[d], NotAnswering):
-        return DeviceLostError(
-            f"device {d} stopped answering during the run{others.replace('died', 'lost')}: {cause}; {at}. RayMesh.repair() restarts it; "
-            "retries= does it for you",
-            device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
-        )
-    return DeviceLostError(
-        f"device {d}'s Ray actor died during the run{others}; {at}. {who_said(dead[d])}: {cause}",
-        device=d, position=position, instr=instr, positions=positions, lost=tuple(sorted(dead)),
-    )
+        others = f" (devices {sorted(dead)} lost)" if len(dead) > 1 else ""
+        message = (f"device {d} stopped answering during the run{others}: {cause}; {at}. RayMesh.repair() "
+                   "restarts it; retries= does it for you")
+    else:
+        others = f" (devices {sorted(dead)} died)" if len(dead) > 1 else ""
+        message = f"device {d}'s Ray actor died during the run{others}; {at}. {who_said(dead[d])}: {cause}"
+    return DeviceLostError(message, device=d, position=position, instr=instr, positions=positions,
+                           lost=tuple(sorted(dead)))
 
 
 def check_delivered(spmd, summaries: Mapping[int, DeviceSummary]) -> None:

@@ -41,12 +41,16 @@ def silent(mesh, devices: Iterable[int], patience: float) -> list[int]:
     return sorted(d for ref, devs in refs.items() if ref not in ready for d in devs)
 
 
+def which_devices(devices: tuple[int, ...]) -> str:
+    """``device 3`` or ``devices [2, 3]``: the devices an error names, in ascending order."""
+    return f"device {devices[0]}" if len(devices) == 1 else f"devices {list(devices)}"
+
+
 def not_answering(devices: Iterable[int], patience: float, doing: str) -> DeviceLostError:
     """The error for devices whose process stopped answering while the driver waited on ``doing``."""
     devices = tuple(sorted(devices))
-    which = f"device {devices[0]}" if len(devices) == 1 else f"devices {list(devices)}"
     return DeviceLostError(
-        f"{which}: the process does not answer ({doing}): {NotAnswering(patience)}. RayMesh.repair() "
+        f"{which_devices(devices)}: the process does not answer ({doing}): {NotAnswering(patience)}. RayMesh.repair() "
         "restarts it; retries= does it for you",
         device=devices[0], lost=devices,
     )
