@@ -5,8 +5,8 @@ a tuned run would (the fastest options that fit in memory); ``clusters`` names r
 topologies. docs/estimate.md#a-training-run-from-numbers derives each term."""
 
 from .clusters import CLUSTERS, cluster
-from .model import Options, Parallel, Schedule, Transformer, megatron_flops
+from .model import Options, Parallel, Schedule, Transformer, megatron_flops, model_flops
 from .step import StepEstimate, estimate_step
 
 __all__ = ["CLUSTERS", "Options", "Parallel", "Schedule", "StepEstimate", "Transformer", "cluster", "estimate_step",
-           "megatron_flops"]
+           "megatron_flops", "model_flops"]

@@ -67,6 +67,14 @@ def megatron_flops(model: Transformer, batch: int) -> float:
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 
 
+def model_flops(model: Transformer, batch: int) -> float:
+    """The model's FLOPs per iteration without the recomputed forward (the numerator of MFU):
+    ``72 B s l h^2 (1 + s/(6h)) + 6 B s h V`` (the same paper's count with its 96 for 72; the
+    vocabulary projection is not recomputed, so its term is the same)."""
+    B, s, l, h, V = batch, model.seq, model.layers, model.hidden, model.vocab
+    return 72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V
+
+
 @dataclass(frozen=True)
 class Parallel:
     """Tensor, pipeline and data parallel sizes; devices ``tp x pp x dp``, tensor parallel
@@ -168,4 +176,4 @@ def check_fits(model: Transformer, par: Parallel, opt: Options) -> int:
     return m
 
 
-__all__ = ["ATTENTION", "Options", "Parallel", "RECOMPUTE", "Schedule", "Transformer", "check_fits", "megatron_flops"]
+__all__ = ["ATTENTION", "Options", "Parallel", "RECOMPUTE", "Schedule", "Transformer", "check_fits", "megatron_flops", "model_flops"]
