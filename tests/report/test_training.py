@@ -164,3 +164,27 @@ def test_bad_layouts_are_refused_by_name():
         estimate_step(GPT_1_7B, Parallel(1, 1, 4), Options(10), A100, DGX)
     with pytest.raises(ValueError, match="24 layers do not split"):
         estimate_step(GPT_1_7B, Parallel(1, 5, 1), Options(10), A100, DGX)
+
+
+def test_the_analytic_step_equals_the_traced_estimate_on_matmul_flops_and_bytes():
+    """The library's tiny GPT (programs/gpt.py: 2 layers, d 32, 8 heads, MLP 64, vocabulary 64,
+    float32, no embedding, no biases), its 2-D strategy on x=2 (data) by y=4 (tensor), traced,
+    partitioned and estimated (ss.estimate) against the step from numbers: every device's matmul
+    FLOPs, and per device the tensor-parallel all-reduces (2 + 2 per layer, 1 for the head's
+    input gradient) and the data-parallel gradient all-reduce, record for record in bytes
+    (the traced loss's one scalar all-reduce aside)."""
+    from simshard.programs import gpt
+
+    traced = gpt.program("tiny").estimate("2d", mode="sgd", mesh={"x": 2, "y": 4})
+    model = Transformer(2, 32, 8, 64, 8, 64, dtype="float32", embedding=False, biases=False)
+    step = estimate_step(model, Parallel(4, 1, 2), Options(64, 32, recompute="none", attention="unfused"),
+                         device_of("h100"), cluster("dgx-h100"))
+    assert {c.matmul_flops for c in traced.compute} == {step.matmul_flops}
+    for d in range(8):
+        got = [r for r in traced.comm.records if r.device == d and r.bytes_received > 64]
+        tp = [r.bytes_received for r in got if r.axes == ("y",)]
+        dp = sum(r.bytes_received for r in got if r.axes == ("x",))
+        want = {r.axes[0]: (r.bytes_received, c) for r, c in step.comm.items if r.axes == ("tp",)}
+        assert len(tp) == sum(c for r, c in step.comm.items if r.axes == ("tp",)) == 9
+        assert set(tp) == {want["tp"][0]}
+        assert dp == sum(r.bytes_received * c for r, c in step.comm.items if r.axes == ("dp",))

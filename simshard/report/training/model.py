@@ -30,6 +30,7 @@ class Transformer:
     ffn: int = 0
     dtype: str = "bfloat16"
     embedding: bool = True  # a vocabulary embedding on the first stage (False: the input is the embedded stream)
+    biases: bool = True  # biases and LayerNorm parameters (False: weights only)
     name: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -51,13 +52,14 @@ class Transformer:
         """Per layer: the four attention projections and the MLP (weights; biases and the two
         LayerNorms' 4h, as Megatron's count includes them)."""
         h = self.hidden
-        return 4 * h * h + 2 * h * self.ffn + (4 * h + self.ffn + h) + 4 * h
+        return 4 * h * h + 2 * h * self.ffn + ((4 * h + self.ffn + h) + 4 * h if self.biases else 0)
 
     @property
     def params(self) -> int:
         """Every parameter: the layers, the (tied) embedding, the position embedding, the final
         LayerNorm (Narayanan et al. eq. 2 with ffn = 4h: ``12 l h^2 (1 + 13/(12h) + (V+s)/(12lh))``)."""
-        return self.layers * self.layer_params + (self.vocab + self.seq) * self.hidden + 2 * self.hidden
+        extra = (self.seq * self.hidden if self.embedding else 0) + (2 * self.hidden if self.biases else 0)
+        return self.layers * self.layer_params + self.vocab * self.hidden + extra
 
 
 def megatron_flops(model: Transformer, batch: int) -> float:
