@@ -36,6 +36,8 @@ def add_flags(parser) -> None:
     g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage; 3 is FSDP (default: tuned)")
     g.add_argument("--sequence-parallel", choices=("on", "off"), help="sequence parallelism (default: tuned)")
     g.add_argument("--attention", choices=("flash", "unfused"), default="flash", help="attention kernel (default flash)")
+    g.add_argument("--grad-accumulation", choices=("fused", "unfused"), default="fused",
+                   help="weight gradients accumulated in float32 by their matmuls (fused, default) or by an add")
 
 
 def wanted(args) -> bool:
@@ -109,7 +111,7 @@ def topology_of(args, par: Parallel) -> Topology:
 def given_options(args, batch: int | None) -> dict:
     if batch is None:
         raise UsageError("estimate gpt: give --batch B (sequences per step)")
-    given = {"batch": batch, "attention": args.attention}
+    given = {"batch": batch, "attention": args.attention, "fused_accumulation": args.grad_accumulation == "fused"}
     if args.microbatch is not None:
         given["microbatch"] = args.microbatch
     if args.schedule is not None:

@@ -17,7 +17,8 @@ MAX_MICROBATCH = 16  # microbatches beyond 16 sequences gain nothing on the kern
 
 
 class Tuned(NamedTuple):
-    """The chosen step, the options that were chosen (not given) and how many candidates were priced."""
+    """The chosen step, the options that were chosen (not given, with more than one value to
+    choose from) and how many candidates were priced."""
 
     step: StepEstimate
     chosen: tuple[str, ...]
@@ -56,7 +57,7 @@ def tune(model: Transformer, par: Parallel, given: Mapping, device: DeviceSpec, 
             smallest = est
     if smallest is None:
         estimate_step(model, par, Options(**given), device, topology)  # raises the reason nothing divides
-    return Tuned(best or smallest, tuple(open_), count)
+    return Tuned(best or smallest, tuple(k for k, v in open_.items() if len(v) > 1), count)
 
 
 __all__ = ["Tuned", "choices", "tune"]
