@@ -18,7 +18,7 @@ from .output import Output
 from .summary import write_json
 
 CONFIG_KEYS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "vocab": "vocab", "seq": "seq", "ffn": "ffn"}
-DEFAULT_CLUSTER = {"a100": "dgx-a100", "h100": "dgx-h100", "h200": "dgx-h100"}
+DEFAULT_CLUSTER = {"a100": "dgx-a100", "a100-40gb": "dgx-a100", "h100": "dgx-h100", "h200": "dgx-h100"}
 
 
 def add_flags(parser) -> None:

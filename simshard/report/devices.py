@@ -121,9 +121,9 @@ A100_BURST = 1410 / 1305
 A100_MAMF = (267.9e12, (6912, 16384, 2048))
 
 
-def _a100() -> DeviceSpec:
-    base = DeviceSpec(312e12, 2.039e12, {"bfloat16": 312e12, "float16": 312e12, "tf32": 156e12, "float32": 19.5e12},
-                      sms=108, memory=80e9, bandwidth_efficiency=HBM_EFFICIENCY, burst=A100_BURST, name="a100")
+def _a100(name: str = "a100", bandwidth: float = 2.039e12, memory: float = 80e9) -> DeviceSpec:
+    base = DeviceSpec(312e12, bandwidth, {"bfloat16": 312e12, "float16": 312e12, "tf32": 156e12, "float32": 19.5e12},
+                      sms=108, memory=memory, bandwidth_efficiency=HBM_EFFICIENCY, burst=A100_BURST, name=name)
     tensor = efficiency_from_mamf(base, *A100_MAMF)
     return DeviceSpec(**{**base.__dict__, "matmul_efficiency": {"tensor": tensor, "vector": HOPPER_EFFICIENCY["vector"]}})
 
@@ -136,13 +136,14 @@ def _hopper(name: str, bandwidth: float, memory: float) -> DeviceSpec:
 
 
 # Data sheets: NVIDIA A100 Tensor Core GPU (SXM 80 GB: 312 TFLOP/s bf16/fp16 dense, 156 tf32,
-# 19.5 fp32, 2,039 GB/s, 108 SMs), H100 SXM (989.4 bf16 dense, 494.7 tf32, 66.9 fp32,
+# 19.5 fp32, 2,039 GB/s, 108 SMs; SXM 40 GB: the same compute, 1,555 GB/s), H100 SXM (989.4 bf16 dense, 494.7 tf32, 66.9 fp32,
 # 3.35 TB/s, 80 GB, 132 SMs), H200 SXM (the same compute, 4.8 TB/s, 141 GB); Google TPU v5e
 # (197 TFLOP/s bf16, 819 GB/s, 16 GB); "cpu" is a laptop-class core count (roofline only).
 DEVICE_CLASSES: dict[str, DeviceSpec] = {
     "h100": _hopper("h100", 3.35e12, 80e9),
     "h200": _hopper("h200", 4.8e12, 141e9),
     "a100": _a100(),
+    "a100-40gb": _a100("a100-40gb", 1.555e12, 40e9),
     "tpu-v5e": DeviceSpec(197e12, 0.819e12, memory=16e9, name="tpu-v5e"),
     "cpu": DeviceSpec(1e12, 1e11, name="cpu"),
 }

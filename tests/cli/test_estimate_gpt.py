@@ -60,3 +60,17 @@ def test_a_library_configuration_by_name(capsys, tmp_path):
 def test_bad_input_names_the_problem(capsys, args, message):
     ran = main_in_process(capsys, "estimate", "gpt", *args)
     assert ran.code == 2 and message in ran.err
+
+
+def test_a_topology_file_and_a_device_class(capsys, tmp_path):
+    """``--topology FILE`` with links for tp, dp and pp; ``--nodes`` sets the devices a node holds."""
+    topo = tmp_path / "t.json"
+    topo.write_text(json.dumps({"links": {"tp": {"bandwidth": 100e9, "latency": 1e-6}},
+                                "default": {"bandwidth": 10e9, "latency": 5e-6}}))
+    out = tmp_path / "o.json"
+    ran = main_in_process(capsys, "estimate", "gpt", "--config", "gpt2-small", "--parallel", "tp=4,pp=2,dp=2",
+                          "--device", "a100-40gb", "--topology", str(topo), "--nodes", "4", "--json", str(out))
+    assert ran.code == 0, ran.err
+    doc = json.loads(out.read_text())
+    assert doc["topology"]["links"]["tp"]["bandwidth"] == 100e9 and doc["topology"]["nodes"]["size"] == 4
+    assert doc["device"] == "a100-40gb" and doc["device_memory_bytes"] == 40e9

@@ -176,7 +176,7 @@ def test_the_analytic_step_equals_the_traced_estimate_on_matmul_flops_and_bytes(
     from simshard.programs import gpt
 
     traced = gpt.program("tiny").estimate("2d", mode="sgd", mesh={"x": 2, "y": 4})
-    model = Transformer(2, 32, 8, 64, 8, 64, dtype="float32", embedding=False, biases=False)
+    model = Transformer(2, 32, 8, 64, 8, 64, dtype="float32", embedding=False, biases=False, vocab_multiple=1)
     step = estimate_step(model, Parallel(4, 1, 2), Options(64, 32, recompute="none", attention="unfused"),
                          device_of("h100"), cluster("dgx-h100"))
     assert {c.matmul_flops for c in traced.compute} == {step.matmul_flops}
@@ -188,3 +188,24 @@ def test_the_analytic_step_equals_the_traced_estimate_on_matmul_flops_and_bytes(
         assert len(tp) == sum(c for r, c in step.comm.items if r.axes == ("tp",)) == 9
         assert set(tp) == {want["tp"][0]}
         assert dp == sum(r.bytes_received * c for r, c in step.comm.items if r.axes == ("dp",))
+
+
+# Smith et al., "Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B" (2022), section
+# 2.4, as llm-analysis (cli99/llm-analysis, examples/megatron-turing-nlg) quotes it: 105 layers,
+# hidden 20,480, 128 heads, vocabulary 50,272, sequence 2,048, batch 1,920, tensor 8 x pipeline
+# 35, on 280, 350 and 420 DGX A100 (40 GB) servers: seconds per iteration.
+MT_NLG = [(2240, 60.1), (2800, 50.2), (3360, 44.4)]
+
+
+@pytest.mark.parametrize("gpus, seconds", MT_NLG, ids=[f"{g}" for g, _ in MT_NLG])
+def test_a_published_run_beyond_the_table_mt_nlg_530b_within_25_percent(gpus, seconds):
+    """Checked beyond the table it was compared with: MT-NLG's iteration times, on the A100 40 GB,
+    run as Table 1's (the ZeRO stage left to the tuner: the fastest that fits in 40 GB). The
+    estimate is 21-24% fast: the same architecture and layout ran 29% faster per GPU in Table 1
+    (163 against 126 TFLOP/s, 2,520 A100 80 GB), a difference of software stacks (Megatron-LM
+    against Megatron-DeepSpeed) the model does not hold (docs/estimate.md)."""
+    model = Transformer(105, 20480, 128, 50272, 2048)
+    given = {"batch": 1920, "schedule": Schedule(), "sequence_parallel": False, **MEGATRON_2021}
+    tuned = tune(model, Parallel(8, 35, gpus // 280), given, device_of("a100-40gb"), DGX)
+    assert tuned.chosen == ("zero",) and tuned.step.fits
+    assert seconds * 0.75 < tuned.step.step_seconds < seconds

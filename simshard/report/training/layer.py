@@ -147,13 +147,13 @@ def head(model: Transformer, par: Parallel, opt: Options, device: DeviceSpec) ->
     backward); its backward all-reduces the projection's input gradient."""
     h, t, e, dt = model.hidden, par.tp, model.itemsize, model.dtype
     T = opt.microbatch * model.seq
-    proj = matmuls([Gemm(T, model.vocab // t, h, 1, dt)], device)
-    logits = T * (model.vocab // t)
+    proj = matmuls([Gemm(T, model.vocab_shard(t), h, 1, dt)], device)
+    logits = T * model.vocab_shard(t)
     norm = streamed(2 * T * h * e, device)
     loss = (Cost(stream_seconds(12 * logits, device)), Cost(stream_seconds(8 * logits, device)))
     back_comm = Cost(comm=tp_traffic(T * h * e, 1, model, par, opt))
     forward = proj[0] + norm[0] + loss[0]
-    grads = accumulate(model.vocab * h // t, opt, device)
+    grads = accumulate(model.vocab_shard(t) * h, opt, device)
     return Passes(forward, Cost(), proj[1] + norm[1] + loss[1] + back_comm + grads)
 
 

@@ -32,7 +32,7 @@ def stage_params(model: Transformer, par: Parallel) -> int:
     """Parameters on one device of the stage that holds most: its layers' share and, on the first
     (and, tied, the last) stage, the vocabulary embedding's share."""
     layers = model.layers // par.pp * model.layer_params // par.tp
-    return layers + (model.vocab * model.hidden // par.tp if model.embedding or par.pp == 1 else 0) + \
+    return layers + (model.vocab_shard(par.tp) * model.hidden if model.embedding or par.pp == 1 else 0) + \
         (model.seq * model.hidden if model.embedding else 0)
 
 
@@ -78,7 +78,7 @@ def peak_bytes(model: Transformer, par: Parallel, opt: Options, microbatches: in
     acts = per_stage * layer_activation_bytes(model, par, opt) * in_flight(par, opt, microbatches)
     if opt.recompute == "full":
         acts += layer_activation_bytes(model, par, opt.with_(recompute="none"))
-    logits = 2 * 4 * opt.microbatch * model.seq * model.vocab / par.tp
+    logits = 2 * 4 * opt.microbatch * model.seq * model.vocab_shard(par.tp)
     return state_bytes(model, par, opt) + acts + logits
 
 

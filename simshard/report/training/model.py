@@ -31,6 +31,7 @@ class Transformer:
     dtype: str = "bfloat16"
     embedding: bool = True  # a vocabulary embedding on the first stage (False: the input is the embedded stream)
     biases: bool = True  # biases and LayerNorm parameters (False: weights only)
+    vocab_multiple: int = 128  # Megatron pads the vocabulary to a multiple of this times tp (--make-vocab-size-divisible-by)
     name: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -42,6 +43,12 @@ class Transformer:
             raise ValueError(f"hidden {self.hidden} does not split into {self.heads} heads")
         if not self.ffn:
             object.__setattr__(self, "ffn", 4 * self.hidden)
+
+    def vocab_shard(self, tp: int) -> int:
+        """One tensor-parallel device's vocabulary rows: the vocabulary padded, as Megatron pads it, to
+        a multiple of ``vocab_multiple x tp`` (so every shard's matmul dim is a multiple of 128), over ``tp``."""
+        unit = self.vocab_multiple * tp
+        return -(-self.vocab // unit) * unit // tp
 
     @property
     def itemsize(self) -> int:
