@@ -6,7 +6,8 @@ chosen as a tuned run would (the fastest that fits in memory) and the report say
 
 from __future__ import annotations
 
-from simshard.report.devices import DEVICE_CLASSES, device_of
+from simshard.programs.gpt import CONFIGS
+from simshard.report.devices import DEVICE_CLASSES
 from simshard.report.topology import Nodes, Topology
 from simshard.report.training import CLUSTERS, Parallel, Schedule, Transformer, cluster, model_flops
 from simshard.report.training.tune import tune
@@ -49,8 +50,6 @@ def parse_config(text: str | None) -> tuple[Transformer, int | None]:
     """``--config``: ``key=value`` sizes or a library name; the model and its default batch."""
     if text is None:
         raise UsageError("estimate gpt: give --config layers=L,hidden=H,heads=A,vocab=V,seq=S (or a library name)")
-    from simshard.programs.gpt import CONFIGS  # the programs library: only for a named configuration
-
     if "=" not in text:
         if text not in CONFIGS:
             raise UsageError(f"--config {text!r}: not a library configuration (known: {', '.join(CONFIGS)})")

@@ -29,11 +29,11 @@ from .model import Options, Parallel, Transformer
 
 
 def stage_params(model: Transformer, par: Parallel) -> int:
-    """Parameters on one device of the stage that holds most: its layers' share and, on the first
-    (and, tied, the last) stage, the vocabulary embedding's share."""
+    """Parameters on one device of the stage that holds most: its layers' share and the vocabulary
+    matrix's (the last stage's projection, tied to the first stage's embedding, which also holds
+    the position embedding)."""
     layers = model.layers // par.pp * model.layer_params // par.tp
-    return layers + (model.vocab_shard(par.tp) * model.hidden if model.embedding or par.pp == 1 else 0) + \
-        (model.seq * model.hidden if model.embedding else 0)
+    return layers + model.vocab_shard(par.tp) * model.hidden + (model.seq * model.hidden if model.embedding else 0)
 
 
 def state_bytes(model: Transformer, par: Parallel, opt: Options) -> float:
