@@ -209,3 +209,20 @@ def test_a_published_run_beyond_the_table_mt_nlg_530b_within_25_percent(gpus, se
     tuned = tune(model, Parallel(8, 35, gpus // 280), given, device_of("a100-40gb"), DGX)
     assert tuned.chosen == ("zero",) and tuned.step.fits
     assert seconds * 0.75 < tuned.step.step_seconds < seconds
+
+
+def test_a_pipeline_holds_the_activations_of_its_microbatches_in_flight():
+    """1F1B's first stage holds min(p, m) microbatches of its l/p layers, the interleaved schedule
+    p (1 + (p-1)/(p v)); full recomputation keeps each layer's input, 2 s b h, plus one layer's
+    activations while it is recomputed; the last stage its float32 logits and their gradient."""
+    from simshard.report.training.memory import in_flight, peak_bytes
+
+    model, par = Transformer(32, 2048, 16, 51200, 2048), Parallel(2, 4, 2)
+    assert in_flight(par, Options(64, 1), 32) == 4 and in_flight(par, Options(64, 16), 2) == 2
+    assert in_flight(par, Options(64, 1, Schedule("interleaved", 2)), 32) == 4 * (1 + 3 / 8)
+    opt = Options(64, 1, recompute="full")
+    per_layer = layer_activation_bytes(model, par, opt)
+    assert per_layer == 2 * 2048 * 2048
+    full_layer = layer_activation_bytes(model, par, opt.with_(recompute="none"))
+    logits = 2 * 4 * 2048 * 51200 // 2
+    assert peak_bytes(model, par, opt, 32) == state_bytes(model, par, opt) + 8 * per_layer * 4 + full_layer + logits
