@@ -226,3 +226,15 @@ def test_a_pipeline_holds_the_activations_of_its_microbatches_in_flight():
     full_layer = layer_activation_bytes(model, par, opt.with_(recompute="none"))
     logits = 2 * 4 * 2048 * 51200 // 2
     assert peak_bytes(model, par, opt, 32) == state_bytes(model, par, opt) + 8 * per_layer * 4 + full_layer + logits
+
+
+def test_fsdp_prefetches_its_gathers_behind_the_compute():
+    """ZeRO-3 / FSDP: each layer's weights gathered for every microbatch's forward and backward,
+    prefetched behind the compute (exposed only what outlasts it); without overlap all exposed."""
+    par = Parallel(1, 1, 8)
+    on = estimate_step(GPT_1_7B, par, Options(32, 1, zero=3), A100, DGX)
+    off = estimate_step(GPT_1_7B, par, Options(32, 1, zero=3, overlap=False), A100, DGX)
+    assert on.dp_exposed_seconds == pytest.approx(max(on.dp_seconds - on.compute_seconds, 0.0))
+    assert off.dp_exposed_seconds == off.dp_seconds == on.dp_seconds
+    gathers = [c for r, c in on.comm.items if r.source == "ZeRO-3 weight gather"]
+    assert gathers == [2 * on.microbatches]
