@@ -12,7 +12,8 @@ MLP's second by rows), each device runs forward
   ``b a/t`` heads of ``[s, d_h]`` and the score tensors through memory (Megatron's fused
   scale-mask-softmax: read and write ``b a/t s^2`` values; dropout: read them, write them and a
   one-byte mask); fused (FlashAttention-2), its ``4 b a/t s^2 d_h`` FLOPs at the published
-  efficiency and no score tensor in memory;
+  efficiency and no score tensor in memory (its backward runs 2.5 times those FLOPs: it
+  recomputes the scores);
 * the element-wise work at the achieved bandwidth, each op fused as Megatron fuses it: two
   LayerNorms (read and write ``T h``), two bias-dropout-residual adds (read two ``T h``, write one
   and a one-byte mask), bias-GeLU on ``T f/t`` (read and write); with sequence parallelism the
@@ -96,8 +97,10 @@ def attention(model: Transformer, par: Parallel, opt: Options, device: DeviceSpe
     heads = opt.microbatch * model.heads // par.tp
     if opt.attention == "flash":
         flops = 4 * heads * s * s * dh
+        # the backward recomputes the scores: 5 matmuls to the forward's 2, run 2.5x the forward's
+        # FLOPs (as FlashAttention-2 counts them for its efficiencies); the model's count stays 2x
         return (Cost(flash_attention_seconds(flops, device, model.dtype), flops),
-                Cost(flash_attention_seconds(2 * flops, device, model.dtype), 2 * flops))
+                Cost(flash_attention_seconds(2.5 * flops, device, model.dtype), 2 * flops))
     fwd, bwd = matmuls([Gemm(s, s, dh, heads, model.dtype), Gemm(s, dh, s, heads, model.dtype)], device)
     sf, sb = streamed(heads * s * s * (2 * e + 2 * e + 1), device)  # softmax read + write; dropout read, write, mask
     return fwd + sf, bwd + sb
