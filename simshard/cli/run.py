@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from simshard.report.trace_export import write_chrome_trace
 
-from . import options
+from . import options, training
 from .errors import UsageError
 from .output import Output
 from .programs import chosen_mode, estimate_strategy, load_program, run_strategy
@@ -31,10 +31,13 @@ def add_parser(sub) -> None:
     e.add_argument("--strategy", "-s", help="the strategy to cost (default: the program's first)")
     options.add_run_flags(e)
     e.add_argument("--trace", metavar="FILE", help="write the collectives as a Chrome trace (chrome://tracing, Perfetto)")
+    training.add_flags(e)
     e.set_defaults(execute=execute, estimate=True)
 
 
 def execute(args, out: Output) -> int:
+    if training.wanted(args):  # estimate gpt --config ... --parallel ...: the analytic step
+        return training.execute(args, out)
     mesh = options.parse_mesh(args.mesh) if args.mesh else None
     backend = options.backend(args)
     program = load_program(args.program)

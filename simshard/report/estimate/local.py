@@ -12,7 +12,7 @@ from ...ir.program import Aval
 from ...ops.registry import OPS
 from ...spmd import VARYING_FIELDS, Instr, Varying, resolved, updates_in_place
 from ...sharding.rows import rows_of
-from ..compute import op_flops
+from ..compute import op_work
 from .blocks import Block, EstimateError
 from .memo import ComputeResult, Memo, value_key
 from .state import Classes, Device, DeviceState, Devices, Lists, regroup
@@ -39,8 +39,10 @@ def compute_result(ins: Instr, blocks: tuple[Block, ...], memo: Memo) -> Compute
         params = dict(ins.params)
         avals = OPS[ins.op].abstract_eval(*(Aval(b.shape, b.dtype) for b in blocks), **params)
         blocks_out = tuple(Block(tuple(a.shape), np.dtype(a.dtype)) for a in avals)
-        work = (op_flops(ins.op, [b.shape for b in blocks], [b.shape for b in blocks_out], params),
-                sum(b.nbytes for b in blocks) + sum(b.nbytes for b in blocks_out))
+        out_bytes = sum(b.nbytes for b in blocks_out)
+        work = op_work(ins.op, [b.shape for b in blocks], [b.shape for b in blocks_out], params,
+                       blocks_out[0].dtype.name if blocks_out else "float32", sum(b.nbytes for b in blocks),
+                       out_bytes)
         out = memo.results[key] = ComputeResult(blocks_out, work)
     return out
 

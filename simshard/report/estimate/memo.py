@@ -22,7 +22,7 @@ class ComputeResult(NamedTuple):
     bytes read and written), the key ``report/compute.py`` counts runs under."""
 
     blocks: tuple[Block, ...]
-    work: tuple[int, int]
+    work: tuple  # report/compute.py's Work
 
 
 class _Same:
