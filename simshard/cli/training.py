@@ -148,7 +148,9 @@ def execute(args, out: Output) -> int:
                 f"{model.heads} heads, vocab {model.vocab}, seq {model.seq}: {model.params / 1e9:,.2f}B parameters")
     out.line(f"{par.devices} x {topo.device.name} (tp={par.tp}, pp={par.pp}, dp={par.dp}), batch {given['batch']}")
     out.line(f"step {fmt_seconds(step.step_seconds)}; {summary['model_flops_per_device'] / 1e12:,.1f} TFLOP/s per "
-             f"device (Megatron's count); peak memory {fmt_bytes(int(step.peak_bytes))} per device"
+             f"device by Megatron's count (which counts a recomputed forward pass), "
+             f"{doc['mfu_flops_per_device'] / 1e12:,.1f} of model FLOPs; "
+             f"peak memory {fmt_bytes(int(step.peak_bytes))} per device"
              + ("" if step.fits else f": does NOT fit the device's {fmt_bytes(int(step.device_memory))}"))
     out.line("chosen (the fastest that fits): " + (", ".join(f"{k} {summary[k]}" for k in tuned.chosen) or "nothing, all given"))
     out.line("time: " + ", ".join(f"{k.replace('_', ' ')} {fmt_seconds(v)}" for k, v in summary["seconds"].items()))
