@@ -7,13 +7,16 @@
 The array goes to the mesh's devices object (``hosts.host_of``: its ``LocalMesh``, or the
 ``RayMesh`` given as ``device=`` or set with ``use_devices``). ``reshard`` outside a trace takes
 numpy arrays too (committed by it, as JAX's eager ``reshard`` does); on Arrays it is the eager op.
+A numpy array put gets JAX's dtype (``simshard.numpy.asarray``: 64-bit types disabled, as JAX's
+default), so ``ss.device_put(np.arange(8), ...)`` is ``int32[8]`` as in JAX.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import optree
 
-import numpy as np
+import simshard.numpy as snp
 
 from simshard.errors import ShardingError
 from simshard.sharding.dims import NamedSharding, Sharding
@@ -55,7 +58,7 @@ def _one(x, spec, device) -> Array:
     if host.mesh != mesh and not host.mesh.same_axes(mesh):
         raise ShardingError("mesh-mismatch", f"device_put: the sharding is on mesh {mesh}, the devices object "
                             f"{type(host).__name__} holds {host.mesh}")
-    a = np.asarray(x)
+    a = np.asarray(x) if isinstance(x, Array) else snp.asarray(x)  # JAX's dtypes, 64-bit types off
     sharding = resolve_sharding(spec, committed_aval(a), "device_put", mesh)
     if isinstance(x, Array) and x.committed_sharding == sharding and x.host is host:
         return x

@@ -14,6 +14,7 @@ committed array's class says so by two attributes, read here and nowhere else:
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import optree
@@ -48,4 +49,16 @@ def run_eagerly(fun: Callable, args: tuple, kwargs: dict, **options) -> Any:
     return runner(fun, args, kwargs, **options)
 
 
-__all__ = ["committed_leaves", "eager_runner", "is_committed", "run_eagerly"]
+def on_devices(fn: Callable) -> Callable:
+    """``fn`` that, called outside a trace on committed arrays, runs on their devices as one eager
+    op with ``fn``'s own rules (``simshard.numpy`` wraps its functions so); else ``fn`` as it is."""
+
+    @functools.wraps(fn)
+    def eager(*args, **kwargs):
+        runner = eager_runner((args, kwargs))
+        return fn(*args, **kwargs) if runner is None else runner(fn, args, kwargs)
+
+    return eager
+
+
+__all__ = ["committed_leaves", "eager_runner", "is_committed", "on_devices", "run_eagerly"]

@@ -87,7 +87,7 @@ def test_eager_reshard_moves_on_devices_and_takes_numpy():
     assert r.shard(1).shape == (8, 2)
     with ss.set_mesh(E):
         n = ss.reshard(np.arange(8).reshape(4, 2), P("X", None))
-    assert str(ss.typeof(n)) == "int64[4@X,2]"
+    assert str(ss.typeof(n)) == "int32[4@X,2]"  # JAX's dtype: 64-bit types off
 
 
 def test_jit_on_committed_arrays_takes_their_types():
