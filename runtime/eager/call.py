@@ -83,16 +83,16 @@ def host_of_arrays(arrays: list):
     return hosts[0]
 
 
-def _abstract(x, sharding):
+def abstract_inputs(parts: Split, in_specs: list) -> list:
+    """The array leaves as ShapeDtypes with their shardings (what the program is traced on)."""
     from simshard.tracing import ShapeDtype
 
-    return ShapeDtype(tuple(x.shape), np.dtype(x.dtype), sharding)
+    return [ShapeDtype(tuple(parts.leaves[i].shape), np.dtype(parts.leaves[i].dtype), s)
+            for i, s in zip(parts.dynamic, in_specs)]
 
 
-def _compile(host, fun, parts: Split, in_specs: list, out_shardings, mesh) -> Compiled:
-    """Trace ``fun`` on the array leaves (the rest closed over), then prepare, partition and load it."""
-    from simshard.partition import partition
-    from simshard.propagate.prepare import prepare
+def flat_function(fun, parts: Split) -> Callable:
+    """``fun`` as a function of the array leaves alone, the other arguments closed over."""
 
     def program(*arrays):
         leaves = list(parts.leaves)
@@ -102,13 +102,21 @@ def _compile(host, fun, parts: Split, in_specs: list, out_shardings, mesh) -> Co
         return fun(*args, **kwargs)
 
     program.__name__ = getattr(fun, "__name__", type(fun).__name__)
-    abstract = [_abstract(parts.leaves[i], s) for i, s in zip(parts.dynamic, in_specs)]
-    traced, _ = prepare(program, *abstract, mesh=mesh if mesh is not None else host.mesh, out_shardings=out_shardings)
+    return program
+
+
+def _compile(host, fun, parts: Split, in_specs: list, out_shardings, mesh) -> Compiled:
+    """Trace ``fun`` on the array leaves (the rest closed over), then prepare, partition and load it."""
+    from simshard.partition import partition
+    from simshard.propagate.prepare import prepare
+
+    traced, _ = prepare(flat_function(fun, parts), *abstract_inputs(parts, in_specs),
+                        mesh=mesh if mesh is not None else host.mesh, out_shardings=out_shardings)
     spmd = partition(traced)
     return Compiled(host, host.load(spmd), spmd, traced, frozenset())
 
 
-def _in_specs(parts: Split, in_shardings) -> list:
+def in_specs(parts: Split, in_shardings) -> list:
     """Each array leaf's sharding: a committed array's own; a numpy array's none (replicated), or
     the ``in_shardings`` given to ``ss.jit`` (the run then checks a committed array agrees)."""
     own = [parts.leaves[i].device_array.sharding if hasattr(parts.leaves[i], "device_array") else None
@@ -130,7 +138,7 @@ def compiled_for(host, fun, parts: Split, *, in_shardings=None, out_shardings=No
     if key is not None and key in kept:
         kept.move_to_end(key)
         return kept[key]
-    compiled = _compile(host, fun, parts, _in_specs(parts, in_shardings), out_shardings, mesh)
+    compiled = _compile(host, fun, parts, in_specs(parts, in_shardings), out_shardings, mesh)
     if key is not None:
         kept[key] = compiled
         while len(kept) > CACHE_SIZE:
@@ -158,4 +166,4 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-__all__ = ["CACHE_SIZE", "Split", "cache_key", "call", "clear_cache", "compiled_for", "split"]
+__all__ = ["CACHE_SIZE", "Split", "abstract_inputs", "flat_function", "host_of_arrays", "in_specs", "cache_key", "call", "clear_cache", "compiled_for", "split"]

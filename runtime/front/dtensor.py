@@ -40,12 +40,13 @@ from simshard.sharding.spelling import from_spelling
 
 from ..calls.comm_debug import CommDebugMode
 from ..calls.device_array import DeviceArray, place
-from ..local.mesh import LocalMesh
+from ..eager.hosts import host_of
+from .dtensor_ops import DTensorOps
 from .redistribute import redistribute_shards
 
 
 @dataclass(frozen=True, eq=False)
-class DTensor(DeviceArray):
+class DTensor(DTensorOps, DeviceArray):
     """A global array laid out by a placement list, each device's shard on its device.
 
     ``host`` is the devices object holding the shards (a ``LocalMesh`` or a ``RayMesh``);
@@ -204,19 +205,10 @@ def redistribute(dtensor: DTensor, placements) -> DTensor:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-_KEEP: dict = {}  # Mesh -> LocalMesh: the local host of a plain mesh lives as long as the process
-
-
 def _host(device_mesh):
-    """The devices object for ``device_mesh``: itself for a LocalMesh / RayMesh, the (one) LocalMesh
-    of a plain ``ss.Mesh``."""
-    if isinstance(device_mesh, Mesh):
-        if device_mesh not in _KEEP:
-            _KEEP[device_mesh] = LocalMesh(device_mesh)
-        return _KEEP[device_mesh]
-    if all(hasattr(device_mesh, a) for a in ("mesh", "put_shards", "fetch", "load", "execute")):
-        return device_mesh
-    raise ShardingError("invalid-mesh", f"expected an ss.Mesh, a LocalMesh or a RayMesh, got {type(device_mesh).__name__}")
+    """The devices object for ``device_mesh`` (``eager.hosts.host_of``: one LocalMesh per plain
+    mesh, shared with ``ss.device_put``'s arrays, or the RayMesh given or set with ``use_devices``)."""
+    return host_of(device_mesh)
 
 
 def _mesh_of(device_mesh) -> Mesh:

@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 import simshard as ss
 import simshard.numpy as jnp
 from simshard import AxisType, NamedSharding, P
-from simshard.runtime.eager import Array, call as eager_call, host_of, use_devices
+from simshard.runtime.eager import Array, host_of, use_devices
+from simshard.runtime.eager.call import call as eager_call
 from simshard.runtime.local.mesh import LocalMesh
 from simshard.tracing.explicit import ShardingTypeError
 
