@@ -111,7 +111,7 @@ def __getattr__(name):
     # ``ss.dtensor``: PyTorch DTensor's vocabulary (distribute_tensor, DTensor, CommDebugMode, ...).
     # It runs on the devices, so it lives in the runtime, imported on first use like ``run``'s.
     if name == "dtensor":
-        return importlib.import_module("simshard.dtensor")  # simshard.runtime.front.dtensor (_moved.PUBLIC)
+        return importlib.import_module("simshard.dtensor")  # simshard.runtime.front.dtensor_api (_moved.PUBLIC)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -15,7 +15,8 @@ its communication is recorded (``last_comm``, and ``CommDebugMode``). Arithmetic
 (``d + d``, ``d @ w``, ``d.sum()``, ``d.softmax(0)``) runs on the devices with DTensor's output
 placements (``dtensor_ops``); ``mesh["tp"]`` is a sub-mesh (``MeshView``) whose placement lists
 name its axes only; ``with rank(r):`` plays rank r for ``from_local`` / ``to_local``
-(``dtensor_build``); ``parallelize_module`` shards the modules of ``simshard.dtensor_nn``.
+(``dtensor_build``); ``dtensor_parallel`` shards ``simshard.nn`` modules (``parallelize_module``); ``dtensor_api`` is
+the public ``simshard.dtensor``, all of these together.
 
 Differences from torch, on purpose: ``distribute_tensor`` of a ``Partial(sum)`` puts the value
 on the first device of each reduce group and the identity elsewhere (torch divides by n, which
@@ -40,7 +41,7 @@ from simshard.sharding.reduce_ops import ReduceOp, register_reduce_op
 from ..calls.comm_debug import CommDebugMode
 from ..calls.device_array import DeviceArray, place
 from ..eager.hosts import host_of
-from .dtensor_build import build_from_local, current_rank, placed_on, rank, spec_on
+from .dtensor_build import build_from_local, current_rank, placed_on, spec_on
 from .dtensor_ops import DTensorOps
 from .redistribute import redistribute_shards
 
@@ -192,5 +193,5 @@ def _mesh_of(device_mesh) -> Mesh:
 
 __all__ = [
     "CommDebugMode", "DTensor", "DTensorSpec", "NormPartial", "Partial", "Placement", "ReduceOp", "Replicate", "Shard",
-    "StridedShard", "distribute_tensor", "init_device_mesh", "rank", "redistribute", "register_reduce_op",
+    "StridedShard", "distribute_tensor", "init_device_mesh", "redistribute", "register_reduce_op",
 ]
