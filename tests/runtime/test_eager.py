@@ -171,3 +171,28 @@ def test_eager_call_is_usable_directly():
     a = put(ints((8, 16)), "X", None)
     out = eager_call(lambda x, k: x * k, (a, 3.0), {}, wrap=Array)
     np.testing.assert_array_equal(np.asarray(out), np.asarray(a) * 3)
+
+
+def test_numpy_operands_are_replicated_and_uneven_explicit_inputs_refused():
+    x = ints((8, 16))
+    a = put(x, "X", None)
+    y = a + np.ones((8, 16), np.float32)
+    assert str(ss.typeof(y)) == "float32[8@X,16]"
+    np.testing.assert_array_equal(np.asarray(y), x + 1)
+    uneven = put(ints((6, 4)), "Y", None)  # 6 rows over Y=4: JAX commits it, and refuses it at a jit boundary
+    with pytest.raises(ValueError, match="does not evenly divide the dimension size 6"):
+        uneven * 2
+
+
+def test_a_ray_mesh_set_with_use_devices_runs_the_eager_ops(ray_session):
+    """The one Ray test: device_put onto a RayMesh and an eager op on its device processes."""
+    pytest.importorskip("ray")
+    from simshard.runtime.ray.driver.mesh import RayMesh
+
+    with RayMesh(E, devices_per_process=4) as rm, use_devices(rm):
+        x = ints((8, 16))
+        a = put(x, "X", None)
+        assert a.host is rm
+        y = a * 2 + 1
+        assert str(ss.typeof(y)) == "float32[8@X,16]"
+        np.testing.assert_array_equal(np.asarray(y), x * 2 + 1)
