@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from simshard.ir import trace_stack
 from simshard.ir.program import Aval
 from simshard.sharding.dims import NamedSharding, Sharding
 from simshard.sharding.partition_spec import P
@@ -149,11 +150,15 @@ class Array(np.lib.mixins.NDArrayOperatorsMixin):
         return eager.call(fun, args, kwargs, wrap=cls, **options)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if trace_stack.current() is not None:
+            return NotImplemented  # met inside a trace: the tracer takes it, as a constant
         if kwargs.get("out") is not None:
             raise TypeError(f"{ufunc.__name__}(..., out=...): an Array is immutable; use the result")
         return eager.call(UfuncCall(ufunc, method), inputs, kwargs, wrap=Array)
 
     def __array_function__(self, func, types, args, kwargs):
+        if trace_stack.current() is not None:
+            return NotImplemented
         if func in (np.shape, np.ndim, np.size):
             return func(np.empty(self.shape, dtype=np.bool_), *args[1:], **kwargs)
         return eager.call(func, args, kwargs, wrap=Array)

@@ -196,3 +196,12 @@ def test_a_ray_mesh_set_with_use_devices_runs_the_eager_ops(ray_session):
         y = a * 2 + 1
         assert str(ss.typeof(y)) == "float32[8@X,16]"
         np.testing.assert_array_equal(np.asarray(y), x * 2 + 1)
+
+
+def test_an_array_met_inside_a_trace_is_a_constant_of_it():
+    x = ints((8, 16))
+    a = put(x, "X", None)
+    f = ss.jit(lambda t: a + t)  # a closed over: its value, as JAX embeds a constant
+    np.testing.assert_array_equal(np.asarray(f(np.ones((8, 16), np.float32))), x + 1)
+    g = ss.jit(lambda t: np.add(a, t))
+    np.testing.assert_array_equal(np.asarray(g(np.ones((8, 16), np.float32))), x + 1)
