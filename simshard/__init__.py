@@ -24,6 +24,7 @@ from .tracing.explicit import (
     AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, typeof,
 )
 from .tracing.explicit import reshard as _traced_reshard
+from .tracing import committed as _committed
 from .manual import shard_map
 from .transforms import checkpoint, grad, jvp, value_and_grad, vjp, vmap
 from .scalax import (
@@ -94,6 +95,16 @@ def reshard(xs, out_shardings):
     from .runtime.eager.put import reshard as eager_reshard  # the runtime, on first use (below)
 
     return eager_reshard(xs, out_shardings)
+
+
+def _device_put(x, sharding):
+    """``ss.device_put``, handed down to tracing (``tracing.committed.install_put``): the runtime on first use."""
+    from .runtime.eager.put import device_put
+
+    return device_put(x, sharding)
+
+
+_committed.install_put(_device_put)  # simshard.numpy's out_sharding= outside a trace commits its result
 _LAZY = ("device_put", "dtensor", "run")  # public names ``__getattr__`` imports on first use
 
 

@@ -49,16 +49,32 @@ def run_eagerly(fun: Callable, args: tuple, kwargs: dict, **options) -> Any:
     return runner(fun, args, kwargs, **options)
 
 
+_PUT: list[Callable] = []  # the runtime's device_put, handed down by the package root (``install_put``)
+
+
+def install_put(put: Callable) -> None:
+    """Give tracing the runtime's ``device_put(x, sharding)`` (the package root does, so that
+    ``simshard.numpy``'s ``out_sharding=`` outside a trace commits its result as JAX's does)."""
+    _PUT[:] = [put]
+
+
 def on_devices(fn: Callable) -> Callable:
     """``fn`` that, called outside a trace on committed arrays, runs on their devices as one eager
-    op with ``fn``'s own rules (``simshard.numpy`` wraps its functions so); else ``fn`` as it is."""
+    op with ``fn``'s own rules (``simshard.numpy`` wraps its functions so); called outside a trace
+    with ``out_sharding=`` on no committed array (``zeros``, ``arange``), computes its value and
+    commits it with that sharding; else ``fn`` as it is."""
 
     @functools.wraps(fn)
     def eager(*args, **kwargs):
         runner = eager_runner((args, kwargs))
-        return fn(*args, **kwargs) if runner is None else runner(fn, args, kwargs)
+        if runner is not None:
+            return runner(fn, args, kwargs)
+        if kwargs.get("out_sharding") is not None and _PUT and trace_stack.current() is None:
+            sharding = kwargs.pop("out_sharding")
+            return _PUT[0](fn(*args, **kwargs), sharding)
+        return fn(*args, **kwargs)
 
     return eager
 
 
-__all__ = ["committed_leaves", "eager_runner", "is_committed", "on_devices", "run_eagerly"]
+__all__ = ["committed_leaves", "eager_runner", "install_put", "is_committed", "on_devices", "run_eagerly"]

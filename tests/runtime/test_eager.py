@@ -205,3 +205,16 @@ def test_an_array_met_inside_a_trace_is_a_constant_of_it():
     np.testing.assert_array_equal(np.asarray(f(np.ones((8, 16), np.float32))), x + 1)
     g = ss.jit(lambda t: np.add(a, t))
     np.testing.assert_array_equal(np.asarray(g(np.ones((8, 16), np.float32))), x + 1)
+
+
+def test_simshard_numpy_out_sharding_outside_a_trace_commits_the_result():
+    """``jnp.zeros((8, 4), out_sharding=P("X"))`` under an explicit mesh: ``float32[8@X,4]`` on the devices."""
+    with ss.set_mesh(E):
+        z = jnp.zeros((8, 4), out_sharding=P("X"))
+        r = jnp.arange(8, out_sharding=P("Y"))
+    assert isinstance(z, Array) and str(ss.typeof(z)) == "float32[8@X,4]"
+    assert str(ss.typeof(r)) == "int32[8@Y]" and r.tolist() == list(range(8))
+    b = put(np.arange(16, dtype=np.float32).reshape(4, 4), None, "Y")
+    m = jnp.matmul(put(np.eye(4, dtype=np.float32), "X", None), b, out_sharding=P("X", None))
+    assert str(ss.typeof(m)) == "float32[4@X,4]"
+    np.testing.assert_array_equal(np.asarray(m), np.asarray(b))
