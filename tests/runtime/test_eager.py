@@ -218,3 +218,20 @@ def test_simshard_numpy_out_sharding_outside_a_trace_commits_the_result():
     m = jnp.matmul(put(np.eye(4, dtype=np.float32), "X", None), b, out_sharding=P("X", None))
     assert str(ss.typeof(m)) == "float32[4@X,4]"
     np.testing.assert_array_equal(np.asarray(m), np.asarray(b))
+
+
+def test_lax_functions_and_control_flow_run_eagerly_on_committed_arrays():
+    import simshard.lax as lax
+
+    x = ints((8, 16))
+    a = put(x, "X", None)
+    y = lax.cond(jnp.sum(a) > 0, lambda t: t * 2, lambda t: t - 1, a)
+    assert str(ss.typeof(y)) == "float32[8@X,16]"
+    np.testing.assert_array_equal(np.asarray(y), x * 2 if x.sum() > 0 else x - 1)
+    t = lax.transpose(a, (1, 0))
+    assert str(ss.typeof(t)) == "float32[16,8@X]"
+    xs = put(x, None, "Y")  # scanned over its unsharded dim (a sharded one is the compiler half of issue 27)
+    c, ys = lax.scan(lambda c, r: (c + r, r.sum()), put(np.zeros(16, np.float32), "Y"), xs)
+    assert (str(ss.typeof(c)), str(ss.typeof(ys))) == ("float32[16@Y]", "float32[8]")
+    np.testing.assert_array_equal(np.asarray(c), x.sum(0))
+    np.testing.assert_array_equal(np.asarray(ys), x.sum(1))
