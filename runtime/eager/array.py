@@ -54,6 +54,32 @@ class MethodCall:
         return got if self.attribute else got(*args, **kwargs)
 
 
+@dataclass(frozen=True)
+class AtCall:
+    """``x.at[index].method(*values)`` as a hashable function of ``(x, index, *values)``."""
+
+    method: str
+
+    def __call__(self, x, index, *values, **kwargs):
+        return getattr(x.at[index], self.method)(*values, **kwargs)
+
+
+class IndexUpdate:
+    """``arr.at[index]``: JAX's functional updates (``set``, ``add``, ``multiply``, ``min``, ``max``,
+    ``get``), each an eager op returning a new Array."""
+
+    def __init__(self, array: "Array", index=None):
+        self.array, self.index = array, index
+
+    def __getitem__(self, index) -> "IndexUpdate":
+        return IndexUpdate(self.array, index)
+
+    def __getattr__(self, method: str):
+        if method not in ("set", "add", "multiply", "divide", "power", "min", "max", "get"):
+            raise AttributeError(f"x.at[...] has no update {method!r}")
+        return lambda *values, **kw: eager.call(AtCall(method), (self.array, self.index, *values), kw, wrap=Array)
+
+
 def named_sharding(sharding: Sharding):
     """A Sharding as JAX's ``NamedSharding(mesh, P(...))`` (each dim's axes, unreduced axes); one
     over sub-axes, which a P cannot spell, as the Sharding itself."""
@@ -166,6 +192,11 @@ class Array(np.lib.mixins.NDArrayOperatorsMixin):
     def __getitem__(self, index):
         return eager.call(MethodCall("__getitem__"), (self, index), {}, wrap=Array)
 
+    @property
+    def at(self) -> IndexUpdate:
+        """JAX's ``x.at[index].set(v)`` (and ``add``, ``multiply``, ...): a new Array, eagerly."""
+        return IndexUpdate(self)
+
     def __setitem__(self, index, value):
         raise TypeError("an Array is immutable: use x.at[index].set(value) inside ss.jit, or np.asarray(x) to edit a copy")
 
@@ -189,4 +220,4 @@ for _name in _METHODS:
 for _name in _ATTRIBUTES:
     setattr(Array, _name, _attribute(_name))
 
-__all__ = ["Array", "MethodCall", "UfuncCall", "named_sharding"]
+__all__ = ["Array", "AtCall", "IndexUpdate", "MethodCall", "UfuncCall", "named_sharding"]

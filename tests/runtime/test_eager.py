@@ -235,3 +235,20 @@ def test_lax_functions_and_control_flow_run_eagerly_on_committed_arrays():
     assert (str(ss.typeof(c)), str(ss.typeof(ys))) == ("float32[16@Y]", "float32[8]")
     np.testing.assert_array_equal(np.asarray(c), x.sum(0))
     np.testing.assert_array_equal(np.asarray(ys), x.sum(1))
+
+
+def test_functional_updates_grad_and_vmap_on_committed_arrays():
+    x = ints((8, 2))
+    a = put(x, "X", None)
+    with pytest.raises(ShardingTypeError):  # as JAX: an update into a sharded dim needs its out_sharding
+        a.at[0].set(5.0)
+    b = put(x, None, None).at[0].set(5.0).at[1, 1].add(2.0)
+    assert str(ss.typeof(b)) == "float32[8,2]"
+    want = x.copy()
+    want[0], want[1, 1] = 5.0, want[1, 1] + 2.0
+    np.testing.assert_array_equal(np.asarray(b), want)
+    g = ss.grad(lambda t: (t * t).sum())(a)
+    assert isinstance(g, Array) and str(ss.typeof(g)) == "float32[8@X,2]"
+    np.testing.assert_array_equal(np.asarray(g), 2 * x)
+    v = ss.vmap(lambda row: row * 3)(a)
+    np.testing.assert_array_equal(np.asarray(v), 3 * x)
