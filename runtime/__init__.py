@@ -15,6 +15,9 @@ per job. It imports the compiler's data types; the compiler never imports it.
   driver and a device process say), ``host/`` (the device process), ``driver/`` (``RayMesh``,
   ``run_ray``), ``nodes`` (mesh axes onto cluster nodes); imported on first use, so only those who
   use it need ray;
+* ``eager/``: eager sharded arrays (``ss.device_put``'s ``Array``; ``use_devices`` puts a mesh's
+  arrays on a ``RayMesh``): an op on them is traced, partitioned and run on their devices, once
+  per op and input types; imported on first use (it imports the compiler);
 * ``front/``: what users call: ``ss.run`` and its backend registry, DTensor's vocabulary
   (``simshard.dtensor``) and redistribution.
 """
@@ -56,6 +59,10 @@ def __getattr__(name):
         from .ray.driver.run import run_ray
 
         return run_ray
+    if name in ("Array", "use_devices"):  # the eager arrays import the compiler: only when used
+        from . import eager
+
+        return getattr(eager, name)
     if name == "ensure_ray":
         from .ray.start import ensure_ray
 
