@@ -142,7 +142,10 @@ def compiled_for(host, fun, parts: Split, *, in_shardings=None, out_shardings=No
     if key is not None:
         kept[key] = compiled
         while len(kept) > CACHE_SIZE:
-            kept.popitem(last=False)
+            _, dropped = kept.popitem(last=False)
+            unload = getattr(host, "unload", None)  # a RayMesh's processes let the schedules go
+            if unload is not None:
+                unload(dropped.key)
     return compiled
 
 

@@ -9,6 +9,7 @@ the placements here are a different layout that moves no more data, each named b
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from casedata import load_cases
 
@@ -147,3 +148,28 @@ def test_dtensors_on_different_meshes_are_refused():
     e = distribute_tensor(np.ones((8, 2), np.float32), init_device_mesh("cpu", (8,), mesh_dim_names=("y",)), [Shard(0)])
     with pytest.raises(ValueError, match="different devices"):
         d + e
+
+
+PLACEMENTS = [Replicate(), Shard(0), Shard(1), Partial()]
+BINARY = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "matmul": lambda a, b: a @ b,
+          "sub": lambda a, b: a - b}
+UNARY = {"sum0": lambda a: a.sum(0), "sum1": lambda a: a.sum(1), "T": lambda a: a.T, "scale": lambda a: a * 3.0,
+         "view": lambda a: a.reshape(64), "amax": lambda a: a.amax(1)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(PLACEMENTS), st.sampled_from(PLACEMENTS), st.sampled_from(PLACEMENTS),
+       st.sampled_from(PLACEMENTS), st.sampled_from(sorted(BINARY)), st.sampled_from(sorted(UNARY)), st.integers(0, 99))
+def test_any_placements_give_numpys_values(p0, p1, q0, q1, binary, unary, seed):
+    """Whatever the inputs' placements (Partial ones included), an op and the next give numpy's
+    bits, the result laid out as its placements say (``full_tensor`` assembles it through them)."""
+    mesh = init_device_mesh("cpu", (2, 4), mesh_dim_names=("dp", "tp"))
+    rng = np.random.default_rng(seed)
+    x, y = (rng.integers(-3, 4, size=(8, 8)).astype(np.float32) for _ in range(2))
+    a, b = distribute_tensor(x, mesh, [p0, p1]), distribute_tensor(y, mesh, [q0, q1])
+    out = UNARY[unary](BINARY[binary](a, b))
+    want = UNARY[unary](BINARY[binary](x, y)) if unary not in ("amax",) else BINARY[binary](x, y).max(1)
+    np.testing.assert_array_equal(out.full_tensor(), np.asarray(want))
+    for d in (0, 5):
+        expected = ss.layout(out.spec, out.shape)
+        assert out.to_local(d).shape == expected.local_shape(d)

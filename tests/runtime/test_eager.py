@@ -252,3 +252,17 @@ def test_functional_updates_grad_and_vmap_on_committed_arrays():
     np.testing.assert_array_equal(np.asarray(g), 2 * x)
     v = ss.vmap(lambda row: row * 3)(a)
     np.testing.assert_array_equal(np.asarray(v), 3 * x)
+
+
+def test_the_cache_keeps_the_latest_ops_and_unloads_the_dropped(monkeypatch):
+    from simshard.runtime.eager import call as eager_module
+
+    host = LocalMesh(E)
+    unloaded = []
+    host.unload = unloaded.append
+    monkeypatch.setattr(eager_module, "CACHE_SIZE", 2)
+    with use_devices(host):
+        a = put(ints((8, 16)), "X", None)
+    for k in (1.0, 2.0, 3.0):
+        a * k
+    assert len(eager_module._CACHE[host]) == 2 and len(unloaded) == 1
