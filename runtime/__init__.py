@@ -17,7 +17,8 @@ per job. It imports the compiler's data types; the compiler never imports it.
   use it need ray;
 * ``eager/``: eager sharded arrays (``ss.device_put``'s ``Array``; ``use_devices`` puts a mesh's
   arrays on a ``RayMesh``): an op on them is traced, partitioned and run on their devices, once
-  per op and input types; imported on first use (it imports the compiler);
+  per op and input types (``simshard.runtime.eager``; it imports the compiler, so this package
+  does not import it);
 * ``front/``: what users call: ``ss.run`` and its backend registry, DTensor's vocabulary
   (``simshard.dtensor``) and redistribution.
 """
@@ -59,10 +60,6 @@ def __getattr__(name):
         from .ray.driver.run import run_ray
 
         return run_ray
-    if name in ("Array", "use_devices"):  # the eager arrays import the compiler: only when used
-        from . import eager
-
-        return getattr(eager, name)
     if name == "ensure_ray":
         from .ray.start import ensure_ray
 

@@ -14,6 +14,8 @@ committed array's class says so by two attributes, read here and nowhere else:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 from typing import Any, Callable
 
@@ -50,6 +52,18 @@ def run_eagerly(fun: Callable, args: tuple, kwargs: dict, **options) -> Any:
 
 
 _PUT: list[Callable] = []  # the runtime's device_put, handed down by the package root (``install_put``)
+_PLAIN: contextvars.ContextVar[bool] = contextvars.ContextVar("simshard_plain_numpy", default=False)
+
+
+@contextlib.contextmanager
+def plain_numpy():
+    """Inside the block nothing is committed to devices: a function run as the plain numpy
+    reference of a run (``ss.run``'s verification) computes in this process only."""
+    token = _PLAIN.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN.reset(token)
 
 
 def install_put(put: Callable) -> None:
@@ -69,7 +83,8 @@ def on_devices(fn: Callable) -> Callable:
         runner = eager_runner((args, kwargs))
         if runner is not None:
             return runner(fn, args, kwargs)
-        if kwargs.get("out_sharding") is not None and _PUT and trace_stack.current() is None:
+        if (kwargs.get("out_sharding") is not None and _PUT and not _PLAIN.get()
+                and trace_stack.current() is None):
             sharding = kwargs.pop("out_sharding")
             return _PUT[0](fn(*args, **kwargs), sharding)
         return fn(*args, **kwargs)
@@ -77,4 +92,5 @@ def on_devices(fn: Callable) -> Callable:
     return eager
 
 
-__all__ = ["committed_leaves", "eager_runner", "install_put", "is_committed", "on_devices", "run_eagerly"]
+__all__ = ["committed_leaves", "eager_runner", "install_put", "is_committed", "on_devices", "plain_numpy",
+           "run_eagerly"]
