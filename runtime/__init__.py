@@ -15,6 +15,10 @@ per job. It imports the compiler's data types; the compiler never imports it.
   driver and a device process say), ``host/`` (the device process), ``driver/`` (``RayMesh``,
   ``run_ray``), ``nodes`` (mesh axes onto cluster nodes); imported on first use, so only those who
   use it need ray;
+* ``eager/``: eager sharded arrays (``ss.device_put``'s ``Array``; ``use_devices`` puts a mesh's
+  arrays on a ``RayMesh``): an op on them is traced, partitioned and run on their devices, once
+  per op and input types (``simshard.runtime.eager``; it imports the compiler, so this package
+  does not import it);
 * ``front/``: what users call: ``ss.run`` and its backend registry, DTensor's vocabulary
   (``simshard.dtensor``) and redistribution.
 """

@@ -21,8 +21,10 @@ from . import ops
 from .ops import register_op, register_rule
 from .tracing import ShapeDtype, TraceError, evaluate, get_mesh, jit, name, set_mesh, trace, use_mesh
 from .tracing.explicit import (
-    AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, reshard, typeof,
+    AbstractMesh, DuplicateSpecError, ShardingTypeError, auto_axes, explicit_axes, get_abstract_mesh, typeof,
 )
+from .tracing.explicit import reshard as _traced_reshard
+from .tracing import committed as _committed
 from .manual import shard_map
 from .transforms import checkpoint, grad, jvp, value_and_grad, vjp, vmap
 from .scalax import (
@@ -77,8 +79,33 @@ __all__ += ["estimate"]
 # The one entry point of the package root that executes: it is ``simshard.runtime.front.api.run``
 # itself (its signature and docstring in ``help(ss.run)``), imported on first use by ``__getattr__``
 # below, so that ``import simshard`` stays compiler-only (the runtime: ~40 ms).
-__all__ += ["run"]
-_LAZY = ("dtensor", "run")  # public names ``__getattr__`` imports on first use
+__all__ += ["device_put", "run"]
+
+
+def reshard(xs, out_shardings):
+    """Give ``xs`` (an array or a pytree of them) the sharding ``out_shardings`` (a P, NamedSharding,
+    Sharding, DTensorSpec, placement list or text, or a pytree prefix of them). Inside a trace it is
+    ``simshard.tracing.explicit.reshard`` (in explicit mode how a value's type changes; in auto mode
+    a hard sharding requirement there); outside one it runs eagerly on the devices, numpy arrays
+    committed first (``simshard.runtime.eager.put.reshard``), as JAX's eager ``reshard`` does."""
+    from .ir import trace_stack
+
+    if trace_stack.current() is not None:
+        return _traced_reshard(xs, out_shardings)
+    from .runtime.eager.put import reshard as eager_reshard  # the runtime, on first use (below)
+
+    return eager_reshard(xs, out_shardings)
+
+
+def _device_put(x, sharding):
+    """``ss.device_put``, handed down to tracing (``tracing.committed.install_put``): the runtime on first use."""
+    from .runtime.eager.put import device_put
+
+    return device_put(x, sharding)
+
+
+_committed.install_put(_device_put)  # simshard.numpy's out_sharding= outside a trace commits its result
+_LAZY = ("device_put", "dtensor", "run")  # public names ``__getattr__`` imports on first use
 
 
 def __getattr__(name):
@@ -87,10 +114,15 @@ def __getattr__(name):
 
         globals()["run"] = run
         return run
+    if name == "device_put":  # arrays committed to devices live in the runtime too
+        from .runtime.eager.put import device_put
+
+        globals()["device_put"] = device_put
+        return device_put
     # ``ss.dtensor``: PyTorch DTensor's vocabulary (distribute_tensor, DTensor, CommDebugMode, ...).
     # It runs on the devices, so it lives in the runtime, imported on first use like ``run``'s.
     if name == "dtensor":
-        return importlib.import_module("simshard.dtensor")  # simshard.runtime.front.dtensor (_moved.PUBLIC)
+        return importlib.import_module("simshard.dtensor")  # simshard.runtime.front.dtensor_api (_moved.PUBLIC)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

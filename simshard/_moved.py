@@ -55,7 +55,7 @@ MOVED = {  # old module -> its new home; a package's submodules move with it
     "simshard.runtime.redistribute": "simshard.runtime.front.redistribute",
     "simshard.runtime.user_entries": "simshard.runtime.ray.user_entries",
 }
-PUBLIC = {"simshard.dtensor": "simshard.runtime.front.dtensor"}  # public path -> the runtime module it names
+PUBLIC = {"simshard.dtensor": "simshard.runtime.front.dtensor_api"}  # public path -> the runtime module it names
 SHADOWED = {"simshard.trace": "simshard.tracing.tracer", "simshard.layout": "simshard.sharding.layout",
             "simshard.show": "simshard.sharding.show"}
 

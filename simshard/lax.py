@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .tracing import lowering as _lo
+from .tracing import committed as _committed, lowering as _lo
 from .manual import all_gather, all_to_all, axis_index, pmax, pmin, ppermute, psum, psum_scatter  # noqa: F401
 from .tracing.tracer import TraceError, Tracer, bind
 from .transforms.control import cond, fori_loop, scan, switch, while_loop  # noqa: F401
@@ -96,3 +96,10 @@ def stop_gradient(x):
     import optree
 
     return optree.tree_map(lambda leaf: bind("stop_gradient", leaf) if isinstance(leaf, Tracer) else leaf, x)
+
+
+# -- arrays committed to devices (``ss.device_put``'s): each function is one eager op on them ------------
+for _name in ("dot_general", "broadcast_in_dim", "broadcasted_iota", "iota", "reshape", "transpose", "slice",
+              "dynamic_slice", "dynamic_update_slice", "stop_gradient", "cond", "fori_loop", "scan", "switch",
+              "while_loop"):
+    globals()[_name] = _committed.on_devices(globals()[_name])

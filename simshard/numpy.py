@@ -19,7 +19,7 @@ import numpy as _np
 
 from .errors import TraceError
 from .ir import trace_stack
-from .tracing import lowering as _lo
+from .tracing import committed as _committed, lowering as _lo
 from .tracing.state import Tracer, bind, constant
 
 # -- dtypes and constants ----------------------------------------------------------------------------
@@ -382,3 +382,10 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
     if axis is None:
         x, axis = _lo.reshape(x, (-1,)), 0
     return bind("argsort", x, axis=_lo.norm_axis(axis, x.ndim, "snp.argsort"), index_dtype=_np.dtype(int32))
+
+
+# -- arrays committed to devices (``ss.device_put``'s): each function is one eager op on them ----------------
+for _name, _fn in list(globals().items()):
+    if (callable(_fn) and not isinstance(_fn, type) and not _name.startswith("_")
+            and _name not in ("shape", "ndim", "size") and getattr(_fn, "__module__", None) == __name__):
+        globals()[_name] = _committed.on_devices(_fn)

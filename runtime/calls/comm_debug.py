@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 from typing import Any, Iterable, Mapping
 
-from simshard.report.comm_counts import CommCounts, CommEvent
+from simshard.report.comm_counts import TORCH_NAMES, CommCounts, CommEvent
 
 _ACTIVE: contextvars.ContextVar[tuple["CommDebugMode", ...]] = contextvars.ContextVar("simshard_comm_debug", default=())
 
@@ -54,6 +54,12 @@ class CommDebugMode:
     def __str__(self) -> str:
         return self.counts.render()
 
+    def generate_comm_debug_tracing_table(self, noise_level: int = 0) -> str:
+        """torch's table: the collectives per ``simshard.nn`` module that ran them, nested as the
+        modules are (each module counts its sub-modules'), ``Global`` first; ``noise_level`` >= 1
+        adds each program op's collectives with the bytes received."""
+        return tracing_table(self.counts, noise_level)
+
 
 def observe_run(label: str, execution, program, spmd=None) -> None:
     """A program's run (an ``Execution``), for every active mode: its records and shardings are
@@ -67,9 +73,38 @@ def observe(label: str, records: Iterable, info: Mapping[str, Any] | None = None
     modes = _ACTIVE.get()
     if not modes:
         return
-    event = CommEvent(label, tuple(records), dict(info or {}))
+    from simshard.nn import current_module  # only with a mode active: a device process never needs it
+
+    event = CommEvent(label, tuple(records), {**dict(info or {}), "nn_module": current_module()})
     for m in modes:
         m._events.append(event)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return ["Global"] + [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+
+def tracing_table(counts: CommCounts, noise_level: int = 0) -> str:
+    """The text of ``generate_comm_debug_tracing_table`` for ``counts``."""
+    kinds: dict[str, dict[str, int]] = {}
+    ops: dict[str, dict[tuple[str, str], int]] = {}
+    for c in counts.collectives:
+        name = "c10d_functional." + TORCH_NAMES.get(c.kind, c.kind)
+        for path in _ancestors(counts.events[c.event].info.get("nn_module", "")):
+            kinds.setdefault(path, {})
+            kinds[path][name] = kinds[path].get(name, 0) + 1
+            ops.setdefault(path, {})
+            ops[path][(c.op, name)] = ops[path].get((c.op, name), 0) + c.bytes_received
+    lines = []
+    for path, per_kind in kinds.items():
+        depth = 0 if path == "Global" else path.count(".") + 1
+        pad = "  " * depth
+        lines += [f"{pad}{path}", f"{pad}  FORWARD PASS"]
+        lines += [f"{pad}    *{k}: {n}" for k, n in per_kind.items()]
+        if noise_level >= 1:
+            lines += [f"{pad}    {op} -> {k}: {b} B received" for (op, k), b in ops[path].items()]
+    return "\n".join(lines) if lines else "Global\n  FORWARD PASS\n    (no collectives)"
 
 
 def program_info(program, spmd=None) -> dict[str, Any]:
@@ -84,4 +119,4 @@ def program_info(program, spmd=None) -> dict[str, Any]:
             "outputs": ", ".join(f"{i}: {s}" for i, s in enumerate(outs))}
 
 
-__all__ = ["CommDebugMode", "observe", "program_info"]
+__all__ = ["CommDebugMode", "observe", "program_info", "tracing_table"]

@@ -25,6 +25,7 @@ from simshard.spmd import SpmdProgram
 from simshard.propagate.prepare import prepare
 from simshard.report import CommReport, MemoryReport, VerifyReport
 from simshard.report.opcheck import check_ops as verify_ops, program_bytes
+from simshard.tracing.committed import plain_numpy
 from simshard.tracing.context import get_mesh, use_mesh
 
 from ..calls.comm_debug import observe_run
@@ -63,7 +64,7 @@ def _verify(f, args, program: Program, leaves, outputs, mesh=None) -> VerifyRepo
     try:
         # under the run's mesh: a transformation (ss.grad) traces the function even here, and
         # its sharding constraints name that mesh's axes
-        with use_mesh(mesh if mesh is not None else get_mesh()):
+        with use_mesh(mesh if mesh is not None else get_mesh()), plain_numpy():  # nothing committed to devices
             expected = optree.tree_leaves(plain(*args), none_is_leaf=False)
     except TraceError:
         return VerifyReport.against(program, leaves, outputs, notes=["reference: the program run whole"] * len(outputs))

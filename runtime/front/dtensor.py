@@ -11,7 +11,12 @@ model states (nested uneven chunks, ``StridedShard``, user placements, user redu
 out by ``simshard.sharding.layout`` exactly as DTensor lays it out. ``redistribute`` plans the
 move with the reshard planner (``plan_reshard``: the structured collectives or the exchange)
 and runs it on the devices holding the shards, so its values are moved, not recomputed, and
-its communication is recorded (``last_comm``, and ``CommDebugMode``).
+its communication is recorded (``last_comm``, and ``CommDebugMode``). Arithmetic on DTensors
+(``d + d``, ``d @ w``, ``d.sum()``, ``d.softmax(0)``) runs on the devices with DTensor's output
+placements (``dtensor_ops``); ``mesh["tp"]`` is a sub-mesh (``MeshView``) whose placement lists
+name its axes only; ``with rank(r):`` plays rank r for ``from_local`` / ``to_local``
+(``dtensor_build``); ``dtensor_parallel`` shards ``simshard.nn`` modules (``parallelize_module``); ``dtensor_api`` is
+the public ``simshard.dtensor``, all of these together.
 
 Differences from torch, on purpose: ``distribute_tensor`` of a ``Partial(sum)`` puts the value
 on the first device of each reduce group and the identity elsewhere (torch divides by n, which
@@ -24,28 +29,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from simshard.errors import ShardingError
-from simshard.sharding.layout import layout
-from simshard.sharding.mesh import Mesh
-from simshard.sharding.placements import (
-    DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard, cut_dim,
-    parse_placement,
-)
+from simshard.sharding.mesh import Mesh, MeshView
+from simshard.sharding.placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard
 from simshard.sharding.reduce_ops import ReduceOp, register_reduce_op
-from simshard.sharding.spelling import from_spelling
 
 from ..calls.comm_debug import CommDebugMode
 from ..calls.device_array import DeviceArray, place
-from ..local.mesh import LocalMesh
+from ..eager.hosts import host_of
+from .dtensor_build import build_from_local, current_rank, placed_on, spec_on
+from .dtensor_ops import DTensorOps
 from .redistribute import redistribute_shards
 
 
 @dataclass(frozen=True, eq=False)
-class DTensor(DeviceArray):
+class DTensor(DTensorOps, DeviceArray):
     """A global array laid out by a placement list, each device's shard on its device.
 
     ``host`` is the devices object holding the shards (a ``LocalMesh`` or a ``RayMesh``);
@@ -74,7 +76,9 @@ class DTensor(DeviceArray):
     # -- reading it ---------------------------------------------------------------------------
     def to_local(self, device: int | None = None):
         """The shard ``device`` holds (read-only); without a device, every device's, as a dict
-        device -> shard (what each rank's ``to_local()`` would return)."""
+        device -> shard (what each rank's ``to_local()`` would return); inside ``with rank(r):``
+        rank r's, as torch's ``to_local()``."""
+        device = current_rank() if device is None else device  # inside ``with rank(r):`` rank r's
         if device is None:
             got = self.fetch([self.shards[d] for d in self.devices])
             return {d: np.asarray(a) for d, a in zip(self.devices, got)}
@@ -93,59 +97,38 @@ class DTensor(DeviceArray):
     def redistribute(self, device_mesh=None, placements=None) -> "DTensor":
         """The same global array laid out by ``placements`` (a list, or text such as
         ``"[R, S(1)]"``), moved by the reshard planner's collectives on the devices."""
+        if isinstance(device_mesh, MeshView):  # placements on a sub-mesh: widened to the whole mesh
+            dst = placed_on(device_mesh, placements, len(self.shape), "redistribute")[1]
+            shards, comm = redistribute_shards(self, dst)
+            return DTensor(self.shape, self.dtype, dst, shards, self.fetch, self.host, comm)
         if device_mesh is not None and _mesh_of(device_mesh) != self.device_mesh:
             raise ShardingError("mesh-mismatch", f"redistribute to mesh {_mesh_of(device_mesh)}: the DTensor lives on "
                                 f"{self.device_mesh}; redistributing across meshes is not supported")
         if placements is None:
             placements = self.placements
-        dst = _spec(self.device_mesh, placements, len(self.shape), "redistribute")
+        dst = spec_on(self.device_mesh, placements, len(self.shape), "redistribute")
         shards, comm = redistribute_shards(self, dst)
         return DTensor(self.shape, self.dtype, dst, shards, self.fetch, self.host, comm)
 
     # -- building one from shards ------------------------------------------------------------
     @staticmethod
-    def from_local(local_tensors, device_mesh, placements, *, shape: Sequence[int] | None = None) -> "DTensor":
-        """A DTensor from each device's shard (a dict device -> array, or a sequence in device
-        order). The global ``shape`` is read off the shards unless given; a shard whose shape the
-        placements do not give its device is refused, naming the device."""
-        host = _host(device_mesh)
-        mesh = host.mesh
-        blocks = _per_device(local_tensors, host.devices)
-        first = blocks[host.devices[0]]
-        dtypes = {np.asarray(b).dtype for b in blocks.values()}
-        if len(dtypes) > 1:
-            raise ShardingError("dtype-mismatch", f"from_local: the shards have dtypes {sorted(map(str, dtypes))}; give one dtype")
-        ranks = {d: np.ndim(b) for d, b in blocks.items()}
-        bad = [d for d, r in ranks.items() if r != np.ndim(first)]
-        if bad:
-            raise ShardingError("shape-mismatch", f"from_local: device {bad[0]} holds a rank-{ranks[bad[0]]} shard, "
-                                f"device {host.devices[0]} a rank-{np.ndim(first)} one")
-        spec = _spec(mesh, placements, np.ndim(first), "from_local")
-        given = shape is not None
-        shape = tuple(int(n) for n in shape) if given else _global_shape(spec, blocks)
-        wrong = _misfits(spec, shape, blocks)
-        if wrong:
-            d, got, want = wrong[0]
-            more = f" (and devices {[w[0] for w in wrong[1:]]})" if len(wrong) > 1 else ""
-            raise ShardingError(
-                "shape-mismatch",
-                f"from_local: device {d} (mesh coordinates {dict(zip(mesh.axis_names, mesh.coords(d)))}){more} holds a "
-                f"shard of shape {got}, but [{', '.join(map(str, spec.placements))}] over global shape {shape}"
-                f"{'' if given else ' (the shape the other shards fit best)'} gives it {want}")
-        arr = np.asarray(first)
-        return DTensor(shape, arr.dtype, spec, host.put_shards({d: np.asarray(blocks[d]) for d in host.devices}),
-                       host.fetch, host)
+    def from_local(local_tensor, device_mesh, placements=None, *, run_check: bool = False,
+                   shape: Sequence[int] | None = None, stride: Sequence[int] | None = None) -> "DTensor":
+        """torch's ``DTensor.from_local``: every device's shard (a dict device -> array, or a
+        sequence in device order), or under ``with rank(r):`` rank r's shard alone (where the
+        placements make it every rank's: Replicate). The global ``shape`` is read off the shards
+        unless given; ``stride`` must be ``shape``'s contiguous strides; ``run_check`` checks that
+        replicas agree. A shard the placements do not give its device is refused, naming it."""
+        return build_from_local(DTensor, local_tensor, device_mesh, placements, run_check=run_check, shape=shape,
+                                stride=stride)
 
 
 def distribute_tensor(tensor, device_mesh, placements=None) -> DTensor:
     """``tensor`` laid out by ``placements`` (default: Replicate on every mesh axis) over
     ``device_mesh`` (an ``ss.Mesh``, a ``LocalMesh`` or a ``RayMesh``): each device gets its
     shard, cut by ``simshard.sharding.layout`` as DTensor cuts it."""
-    host = _host(device_mesh)
     x = np.asarray(tensor)
-    if placements is None:
-        placements = [Replicate()] * host.mesh.ndim
-    spec = _spec(host.mesh, placements, x.ndim, "distribute_tensor")
+    host, spec = placed_on(device_mesh, placements, x.ndim, "distribute_tensor")
     arr = place(x, spec, host.devices, host.put_shards, host.fetch)
     return DTensor(arr.shape, arr.dtype, spec, arr.shards, arr.fetch, host)
 
@@ -204,107 +187,8 @@ def redistribute(dtensor: DTensor, placements) -> DTensor:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-_KEEP: dict = {}  # Mesh -> LocalMesh: the local host of a plain mesh lives as long as the process
-
-
-def _host(device_mesh):
-    """The devices object for ``device_mesh``: itself for a LocalMesh / RayMesh, the (one) LocalMesh
-    of a plain ``ss.Mesh``."""
-    if isinstance(device_mesh, Mesh):
-        if device_mesh not in _KEEP:
-            _KEEP[device_mesh] = LocalMesh(device_mesh)
-        return _KEEP[device_mesh]
-    if all(hasattr(device_mesh, a) for a in ("mesh", "put_shards", "fetch", "load", "execute")):
-        return device_mesh
-    raise ShardingError("invalid-mesh", f"expected an ss.Mesh, a LocalMesh or a RayMesh, got {type(device_mesh).__name__}")
-
-
 def _mesh_of(device_mesh) -> Mesh:
-    return device_mesh if isinstance(device_mesh, Mesh) else _host(device_mesh).mesh
-
-
-def _spec(mesh: Mesh, placements, ndim: int, where: str) -> DTensorSpec:
-    """Placements (a list, a DTensorSpec, or text) as the normalized DTensorSpec of a rank-``ndim`` value."""
-    if isinstance(placements, DTensorSpec):
-        if placements.mesh != mesh:
-            raise ShardingError("mesh-mismatch", f"{where}: {placements} is on another mesh than {mesh}")
-        spec = placements
-    else:
-        if isinstance(placements, Placement):
-            placements = [placements]
-        if type(placements) in (list, tuple):  # items may be text too: ["Shard(0)", "Replicate()"]
-            placements = [parse_placement(p) if isinstance(p, str) else p for p in placements]
-        if type(placements) in (list, tuple) and not placements:
-            raise ShardingError("placement-count", f"{where}: no placements; give one per mesh axis of {mesh}")
-        spec = from_spelling(placements if isinstance(placements, str) else tuple(placements), mesh, where)
-        if not isinstance(spec, DTensorSpec):
-            raise ShardingError("invalid-spec", f"{where}: {placements!r} is not a placement list")
-    try:
-        return spec.normalized(ndim)
-    except ShardingError as e:
-        raise ShardingError(e.rule, f"{where}: {e.detail}", axis=e.axis, dim=e.dim) from None
-
-
-def _per_device(local_tensors, devices: Sequence[int]) -> dict[int, Any]:
-    if isinstance(local_tensors, Mapping):
-        missing = [d for d in devices if d not in local_tensors]
-        extra = [d for d in local_tensors if d not in devices]
-        if missing or extra:
-            raise ShardingError("missing-shards", f"from_local: no shard for devices {missing}" if missing else
-                                f"from_local: shards for devices {extra}, which are not in the mesh")
-        return {d: local_tensors[d] for d in devices}
-    if isinstance(local_tensors, np.ndarray) or np.isscalar(local_tensors):
-        shape = np.shape(local_tensors)
-        if not shape or shape[0] != len(devices):  # a global array, or one device's shard, passed alone
-            raise ShardingError(
-                "missing-shards",
-                f"from_local: one array of shape {shape} where every device's shard was expected: give a list of "
-                f"{len(devices)} arrays in device order (or a dict device -> array); to lay out one global array "
-                "over the mesh, use distribute_tensor")
-    blocks = list(local_tensors)
-    if len(blocks) != len(devices):
-        raise ShardingError("missing-shards", f"from_local: {len(blocks)} shards for {len(devices)} devices; give one per device")
-    return dict(zip(devices, blocks))
-
-
-def _misfits(spec: DTensorSpec, shape: tuple[int, ...], blocks: Mapping[int, Any]) -> list[tuple]:
-    """(device, its shard's shape, the shape the layout gives it) for every shard that does not fit."""
-    try:
-        L = layout(spec, shape)
-    except ShardingError:
-        return [(d, tuple(np.shape(b)), "no shard (the placements cannot cut that shape)") for d, b in blocks.items()]
-    return [(d, tuple(np.shape(b)), L.local_shape(d)) for d, b in blocks.items() if tuple(np.shape(b)) != L.local_shape(d)]
-
-
-def _global_shape(spec: DTensorSpec, blocks: Mapping[int, Any]) -> tuple[int, ...]:
-    """The global shape the shards make. Per dim, the devices along the mesh axes that cut it (the
-    other axes at coordinate 0) hold pieces that partition it, so their sizes add up to it; when
-    one shard is wrong, the size with one shard's size swapped for another's that the most shards
-    fit is taken instead, so that the error names the shard that does not fit."""
-    mesh = spec.mesh
-    ndim = np.ndim(next(iter(blocks.values())))
-    shape = []
-    for k in range(ndim):
-        cutting = [i for i, p in enumerate(spec.placements) if cut_dim(p) == k]
-        sizes = [np.shape(blocks[d])[k] for d in mesh.device_ids
-                 if all(c == 0 for i, c in enumerate(mesh.coords(d)) if i not in cutting)]
-        shape.append(sum(sizes))
-    shape = tuple(shape)
-    if not _misfits(spec, shape, blocks):
-        return shape
-    best = (len(_misfits(spec, shape, blocks)), shape)
-    for k in range(ndim):
-        sizes = sorted({np.shape(b)[k] for b in blocks.values()})
-        tried = 0
-        for a in sizes:
-            for b in sizes:
-                n = shape[k] - a + b
-                if a == b or n < 0 or tried >= 64:
-                    continue
-                tried += 1
-                trial = shape[:k] + (n,) + shape[k + 1:]
-                best = min(best, (len(_misfits(spec, trial, blocks)), trial))
-    return best[1]
+    return device_mesh if isinstance(device_mesh, Mesh) else host_of(device_mesh).mesh
 
 
 __all__ = [

@@ -18,6 +18,7 @@ import numpy as np
 from .axes import AxisRef
 from ..errors import ShardingError
 from . import physical, syntax
+from .mesh_view import MeshSize, MeshView
 
 # A mesh holds every device id; far beyond this it could be neither stored nor simulated, and
 # building it would exhaust memory (a 30-character mesh text can name 10**12 devices).
@@ -154,8 +155,24 @@ class Mesh:
         return len(self.axis_names)
 
     @property
-    def size(self) -> int:
-        return len(self.device_ids)
+    def size(self) -> "MeshSize":
+        """The number of devices: an int, also callable as torch's ``DeviceMesh.size(mesh_dim=None)``."""
+        return MeshSize(self.axis_sizes)
+
+    @property
+    def mesh_dim_names(self) -> tuple[str, ...]:
+        """torch's name for the axis names."""
+        return self.axis_names
+
+    def __getitem__(self, names: str | Sequence[str]) -> "MeshView":
+        """torch's ``mesh["tp"]`` / ``mesh["dp", "tp"]``: the mesh seen over those axes only
+        (``MeshView``: a placement list on it names those axes, the others replicate)."""
+        names = (names,) if isinstance(names, str) else tuple(names)
+        for n in names:
+            self.axis_size(n)  # unknown axes named here
+        if len(set(names)) != len(names):
+            raise ShardingError("invalid-mesh", f"mesh[{', '.join(map(repr, names))}]: an axis is named twice")
+        return MeshView(self, names)
 
     def axis_size(self, axis: str | AxisRef) -> int:
         """Size of a full axis (by name) or of a sub-axis."""
@@ -347,3 +364,4 @@ def make_mesh(
         perm = physical.device_order(dims, [int(p) for p in physical_shape], mesh_axis_splitting)
         ids = [ids[p] for p in perm] if ids is not None else perm
     return Mesh(list(zip(axis_names, dims)), ids, name=name, axis_types=axis_types)
+

@@ -24,7 +24,7 @@ from ..sharding.dims import NamedSharding, Sharding, dims_view
 from ..sharding.partition_spec import P
 from ..sharding.placements import DTensorSpec
 from ..sharding.spelling import from_spelling, is_placement_list
-from . import array_methods
+from . import array_methods, committed
 from .context import get_mesh
 from .explicit import mode as explicit_mode
 from .interpret import evaluate
@@ -310,6 +310,10 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if trace_stack.current() is not None:  # inside another trace: inlined, as JAX does
             return self.fun(*args, **kwargs)
+        runner = committed.eager_runner((args, kwargs))
+        if runner is not None:  # arrays committed to devices: run there, typed by their shardings
+            return runner(self.fun, args, kwargs, in_shardings=self.in_shardings, out_shardings=self.out_shardings,
+                          static_argnums=self.static_argnums, mesh=self.mesh)
         program = self.trace(*args, **kwargs)
         static = set(self.static_argnums)
         dyn = [a for i, a in enumerate(args) if i not in static]

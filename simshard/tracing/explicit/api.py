@@ -15,7 +15,7 @@ import optree
 
 from ...ir import trace_stack
 from ...ops import get_op
-from .. import context
+from .. import committed, context
 from ..state import as_tracer, bind
 from ...errors import ShardingError
 from ...sharding.mesh import AxisType, Mesh
@@ -44,6 +44,8 @@ def typeof(x) -> ArrayType:
     Traced values carry their sharding; numpy arrays and Python scalars are replicated (a Python
     scalar is weakly typed, printed ``~float32[]`` as JAX does)."""
     mesh = mode.current_mesh()
+    if committed.is_committed(x):  # an array on the devices: its sharding over its mesh's explicit axes
+        return _committed_type(x, mesh)
     if hasattr(x, "aval") and hasattr(x, "sharding"):
         spec, unreduced = mode.type_spec(x, x.ndim, mesh)
         return ArrayType(tuple(x.shape), np.dtype(x.dtype), spec, unreduced, mesh)
@@ -52,6 +54,18 @@ def typeof(x) -> ArrayType:
         return ArrayType((), np.dtype(dt), (), (), mesh, weak_type=type(x) is not bool)
     arr = np.asarray(x)
     return ArrayType(arr.shape, arr.dtype, replicated(arr.ndim), (), mesh)
+
+
+def _committed_type(x, mesh: Mesh | None) -> ArrayType:
+    """The type of an array committed to devices: explicit are the axes explicit now where the
+    current mesh is its own (``auto_axes`` regions switch them), else its own mesh's."""
+    sharding = x.committed_sharding
+    own = sharding.mesh
+    if mesh is None or not mesh.same_axes(own):
+        mesh = own
+    keep = mesh.explicit_axes
+    return ArrayType(tuple(x.shape), np.dtype(x.dtype), spec_of(sharding, len(x.shape), keep),
+                     unreduced_of(sharding, keep), mesh)
 
 
 # -- resolving out_sharding ----------------------------------------------------------------------
@@ -193,6 +207,9 @@ def reshard(xs, out_shardings):
     """Give ``xs`` (an array or a pytree of them) the sharding ``out_shardings`` (a P, NamedSharding,
     Sharding, DTensorSpec, placement list or text, or a pytree prefix of them). In explicit mode this is how a value's type changes; in auto mode
     it is a hard sharding requirement at that point of the program."""
+    runner = committed.eager_runner(xs)
+    if runner is not None:  # arrays on the devices, outside a trace: resharded there, eagerly
+        return runner(reshard, (xs, out_shardings), {})
     leaves, tree = optree.tree_flatten(xs, none_is_leaf=False)
     specs = _prefix(out_shardings, xs, "reshard out_shardings")
     out = []
