@@ -28,6 +28,26 @@ from .receiver import Deliver, Place, Receiver, nowhere
 from .shared_memory import RING_MIN, SHM_BYTES, Ring, shared_memory_prefix
 
 
+async def dial(address: str) -> socket.socket:
+    """A connected non-blocking socket to ``address`` (an abstract Unix socket, ``"\\0..."``, or
+    ``tcp:host:port``), made and connected here and handed to the event loop whole: uvloop (which
+    Ray runs async actors on wherever it is installed) refuses an abstract address given by name
+    (EINVAL), but takes a socket connected to one, as asyncio's own loop does."""
+    if address.startswith("tcp:"):
+        host, port = address[4:].rsplit(":", 1)
+        family, _, _, _, target = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    else:
+        family, target = socket.AF_UNIX, address
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, target)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class Listener:
     """This process's sockets: frames in, each handed to ``deliver`` (a plain function, called in
     stream order on the event loop). ``place`` (optional) names the array a frame's body is
@@ -110,10 +130,10 @@ class Connection:
         self.task = asyncio.ensure_future(self._open())
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        sock = await dial(self.address)
         if self.address.startswith("tcp:"):
-            host, port = self.address[4:].rsplit(":", 1)
-            return await asyncio.open_connection(host, int(port))
-        return await asyncio.open_unix_connection(self.address)
+            return await asyncio.open_connection(sock=sock)
+        return await asyncio.open_unix_connection(sock=sock)
 
     async def _open(self) -> None:
         writer = None
@@ -125,7 +145,7 @@ class Connection:
                 writer.close()
             if isinstance(e, asyncio.CancelledError):
                 raise
-            self._fail(e)
+            self._fail(e, "did not open")
             self.opened.set_result(False)
             return
         self.opened.set_result(True)
@@ -166,8 +186,8 @@ class Connection:
             self.ring.free(mark)
             self.ring.unlink()
 
-    def _fail(self, error: BaseException) -> None:
-        self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
+    def _fail(self, error: BaseException, what: str = "closed") -> None:
+        self.failed = ConnectionError(f"the socket to a peer process {what}: {error or type(error).__name__}")
         for fut in self.syncs.values():
             if not fut.done():
                 fut.set_exception(self.failed)

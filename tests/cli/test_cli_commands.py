@@ -324,7 +324,9 @@ def test_the_main_job_on_ray_is_silent_on_stderr_with_quiet():
 def test_devices_per_process_runs_the_devices_in_fewer_ray_processes(capsys, ray_session):
     ran = main_in_process(capsys, "run", "mlp", "--backend", "ray", "--devices-per-process", "4", "-q")
     assert ran.code == 0, ran.err
-    assert "backend ray (data plane: sockets; run calls: sockets)" in ran.out and "bitwise" in ran.out
+    # the routes its messages took, so that a peer reached by Ray calls would show
+    assert ("backend ray (data plane: sockets (process: 24 device pairs, unix: 32 device pairs); run calls: sockets)"
+            in ran.out and "bitwise" in ran.out), ran.out
 
 
 def test_devices_per_process_is_refused_on_the_local_backend_and_when_it_does_not_divide(capsys, ray_session):
