@@ -31,14 +31,18 @@ SWITCH_SECONDS = 5e-5  # the interpreter's switch interval while a loop polls
 _SWITCH = sys.getswitchinterval()  # the process's own, restored when polling stops
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def should_spin(processes_here: int) -> bool:
     """Poll only while each of the node's ``processes_here`` device processes has a core of its
     own: on a shared core a polling process takes the time its neighbour needs to send."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return processes_here <= cores
+    return processes_here <= cores()
 
 
 def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:

@@ -65,9 +65,9 @@ class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
     the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count).
     ``devices_per_process=k``: ``k`` consecutive devices share one actor process (``groups``),
-    messages between them staying in it (see ``ray/host/device_host.py``); by default one device per
-    process up to ``max(8, 2 * CPUs)`` devices on a local Ray, more beyond (``auto_per_process``),
-    and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
+    messages between them staying in it (see ``ray/host/device_host.py``); by default as few per
+    process as keep the processes within the machine's cores (``auto_per_process``: 1 for 8
+    devices on 16 cores, 4 on 2), and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
     messages between processes travel (``DATA_PLANES``). ``busy_poll``: whether a waiting device
     process polls for its message before it sleeps (``runtime/wire/polling.py``); by default on the
     sockets data plane where a node has a core for each of its device processes (``polls``).
