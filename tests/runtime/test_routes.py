@@ -67,3 +67,18 @@ def test_a_control_line_that_does_not_open_is_a_warning_naming_the_devices(ray_s
     with RayMesh(MESH4, devices_per_process=2) as devices:
         with pytest.warns(ControlFallbackWarning, match=r"devices \[0, 1\] did not open"):
             devices.lines.open((0, 1), "\0simshard-control-nobody-listens-here", 1.0)
+
+
+def test_devices_of_other_nodes_talk_by_tcp_with_every_frame_authenticated(ray_session):
+    """Every process told that the others are on another node: their messages go on TCP (on
+    loopback here), every frame with its MAC (``wire/frame_auth.py``), and the run is exact."""
+    with RayMesh(MESH4, devices_per_process=2) as devices:
+        devices.sockets = {d: ("another node", addr, tcp) for d, (_, addr, tcp) in devices.sockets.items()}
+        devices.connect((), None)
+        assert devices.routes(0) == {1: "process", 2: "tcp", 3: "tcp"}
+        x = np.arange(64.0).reshape(8, 8)
+        w = np.arange(64.0).reshape(8, 8) % 5
+        step = devices.compile(lambda a, b: a @ b, x, w, in_shardings=(ss.P(None, "x"), ss.P("x", None)))
+        res = step(x, w)
+        assert np.array_equal(np.asarray(res.outputs[0] if isinstance(res.outputs, tuple) else res.outputs), x @ w)
+        assert res.execution.routes == {"process": 4, "tcp": 8}
