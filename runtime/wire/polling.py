@@ -79,25 +79,31 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
 class Spinner:
     """Busy-polling for a loop with no selector to wrap: while ``hold`` is in effect (a run in
     progress; holds nest) a callback reschedules itself on every turn, so the loop polls for
-    events without blocking instead of sleeping; the switch interval is ``SWITCH_SECONDS`` then,
-    as ``busy_poll``'s. (It polls for the whole run, not ``SPIN_SECONDS`` before each sleep: the
+    events without blocking instead of sleeping; the switch interval is ``SWITCH_SECONDS`` from
+    its start to its ``stop``, as ``busy_poll``'s. (It polls for the whole run, not ``SPIN_SECONDS`` before each sleep: the
     loop tells no callback when it is about to sleep.)"""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop, self.held = loop, 0
         self.turning = False  # whether the callback is scheduled (one at a time)
+        # for as long as the process polls, as ``busy_poll``'s: set only between runs, the loop
+        # thread would wait up to 5 ms for the lock after each system call that releases it (the
+        # run's answer written to the driver), behind Ray's threads
+        sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
 
     def hold(self) -> None:
         self.held += 1
-        sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
         if not self.turning:
             self.turning = True
             self.loop.call_soon(self._turn)
 
     def release(self) -> None:
         self.held = max(0, self.held - 1)
-        if self.held == 0:
-            sys.setswitchinterval(_SWITCH)
+
+    def stop(self) -> None:
+        """Polling off: the process's own switch interval again (a run in progress stops turning)."""
+        self.held = 0
+        sys.setswitchinterval(_SWITCH)
 
     def _turn(self) -> None:
         self.turning = self.held > 0

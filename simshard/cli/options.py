@@ -99,7 +99,7 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
         nodes = device = None
     unknown = sorted(set(links) - set(axes))
     if unknown and axes:
-        raise UsageError(f"the topology names mesh axes {', '.join(unknown)} that the mesh does not have "
+        raise UsageError(f"the topology names mesh axes {', '.join(map(shown, unknown))} that the mesh does not have "
                          f"(axes: {', '.join(axes)})")
     return Topology({a: links[a] for a in axes if a in links}, default, nodes, device)  # in mesh order
 

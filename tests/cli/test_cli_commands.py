@@ -79,7 +79,7 @@ def test_topology_file_with_units(capsys, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("--topology", "t.json", "--latency", "1us"), "not both"),
-    (("--bandwidth", "z=1GB/s"), "names mesh axes z that the mesh does not have (axes: x, y)"),
+    (("--bandwidth", "z=1GB/s"), "names mesh axes 'z' that the mesh does not have (axes: x, y)"),
     (("--latency", "soon"), "--latency: a latency is a number of seconds"),
     (("--bandwidth", "0"), "--bandwidth: a bandwidth is a positive number"),
     (("--address", "ray://x:1", "--backend", "local"), "--address names a Ray cluster"),

@@ -86,6 +86,7 @@ def test_a_spinner_polls_a_loop_while_held_and_lets_it_sleep_after(kind):
     loop = new_loop(kind)
     a, b = socket.socketpair()
     a.setblocking(False)
+    switch = sys.getswitchinterval()
     try:
         spinner = Spinner(loop)
 
@@ -109,6 +110,9 @@ def test_a_spinner_polls_a_loop_while_held_and_lets_it_sleep_after(kind):
         # through the 200 ms one after
         assert held > 0.03 and held > 3 * released, (held, released)
         assert not spinner.turning
+        assert sys.getswitchinterval() <= 1e-4  # until polling stops: the answer's write wants the lock back
+        spinner.stop()
+        assert sys.getswitchinterval() == switch
     finally:
         a.close()
         b.close()

@@ -202,6 +202,8 @@ class DeviceHost:
         from ...wire.polling import SPIN_SECONDS, Spinner, busy_poll  # after bootstrap (see __init__)
 
         loop = asyncio.get_running_loop()
+        if self.spinner is not None:
+            self.spinner.stop()
         self.spinner = None
         if busy_poll(loop, SPIN_SECONDS if wanted else 0.0):
             return "selector" if wanted else "off"
