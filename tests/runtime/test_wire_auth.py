@@ -220,3 +220,23 @@ def test_a_connection_between_nodes_refuses_an_answer_with_a_wrong_mac(loop):
         runner.run(main())
     thread.join(5)
     server.close()
+
+
+def test_a_frame_replayed_from_another_connection_is_refused(tcp, unpickled, caplog):
+    """Each connection has its own keys (the listener's nonce differs): a frame recorded on one
+    does not pass on another, even as that connection's first frame."""
+    first, second = RawPeer(tcp.address), RawPeer(tcp.address)
+    assert first.key != second.key and SECRET not in (first.key, second.key)
+    head, body = frame(0, (0,), SMALL)
+    recorded = first.signed(head, body)
+    first.sock.sendall(recorded)
+    assert first.sync(1)
+    with caplog.at_level(logging.ERROR, logger="simshard.wire"):
+        second.sock.sendall(recorded)  # frame 0 of the other connection, byte for byte
+        assert second.closed()
+        deadline = time.monotonic() + 5
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert [k for k, _ in tcp.got] == [(0,)]  # once, from the first connection
+    assert "frame 0 failed its MAC" in caplog.records[0].getMessage()
+    assert unpickled == []
