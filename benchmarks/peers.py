@@ -56,6 +56,7 @@ PEER_WORKERS = HERE / "peer_workers.py"  # what a peer runs, in a subprocess of 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 MARK_BEGIN = "<!-- peers.py: begin -->"
 MARK_END = "<!-- peers.py: end -->"
+USED: dict = {}  # (devices, devices per process) of a message chain on Ray -> what it ran on (``routes_used``)
 
 
 def best(fn, trials: int = 5) -> float:
@@ -92,12 +93,12 @@ def mlp_shapes(scale: str, quick: bool) -> tuple[int, int, int]:
 def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
     """Seconds of one collective over 8 devices (steady state, devices' clocks)."""
     ids = tuple(range(8))
-    out = {}
+    out, used = {}, set()
     rm = None
     if backend == "ray":
         from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-        rm = RayMesh(devices=ids).start()
+        rm = RayMesh(devices=ids, devices_per_process=1).start()
     try:
         for kind in KINDS:
             rows, cols = collective_shape(kind, 8, nbytes)
@@ -109,21 +110,39 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
             else:
                 key = rm.load(spmd, timeout=120.0)
                 run = lambda key=key: rm.execute(key, spmd, inputs)  # noqa: E731
+            if rm is not None:
+                used.add(routes_used(run(), rm))
             run()
             out[kind] = min(collective_seconds(run(), reps) for _ in range(3))
     finally:
         if rm is not None:
             rm.close()
+    out["used"] = " / ".join(sorted(used)) or "local"
     return out
+
+
+def routes_used(execution, mesh) -> str:
+    """What a simshard Ray row actually ran on: its messages' routes (ordered device pairs per
+    route), the run calls' route, how the device processes wait, and how many there were; a peer
+    reached by Ray calls where a socket was meant ("ray" among the routes) is flagged, so that a
+    silent fallback can never pass for a measurement."""
+    routes = ", ".join(f"{r} {n}" for r, n in sorted(execution.routes.items())) or "no peers"
+    text = (f"{routes}; calls {execution.control_plane}; polling {mesh.polling(mesh.devices[0])}; "
+            f"{len(mesh.groups)} processes")
+    if "ray" in execution.routes and execution.data_plane == "sockets":
+        text = "FALLBACK to Ray calls: " + text
+        print(f"warning: {text}", file=sys.stderr)
+    return text
 
 
 def _mlp(x, w1, w2):
     return np.maximum(x @ w1, 0) @ w2
 
 
-def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int = 1) -> dict:
+def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int | None = None) -> dict:
     """Seconds per step, inputs resident (DeviceArrays in, outputs left on the devices) and end to
-    end (numpy in, numpy out)."""
+    end (numpy in, numpy out); on Ray, ``per_process`` devices per process (None: the default for
+    this machine, ``auto_per_process``)."""
     mesh = ss.Mesh({"x": mesh_shape[0], "y": mesh_shape[1]})
     rng = np.random.default_rng(0)
     args = (rng.integers(-2, 3, (batch, d)).astype(np.float32), rng.integers(-2, 3, (d, d_ff)).astype(np.float32),
@@ -142,7 +161,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
         assert np.array_equal(got, _mlp(*args)), "simshard's MLP differs from numpy"
         return {"resident": best(lambda: step(*resident).arrays),
                 "end_to_end": best(lambda: step(*args).outputs, 3),
-                "data_plane": step(*resident).execution.data_plane or "local"}  # None: the local backend
+                "used": routes_used(step(*resident).execution, devices) if backend == "ray" else "local"}
     finally:
         if backend == "ray":
             devices.close()
@@ -162,6 +181,7 @@ def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int
 
     with RayMesh(devices=ids, devices_per_process=per_process) as rm:
         key = rm.load(spmd, timeout=60.0)
+        USED[(len(ids), per_process)] = routes_used(rm.execute(key, spmd, inputs), rm)
         return best(lambda: rm.execute(key, spmd, inputs), 3) / steps
 
 
@@ -222,8 +242,9 @@ def measure(args) -> dict:
     peer = args.peer_python
     rows = []
 
-    def add(work, ray=None, local=None, torch=None, jax=None):
-        rows.append({"work": work, "simshard ray": ray, "simshard local": local, "torch gloo": torch, "jax": jax})
+    def add(work, ray=None, local=None, torch=None, jax=None, used=None):
+        rows.append({"work": work, "simshard ray": ray, "simshard local": local, "torch gloo": torch, "jax": jax,
+                     "ray ran on": used})
 
     # the machine's speed drifts by up to 2x over minutes: for the collectives and the Megatron
     # MLP, every side runs in each of several rounds, one after another, and keeps its best
@@ -236,49 +257,53 @@ def measure(args) -> dict:
         r, loc, t, j = (best_of(side) for side in zip(*rounds))
         for kind in KINDS:
             add(f"{label} {kind.replace('_', '-')}, 8 ranks", r[kind], loc[kind], t.get(kind, t.get("error")),
-                j.get(kind, j.get("error")))
+                j.get(kind, j.get("error")), r["used"])
     for scale in ("small", "large"):
         shapes = mlp_shapes(scale, quick)
         rounds = [(run_peer(peer, "torch", {"what": "mlp", "mesh": [2, 4], "shapes": shapes}),
-                   simshard_mlp(*shapes, "ray", per_process=4), simshard_mlp(*shapes, "ray"),
+                   simshard_mlp(*shapes, "ray", per_process=1), simshard_mlp(*shapes, "ray"),
                    simshard_mlp(*shapes, "local"), run_peer(peer, "jax", {"what": "mlp", "mesh": [2, 4], "shapes": shapes}))
                   for _ in range(args.rounds)]
-        t, r4, r, loc, j = (best_of(side) for side in zip(*rounds))
+        t, r1, r, loc, j = (best_of(side) for side in zip(*rounds))
         name = "x".join(map(str, shapes))
-        add(f"Megatron MLP {name}, 2x4, inputs on the devices", r["resident"], loc["resident"],
-            t.get("resident", t.get("error")), j.get("resident", j.get("error")))
-        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray with 4 devices per process", r4["resident"], None,
-            t.get("resident", t.get("error")), j.get("resident", j.get("error")))
-        add(f"Megatron MLP {name}, 2x4, end to end (put, run, gather)", r["end_to_end"], loc["end_to_end"])
+        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray as this machine's defaults give it", r["resident"],
+            loc["resident"], t.get("resident", t.get("error")), j.get("resident", j.get("error")), r["used"])
+        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray with 1 device per process", r1["resident"], None,
+            t.get("resident", t.get("error")), j.get("resident", j.get("error")), r1["used"])
+        add(f"Megatron MLP {name}, 2x4, end to end (put, run, gather)", r["end_to_end"], loc["end_to_end"],
+            used=r["used"])
     tiny = (64, 64, 256) if not quick else (16, 16, 32)
     r = simshard_mlp(*tiny, "ray", mesh_shape=(8, 8), per_process=8)
     loc = simshard_mlp(*tiny, "local", mesh_shape=(8, 8))
     t = run_peer(peer, "torch", {"what": "mlp", "mesh": [8, 8], "shapes": tiny, "world": 64}) if args.torch64 else \
         {"error": "not run (--torch64)"}
     add(f"tiny MLP step {'x'.join(map(str, tiny))}, 64 devices (8x8; Ray: 8 per process)", r["resident"],
-        loc["resident"], t.get("resident", t.get("error")))
+        loc["resident"], t.get("resident", t.get("error")), used=r["used"])
     t = run_peer(peer, "torch", {"what": "hop", "hops": 2000, "world": 2})
     add("one message in flight (2 devices, time per message)", simshard_message_hop("ray", 1),
-        simshard_message_hop("local"), t.get("hop", t.get("error")))
-    add("one message in flight, both devices in one Ray process", simshard_message_hop("ray", 2))
+        simshard_message_hop("local"), t.get("hop", t.get("error")), used=USED.get((2, 1)))
+    add("one message in flight, both devices in one Ray process", simshard_message_hop("ray", 2), used=USED.get((2, 2)))
     per_message = {"ray (1 device per process)": simshard_message_round("ray", 1),
                    "ray (8 devices in 1 process)": simshard_message_round("ray", 8),
                    "local": simshard_message_round("local")}
-    return {"rows": rows, "per_message_round": per_message, "date": datetime.date.today().isoformat(),
+    per_message_used = {"ray (1 device per process)": USED.get((8, 1)), "ray (8 devices in 1 process)": USED.get((8, 8))}
+    return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
             "load": load_start, "quick": quick, "rounds": args.rounds}
 
 
 def table(result: dict) -> str:
     cols = ["simshard ray", "simshard local", "torch gloo", "jax"]
-    lines = ["| work | " + " | ".join(cols) + " | ray / gloo | ray / JAX |", "|---" * (len(cols) + 3) + "|"]
+    lines = ["| work | " + " | ".join(cols) + " | ray / gloo | ray / JAX | simshard ray ran on |",
+             "|---" * (len(cols) + 4) + "|"]
     for r in result["rows"]:
         cells = [_fmt(r[c]) for c in cols]
         lines.append(f"| {r['work']} | " + " | ".join(cells) + f" | {_ratio(r['simshard ray'], r['torch gloo'])} | "
-                     f"{_ratio(r['simshard ray'], r['jax'])} |")
+                     f"{_ratio(r['simshard ray'], r['jax'])} | {r.get('ray ran on') or '-'} |")
     lines.append("")
     lines.append("Messages in rounds (a chain of 200 tiny collective-permutes around 8 devices, time per round: "
                  "each device sends one message and receives one, 8 at once): " +
-                 "; ".join(f"{k} {_fmt(v)}" for k, v in result["per_message_round"].items()) + ".")
+                 "; ".join(f"{k} {_fmt(v)}" + (f" ({result['per_message_used'][k]})" if result.get("per_message_used", {}).get(k)
+                                                else "") for k, v in result["per_message_round"].items()) + ".")
     lines.append("")
     rounds = result.get("rounds", 1)
     lines.append(f"Measured {result['date']} on this machine ({os.cpu_count()} cores), load average "

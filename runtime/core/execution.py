@@ -38,12 +38,15 @@ class Execution:
     timeline: Mapping[int, tuple] = field(default_factory=dict)
     # what the Ray backend adds (the local backend leaves the defaults): the driver's calls per
     # kind over every attempt, how many attempts the run took, the devices restarted on the way,
-    # and the routes its messages (data plane) and its run calls (control plane) took
+    # and the routes its messages (data plane) and its run calls (control plane) took; ``routes``:
+    # how many ordered pairs of its devices each route joined ("process", "unix", "tcp", "ray":
+    # ``ray/host/peers.route``), so that a peer reached by Ray calls shows in every result
     controller_calls: Mapping[str, int] = field(default_factory=dict)
     attempts: int = 1
     restarted: tuple[int, ...] = ()
     data_plane: str | None = None
     control_plane: str | None = None
+    routes: Mapping[str, int] = field(default_factory=dict)
 
     @cached_property
     def records(self) -> tuple[CommRecord, ...]:

@@ -90,3 +90,35 @@ class DeviceSummary(NamedTuple):
     @classmethod
     def aborted(cls, where: str, waits: tuple = ()) -> "DeviceSummary":
         return cls(Status.ABORTED, where, waits=tuple(waits))
+
+
+class Unreached(NamedTuple):
+    """A peer process a device process should reach by socket and does not: its devices' messages
+    go by Ray calls instead, and the driver warns, naming the devices and why."""
+
+    devices: tuple[int, ...]  # the devices of the process that could not connect
+    peers: tuple[int, ...]  # the devices of the peer process it could not reach
+    address: str  # the peer process's socket
+    reason: str  # why not (the error, or that it did not answer in time)
+
+
+class Connected(NamedTuple):
+    """A device process's answer to ``DeviceHost.connect``: whether its loop polls for messages
+    and how (``polling``: "selector", "turns" or "off"), how each of its devices reaches each peer
+    (device -> peer -> route: ``peers.route``), and the peers it failed to reach by socket."""
+
+    polling: str
+    routes: dict
+    unreached: tuple = ()
+
+    @property
+    def polls(self) -> bool:
+        return self.polling != "off"
+
+    def to_wire(self) -> tuple:
+        return self.polling, self.routes, tuple(tuple(u) for u in self.unreached)
+
+    @classmethod
+    def of(cls, wire: tuple) -> "Connected":
+        polling, routes, unreached = wire
+        return cls(polling, routes, tuple(Unreached(*u) for u in unreached))

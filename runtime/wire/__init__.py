@@ -7,7 +7,8 @@ Modules: ``frames`` (the frame protocol: ``Header``, ``Answer``), ``receiver`` (
 receiving end), ``sockets`` (``Listener``, ``Connection``), ``memory_reads`` (reads of a sender's
 memory, ``Lent``), ``shared_memory`` (``Ring``, ``SharedBlocks``, cleanup: ``remove_shared``),
 ``control_line`` (the driver's socket to each process), ``admission`` (who may connect to a
-listener, and how many at once) and ``polling`` (busy-polling a device process's event loop).
+listener, and how many at once), ``frame_auth`` (a MAC per frame between nodes) and ``polling``
+(busy-polling a device process's event loop).
 
 A Ray actor call costs the sender and the receiver hundreds of microseconds; the schedule is
 static and the processes long-lived, so each host process opens one listening socket once
@@ -44,5 +45,11 @@ A receiving device may offer the place a message belongs in (``Listener``'s ``pl
 a collective's output); a body, a ring's copy or a mapped file's then goes straight there.
 
 Between nodes the frames are the same on a TCP socket (``Listener``'s ``tcp_address``), every body
-in the stream. Ray stays the control plane (load, abort, where), but for run calls and fetches (``control_line``).
+in the stream, and every frame and answer carries a MAC (HMAC-SHA256 under a key the handshake
+derives from the secret and the nonce, over the frame's number on the connection and its bytes:
+``frame_auth``), checked before anything of the frame is handed on: a frame changed, replayed or
+forged on the network closes the connection with an error naming the peer. Headers are msgpack and
+bodies raw bytes on both kinds of socket, so nothing a peer sends is ever unpickled. (The
+driver's control line, which carries pickles, is an abstract Unix socket of the driver's node
+only: processes of other nodes are run by Ray calls.) Ray stays the control plane (load, abort, where), but for run calls and fetches (``control_line``).
 """

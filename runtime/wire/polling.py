@@ -8,6 +8,11 @@ selector without blocking until something is ready or ``SPIN_SECONDS`` have pass
 sleeps. (MPI libraries do the same, and yield instead when the node is oversubscribed; so does
 this: ``should_spin``.) Nothing else changes: the same events, in the same order.
 
+A loop with no selector to wrap (uvloop's, which Ray runs actors on wherever uvloop is installed:
+its polling is libuv's, in C) polls by turns instead (``Spinner``): while a run is in progress one
+callback is always ready, so each turn of the loop asks the kernel for events without blocking
+and never sleeps; once the run ends the loop sleeps as before.
+
 A polling thread gives up the interpreter lock only for each non-blocking ``select``, and takes it
 straight back: another thread of the process that wants it (Ray's, handing the loop an actor call)
 would wait for the interpreter's switch interval, 5 ms by default. While it polls, the process
@@ -26,14 +31,18 @@ SWITCH_SECONDS = 5e-5  # the interpreter's switch interval while a loop polls
 _SWITCH = sys.getswitchinterval()  # the process's own, restored when polling stops
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def should_spin(processes_here: int) -> bool:
     """Poll only while each of the node's ``processes_here`` device processes has a core of its
     own: on a shared core a polling process takes the time its neighbour needs to send."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return processes_here <= cores
+    return processes_here <= cores()
 
 
 def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
@@ -65,3 +74,38 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
     polling.sleeping = select
     selector.select = polling  # the loop calls self._selector.select(timeout) on every turn
     return True
+
+
+class Spinner:
+    """Busy-polling for a loop with no selector to wrap: while ``hold`` is in effect (a run in
+    progress; holds nest) a callback reschedules itself on every turn, so the loop polls for
+    events without blocking instead of sleeping; the switch interval is ``SWITCH_SECONDS`` from
+    its start to its ``stop``, as ``busy_poll``'s. (It polls for the whole run, not ``SPIN_SECONDS`` before each sleep: the
+    loop tells no callback when it is about to sleep.)"""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop, self.held = loop, 0
+        self.turning = False  # whether the callback is scheduled (one at a time)
+        # for as long as the process polls, as ``busy_poll``'s: set only between runs, the loop
+        # thread would wait up to 5 ms for the lock after each system call that releases it (the
+        # run's answer written to the driver), behind Ray's threads
+        sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
+
+    def hold(self) -> None:
+        self.held += 1
+        if not self.turning:
+            self.turning = True
+            self.loop.call_soon(self._turn)
+
+    def release(self) -> None:
+        self.held = max(0, self.held - 1)
+
+    def stop(self) -> None:
+        """Polling off: the process's own switch interval again (a run in progress stops turning)."""
+        self.held = 0
+        sys.setswitchinterval(_SWITCH)
+
+    def _turn(self) -> None:
+        self.turning = self.held > 0
+        if self.turning:
+            self.loop.call_soon(self._turn)

@@ -5,18 +5,24 @@ A ``Receiver`` reads into a staging buffer (frame prefixes, headers, small bodie
 body straight into the array it hands on (no staging copy); a body that did not cross the socket
 is read from the sender's memory, copied out of its ring, or mapped from its shared file. It
 answers only what the sender must hear of: a frame its device refused, a sync, a probe, a lent
-body read.
+body read. On a socket between nodes (``authenticate_frames``) every frame carries a MAC
+(``frame_auth``), checked before anything of the frame is handed on; a frame that fails it, or
+that names shared memory or this node's processes, closes the connection with an error naming the
+peer (``refusal``, logged).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from . import memory_reads
+from . import frame_auth
 from .admission import HANDSHAKE_SECONDS, RESPONSE_BYTES, new_nonce, verified
+from .frame_auth import MAC_BYTES, Signer, Verifier
 from .frames import (ANSWER, FRAME, IN_PLACE, PROBE, STAGE, Answer, ErrorAnswer, Header, Storage, Stored,
                      decode_header, encode_answer, widen)
 from .memory_reads import Lent
@@ -27,6 +33,7 @@ from .shared_memory import map_ring, map_shared
 Deliver = Callable[..., "Answer | str"]
 # (run_id, src, dst, key, dtype, shape) -> the array a frame's body goes into, or None (a new one)
 Place = Callable[..., "np.ndarray | None"]
+LOG = logging.getLogger("simshard.wire")
 
 
 def nowhere(*frame) -> None:
@@ -34,14 +41,24 @@ def nowhere(*frame) -> None:
     return None
 
 
+class Check(NamedTuple):
+    """A frame's MAC, to check once its body has all come: the frame's number on the connection,
+    the MAC it came with, and its bytes before the body (prefix and header)."""
+
+    count: int
+    mac: bytes
+    head: bytes
+
+
 class InPlace(NamedTuple):
     """A large body being received straight into its array: the frame's header, the array, its
-    bytes, and how many have come."""
+    bytes, how many have come, and the MAC to check once all have (between nodes)."""
 
     header: Header
     array: np.ndarray
     flat: memoryview
     filled: int
+    check: Check | None = None
 
 
 class Receiver(asyncio.BufferedProtocol):
@@ -50,8 +67,14 @@ class Receiver(asyncio.BufferedProtocol):
     frame handed to ``deliver`` in stream order."""
 
     def __init__(self, secret: bytes, deliver: Deliver, place: Place = nowhere,
-                 on_close: Callable[[], None] | None = None):
+                 on_close: Callable[[], None] | None = None, authenticate_frames: bool = False):
         self.secret, self.deliver, self.place = secret, deliver, place
+        # between nodes: every frame's MAC checked, every answer's made (set up by the handshake)
+        self.macs = authenticate_frames
+        self.verifier: Verifier | None = None
+        self.signer: Signer | None = None
+        self.pre = FRAME.size + (MAC_BYTES if authenticate_frames else 0)  # a frame's bytes before its header
+        self.refusal: str | None = None  # why the connection was closed, when a frame was refused
         self.on_close = on_close  # told once the connection has closed (the listener's count of them)
         self.nonce = new_nonce()  # the challenge the sender must answer before any frame counts
         self.authed = False
@@ -85,19 +108,36 @@ class Receiver(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.body is not None:
-            header, array, flat, filled = self.body
-            body = InPlace(header, array, flat, filled + nbytes)
+            body = self.body._replace(filled=self.body.filled + nbytes)
             if body.filled < len(body.flat):
                 self.body = body
                 return
             self.body = None
+            check = body.check
+            if check is not None and not self.verifier.check(check.count, check.mac, (check.head, body.flat)):
+                self._refuse(f"frame {check.count} failed its MAC (changed, replayed or forged)")
+                return
             self._hand_on(body.header, body.array)
             return
         self.end += nbytes
         try:
             self._parse()
-        except Exception:  # a malformed stream: drop the connection rather than guess
-            self.transport.close()
+        except Exception as e:  # a malformed stream: drop the connection rather than guess
+            self._refuse(f"a malformed frame ({type(e).__name__}: {e})")
+
+    def peer(self) -> str:
+        """Who is on the other end, for an error: its address (TCP), or "a process of this node"."""
+        name = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return f"the peer at {name[0]}:{name[1]}" if isinstance(name, tuple) else "a peer process of this node"
+
+    def _refuse(self, why: str) -> None:
+        """Close the connection for a frame it must not take, saying why and naming the peer (the
+        sender's connection then fails: its device's run reports the lost messages)."""
+        if self.refusal is None:
+            self.refusal = f"refused a frame from {self.peer()}: {why}; the connection is closed, nothing of it handed on"
+            LOG.error("simshard wire: %s", self.refusal)
+        self.body = None
+        self.transport.close()
 
     def _compact(self, need: int) -> None:
         """Move the unparsed bytes to the front, in a larger buffer if ``need`` bytes do not fit
@@ -112,7 +152,7 @@ class Receiver(asyncio.BufferedProtocol):
         """Hand on every whole frame in the stage (after the answer to the challenge, first)."""
         if not self.authed and not self._authenticate():
             return
-        while self.end - self.start >= FRAME.size:
+        while self.end - self.start >= self.pre and not self.transport.is_closing():
             seq, hn, bn = FRAME.unpack_from(self.stage, self.start)
             whole = self._control(seq, bn) if hn == 0 else self._message(seq, hn, bn)
             if not whole:
@@ -132,16 +172,37 @@ class Receiver(asyncio.BufferedProtocol):
         self.authed = True
         self.deadline.cancel()
         self.start += RESPONSE_BYTES
+        if self.macs:  # this connection's own keys: never the secret itself
+            to_listener, to_sender = frame_auth.keys(self.secret, self.nonce)
+            self.verifier, self.signer = Verifier(to_listener), Signer(to_sender)
         return True
+
+    def _verified(self, head_end: int, body_end: int) -> bool:
+        """Whether the staged frame at ``start`` (its header up to ``head_end``, its body up to
+        ``body_end``) answers its MAC; True without MACs. A frame that does not is refused."""
+        if self.verifier is None:
+            return True
+        at, count = self.start, self.verifier.take()
+        stage = memoryview(self.stage)
+        mac = stage[at + FRAME.size:at + self.pre]
+        if self.verifier.check(count, mac, (stage[at:at + FRAME.size], stage[at + self.pre:body_end])):
+            return True
+        self._refuse(f"frame {count} failed its MAC (changed, replayed or forged)")
+        return False
 
     def _control(self, seq: int, bn: int) -> bool:
         """A frame with no header, answered at once: a sync (no body: every frame before it has
         been handed on) or a probe (``Connection``: may this process read the sender's memory?).
         False while the probe's body has not all come."""
         if bn == 0:
-            self.start += FRAME.size
+            if not self._verified(self.start + self.pre, self.start + self.pre):
+                return False
+            self.start += self.pre
             self._answer(seq, Answer.SYNC)
             return True
+        if self.macs:  # between nodes nobody reads another node's memory
+            self._refuse("a memory probe, on a socket between nodes")
+            return False
         if self.end - self.start < FRAME.size + bn:
             return False
         pid, address = PROBE.unpack_from(self.stage, self.start + FRAME.size)
@@ -152,7 +213,7 @@ class Receiver(asyncio.BufferedProtocol):
     def _message(self, seq: int, hn: int, bn: int) -> bool:
         """A message's frame: handed on when its header (and a small body) have come, or its large
         body set to be received in place. False while it waits for more of the stream."""
-        head_end = self.start + FRAME.size + hn
+        head_end = self.start + self.pre + hn
         if self.end < head_end:
             if head_end - self.start > len(self.stage):
                 self._compact(head_end - self.start)
@@ -162,11 +223,19 @@ class Receiver(asyncio.BufferedProtocol):
             if head_end - self.start + bn > len(self.stage) - self.start:
                 self._compact(head_end - self.start + bn)
             return False  # a small body not complete yet: wait for it in the stage
-        header = decode_header(self.stage[self.start + FRAME.size:head_end])
+        if bn <= have and not self._verified(head_end, head_end + bn):  # the whole frame is here: check it first
+            return False
+        header = decode_header(self.stage[self.start + self.pre:head_end])
         dtype, shape, stored = header.dtype, header.shape, header.stored
-        # a small body is copied out of the stage wherever it goes: not worth finding its place
+        if np.dtype(dtype).hasobject:  # raw bytes are never Python objects
+            raise ValueError(f"a frame's body is of dtype {dtype!r}, which holds Python objects")
+        if stored is not None and self.macs:
+            self._refuse("a frame naming shared memory or a process's memory, on a socket between nodes")
+            return False
+        # a small body is copied out of the stage wherever it goes: not worth finding its place; and
+        # between nodes a body goes into no place of the device's until its MAC has been checked
         array = (self.place(header.run_id, header.src, header.dst, header.key, dtype, shape)
-                 if bn >= IN_PLACE or stored else None)
+                 if (bn >= IN_PLACE or stored) and not self.macs else None)
         if stored is not None:  # the body is in shared memory or the sender's (no bytes follow)
             self.start = head_end
             self._hand_on(header, self._from_stored(seq, stored, dtype, shape, array))
@@ -176,6 +245,7 @@ class Receiver(asyncio.BufferedProtocol):
     def _body(self, header: Header, array: np.ndarray | None, head_end: int, bn: int, have: int) -> bool:
         """Copy what came of a frame's body (``have`` of its ``bn`` bytes, after ``head_end``) into
         its array and hand it on; a large body not all here is received in place (False)."""
+        at = self.start  # the frame's first byte
         if array is None:
             array = np.empty(header.shape, dtype=header.dtype)
         if array.nbytes != bn:
@@ -186,7 +256,11 @@ class Receiver(asyncio.BufferedProtocol):
             flat[:got] = self.stage[head_end:head_end + got]
         self.start = head_end + got
         if got < bn:  # a large body: the rest goes straight into the array
-            self.body = InPlace(header, array, flat, got)
+            check = None
+            if self.verifier is not None:  # its MAC checked once the body has all come
+                check = Check(self.verifier.take(), bytes(self.stage[at + FRAME.size:at + self.pre]),
+                              bytes(self.stage[at:at + FRAME.size]) + bytes(self.stage[at + self.pre:head_end]))
+            self.body = InPlace(header, array, flat, got, check)
             self.start = self.end = 0
             return False
         self._hand_on(header, array)
@@ -233,7 +307,11 @@ class Receiver(asyncio.BufferedProtocol):
         if self.transport.is_closing():
             return  # the sender is gone: nobody to tell
         data = encode_answer(answer)
-        self.transport.write(ANSWER.pack(seq, len(data)) + data)
+        self.transport.write(self._signed(ANSWER.pack(seq, len(data)) + data))
+
+    def _signed(self, answer: bytes) -> bytes:
+        """An answer, with its MAC after it between nodes."""
+        return answer if self.signer is None else answer + self.signer.sign((answer,))
 
     def _read(self, seq: int) -> None:
         """Tell the sender frame ``seq``'s body has been read (or will not be): in one write with
@@ -246,4 +324,4 @@ class Receiver(asyncio.BufferedProtocol):
         reads, self.reads = self.reads, []
         if not self.transport.is_closing():
             read = encode_answer(Answer.READ)
-            self.transport.write(b"".join(ANSWER.pack(seq, len(read)) + read for seq in reads))
+            self.transport.write(b"".join(self._signed(ANSWER.pack(seq, len(read)) + read) for seq in reads))

@@ -8,7 +8,9 @@ processes, shared by their devices). Every connection starts by proving it knows
 write and nothing more: the receiver answers only a frame it refused, and a sync frame
 (``Connection.sync``) settles every frame before it. A mid-sized body is lent (read from this
 process's memory by the receiver: ``memory_reads``) or copied into the connection's ring; a large
-one names its shared file (``shared_memory``).
+one names its shared file (``shared_memory``). Between nodes (TCP) every frame and every answer
+carries a MAC under keys the handshake derives (``frame_auth``): checked before anything of it is
+handed on.
 """
 
 from __future__ import annotations
@@ -20,12 +22,34 @@ import socket
 
 import numpy as np
 
+from . import frame_auth
 from .admission import NONCE_BYTES, Admissions, accept_forever, listening_socket, respond
+from .frame_auth import MAC_BYTES, Signer, Verifier
 from .frames import (ANSWER, FRAME, PROBE, SMALL, Answer, ErrorAnswer, Header, Storage, Stored, decode_answer,
                      encode_header, widen)
 from .memory_reads import array_owner, memory_reads_possible
 from .receiver import Deliver, Place, Receiver, nowhere
 from .shared_memory import RING_MIN, SHM_BYTES, Ring, shared_memory_prefix
+
+
+async def dial(address: str) -> socket.socket:
+    """A connected non-blocking socket to ``address`` (an abstract Unix socket, ``"\\0..."``, or
+    ``tcp:host:port``), made and connected here and handed to the event loop whole: uvloop (which
+    Ray runs async actors on wherever it is installed) refuses an abstract address given by name
+    (EINVAL), but takes a socket connected to one, as asyncio's own loop does."""
+    if address.startswith("tcp:"):
+        host, port = address[4:].rsplit(":", 1)
+        family, _, _, _, target = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    else:
+        family, target = socket.AF_UNIX, address
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, target)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class Listener:
@@ -64,8 +88,11 @@ class Listener:
     def _serve(self, conn: socket.socket) -> None:
         """An admitted connection: a ``Receiver`` reads it (it leaves ``admissions`` on closing)."""
 
+        between_nodes = conn.family != socket.AF_UNIX  # (TCP: every frame authenticated)
+
         def receiver():
-            return Receiver(self.secret, self.deliver, self.place, on_close=self.admissions.leave)
+            return Receiver(self.secret, self.deliver, self.place, on_close=self.admissions.leave,
+                            authenticate_frames=between_nodes)
 
         async def attach():
             try:
@@ -106,14 +133,17 @@ class Connection:
         self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.seq = itertools.count()
         self.failed: BaseException | None = None
+        # between nodes: this side's frames signed, the receiver's answers checked (``frame_auth``)
+        self.signer: Signer | None = None
+        self.verifier: Verifier | None = None
         self.opened = asyncio.get_running_loop().create_future()  # True once open, False if it could not be
         self.task = asyncio.ensure_future(self._open())
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        sock = await dial(self.address)
         if self.address.startswith("tcp:"):
-            host, port = self.address[4:].rsplit(":", 1)
-            return await asyncio.open_connection(host, int(port))
-        return await asyncio.open_unix_connection(self.address)
+            return await asyncio.open_connection(sock=sock)
+        return await asyncio.open_unix_connection(sock=sock)
 
     async def _open(self) -> None:
         writer = None
@@ -125,25 +155,36 @@ class Connection:
                 writer.close()
             if isinstance(e, asyncio.CancelledError):
                 raise
-            self._fail(e)
+            self._fail(e, "did not open")
             self.opened.set_result(False)
             return
         self.opened.set_result(True)
         widen(writer.transport)
         writer.write(respond(self.secret, nonce))  # the secret itself never crosses the socket
+        self.writer = writer
+        if self.address.startswith("tcp:"):  # this connection's own keys: never the secret itself
+            to_listener, to_sender = frame_auth.keys(self.secret, nonce)
+            self.signer, self.verifier = Signer(to_listener), Verifier(to_sender)
         if self.shared_prefix and memory_reads_possible():
             probe = PROBE.pack(os.getpid(), self._probe.ctypes.data)
-            writer.write(FRAME.pack(next(self.seq), 0, len(probe)) + probe)
+            self._put((FRAME.pack(next(self.seq), 0, len(probe)) + probe,))
         for frame in self.waiting:
-            writer.write(frame)
-        self.waiting, self.writer = None, writer
+            self._put((frame,))
+        self.waiting = None
         await self._read_answers(reader)
 
     async def _read_answers(self, reader: asyncio.StreamReader) -> None:
         try:
             while True:
-                seq, n = ANSWER.unpack(await reader.readexactly(ANSWER.size))
-                answer = decode_answer(await reader.readexactly(n))
+                head = await reader.readexactly(ANSWER.size)
+                seq, n = ANSWER.unpack(head)
+                data = await reader.readexactly(n)
+                if self.verifier is not None:
+                    mac = await reader.readexactly(MAC_BYTES)
+                    if not self.verifier.check(self.verifier.take(), mac, (head, data)):
+                        raise ConnectionError(f"an answer from the peer at {self.address} failed its MAC (changed, "
+                                              "replayed or forged): the connection is closed")
+                answer = decode_answer(data)
                 fut = self.syncs.pop(seq, None) if answer is Answer.SYNC else None
                 if fut is not None:  # every frame before it was handed on, refusals answered already
                     self._synced(seq)
@@ -155,8 +196,9 @@ class Connection:
                     self.cma = answer is Answer.CMA
                 else:
                     self.refused[seq] = answer
-        except (asyncio.IncompleteReadError, ConnectionError) as e:
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as e:  # (ValueError: no answer)
             self._fail(e)
+            self.writer.close()
 
     def _synced(self, seq: int) -> None:
         """Sync ``seq`` was answered: the ring written before it has been copied out (its space is
@@ -166,8 +208,8 @@ class Connection:
             self.ring.free(mark)
             self.ring.unlink()
 
-    def _fail(self, error: BaseException) -> None:
-        self.failed = ConnectionError(f"the socket to a peer process closed: {error}")
+    def _fail(self, error: BaseException, what: str = "closed") -> None:
+        self.failed = ConnectionError(f"the socket to a peer process {what}: {error or type(error).__name__}")
         for fut in self.syncs.values():
             if not fut.done():
                 fut.set_exception(self.failed)
@@ -176,12 +218,21 @@ class Connection:
     def _write(self, *parts) -> None:
         if self.failed is not None:
             return  # the peer process is gone: its devices' messages go nowhere (Ray reports it dead)
-        if self.writer is None:
+        if self.writer is None or self.waiting is not None:
             self.waiting.append(b"".join(parts))
         else:
-            write = self.writer.transport.write  # (the stream writer's write only adds a call)
-            for p in parts:
-                write(p)
+            self._put(parts)
+
+    def _put(self, parts) -> None:
+        """Write a frame's parts (the first starts with its ``FRAME`` prefix); between nodes with
+        its MAC after the prefix."""
+        write = self.writer.transport.write  # (the stream writer's write only adds a call)
+        if self.signer is not None:
+            first = parts[0]
+            mac = self.signer.sign(parts)
+            parts = (first[:FRAME.size], mac, first[FRAME.size:], *parts[1:])
+        for p in parts:
+            write(p)
 
     def send(self, run_id: int, src: int, dst: int, key, array: np.ndarray, tag, note: str,
              shared: Stored | None = None) -> int:

@@ -99,7 +99,7 @@ def topology(file: str | None, bandwidth: Sequence[str], latency: Sequence[str],
         nodes = device = None
     unknown = sorted(set(links) - set(axes))
     if unknown and axes:
-        raise UsageError(f"the topology names mesh axes {', '.join(unknown)} that the mesh does not have "
+        raise UsageError(f"the topology names mesh axes {', '.join(map(shown, unknown))} that the mesh does not have "
                          f"(axes: {', '.join(axes)})")
     return Topology({a: links[a] for a in axes if a in links}, default, nodes, device)  # in mesh order
 
@@ -181,8 +181,8 @@ def add_run_flags(parser) -> None:
     parser.add_argument("--address", metavar="ADDR", help="join this Ray cluster (implies --backend ray)")
     parser.add_argument("--devices-per-process", metavar="K", type=int, default=None,
                         help="ray: K consecutive devices of the mesh share one worker process, their messages "
-                             "staying in it (must divide the device count; default: one per device up to "
-                             "max(8, 2 x CPUs) devices, more beyond)")
+                             "staying in it (must divide the device count; default: as few per process as leave "
+                             "each process a core of this machine)")
     parser.add_argument("--exact", action="store_true",
                         help="require identical bits: a float sum reassociated by the sharding fails (exit 1) "
                              "instead of passing with its ULP distance")

@@ -94,7 +94,10 @@ def read(text: str, bound: Bound, units: dict) -> Decimal:
     unit = split[1].strip() if split else None
     if split is None or unit not in units:
         raise UsageError(f"{bound.what} is {bound.example}; got {shown(text)}")
-    number = Decimal(split[0])
+    try:
+        number = Decimal(split[0])
+    except ArithmeticError:  # an exponent beyond any Decimal's (InvalidOperation): beyond any quantity too
+        raise UsageError(f"{bound.what} is {bound.example}; got {shown(text)}, whose exponent is out of range") from None
     if number and number.adjusted() > MAX_EXPONENT:
         raise UsageError(f"{bound.what} is at most {bound.high_text}; got {shown(text)}")
     if number and number.adjusted() < -MAX_EXPONENT:

@@ -60,6 +60,9 @@ def execute(args, out: Output) -> int:
     out.heading(f"{program.name} / {strategy.name}", strategy.about)
     execution = getattr(res, "execution", None)
     plane, control = getattr(execution, "data_plane", None), getattr(execution, "control_plane", None)
+    routes = getattr(execution, "routes", None)
+    if plane and routes:  # the routes its messages took, device pairs per route: a fallback shows
+        plane += " (" + ", ".join(f"{route}: {n} device pairs" for route, n in sorted(routes.items())) + ")"
     if estimated:
         out.line(f"mesh {mesh_text} ({used.size} devices), estimated without running")
     else:

@@ -12,12 +12,13 @@ from .comm import CommRecord, CommReport, TimeEstimate
 from .inputs import exact_inputs, exact_magnitude
 from .topology import Link, Topology
 from .memory import DeviceMemory, MemoryReport
+from .reading import ReportFormatError
 from ..units import fmt_bytes, fmt_rate, fmt_seconds
 from .opcheck import check_ops
 from .verify import Check, VerifyReport, bit_equal, compare, ulp_distance
 
 __all__ = [
-    "Check", "CommRecord", "CommReport", "DeviceMemory", "Link", "MemoryReport", "TimeEstimate", "Topology",
+    "Check", "CommRecord", "CommReport", "DeviceMemory", "Link", "MemoryReport", "ReportFormatError", "TimeEstimate", "Topology",
     "VerifyReport", "analytic_min_bytes", "balanced_chunks", "bit_equal", "check_ops", "compare", "exact_inputs",
     "exact_magnitude", "fmt_bytes", "fmt_rate", "fmt_seconds", "ulp_distance",
 ]

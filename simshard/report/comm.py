@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
+from .reading import checked, read_entries
 from .collective_cost import analytic_min_bytes, balanced_chunks  # noqa: F401  (importable from here, as before)
 from .topology import Link, Topology, record_seconds  # noqa: F401  (Link: importable from here, as before)
 
@@ -360,7 +361,10 @@ class CommReport:
 
     @staticmethod
     def from_json(text: str) -> "CommReport":
-        return CommReport(tuple(CommRecord.from_dict(r) for r in json.loads(text)["records"]))
+        """The report ``to_json`` wrote; other text is a ``ReportFormatError`` naming the problem."""
+        entries = read_entries(text, "a communication report", "records")
+        return CommReport(tuple(CommRecord.from_dict(checked(CommRecord, r, f"a communication report: record {i}"))
+                                for i, r in enumerate(entries)))
 
     @staticmethod
     def merge(reports: Iterable["CommReport"]) -> "CommReport":

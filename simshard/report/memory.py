@@ -15,6 +15,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from ..units import fmt_bytes, plain_text
+from .reading import checked, read_entries
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,10 @@ class MemoryReport:
 
     @staticmethod
     def from_json(text: str) -> "MemoryReport":
-        return MemoryReport(tuple(DeviceMemory(**d) for d in json.loads(text)["devices"]))
+        """The report ``to_json`` wrote; other text is a ``ReportFormatError`` naming the problem."""
+        entries = read_entries(text, "a memory report", "devices")
+        return MemoryReport(tuple(DeviceMemory(**checked(DeviceMemory, d, f"a memory report: device entry {i}"))
+                                  for i, d in enumerate(entries)))
 
 
 def capacity_of(device_memory, device: int) -> int | None:

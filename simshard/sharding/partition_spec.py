@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Sequence
 
 from ..errors import ShardingError
@@ -84,7 +85,9 @@ def parse_partition_spec(text: str) -> P:
     if len(text) > MAX_TEXT:
         fail(f"{len(text)} characters is longer than any PartitionSpec ({MAX_TEXT} at most)")
     try:
-        node = ast.parse(text.strip(), mode="eval").body
+        with warnings.catch_warnings():  # "1x" warns on stderr (invalid decimal literal): refuse it instead
+            warnings.simplefilter("error", SyntaxWarning)
+            node = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         fail(f"{e.msg} at column {e.offset}")
     except (MemoryError, RecursionError):  # Python's parser gives up on deep nesting this way

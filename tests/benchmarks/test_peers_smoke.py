@@ -28,17 +28,22 @@ def positive(v) -> bool:
 
 
 def test_simshard_measurements_return_times_on_the_local_backend():
-    assert all(positive(v) for v in peers.simshard_collectives(1 << 14, "local", reps=2).values())
+    collectives = peers.simshard_collectives(1 << 14, "local", reps=2)
+    assert collectives.pop("used") == "local" and all(positive(v) for v in collectives.values())
     mlp = peers.simshard_mlp(16, 32, 64, "local")
-    assert positive(mlp["resident"]) and positive(mlp["end_to_end"]) and mlp["data_plane"] == "local"
+    assert positive(mlp["resident"]) and positive(mlp["end_to_end"]) and mlp["used"] == "local"
     assert positive(peers.simshard_message_round("local", rounds=5))
     assert positive(peers.simshard_message_hop("local", hops=6))
 
 
 def test_simshard_on_ray_with_several_devices_per_process(ray_session):
     mlp = peers.simshard_mlp(16, 16, 32, "ray", mesh_shape=(2, 4), per_process=4)
-    assert positive(mlp["resident"]) and mlp["data_plane"] == "sockets"
+    # each simshard row says what it ran on: its messages' routes (ordered device pairs), the run
+    # calls' route, the processes' polling, so that a fallback to Ray calls cannot pass unseen
+    assert positive(mlp["resident"]) and mlp["used"].startswith("process 24, unix 32; calls sockets; polling ")
+    assert mlp["used"].endswith("; 2 processes")
     assert positive(peers.simshard_message_hop("ray", per_process=1, hops=6))
+    assert peers.USED[(2, 1)].startswith("unix 2; calls sockets;")
 
 
 def test_a_peer_that_is_not_installed_is_reported_not_raised(tmp_path):
@@ -67,7 +72,7 @@ def test_the_table_has_ratios_and_is_rewritten_between_its_markers(tmp_path):
                         "torch gloo": 0.01, "jax": "not installed"}],
               "per_message_round": {"local": 2e-4}, "date": "2026-11-24", "load": 0.5, "quick": True}
     text = peers.table(result)
-    assert "| 1 MiB all-reduce, 8 ranks | 20.0 ms | 4.0 ms | 10.0 ms | not installed | 2.00x | - |" in text
+    assert "| 1 MiB all-reduce, 8 ranks | 20.0 ms | 4.0 ms | 10.0 ms | not installed | 2.00x | - | - |" in text
     doc = tmp_path / "performance.md"
     doc.write_text("# Performance\n\nintro\n")
     peers.write_section(doc, text)

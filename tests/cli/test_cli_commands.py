@@ -79,7 +79,7 @@ def test_topology_file_with_units(capsys, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("--topology", "t.json", "--latency", "1us"), "not both"),
-    (("--bandwidth", "z=1GB/s"), "names mesh axes z that the mesh does not have (axes: x, y)"),
+    (("--bandwidth", "z=1GB/s"), "names mesh axes 'z' that the mesh does not have (axes: x, y)"),
     (("--latency", "soon"), "--latency: a latency is a number of seconds"),
     (("--bandwidth", "0"), "--bandwidth: a bandwidth is a positive number"),
     (("--address", "ray://x:1", "--backend", "local"), "--address names a Ray cluster"),
@@ -324,7 +324,9 @@ def test_the_main_job_on_ray_is_silent_on_stderr_with_quiet():
 def test_devices_per_process_runs_the_devices_in_fewer_ray_processes(capsys, ray_session):
     ran = main_in_process(capsys, "run", "mlp", "--backend", "ray", "--devices-per-process", "4", "-q")
     assert ran.code == 0, ran.err
-    assert "backend ray (data plane: sockets; run calls: sockets)" in ran.out and "bitwise" in ran.out
+    # the routes its messages took, so that a peer reached by Ray calls would show
+    assert ("backend ray (data plane: sockets (process: 24 device pairs, unix: 32 device pairs); run calls: sockets)"
+            in ran.out and "bitwise" in ran.out), ran.out
 
 
 def test_devices_per_process_is_refused_on_the_local_backend_and_when_it_does_not_divide(capsys, ray_session):

@@ -92,3 +92,23 @@ def kill(mesh, device: int, within: float = 30.0) -> None:
     while device not in mesh.lost(timeout=1.0):
         assert time.monotonic() < deadline, f"device {device}'s process still answers {within:g} s after ray.kill"
         time.sleep(0.05)
+
+
+# The event loops Ray may run a device process's actor on: asyncio's own, and uvloop's wherever
+# uvloop is installed (Ray's default then). The wire must work on both.
+EVENT_LOOPS = ("asyncio", "uvloop")
+
+
+def new_loop(kind: str) -> asyncio.AbstractEventLoop:
+    """A fresh event loop of ``kind`` (the test is skipped where uvloop is not installed)."""
+    if kind == "uvloop":
+        import pytest
+
+        return pytest.importorskip("uvloop").new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def run_on(kind: str, coro):
+    """``asyncio.run(coro)`` on a loop of ``kind``."""
+    with asyncio.Runner(loop_factory=lambda: new_loop(kind)) as runner:
+        return runner.run(coro)

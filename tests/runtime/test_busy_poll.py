@@ -74,3 +74,46 @@ def test_a_ray_mesh_polls_as_told_or_where_the_node_has_the_cores(ray_session, p
     for d in spmd.devices:
         assert [bits(a) for a in outputs[d]] == [bits(a) for a in local.outputs[d]], d
     assert remote.records == local.records
+
+
+@pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
+def test_a_spinner_polls_a_loop_while_held_and_lets_it_sleep_after(kind):
+    """A loop with no selector to wrap (uvloop's) polls by turns during a run: the CPU of the whole
+    wait while held, almost none once released; the events are the same."""
+    from runtime_helpers import new_loop
+    from simshard.runtime.wire.polling import Spinner
+
+    loop = new_loop(kind)
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    switch = sys.getswitchinterval()
+    try:
+        spinner = Spinner(loop)
+
+        async def wait():
+            spinner.hold()
+            spinner.hold()  # holds nest: one callback turning
+            loop.call_later(0.2, b.send, b"x")
+            cpu = time.process_time()
+            got = await loop.sock_recv(a, 1)
+            held = time.process_time() - cpu
+            assert sys.getswitchinterval() <= 1e-4
+            spinner.release()
+            spinner.release()
+            cpu = time.process_time()
+            await asyncio.sleep(0.2)
+            return got, held, time.process_time() - cpu
+
+        got, held, released = loop.run_until_complete(wait())
+        assert got == b"x"
+        # it polled through the 200 ms wait (a core's share of it, on a loaded machine) and slept
+        # through the 200 ms one after
+        assert held > 0.03 and held > 3 * released, (held, released)
+        assert not spinner.turning
+        assert sys.getswitchinterval() <= 1e-4  # until polling stops: the answer's write wants the lock back
+        spinner.stop()
+        assert sys.getswitchinterval() == switch
+    finally:
+        a.close()
+        b.close()
+        loop.close()

@@ -11,6 +11,7 @@ import pytest
 
 from simshard.runtime.wire import control_line
 from simshard.runtime.wire.control_line import ControlLine, ControlServer, HostError
+from runtime_helpers import EVENT_LOOPS, new_loop
 
 SECRET = b"s" * 16
 
@@ -19,8 +20,8 @@ class Host:
     """A ControlServer whose ``run(plan, *inputs)`` sums its inputs (or raises, or waits, as the
     plan says), on its own loop in a thread."""
 
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, loop: str = "asyncio"):
+        self.loop = new_loop(loop)
         self.release = asyncio.Event()
         self.seen: list = []
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -51,9 +52,10 @@ class Host:
         self.thread.join(5)
 
 
-@pytest.fixture
-def host():
-    h = Host()
+@pytest.fixture(params=EVENT_LOOPS)
+def host(request):
+    """A host on each event loop Ray may give a device process."""
+    h = Host(request.param)
     yield h
     h.stop()
 

@@ -20,6 +20,7 @@ from simshard.runtime.wire import admission
 from simshard.runtime.wire.admission import NONCE_BYTES, respond
 from simshard.runtime.wire.control_line import ControlLine, ControlServer
 from simshard.runtime.wire.sockets import Connection, Listener
+from runtime_helpers import EVENT_LOOPS, new_loop, run_on
 
 SECRET = b"s" * 16
 
@@ -28,8 +29,8 @@ class Served:
     """A listener (``Listener`` or ``ControlServer``) on its own event loop in a thread; what its
     connections delivered in ``got``."""
 
-    def __init__(self, kind: str):
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, kind: str, loop: str = "asyncio"):
+        self.loop = new_loop(loop)
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.got: list = []
@@ -59,9 +60,10 @@ def kind(request):
     return request.param
 
 
-@pytest.fixture
-def served(kind):
-    s = Served(kind)
+@pytest.fixture(params=EVENT_LOOPS)
+def served(kind, request):
+    """A listener of ``kind`` on each event loop Ray may give a device process."""
+    s = Served(kind, request.param)
     yield s
     s.stop()
 
@@ -194,7 +196,8 @@ def test_the_secret_never_crosses_the_socket_only_the_hmac_of_the_challenge():
     assert peer_side.heard.startswith(want) and SECRET not in peer_side.heard
 
 
-def test_a_peer_turned_away_by_a_full_listener_is_not_opened(monkeypatch):
+@pytest.mark.parametrize("loop", EVENT_LOOPS)
+def test_a_peer_turned_away_by_a_full_listener_is_not_opened(monkeypatch, loop):
     monkeypatch.setattr(admission, "MAX_CONNECTIONS", 1)
 
     async def main():
@@ -208,6 +211,6 @@ def test_a_peer_turned_away_by_a_full_listener_is_not_opened(monkeypatch):
         listener.close()
         return opened, second.failed
 
-    opened, failed = asyncio.run(main())
+    opened, failed = run_on(loop, main())
     assert opened == [True, False]  # the device host then reaches that peer by Ray calls
     assert isinstance(failed, ConnectionError)

@@ -33,7 +33,7 @@ def mlp(x, w1, w2):
 
 @pytest.fixture(scope="module")
 def mesh8(ray_session):
-    with RayMesh(MESH) as devices:
+    with RayMesh(MESH, devices_per_process=1) as devices:
         yield devices
 
 
@@ -137,7 +137,7 @@ def test_a_run_is_ray_calls_where_its_shards_are_large_or_in_the_object_store(me
     assert np.array_equal(by_ray.outputs, mlp(*big))
     assert by_ray.execution.control_plane == "ray" and by_ray.controller_calls["remote"] == n
     assert by_ray.controller_calls["put"] == 2 + 1 + 4  # one put per distinct block: x 2, w1 1, w2 4
-    with RayMesh(MESH, data_plane="ray") as calls_only:  # the Ray data plane: Ray calls throughout
+    with RayMesh(MESH, data_plane="ray", devices_per_process=1) as calls_only:  # the Ray data plane: Ray calls throughout
         again = calls_only.compile(mlp, *args, in_shardings=MEGATRON)(*args)
         assert again.execution.control_plane == "ray" and again.controller_calls["remote"] == n
         assert bits(again.outputs) == bits(on_lines.outputs) and again.records == on_lines.records
@@ -204,7 +204,7 @@ def test_mismatched_schedule_names_both_devices_positions(mesh8):
 
 
 def test_a_dead_device_is_named_with_its_instruction_in_bounded_time(ray_session):
-    with RayMesh(devices=(0, 1, 2)) as devices:
+    with RayMesh(devices=(0, 1, 2), devices_per_process=1) as devices:
         # killed before the run: its peers wait for its part of the all-reduce
         spmd = spmd_of({d: [AllReduce(4, "%4 sum", src=0, dst=0, group=(0, 1, 2), axes=("x",))] for d in (0, 1, 2)})
         key = devices.load(spmd, timeout=60.0)
@@ -219,7 +219,7 @@ def test_a_dead_device_is_named_with_its_instruction_in_bounded_time(ray_session
         assert "device 2's Ray actor died" in str(e)
         assert "[4] all_reduce over (0, 1, 2)" in str(e)
 
-    with RayMesh(devices=(0, 1, 2)) as devices:
+    with RayMesh(devices=(0, 1, 2), devices_per_process=1) as devices:
         # killed during the run: device 1 is stuck waiting for device 2 (which never sends),
         # device 0 waits for device 1's part of instruction 7
         spmd = spmd_of({
@@ -277,7 +277,7 @@ def chain(devices=(0, 1, 2, 3), n=12) -> SpmdProgram:
 
 @pytest.fixture(scope="module")
 def mesh4(ray_session):
-    with RayMesh(devices=(0, 1, 2, 3)) as devices:
+    with RayMesh(devices=(0, 1, 2, 3), devices_per_process=1) as devices:
         yield devices
 
 
@@ -473,7 +473,7 @@ def test_actors_that_cannot_start_give_a_clear_error_not_a_hang(ray_session):
     free = ray.available_resources().get("CPU", 0.0)
     start = time.perf_counter()
     with pytest.raises(RuntimeError, match="could not start 2 device actors"):
-        with RayMesh(devices=(0, 1), actor_cpus=free + 1, start_timeout=2.0):
+        with RayMesh(devices=(0, 1), devices_per_process=1, actor_cpus=free + 1, start_timeout=2.0):
             pass
     assert time.perf_counter() - start < 15.0
 

@@ -16,6 +16,7 @@ from simshard.runtime.wire import frames, memory_reads, shared_memory
 from simshard.runtime.wire.memory_reads import Lent
 from simshard.runtime.wire.shared_memory import SharedBlocks, remove_shared, shared_memory_prefix
 from simshard.runtime.wire.sockets import Connection, Listener
+from runtime_helpers import EVENT_LOOPS, run_on
 
 ARRAYS = [np.arange(12, dtype=np.float32).reshape(3, 4), np.float64(2.5) * np.ones(()), np.zeros((0, 3), np.int32),
           np.array([True, False]), np.arange(20, dtype=np.int64).reshape(4, 5)[:, ::2],  # not contiguous
@@ -25,8 +26,19 @@ ARRAYS = [np.arange(12, dtype=np.float32).reshape(3, 4), np.float64(2.5) * np.on
 ARRAYS += [np.full(5_000 + 97 * k, k, np.float64) for k in range(40)]
 
 
+LOOP = {"kind": "asyncio"}  # the event loop ``_run`` runs on (set per test by ``every_loop``)
+
+
+@pytest.fixture(autouse=True, params=EVENT_LOOPS)
+def every_loop(request):
+    """Every test on asyncio's loop and on uvloop's (Ray's where it is installed)."""
+    LOOP["kind"] = request.param
+    yield request.param
+    LOOP["kind"] = "asyncio"
+
+
 def _run(coro):
-    return asyncio.run(coro)
+    return run_on(LOOP["kind"], coro)
 
 
 def test_frames_carry_every_array_exactly_and_in_order():

@@ -18,6 +18,7 @@ from ...core.execution import Execution
 from ...core.executor import Span
 from ...core.transfer_log import TransferLog
 from ..protocol import DeviceSummary, RunPlan, Status
+from .connected import routes_used
 from .failures import check_delivered, run_failure
 from .held import Held, HeldOutputs
 from .probe import NotAnswering, silent
@@ -138,4 +139,5 @@ class RunAttempt:
             values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},
             timeline={d: tuple(map(Span._make, summaries[d].timeline)) for d in spmd.devices},
             data_plane=mesh.data_plane, control_plane=self.route.name,
+            routes=routes_used(mesh.peer_routes, spmd.devices),
         )

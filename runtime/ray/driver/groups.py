@@ -3,18 +3,22 @@ the mesh's order), and the CPU share each device asks Ray for."""
 
 from __future__ import annotations
 
-import os
-
+from ...wire.polling import cores
 from ..nodes import node_plan
 from ..start import ACTOR_CPUS_MAX
 
 
 def auto_per_process(n: int, cpus: int | None = None) -> int:
-    """Devices per process on a local Ray when not given: one each while there are at most
-    ``max(8, 2 * cpus)`` devices; beyond that the smallest count dividing ``n`` that keeps the
-    processes within that bound (a process per device costs a worker start and context switches:
-    64 of them take ~25 s to start on 2 cores)."""
-    bound = max(8, 2 * (cpus or os.cpu_count() or 1))
+    """Devices per process on a local Ray when not given: the fewest that keep the processes
+    within the machine's ``cpus`` (the smallest count dividing ``n`` with ``n / k <= cpus``), so
+    that each device process has a core of its own and polls for its messages instead of
+    sleeping (``wire/polling.should_spin``). Where the processes would outnumber the cores, the
+    devices' work is serialised on the cores all the same, and a process per device only adds
+    wakeups, context switches and worker starts (64 processes take ~25 s to start on 2 cores).
+    Measured with benchmarks/peers.py: 8 devices on 2 cores, the Megatron MLP 128x256x1024 step
+    took 5.2 ms with 4 devices per process against 12.1 ms with 1 (docs/performance.md); on 16
+    cores, 2.2 ms with 1 against 8.1 ms with 4 (issue 33's table)."""
+    bound = max(1, cpus or cores())
     return next(k for k in range(1, n + 1) if n % k == 0 and n // k <= bound)
 
 

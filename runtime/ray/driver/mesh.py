@@ -46,6 +46,7 @@ from ..protocol import PROBE_GROUP, LoadArgs
 from ..start import RUNTIME_DIR, ensure_ray, import_ray
 from ..user_entries import user_entries
 from .arrays import HeldArrays
+from .connected import heard
 from .retries import run_with_retries
 from .failures import lost_at_load
 from .groups import auto_per_process, default_actor_cpus, process_groups
@@ -64,14 +65,16 @@ class RayMesh:
     """Device actors for ``mesh`` (or the ``devices`` ids), alive until ``close`` / the end of
     the ``with`` block. ``calls`` counts the controller's Ray calls (kind -> count).
     ``devices_per_process=k``: ``k`` consecutive devices share one actor process (``groups``),
-    messages between them staying in it (see ``ray/host/device_host.py``); by default one device per
-    process up to ``max(8, 2 * CPUs)`` devices on a local Ray, more beyond (``auto_per_process``),
-    and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
+    messages between them staying in it (see ``ray/host/device_host.py``); by default as few per
+    process as keep the processes within the machine's cores (``auto_per_process``: 1 for 8
+    devices on 16 cores, 4 on 2), and one per process on a cluster (``address=`` or ``node_axes=``). ``data_plane``: how
     messages between processes travel (``DATA_PLANES``). ``busy_poll``: whether a waiting device
     process polls for its message before it sleeps (``runtime/wire/polling.py``); by default on the
     sockets data plane where a node has a core for each of its device processes (``polls``).
     ``patience``: seconds of silence after which a fetch probes the processes it waits on (a run
-    uses its program's ``timeout``; ``probe.py``): one that does not answer is lost."""
+    uses its program's ``timeout``; ``probe.py``): one that does not answer is lost. ``runtime_env``:
+    Ray's runtime environment for the device processes (``{"env_vars": {"RAY_USE_UVLOOP": "0"}}``
+    runs them on asyncio's event loop where uvloop is installed, say)."""
 
     keys = itertools.count()  # program keys, unique across meshes
     last_run = -1  # the latest run id (set per mesh by each run)
@@ -80,7 +83,7 @@ class RayMesh:
                  devices: Sequence[int] | None = None, actor_cpus: float | None = None,
                  node_strategy: str = "STRICT_SPREAD", placement_timeout: float = 60.0,
                  start_timeout: float = 60.0, devices_per_process: int | None = None, data_plane: str = "sockets",
-                 busy_poll: bool | None = None, patience: float | None = 10.0):
+                 busy_poll: bool | None = None, patience: float | None = 10.0, runtime_env: dict | None = None):
         if devices is None:
             if mesh is None:
                 raise TypeError("RayMesh needs a mesh or devices=")
@@ -102,8 +105,10 @@ class RayMesh:
             raise ValueError(f"RayMesh: data_plane must be one of {', '.join(DATA_PLANES)}, not {data_plane!r}")
         self.data_plane = data_plane
         self.busy_poll = busy_poll
+        self.runtime_env = runtime_env
         self.patience = patience  # seconds of silence before a fetch probes the processes it waits on
-        self._polls: dict[int, bool] = {}  # device -> whether its process busy-polls (set on connect)
+        self._polls: dict[int, str] = {}  # device -> how its process busy-polls, or "off" (set on connect)
+        self.peer_routes: dict[int, dict[int, str]] = {}  # device -> peer -> route (set on connect)
         self.secret = os.urandom(16)  # a socket connection must start with it
         self.sockets: dict[int, tuple] = {}  # device -> (node id, address, TCP address) of its process
         self.lines = ControlLines(self.secret, enabled=data_plane == "sockets")  # to its node's processes
@@ -138,6 +143,9 @@ class RayMesh:
         cpus = self.actor_cpus if self.actor_cpus is not None else default_actor_cpus(
             ray, self.mesh, len(self.devices), self.node_axes, self.node_strategy)
         options = {d: dict(num_cpus=cpus, max_concurrency=1000, name=None) for d in self.devices}
+        if self.runtime_env is not None:
+            for d in self.devices:
+                options[d]["runtime_env"] = self.runtime_env
         if self.node_axes is not None:
             self.plan = node_plan(self.mesh, self.node_axes, cpus_per_device=cpus, strategy=self.node_strategy)
             self.placement_group = placement_group_for(self.plan, timeout=self.placement_timeout)
@@ -205,9 +213,9 @@ class RayMesh:
                 self.sockets.update((d, tuple(where[:3])) for d in g)
                 self.lines.open(g, where[3] if where[0] == here else None, timeout)
         sockets = self.sockets if self.data_plane == "sockets" else None
-        polls = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self.secret, self.busy_poll)
-                         for g in self.groups], timeout=timeout)
-        self._polls = {d: p for g, p in zip(self.groups, polls) for d in g}
+        answers = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self.secret, self.busy_poll)
+                           for g in self.groups], timeout=timeout)
+        self._polls, self.peer_routes = heard(self.groups, answers)  # (warns of a peer reached by Ray calls)
         self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1
 
@@ -255,6 +263,10 @@ class RayMesh:
 
     def polls(self, device: int) -> bool:
         """Whether ``device``'s process busy-polls for messages (``busy_poll``) or sleeps in wait."""
+        return self._polls[device] != "off"
+
+    def polling(self, device: int) -> str:
+        """How ``device``'s process polls: "selector" (asyncio's loop), "turns" (uvloop's) or "off"."""
         return self._polls[device]
 
     # -- programs ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from ..protocol import PROBE_GROUP, DeviceSummary, RunPlan
+from ..protocol import PROBE_GROUP, Connected, DeviceSummary, RunPlan, Unreached
 from ..start import bootstrap, import_ray
 from .peers import LocalPeer, RemotePeer, SocketPeer, route
 from .process import keep_freed_pages, quiet_gc
@@ -55,6 +55,7 @@ class DeviceHost:
         self.listener = None
         self.control = None  # the driver's line (ControlServer), opened with the listener
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
+        self.spinner = None  # polls the loop during runs where it has no selector (``_poll``)
         self.held: dict[int, np.ndarray] = {}
         self._held_ids = itertools.count()
 
@@ -139,33 +140,25 @@ class DeviceHost:
             remove_shared(prefix)
 
     async def connect(self, hosts: dict, floor: int | None = None, sockets: dict | None = None,
-                      secret: bytes = b"", busy_poll: bool | None = None) -> bool:
+                      secret: bytes = b"", busy_poll: bool | None = None) -> tuple:
         """Learn every device's host handle (again after a restart) and, with ``sockets`` (device ->
         (node id, address, TCP address) of its process), reach other processes by socket: this
         node's by their Unix socket, other nodes' by TCP. A socket that does not open within
         ``CONNECT_SECONDS`` (a firewall between nodes, say) is given up: its peers are reached by
-        Ray calls instead. Runs below ``floor`` are over. ``busy_poll``: whether this process's
-        loop polls before it sleeps (``wire/polling.py``; None: where the node has a core for each of
-        its device processes). Returns whether it polls."""
-        from ...wire.polling import SPIN_SECONDS, busy_poll as poll, should_spin  # after bootstrap (see __init__)
-        from ...wire.sockets import Connection
+        Ray calls instead, and the answer says which and why (the driver warns). Runs below
+        ``floor`` are over. ``busy_poll``: whether this process's loop polls before it sleeps
+        (``wire/polling.py``; None: where the node has a core for each of its device processes).
+        Returns a ``Connected``, as a plain tuple."""
+        from ...wire.polling import should_spin  # after bootstrap (see __init__)
 
         for c in self.connections.values():
             c.close()
-        self.connections = {}
         here = self.node_id()
         address_of = {}
         for p in hosts:
             if p not in self.devices and sockets and sockets.get(p) and (sockets[p][0] == here or sockets[p][2]):
                 address_of[p] = sockets[p][1] if sockets[p][0] == here else sockets[p][2]
-        for address in dict.fromkeys(address_of.values()):
-            self.connections[address] = Connection(address, secret)
-        if self.connections:
-            await asyncio.wait([c.opened for c in self.connections.values()], timeout=CONNECT_SECONDS)
-        for address, c in list(self.connections.items()):
-            if not (c.opened.done() and c.opened.result()):
-                c.close()
-                del self.connections[address]
+        self.connections, failed = await self._open_connections(secret, address_of.values())
         for d, dev in self.devices.items():
             peers = {}
             for p, h in hosts.items():
@@ -180,7 +173,44 @@ class DeviceHost:
             dev.connect(peers, floor, self.connections.values())
         if busy_poll is None:  # the node's processes are known on the sockets data plane only
             busy_poll = bool(sockets) and should_spin(len({a for node, a, _ in sockets.values() if node == here}))
-        return poll(asyncio.get_running_loop(), SPIN_SECONDS if busy_poll else 0.0) and busy_poll
+        unreached = tuple(Unreached(tuple(self.devices), tuple(p for p, a in address_of.items() if a == address),
+                                    address, reason) for address, reason in failed.items())
+        routes = {d: self.routes(d) for d in self.devices}
+        return Connected(self._poll(bool(busy_poll)), routes, unreached).to_wire()
+
+    async def _open_connections(self, secret: bytes, addresses) -> tuple[dict, dict[str, str]]:
+        """A ``Connection`` to each peer process's socket (address -> it) for those that opened
+        within ``CONNECT_SECONDS``, and why each of the others did not (address -> reason)."""
+        from ...wire.sockets import Connection  # after bootstrap (see __init__)
+
+        connections = {address: Connection(address, secret) for address in dict.fromkeys(addresses)}
+        if connections:
+            await asyncio.wait([c.opened for c in connections.values()], timeout=CONNECT_SECONDS)
+        failed = {}
+        for address, c in list(connections.items()):
+            if not (c.opened.done() and c.opened.result()):
+                failed[address] = (str(c.failed) if c.failed is not None
+                                   else f"it did not answer within {CONNECT_SECONDS:g} s")
+                c.close()
+                del connections[address]
+        return connections, failed
+
+    def _poll(self, wanted: bool) -> str:
+        """Make this process's loop poll for messages (``wanted``) or sleep in wait: "selector"
+        (its selector wrapped: asyncio's loop), "turns" (a loop with none: uvloop's, polled by a
+        callback during runs: ``Spinner``) or "off"."""
+        from ...wire.polling import SPIN_SECONDS, Spinner, busy_poll  # after bootstrap (see __init__)
+
+        loop = asyncio.get_running_loop()
+        if self.spinner is not None:
+            self.spinner.stop()
+        self.spinner = None
+        if busy_poll(loop, SPIN_SECONDS if wanted else 0.0):
+            return "selector" if wanted else "off"
+        if wanted:
+            self.spinner = Spinner(loop)
+            return "turns"
+        return "off"
 
     # every call below is for one of this host's devices
     async def load(self, device: int, *args) -> int:
@@ -212,13 +242,14 @@ class DeviceHost:
         hearing of it."""
         plan = RunPlan.of(plan)
         await self.release(plan.released)
-        tasks = self._start_runs(plan, inputs)
-        pending = set(tasks.values())
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if pending and any(t.exception() is not None or not t.result().ok for t in done):
-                for d in tasks:
-                    await self.devices[d].abort(plan.run_id)  # a no-op on a device that has finished
+        spinner = self.spinner
+        if spinner is not None:  # the loop polls while the run is in progress
+            spinner.hold()
+        try:
+            tasks = await self._run_all(plan, inputs)
+        finally:
+            if spinner is not None:
+                spinner.release()
         summaries = {d: t.result() if t.exception() is None else DeviceSummary.failed(t.exception())
                      for d, t in tasks.items()}
         wire = {d: (s._replace(outputs=tuple(self._hold(o) for o in s.outputs)) if s.ok else s).to_wire()
@@ -229,6 +260,17 @@ class DeviceHost:
             return pickle.dumps(wire, protocol=5)
         except Exception:  # something only cloudpickle can carry (a failure's exception)
             return wire
+
+    async def _run_all(self, plan: RunPlan, inputs) -> dict[int, asyncio.Future]:
+        """Each device's run, to its end; when one fails, the others here are aborted."""
+        tasks = self._start_runs(plan, inputs)
+        pending = set(tasks.values())
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if pending and any(t.exception() is not None or not t.result().ok for t in done):
+                for d in tasks:
+                    await self.devices[d].abort(plan.run_id)  # a no-op on a device that has finished
+        return tasks
 
     def _start_runs(self, plan: RunPlan, inputs) -> dict[int, asyncio.Future]:
         """Each device's run as a task, on its shards: those kept here (``plan.held``) and the

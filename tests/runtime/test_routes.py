@@ -1,0 +1,89 @@
+"""How a device's messages reach its peers on a RayMesh, on whichever event loop Ray gives the
+device processes (uvloop's wherever uvloop is installed, asyncio's otherwise): by socket on both,
+polling on both, the routes in every run's ``Execution``, and a peer reached by Ray calls instead
+is a warning naming the devices and why, never silent."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import simshard as ss  # noqa: E402
+from simshard.runtime import run_local  # noqa: E402
+from simshard.runtime.ray.driver.connected import SocketFallbackWarning  # noqa: E402
+from simshard.runtime.ray.driver.lines import ControlFallbackWarning  # noqa: E402
+from simshard.runtime.ray.driver.mesh import RayMesh  # noqa: E402
+from test_ray import MESH, bits, every_collective  # noqa: E402
+
+# Ray runs an async actor on uvloop when it can import it, unless RAY_USE_UVLOOP is 0: the
+# "asyncio" case hides uvloop from the device processes whether or not it is installed.
+HIDE_UVLOOP = {"env_vars": {"RAY_USE_UVLOOP": "0"}}
+MESH4 = ss.Mesh({"x": 4})  # (2 processes of 2 devices)
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_messages_go_by_socket_and_the_loop_polls_on_either_event_loop(ray_session, loop):
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")  # CI installs it (the dev extra): this case must run there
+    spmd = every_collective(cols=6)
+    rng = np.random.default_rng(11)
+    inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
+    local = run_local(spmd, inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SocketFallbackWarning)
+        warnings.simplefilter("error", ControlFallbackWarning)
+        with RayMesh(MESH, devices_per_process=4, busy_poll=True,
+                     runtime_env=HIDE_UVLOOP if loop == "asyncio" else None) as devices:
+            assert devices.routes(0) == {1: "process", 2: "process", 3: "process", 4: "unix", 5: "unix",
+                                         6: "unix", 7: "unix"}
+            assert devices.polling(0) == ("turns" if loop == "uvloop" else "selector")
+            remote = devices.run_spmd(spmd, inputs)
+            outputs = dict(remote.outputs)
+    assert remote.routes == {"process": 24, "unix": 32}  # ordered pairs of the 8 devices
+    assert (remote.data_plane, remote.control_plane) == ("sockets", "sockets")
+    for d in spmd.devices:
+        assert [bits(a) for a in outputs[d]] == [bits(a) for a in local.outputs[d]], d
+    assert remote.records == local.records
+
+
+def test_a_peer_reached_by_ray_calls_instead_of_its_socket_is_a_warning_naming_the_devices(ray_session):
+    with RayMesh(MESH4, devices_per_process=2) as devices:
+        # every process told that the others sit on another node, at a TCP port nothing listens on
+        devices.sockets = {d: ("another node", addr, "tcp:127.0.0.1:1") for d, (_, addr, _) in devices.sockets.items()}
+        with pytest.warns(SocketFallbackWarning) as caught:
+            devices.connect((), None)
+        said = sorted(str(w.message) for w in caught)
+        for mine, theirs in (("0, 1", "2, 3"), ("2, 3", "0, 1")):  # one warning per process, naming both ends
+            assert any(re.match(rf"devices \[{mine}\] reach devices \[{theirs}\] by Ray calls, not by the socket "
+                                rf"to their process \(tcp:127\.0\.0\.1:1\): the socket to a peer process did not "
+                                rf"open: .*(refused|failed)", text) for text in said), said
+        assert devices.routes(0) == {1: "process", 2: "ray", 3: "ray"}
+        x = np.arange(16.0).reshape(4, 4)
+        remote = devices.compile(lambda a: a.sum(0), x, in_shardings=(ss.P("x", None),))(x)
+        assert remote.execution.routes == {"process": 4, "ray": 8}  # ordered pairs of the 4 devices
+
+
+def test_a_control_line_that_does_not_open_is_a_warning_naming_the_devices(ray_session):
+    with RayMesh(MESH4, devices_per_process=2) as devices:
+        with pytest.warns(ControlFallbackWarning, match=r"devices \[0, 1\] did not open"):
+            devices.lines.open((0, 1), "\0simshard-control-nobody-listens-here", 1.0)
+
+
+def test_devices_of_other_nodes_talk_by_tcp_with_every_frame_authenticated(ray_session):
+    """Every process told that the others are on another node: their messages go on TCP (on
+    loopback here), every frame with its MAC (``wire/frame_auth.py``), and the run is exact."""
+    with RayMesh(MESH4, devices_per_process=2) as devices:
+        devices.sockets = {d: ("another node", addr, tcp) for d, (_, addr, tcp) in devices.sockets.items()}
+        devices.connect((), None)
+        assert devices.routes(0) == {1: "process", 2: "tcp", 3: "tcp"}
+        x = np.arange(64.0).reshape(8, 8)
+        w = np.arange(64.0).reshape(8, 8) % 5
+        step = devices.compile(lambda a, b: a @ b, x, w, in_shardings=(ss.P(None, "x"), ss.P("x", None)))
+        res = step(x, w)
+        assert np.array_equal(np.asarray(res.outputs[0] if isinstance(res.outputs, tuple) else res.outputs), x @ w)
+        assert res.execution.routes == {"process": 4, "tcp": 8}
