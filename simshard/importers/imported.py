@@ -1,0 +1,62 @@
+"""``ImportedFunction``: a framework's program as a function simshard takes wherever it takes a
+program (``ss.run``, ``ss.jit``, ``ss.estimate``, ``simshard run FILE.py``).
+
+Like an ``ss.jit`` function it traces itself (``.trace(*args)``: the framework's graph of those
+arguments, interpreted as ops of the registry, with the shardings the framework states), is
+evaluated whole in numpy when called outside a trace, and inlines when called inside one. It also
+runs the framework itself on the same inputs (``framework_reference``), for ``ss.run``'s report.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import optree
+
+from ..ir import trace_stack
+from ..ir.program import Program
+from ..tracing.interpret import evaluate
+from ..tracing.tracer import ShapeDtype, trace
+from .common import FrameworkOutputs
+
+
+class Built(NamedTuple):
+    """What an importer makes of one call's arguments: the function to trace (the arguments as
+    given, Tracers in place of arrays), the shardings the framework states, their mesh."""
+
+    fn: Callable
+    in_shardings: Any
+    out_shardings: Any
+    mesh: Any
+
+
+class ImportedFunction:
+    """See the module docstring. ``build(args) -> Built``; ``reference(args) -> FrameworkOutputs``."""
+
+    static_argnums: tuple[int, ...] = ()
+
+    def __init__(self, name: str, build: Callable[[tuple], Built], reference: Callable[[tuple], FrameworkOutputs]):
+        self.__name__ = name
+        self.build = build
+        self.reference = reference
+
+    def trace(self, *args) -> Program:
+        built = self.build(args)
+        return trace(built.fn, *args, in_shardings=built.in_shardings, out_shardings=built.out_shardings,
+                     mesh=built.mesh)
+
+    def __call__(self, *args):
+        if trace_stack.current() is not None:  # inside another trace: inlined
+            return self.build(args).fn(*args)
+        program = self.trace(*args)
+        outs = evaluate(program, *optree.tree_leaves(args, none_is_leaf=False))
+        return optree.tree_unflatten(program.out_tree, list(outs))
+
+    def framework_reference(self, *args) -> FrameworkOutputs | None:
+        """The framework's outputs for ``args`` (None for abstract arguments: nothing to run)."""
+        if any(isinstance(a, ShapeDtype) for a in optree.tree_leaves(args, none_is_leaf=False)):
+            return None
+        return self.reference(args)
+
+    def __repr__(self) -> str:
+        return f"<imported {self.__name__}>"

@@ -1,0 +1,62 @@
+"""JAX's ``gather`` and the reversals and index-ordered takes other primitives need, as ``take``.
+
+``gather`` is imported where it is a ``take`` along one operand dim (``x[ids]``, ``jnp.take``,
+an embedding lookup): one index per result position, whole slices of the other dims. Gathers
+with batching dims (``take_along_axis``) or partial slices are refused, naming the line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tracing.state import as_tracer, bind
+from .common import unsupported
+
+
+def take_reversed(x, dims) -> object:
+    """``x`` reversed along each of ``dims`` (a take of the indices n-1, ..., 0)."""
+    out = as_tracer(x)
+    for d in dims:
+        n = out.shape[d]
+        out = bind("take", out, np.arange(n - 1, -1, -1, dtype=np.int32), axis=int(d))
+    return out
+
+
+def take_along(x, indices, axis: int):
+    """``np.take_along_axis(x, indices, axis)`` for ``indices`` of ``x``'s shape: a take on the
+    flattened array at the flat positions (exact: it moves elements, computes nothing)."""
+    x = as_tracer(x)
+    nd = x.ndim
+    perm = tuple(d for d in range(nd) if d != axis) + (axis,)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    xt, it = bind("transpose", x, perm=perm), bind("transpose", as_tracer(indices), perm=perm)
+    n = x.shape[axis]
+    m = int(np.prod(xt.shape[:-1], dtype=np.int64))
+    rows = bind("iota", shape=(m, n), dimension=0, dtype=np.dtype(it.dtype))
+    flat = bind("add", bind("reshape", it, new_shape=(m, n)), bind("mul", rows, np.asarray(n, it.dtype)))
+    picked = bind("take", bind("reshape", xt, new_shape=(m * n,)), bind("reshape", flat, new_shape=(m * n,)), axis=0)
+    return bind("transpose", bind("reshape", picked, new_shape=xt.shape), perm=inverse)
+
+
+def gather(eqn, x, indices):
+    """``gather`` that is a take along one dim (module docstring); else refused."""
+    dn, sizes = eqn.params["dimension_numbers"], tuple(int(s) for s in eqn.params["slice_sizes"])
+    if getattr(dn, "operand_batching_dims", ()) or len(dn.start_index_map) != 1 or tuple(dn.collapsed_slice_dims) != tuple(dn.start_index_map):
+        raise unsupported("JAX", "gather", f"only a take along one dim is imported, not {dn}", eqn.where)
+    (axis,) = dn.start_index_map
+    x = as_tracer(x)
+    full = tuple(1 if d == axis else n for d, n in enumerate(x.shape))
+    if sizes != full or indices.shape[-1:] != (1,):
+        raise unsupported("JAX", "gather", f"slices {sizes} of an operand {tuple(x.shape)}: only whole slices "
+                          "along the other dims are imported", eqn.where)
+    idx = bind("reshape", as_tracer(indices), new_shape=tuple(indices.shape[:-1]))
+    taken = bind("take", x, idx, axis=int(axis))
+    # take's dims: operand dims before axis, index dims, operand dims after; JAX puts the operand's
+    # dims at offset_dims and the index dims, in order, at the others
+    labels = [("o", d) for d in range(axis)] + [("b", k) for k in range(idx.ndim)] + [("o", d) for d in range(axis + 1, x.ndim)]
+    operand_dims = iter(d for d in range(x.ndim) if d != axis)
+    batch_dims = iter(range(idx.ndim))
+    order = [("o", next(operand_dims)) if pos in tuple(dn.offset_dims) else ("b", next(batch_dims))
+             for pos in range(len(labels))]
+    perm = tuple(labels.index(lab) for lab in order)
+    return taken if perm == tuple(range(len(perm))) else bind("transpose", taken, perm=perm)
