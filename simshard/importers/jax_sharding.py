@@ -20,7 +20,10 @@ def convert_mesh(jax_mesh) -> Mesh:
     sizes = tuple(int(s) for s in jax_mesh.axis_sizes)
     types = tuple(AxisType[getattr(t, "name", str(t))] for t in getattr(jax_mesh, "axis_types", ()) or ())
     ids = None
-    devices = getattr(jax_mesh, "devices", None)
+    try:
+        devices = jax_mesh.devices
+    except (AttributeError, ValueError):  # an AbstractMesh holds no devices
+        devices = None
     if devices is not None and not isinstance(devices, (str, bytes)):
         found = [int(getattr(d, "id", -1)) for d in getattr(devices, "flat", ())]
         if sorted(found) == list(range(len(found))) and len(found) == _product(sizes):
