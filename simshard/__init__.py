@@ -31,7 +31,7 @@ from .scalax import (
 )
 from .fhe import Utilization, fhe_spec, utilization
 from . import lax, nn, numpy  # simshard.lax / simshard.nn / simshard.numpy
-from .importers import from_jax  # programs from JAX (and PyTorch: from_torch); jax / torch load only when called
+from .importers import from_jax, from_torch  # programs from JAX and PyTorch; jax / torch load only when called
 
 _moved.install()  # the module paths from before the split into stage packages still import
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "set_mesh", "shard_map", "trace", "use_mesh",
     "FSDPShardingRule", "MeshShardingHelper", "PolicyShardingRule", "ShardingRule", "TreePathShardingRule",
     "with_sharding_annotation", "with_sharding_constraint", "nn", "register_op", "register_rule",
-    "checkpoint", "grad", "jvp", "value_and_grad", "vjp", "vmap", "from_jax",
+    "checkpoint", "grad", "jvp", "value_and_grad", "vjp", "vmap", "from_jax", "from_torch",
 ]
 __version__ = "0.1.0"
 

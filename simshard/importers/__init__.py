@@ -8,5 +8,6 @@ that need them, so ``import simshard`` never loads either.
 from .common import FrameworkOutputs, UnsupportedOpError
 from .imported import ImportedFunction
 from .jax_import import from_jax
+from .torch_import import from_torch
 
-__all__ = ["FrameworkOutputs", "ImportedFunction", "UnsupportedOpError", "from_jax"]
+__all__ = ["FrameworkOutputs", "ImportedFunction", "UnsupportedOpError", "from_jax", "from_torch"]

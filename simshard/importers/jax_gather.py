@@ -23,19 +23,21 @@ def take_reversed(x, dims) -> object:
 
 
 def take_along(x, indices, axis: int):
-    """``np.take_along_axis(x, indices, axis)`` for ``indices`` of ``x``'s shape: a take on the
-    flattened array at the flat positions (exact: it moves elements, computes nothing)."""
-    x = as_tracer(x)
-    nd = x.ndim
-    perm = tuple(d for d in range(nd) if d != axis) + (axis,)
-    inverse = tuple(int(i) for i in np.argsort(perm))
-    xt, it = bind("transpose", x, perm=perm), bind("transpose", as_tracer(indices), perm=perm)
-    n = x.shape[axis]
-    m = int(np.prod(xt.shape[:-1], dtype=np.int64))
-    rows = bind("iota", shape=(m, n), dimension=0, dtype=np.dtype(it.dtype))
-    flat = bind("add", bind("reshape", it, new_shape=(m, n)), bind("mul", rows, np.asarray(n, it.dtype)))
-    picked = bind("take", bind("reshape", xt, new_shape=(m * n,)), bind("reshape", flat, new_shape=(m * n,)), axis=0)
-    return bind("transpose", bind("reshape", picked, new_shape=xt.shape), perm=inverse)
+    """``np.take_along_axis(x, indices, axis)`` (torch's ``gather``): ``indices`` of ``x``'s rank,
+    no larger than ``x`` in the other dims. A take on the flattened array at each element's flat
+    position (the index along ``axis``, its own coordinates along the others): exact, it moves
+    elements and computes nothing."""
+    x, idx = as_tracer(x), as_tracer(indices)
+    shape = tuple(idx.shape)
+    strides = [int(np.prod(x.shape[d + 1:], dtype=np.int64)) for d in range(x.ndim)]
+    flat = bind("mul", idx, np.asarray(strides[axis], idx.dtype))
+    for d in range(x.ndim):
+        if d != axis and shape[d] > 1:
+            coord = bind("iota", shape=shape, dimension=d, dtype=np.dtype(idx.dtype))
+            flat = bind("add", flat, bind("mul", coord, np.asarray(strides[d], idx.dtype)))
+    size = int(np.prod(shape, dtype=np.int64))
+    picked = bind("take", bind("reshape", x, new_shape=(x.size,)), bind("reshape", flat, new_shape=(size,)), axis=0)
+    return bind("reshape", picked, new_shape=shape)
 
 
 def gather(eqn, x, indices):

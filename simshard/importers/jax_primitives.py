@@ -20,7 +20,7 @@ from .jax_gather import gather, take_along, take_reversed
 from .jax_structured import STRUCTURED
 
 SAME_UNARY = ("neg", "abs", "exp", "log", "sqrt", "tanh", "sin", "cos", "sign", "floor", "ceil", "square", "log1p",
-              "expm1", "rsqrt", "stop_gradient")
+              "expm1", "rsqrt", "erf", "stop_gradient")
 SAME_BINARY = ("add", "sub", "mul", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "atan2", "pow")
 
 
