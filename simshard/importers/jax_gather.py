@@ -29,6 +29,8 @@ def take_along(x, indices, axis: int):
     elements and computes nothing."""
     x, idx = as_tracer(x), as_tracer(indices)
     shape = tuple(idx.shape)
+    if shape[axis] == 1 and all(shape[d] == x.shape[d] for d in range(x.ndim) if d != axis):
+        return _pick_one(x, idx, axis)
     strides = [int(np.prod(x.shape[d + 1:], dtype=np.int64)) for d in range(x.ndim)]
     flat = bind("mul", idx, np.asarray(strides[axis], idx.dtype))
     for d in range(x.ndim):
@@ -38,6 +40,18 @@ def take_along(x, indices, axis: int):
     size = int(np.prod(shape, dtype=np.int64))
     picked = bind("take", bind("reshape", x, new_shape=(x.size,)), bind("reshape", flat, new_shape=(size,)), axis=0)
     return bind("reshape", picked, new_shape=shape)
+
+
+def _pick_one(x, idx, axis: int):
+    """One element per row along ``axis`` (cross-entropy's label lookup) as a masked sum: the
+    rows stay whole arrays of ``x``'s shape, so ``axis`` may stay sharded (each device sums its
+    part, one of which holds the element; the rest add zeros, so the sum is exact)."""
+    shape = tuple(x.shape)
+    positions = bind("iota", shape=shape, dimension=axis, dtype=np.dtype(idx.dtype))
+    wanted = bind("broadcast_in_dim", bind("reshape", idx, new_shape=shape[:axis] + shape[axis + 1:]), shape=shape,
+                  broadcast_dimensions=tuple(d for d in range(x.ndim) if d != axis))
+    picked = bind("select", bind("eq", positions, wanted), x, np.zeros((), x.dtype))
+    return bind("reshape", bind("reduce_sum", picked, axes=(axis,)), new_shape=tuple(idx.shape))
 
 
 def gather(eqn, x, indices):

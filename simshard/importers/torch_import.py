@@ -9,6 +9,7 @@ import numpy as np
 import optree
 
 from ..errors import ShardingError
+from ..tracing.tracer import ShapeDtype
 from .common import FrameworkOutputs
 from .imported import Built, ImportedFunction
 from .torch_export import TOLERANCE_ULP, interpret_graph
@@ -54,8 +55,11 @@ def from_torch(module_or_fn, example_inputs, placements: Mapping | None = None, 
     in_shardings = ({k: given.get(k) for k in state}, *[given.get(n) for n in names])
     out_spec = ep.call_spec.out_spec
 
+    code = getattr(module_or_fn, "__code__", None)
+    where = f"{code.co_filename}:{code.co_firstlineno} ({code.co_name})" if code is not None else ""
+
     def imported(params, *inputs):
-        results = interpret_graph(ep, params, inputs)
+        results = interpret_graph(ep, params, inputs, where)
         return torch.utils._pytree.tree_unflatten(results, out_spec) if out_spec is not None else results
 
     imported.__name__ = type(module).__name__
@@ -82,7 +86,13 @@ def _state_value(ep, target: str):
     return ep.state_dict[target] if target in ep.state_dict else ep.constants[target]
 
 
-def _numpy(x) -> np.ndarray:
+def _numpy(x):
+    """A tensor's values as numpy; a tensor on the meta device (a model too large to hold, for
+    ``ss.estimate``) as a ShapeDtype."""
+    if getattr(x, "is_meta", False):
+        from .torch_export import numpy_dtype
+
+        return ShapeDtype(tuple(x.shape), numpy_dtype(x.dtype))
     return x.detach().cpu().numpy().copy() if hasattr(x, "detach") else np.asarray(x)
 
 

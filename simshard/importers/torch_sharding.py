@@ -78,7 +78,8 @@ def plan_placements(module, plan: Mapping[str, object], mesh: Mesh, axis: str | 
 
 def _module_placements(path: str, sub, style, ndim: int, k: int) -> dict[str, list]:
     weight, bias, embedding = style
-    kind = type(sub).__name__
+    kinds = {c.__name__ for c in type(sub).__mro__}  # subclasses too (MultiheadAttention's out_proj)
+    kind = "Embedding" if "Embedding" in kinds else "Linear" if "Linear" in kinds else type(sub).__name__
     chosen = {"weight": embedding} if kind == "Embedding" else {"weight": weight, "bias": bias}
     if kind not in ("Linear", "Embedding"):
         raise ShardingError("invalid-spec", f"plan entry {path!r} is a {kind}; the plans shard Linear and Embedding")
