@@ -3,8 +3,8 @@ trained one SGD step with ``jax.value_and_grad`` under ``jax.jit`` with NamedSha
 over ``dp``, Megatron tensor parallelism over ``tp``. Everything above the ``simshard`` lines is
 plain JAX; simshard reads its jaxpr (docs/import.md).
 
-    simshard run docs/examples/jax_transformer.py            # 8 devices, verified
-    simshard estimate docs/examples/jax_transformer.py --mesh dp=128,tp=8
+    simshard run docs/examples/jax_transformer.py     # 8 devices, verified against numpy and JAX
+    python -c "import jax_transformer as t; print(t.estimate().comm)"   # 1,024 devices, from shapes
 """
 
 import os
@@ -106,8 +106,13 @@ def estimate(size=LARGE, dp=128, tp=8):
 
 
 def _build(mesh):
-    jax_mesh = jax.sharding.AbstractMesh(mesh.axis_sizes, mesh.axis_names,
-                                         axis_types=(jax.sharding.AxisType.Auto,) * len(mesh.axis_names))
+    """The step on a JAX mesh of ``mesh``'s shape: of devices where JAX has that many (so it runs
+    and is compared with JAX), else abstract (``simshard estimate --mesh dp=128,tp=8``)."""
+    auto = (jax.sharding.AxisType.Auto,) * len(mesh.axis_names)
+    if mesh.size <= len(jax.devices()):
+        jax_mesh = jax.make_mesh(mesh.axis_sizes, mesh.axis_names, axis_types=auto)
+    else:
+        jax_mesh = jax.sharding.AbstractMesh(mesh.axis_sizes, mesh.axis_names, axis_types=auto)
     return ss.from_jax(jitted_step(jax_mesh, SMALL["heads"]))
 
 

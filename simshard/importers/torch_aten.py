@@ -233,6 +233,8 @@ def _where(node, cond, x, y):
 
 def _fill(node, value):
     t = node.out_types[0]
+    if not t.shape:  # a scalar: a literal, as JAX's jaxprs and numpy's scalars give
+        return np.asarray(value, t.dtype)
     return bind("full", shape=t.shape, fill_value=np.asarray(value, t.dtype).item(), dtype=t.dtype)
 
 
