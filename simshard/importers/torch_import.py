@@ -60,7 +60,7 @@ def from_torch(module_or_fn, example_inputs, placements: Mapping | None = None, 
 
     def imported(params, *inputs):
         results = interpret_graph(ep, params, inputs, where)
-        return torch.utils._pytree.tree_unflatten(results, out_spec) if out_spec is not None else results
+        return out_spec.unflatten(results) if out_spec is not None else results
 
     imported.__name__ = type(module).__name__
 
