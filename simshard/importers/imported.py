@@ -9,8 +9,9 @@ runs the framework itself on the same inputs (``framework_reference``), for ``ss
 
 from __future__ import annotations
 
+import inspect
 import warnings
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 import optree
 
@@ -29,6 +30,25 @@ class Built(NamedTuple):
     in_shardings: Any
     out_shardings: Any
     mesh: Any
+
+
+def named_like(fn: Callable, names: Sequence[str]) -> Callable:
+    """``fn`` (taking its arguments positionally) with the signature ``(names...)``: the program's
+    inputs take the framework function's argument names (``ids``, ``labels``), as reports show them."""
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names if n.isidentifier()]
+    if len(params) == len(names):
+        fn.__signature__ = inspect.Signature(params)
+    return fn
+
+
+def argument_names(fn: Callable, n: int) -> list[str]:
+    """The names of ``fn``'s first ``n`` positional parameters, ``arg{i}`` where it has none."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return (params + [f"arg{i}" for i in range(len(params), n)])[:n]
 
 
 class FrameworkNotRunWarning(UserWarning):

@@ -14,7 +14,7 @@ import optree
 
 from ..tracing.tracer import ShapeDtype
 from .common import FrameworkOutputs
-from .imported import Built, ImportedFunction
+from .imported import Built, ImportedFunction, argument_names, named_like
 from .jax_sharding import convert_sharding
 from .jaxpr import interpret
 
@@ -103,6 +103,7 @@ def _build(fn, args: tuple, in_shardings, out_shardings, mesh) -> Built:
         return jax.tree_util.tree_unflatten(out_tree, results)
 
     imported.__name__ = getattr(fn, "__name__", "jax_function")
+    named_like(imported, argument_names(fn, len(args)))
     if mesh is None:
         mesh = next((s.mesh for s in ins + outs if s is not None), None)
     per_arg = optree.tree_unflatten(treedef, ins)

@@ -11,7 +11,7 @@ import optree
 from ..errors import ShardingError
 from ..tracing.tracer import ShapeDtype
 from .common import FrameworkOutputs
-from .imported import Built, ImportedFunction
+from .imported import Built, ImportedFunction, named_like
 from .torch_export import TOLERANCE_ULP, interpret_graph
 from .torch_sharding import convert_mesh, convert_placements, plan_placements
 
@@ -37,7 +37,9 @@ def from_torch(module_or_fn, example_inputs, placements: Mapping | None = None, 
     ``placements``: DTensor placements (PyTorch's ``Shard``/``Replicate``/``Partial`` or
     simshard's, or any sharding spelling) by parameter name (``"fc1.weight"``) or input name
     (the forward's argument); ``plan``: a ``parallelize_module`` plan (``{"fc1": ColwiseParallel()}``)
-    over mesh axis ``plan_axis`` (default the last); ``mesh``: a simshard Mesh or a DeviceMesh."""
+    over mesh axis ``plan_axis`` (default the last); ``mesh``: a simshard Mesh or a DeviceMesh.
+    Parameters named by neither are replicated (as PyTorch holds them); inputs named by neither
+    are left to propagation."""
     import torch
 
     module = _as_module(module_or_fn)
@@ -52,7 +54,10 @@ def from_torch(module_or_fn, example_inputs, placements: Mapping | None = None, 
     if unknown:
         raise ShardingError("invalid-spec", f"placements name {unknown}, which are neither parameters "
                             f"({sorted(state)[:6]}...) nor inputs ({names}) of {type(module).__name__}")
-    in_shardings = ({k: given.get(k) for k in state}, *[given.get(n) for n in names])
+    # a parameter no placement or plan names is an ordinary tensor on every rank: replicated, as
+    # PyTorch holds it (so propagation does not shard the model's state on its own)
+    replicated = "[" + ", ".join(["R"] * len(ss_mesh.axis_names)) + "]" if ss_mesh is not None else None
+    in_shardings = ({k: given.get(k, replicated) for k in state}, *[given.get(n) for n in names])
     out_spec = ep.call_spec.out_spec
 
     code = getattr(module_or_fn, "__code__", None)
@@ -63,6 +68,7 @@ def from_torch(module_or_fn, example_inputs, placements: Mapping | None = None, 
         return out_spec.unflatten(results) if out_spec is not None else results
 
     imported.__name__ = type(module).__name__
+    named_like(imported, ["params", *names])
 
     def build(args: tuple) -> Built:
         return Built(imported, in_shardings, None, ss_mesh)
