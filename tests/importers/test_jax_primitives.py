@@ -95,3 +95,37 @@ def test_unmapped_primitive_names_it_and_the_users_line(jax):
 
     with pytest.raises(UnsupportedOpError, match=r"JAX op 'cbrt'.*test_jax_primitives.py:\d+"):
         ss.from_jax(f).trace(ints((4, 4)))
+
+
+def test_a_wrong_translation_fails_the_framework_check(jax, monkeypatch):
+    """The comparison with JAX can fail: a table entry binding the wrong op (tanh as sin) runs and
+    verifies against numpy (its own program), but not against JAX."""
+    from simshard.importers import jax_primitives
+
+    monkeypatch.setitem(jax_primitives.PRIMITIVES, "tanh", lambda eqn, x: ss.ops.get_op("sin")(x))
+    res = ss.run(ss.from_jax(lambda x: jax.numpy.tanh(x) * 2.0, mesh=MESH, in_shardings=ss.P("x")), gaussian((8, 4)),
+                 backend="local")
+    assert res.verify.bitwise and not res.verify.ok
+    assert not res.verify.framework[0].ok and "DIFFERS" in res.verify.render()
+
+
+def test_imported_function_inside_ss_jit_and_grad(jax):
+    jnp = jax.numpy
+    imported = ss.from_jax(lambda x, w: jnp.sum(jnp.maximum(x @ w, 0.0) ** 2))
+    x, w = ints((8, 4)), ints((4, 4), 1)
+    both = ss.jit(lambda x, w: ss.grad(imported, argnums=1)(x, w) * 2.0, mesh=MESH, in_shardings=(ss.P("x"), None))
+    expected = np.asarray(jax.grad(lambda w: jnp.sum(jnp.maximum(x @ w, 0.0) ** 2))(w)) * 2.0
+    np.testing.assert_array_equal(both(x, w), expected)  # integer-valued: exact
+    res = ss.run(both, x, w, backend="local")
+    assert res.verify.ok
+
+
+def test_simshard_run_file(jax, capsys):
+    from pathlib import Path
+
+    from simshard.cli import main
+
+    example = Path(__file__).parent.parent.parent / "docs" / "examples" / "jax_transformer.py"
+    assert main(["run", str(example), "--backend", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "vs jax" in out and "ULP of scale allowed): ok" in out
