@@ -123,7 +123,7 @@ def _reduction(fn):
 
 STRUCTURED = {
     "jit": _jit, "pjit": _jit, "closed_call": _call("call_jaxpr"), "core_call": _call("call_jaxpr"),
-    "checkpoint": _call("jaxpr"), "remat": _call("jaxpr"), "custom_jvp_call": _call("call_jaxpr"),
+    "checkpoint": _call("jaxpr"), "remat": _call("jaxpr"), "remat2": _call("jaxpr"), "call": _call("call_jaxpr"), "custom_jvp_call": _call("call_jaxpr"),
     "custom_vjp_call": _custom_vjp, "custom_vjp_call_jaxpr": _custom_vjp,
     "scan": _scan, "while": _while, "cond": _cond,
     "sharding_constraint": _sharding_constraint, "reshard": _reshard, "mesh_cast": _reshard, "device_put": _device_put,

@@ -129,3 +129,20 @@ def test_simshard_run_file(jax, capsys):
     assert main(["run", str(example), "--backend", "local"]) == 0
     out = capsys.readouterr().out
     assert "vs jax" in out and "ULP of scale allowed): ok" in out
+
+
+def test_compositions_and_convolution(jax):
+    jnp, lax = jax.numpy, jax.lax
+
+    def f(x, w):
+        t = jnp.tanh(x)
+        trig = jnp.sinh(t) + jnp.cosh(t) + jnp.arctan(x) + jnp.arcsin(t * 0.5) + jnp.arccos(t * 0.5)
+        special = jax.scipy.special.erfc(x) + jax.scipy.special.erf(x)
+        y = lax.conv_general_dilated(x[None, :, :, None], w, (1, 1), ((1, 1), (0, 0)),
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return trig, special, y
+
+    x, w = gaussian((8, 6)), gaussian((3, 1, 1, 4), 1)
+    res = run(f, x, w, in_shardings=(ss.P("x"), None))
+    assert any(e.op == "conv2d" for e in res.program.eqns)
+    assert all(c.ok for c in res.verify.framework)
