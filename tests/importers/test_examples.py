@@ -37,8 +37,7 @@ def test_jax_transformer_step_estimated_on_1024_devices(jax):
 
 def test_torch_transformer_on_8_devices_matches_torch(torch):
     res = load("torch_transformer").run()
-    outputs = res.verify.checks
-    assert all(c.bitwise or c.problem == "values" and res.verify.reassociations for c in outputs), res.verify.render()
+    assert res.verify.ok, res.verify.render()  # (the loss's sum over a batch pending over tp: report/opcheck)
     assert res.verify.framework and all(c.ok for c in res.verify.framework), res.verify.render()
     assert any(r.kind == "all_reduce" for r in res.comm.records)
 
