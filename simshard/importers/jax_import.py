@@ -15,7 +15,7 @@ import optree
 from ..tracing.tracer import ShapeDtype
 from .common import FrameworkOutputs
 from .imported import Built, ImportedFunction, argument_names, named_like
-from .jax_sharding import convert_sharding
+from .jax_sharding import convert_sharding, convert_spec
 from .jaxpr import interpret
 
 # The default allowance where the arithmetic is not exact: XLA's CPU kernels (its own exp, tanh,
@@ -89,6 +89,21 @@ def _own_sharding(leaf):
     return convert_sharding(s, "argument")
 
 
+def _is_jax(x) -> bool:
+    return type(x).__module__.split(".")[0] == "jax"
+
+
+def _simshard_spelling(tree):
+    """Shardings given to ``from_jax``: JAX's NamedShardings and PartitionSpecs as simshard's, the
+    rest (simshard's own spellings) as they are."""
+    def convert(x):
+        if _is_jax(x) and hasattr(x, "spec"):
+            return convert_sharding(x, "from_jax shardings")
+        return convert_spec(x) if _is_jax(x) and type(x).__name__ in ("P", "PartitionSpec") else x
+
+    return optree.tree_map(convert, tree, is_leaf=lambda x: _is_jax(x) or x is None, none_is_leaf=True)
+
+
 def _build(fn, args: tuple, in_shardings, out_shardings, mesh) -> Built:
     import jax
 
@@ -107,7 +122,7 @@ def _build(fn, args: tuple, in_shardings, out_shardings, mesh) -> Built:
     if mesh is None:
         mesh = next((s.mesh for s in ins + outs if s is not None), None)
     per_arg = optree.tree_unflatten(treedef, ins)
-    in_sh = in_shardings if in_shardings is not None else tuple(per_arg)
-    out_sh = out_shardings if out_shardings is not None else (
+    in_sh = _simshard_spelling(in_shardings) if in_shardings is not None else tuple(per_arg)
+    out_sh = _simshard_spelling(out_shardings) if out_shardings is not None else (
         None if all(s is None for s in outs) else jax.tree_util.tree_unflatten(out_tree, outs))
     return Built(imported, in_sh, out_sh, mesh)

@@ -105,3 +105,18 @@ def test_estimate_on_1024_devices_from_shapes(jax):
     est = ss.estimate(ss.from_jax(f), ss.ShapeDtype((4096, 1024)), ss.ShapeDtype((1024, 2048)))
     assert est.program.in_shardings[0].mesh.size == 1024
     assert est.comm.records
+
+
+def test_shardings_given_as_jax_objects_and_import_stays_lazy(jax):
+    import subprocess
+    import sys
+
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    f = ss.from_jax(lambda a, b: a @ b, in_shardings=(NamedSharding(mesh, P("x", None)), P(None, "y")),
+                    mesh=MESH)
+    program = f.trace(ints((8, 16)), ints((16, 8)))
+    assert [str(s) for s in program.in_shardings] == ['<@mesh, [{"x"}, {}]>', '<@mesh, [{}, {"y"}]>']
+    probe = "import sys, simshard; assert 'jax' not in sys.modules and 'torch' not in sys.modules; print('lazy')"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout == "lazy\n"
