@@ -20,13 +20,20 @@ from .jax_sharding import convert_mesh, convert_sharding, convert_spec, is_jax_u
 def place(x, jax_sharding, where: str, hard: bool = False):
     """``x`` with the sharding JAX states (none: ``x``): a reshard in explicit mode or where
     ``hard`` (JAX's ``reshard``, ``device_put``), else a sharding constraint seeding propagation."""
-    named = convert_sharding(jax_sharding, where)
-    if named is None:
-        return x
     x = as_tracer(x)
-    s = resolve_sharding(named, Aval(tuple(x.shape), x.dtype), where, named.mesh)
+    s = stated_sharding(x, jax_sharding, where)
+    if s is None:
+        return x
     op = "reshard" if hard or explicit_mode.is_explicit() else "sharding_constraint"
     return bind(op, x, sharding=s, shardings=(s,))
+
+
+def stated_sharding(x, jax_sharding, where: str):
+    """The simshard Sharding of value ``x`` that a JAX sharding states (None where it states none)."""
+    named = convert_sharding(jax_sharding, where)
+    if named is None:
+        return None
+    return resolve_sharding(named, Aval(tuple(x.shape), x.dtype), where, named.mesh)
 
 
 def _call(jaxpr_param: str):
@@ -140,4 +147,4 @@ STRUCTURED = {
                                             int(eqn.params["concat_axis"]), tiled=bool(eqn.params.get("tiled", False))),
     "axis_index": lambda eqn: axis_index(_axes(eqn, "axis_name")),
 }
-__all__ = ["STRUCTURED", "is_jax_unspecified", "place"]
+__all__ = ["STRUCTURED", "is_jax_unspecified", "place", "stated_sharding"]

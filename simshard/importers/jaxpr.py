@@ -13,7 +13,11 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ..errors import ShardingError, TraceError
+from ..tracing.explicit import mode as explicit_mode
+from ..tracing.state import Tracer
 from .common import FrameworkType, UnsupportedOpError, check_results, unsupported, where_text
+from .jax_primitives import PRIMITIVES
+from .jax_structured import place, stated_sharding
 
 
 class JaxEqn(NamedTuple):
@@ -57,8 +61,6 @@ def _traced(x) -> bool:
 
 def interpret(jaxpr, args: Sequence, consts: Sequence = ()) -> list:
     """The outputs of ``jaxpr`` on ``args`` (Tracers or arrays), binding simshard ops in the current trace."""
-    from .jax_primitives import PRIMITIVES  # the table imports this module's JaxEqn
-
     inner, closed = open_jaxpr(jaxpr)
     consts = list(consts) + closed
     env: dict = {}
@@ -98,4 +100,18 @@ def _apply(eqn, args: list, table: dict) -> list:
         raise UnsupportedOpError(f"JAX op {name!r}: {e}{where_text(where)}") from e
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     check_results("JAX", name, outs, types, where)
-    return outs
+    return _as_typed(outs, eqn.outvars, where) if explicit_mode.is_explicit() else outs
+
+
+def _as_typed(outs: list, outvars, where: str) -> list:
+    """In explicit mode, each result with the sharding type JAX gave it (its ``out_sharding``, a
+    rule of JAX's that simshard's explicit mode types otherwise): resharded where they differ."""
+    typed = []
+    for value, var in zip(outs, outvars):
+        stated = getattr(var.aval, "sharding", None)
+        if isinstance(value, Tracer) and getattr(stated, "spec", None) is not None and value.sharding is not None:
+            what = f"the type JAX gives {where or 'a result'}"
+            if str(stated_sharding(value, stated, what)) != str(value.sharding):
+                value = place(value, stated, what, hard=True)
+        typed.append(value)
+    return typed
