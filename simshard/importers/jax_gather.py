@@ -76,3 +76,30 @@ def gather(eqn, x, indices):
              for pos in range(len(labels))]
     perm = tuple(labels.index(lab) for lab in order)
     return taken if perm == tuple(range(len(perm))) else bind("transpose", taken, perm=perm)
+
+
+def scatter_add(eqn, x, indices, updates):
+    """``scatter-add`` that is the transpose of a take along one dim (an embedding's gradient):
+    ``x`` plus, for each index, its update row, as a contraction of a one-hot matrix of the
+    indices with the updates (each row of the result sums the updates of its index; indices out
+    of range match no row, so they are dropped, as JAX's default mode does)."""
+    dn = eqn.params["dimension_numbers"]
+    ok = (not getattr(dn, "operand_batching_dims", ()) and len(dn.scatter_dims_to_operand_dims) == 1
+          and tuple(dn.inserted_window_dims) == tuple(dn.scatter_dims_to_operand_dims) and indices.shape[-1:] == (1,))
+    x, upd = as_tracer(x), as_tracer(updates)
+    window = tuple(int(d) for d in dn.update_window_dims)
+    if not ok or len(window) != x.ndim - 1:
+        raise unsupported("JAX", "scatter-add", f"only the transpose of a take along one dim is imported, not {dn}",
+                          eqn.where)
+    (axis,) = dn.scatter_dims_to_operand_dims
+    batch = tuple(d for d in range(upd.ndim) if d not in window)
+    n = int(np.prod([upd.shape[d] for d in batch], dtype=np.int64))
+    rows = bind("reshape", bind("transpose", upd, perm=batch + window), new_shape=(n,) + tuple(upd.shape[d] for d in window))
+    idx = bind("reshape", as_tracer(indices), new_shape=(n,))
+    size = x.shape[axis]
+    positions = bind("iota", shape=(n, size), dimension=1, dtype=np.dtype(idx.dtype))
+    hot = bind("eq", positions, bind("broadcast_in_dim", idx, shape=(n, size), broadcast_dimensions=(0,)))
+    summed = bind("dot_general", bind("convert", hot, dtype=np.dtype(upd.dtype)), rows,
+                  contracting=((0,), (0,)), batch=((), ()))  # [size, other dims of x in order]
+    perm = tuple(range(1, axis + 1)) + (0,) + tuple(range(axis + 1, x.ndim))
+    return bind("add", x, bind("transpose", summed, perm=perm) if perm != tuple(range(x.ndim)) else summed)

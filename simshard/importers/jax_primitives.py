@@ -16,7 +16,7 @@ from ..tracing.lowering_common import astype, broadcast_to
 from ..tracing.lowering_contractions import dot_general as lower_dot_general
 from ..tracing.state import as_tracer, bind
 from .common import unsupported
-from .jax_gather import gather, take_along, take_reversed
+from .jax_gather import gather, scatter_add, take_along, take_reversed
 from .jax_math import MATH
 from .jax_structured import STRUCTURED
 
@@ -287,6 +287,6 @@ PRIMITIVES = {
     "split": _split, "slice": _slice, "pad": _pad, "iota": _iota, "rev": _rev, "sort": _sort, "gather": gather,
     "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
     "copy": _identity, "copy_p": _identity, "optimization_barrier": _identity, "pvary": _identity,
-    "name": _identity,
+    "name": _identity, "scatter-add": scatter_add,
     **MATH, **STRUCTURED,
 }

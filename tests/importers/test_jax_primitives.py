@@ -146,3 +146,17 @@ def test_compositions_and_convolution(jax):
     res = run(f, x, w, in_shardings=(ss.P("x"), None))
     assert any(e.op == "conv2d" for e in res.program.eqns)
     assert all(c.ok for c in res.verify.framework)
+
+
+def test_embedding_lookup_and_its_gradient(jax):
+    """gather (emb[ids]) and scatter-add (its transpose, in the gradient) as take and a one-hot contraction."""
+    jnp = jax.numpy
+
+    def loss(emb, ids, y):
+        return jnp.sum(emb[ids] * y)
+
+    step = jax.value_and_grad(loss)
+    emb, ids, y = ints((10, 4)), np.array([1, 3, 3, 7, 0, 9, 3, 1], np.int32), ints((8, 4), 1)
+    res = run(step, emb, ids, y, in_shardings=(None, ss.P("x"), ss.P("x")))
+    assert {"take", "dot_general"} <= {e.op for e in res.program.eqns}
+    assert all(c.check.bitwise for c in res.verify.framework)
