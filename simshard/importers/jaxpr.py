@@ -51,12 +51,8 @@ def _is(var, kind: str) -> bool:
 def open_jaxpr(jaxpr) -> tuple[Any, list]:
     """A ClosedJaxpr's jaxpr and consts, or an open jaxpr with none."""
     if hasattr(jaxpr, "jaxpr") and hasattr(jaxpr, "consts"):
-        return jaxpr.jaxpr, [np.asarray(c) if not _traced(c) else c for c in jaxpr.consts]
+        return jaxpr.jaxpr, [np.asarray(c) for c in jaxpr.consts]
     return jaxpr, []
-
-
-def _traced(x) -> bool:
-    return hasattr(x, "value") and hasattr(x, "aval") and not hasattr(x, "__jax_array__")
 
 
 def interpret(jaxpr, args: Sequence, consts: Sequence = ()) -> list:
