@@ -19,6 +19,7 @@ from ..tracing.lowering_contractions import dot_general
 from ..tracing.state import as_tracer, bind
 from .common import unsupported
 from .jax_gather import take_along
+from .torch_more import MORE
 
 UNARY = {"neg": "neg", "exp": "exp", "log": "log", "tanh": "tanh", "rsqrt": "rsqrt", "sqrt": "sqrt", "abs": "abs",
          "sin": "sin", "cos": "cos", "reciprocal": "reciprocal", "logical_not": "logical_not", "erf": "erf",
@@ -319,4 +320,5 @@ ATEN = {
     "sum.dim_IntList": _reduce("reduce_sum"), "sum.default": _reduce("reduce_sum"), "amax.default": _reduce("reduce_max"),
     "amin.default": _reduce("reduce_min"), "mean.dim": _mean, "any.dim": _any, "any.default": _any,
     "argmax.default": _argmax("argmax"), "argmin.default": _argmax("argmin"),
+    **MORE,
 }
