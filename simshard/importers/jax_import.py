@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 import optree
 
-from ..tracing.tracer import ShapeDtype
+from ..tracing.tracer import ShapeDtype, Tracer
 from .common import FrameworkOutputs
 from .imported import Built, ImportedFunction, argument_names, named_like
 from .jax_sharding import convert_sharding, convert_spec
@@ -51,8 +51,8 @@ def from_jax(fn: Callable, *, in_shardings=None, out_shardings=None, mesh=None,
 def _jax_argument(leaf):
     import jax
 
-    if isinstance(leaf, ShapeDtype):
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
+    if isinstance(leaf, (ShapeDtype, Tracer)):  # abstract, or a value of an enclosing simshard trace
+        return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype)
     return leaf
 
 
