@@ -3,11 +3,21 @@ the user's source line, and the check that each translated op gives the framewor
 
 from __future__ import annotations
 
+import importlib
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from ..errors import TraceError
+
+
+def require(module: str, api: str):
+    """The optional framework ``module`` (``"jax"``, ``"torch"``), imported; where it is missing, an
+    ImportError saying which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ImportError(f"{api} needs {module}, an optional dependency: pip install 'simshard[{module}]'") from e
 
 
 class UnsupportedOpError(TraceError):

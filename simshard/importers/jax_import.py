@@ -13,7 +13,7 @@ import numpy as np
 import optree
 
 from ..tracing.tracer import ShapeDtype, Tracer
-from .common import FrameworkOutputs
+from .common import FrameworkOutputs, require
 from .imported import Built, ImportedFunction, argument_names, named_like
 from .jax_sharding import convert_sharding, convert_spec
 from .jaxpr import interpret
@@ -39,7 +39,7 @@ def from_jax(fn: Callable, *, in_shardings=None, out_shardings=None, mesh=None,
         return _build(fn, args, in_shardings, out_shardings, mesh)
 
     def reference(args: tuple) -> FrameworkOutputs:
-        import jax
+        jax = require("jax", "ss.from_jax")
 
         outs = jax.tree_util.tree_leaves(fn(*args))
         return FrameworkOutputs(f"jax {jax.__version__} ({jax.default_backend()})",
@@ -49,7 +49,7 @@ def from_jax(fn: Callable, *, in_shardings=None, out_shardings=None, mesh=None,
 
 
 def _jax_argument(leaf):
-    import jax
+    jax = require("jax", "ss.from_jax")
 
     if isinstance(leaf, (ShapeDtype, Tracer)):  # abstract, or a value of an enclosing simshard trace
         return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype)
@@ -105,7 +105,7 @@ def _simshard_spelling(tree):
 
 
 def _build(fn, args: tuple, in_shardings, out_shardings, mesh) -> Built:
-    import jax
+    jax = require("jax", "ss.from_jax")
 
     jargs = optree.tree_map(_jax_argument, args, none_is_leaf=False)
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*jargs)

@@ -10,14 +10,14 @@ import optree
 
 from ..errors import ShardingError
 from ..tracing.tracer import ShapeDtype
-from .common import FrameworkOutputs
+from .common import FrameworkOutputs, require
 from .imported import Built, ImportedFunction, named_like
 from .torch_export import TOLERANCE_ULP, interpret_graph
 from .torch_sharding import convert_mesh, convert_placements, plan_placements
 
 
 def _as_module(module_or_fn):
-    import torch
+    torch = require("torch", "ss.from_torch")
 
     if isinstance(module_or_fn, torch.nn.Module):
         return module_or_fn
@@ -40,7 +40,7 @@ def from_torch(module_or_fn, example_inputs, placements: Mapping | None = None, 
     over mesh axis ``plan_axis`` (default the last); ``mesh``: a simshard Mesh or a DeviceMesh.
     Parameters named by neither are replicated (as PyTorch holds them); inputs named by neither
     are left to propagation."""
-    import torch
+    torch = require("torch", "ss.from_torch")
 
     module = _as_module(module_or_fn)
     example = tuple(example_inputs)
