@@ -33,6 +33,7 @@ from .scalax import (
 )
 from .fhe import Utilization, fhe_spec, utilization
 from . import lax, nn, numpy  # simshard.lax / simshard.nn / simshard.numpy
+from .importers import from_jax, from_torch  # programs from JAX and PyTorch; jax / torch load only when called
 
 _moved.install()  # the module paths from before the split into stage packages still import
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
     "set_mesh", "shard_map", "trace", "use_mesh",
     "FSDPShardingRule", "MeshShardingHelper", "PolicyShardingRule", "ShardingRule", "TreePathShardingRule",
     "with_sharding_annotation", "with_sharding_constraint", "nn", "register_op", "register_rule",
-    "checkpoint", "grad", "jvp", "value_and_grad", "vjp", "vmap",
+    "checkpoint", "grad", "jvp", "value_and_grad", "vjp", "vmap", "from_jax", "from_torch",
 ]
 __version__ = "0.1.0"
 

@@ -24,6 +24,7 @@ from simshard.ops.threads import one_blas_thread
 from simshard.spmd import SpmdProgram
 from simshard.propagate.prepare import prepare
 from simshard.report import CommReport, MemoryReport, VerifyReport
+from simshard.report.framework import against_framework
 from simshard.report.opcheck import check_ops as verify_ops, program_bytes
 from simshard.tracing.committed import plain_numpy
 from simshard.tracing.context import get_mesh, use_mesh
@@ -152,5 +153,7 @@ def run(f, *args, mesh=None, backend: str | None = None, in_shardings=None, out_
     with one_blas_thread():  # the reference's kernels as the devices ran theirs
         verify = _verify(f if reference is None else reference, args, program, leaves, outputs, mesh)
         verify = verify.with_ops(verify_ops(spmd, execution.values, leaves)) if check_ops else verify
+    # a program imported from JAX / PyTorch: its outputs against the framework's own, too
+    verify = verify.with_framework(against_framework(f, args, program, leaves, outputs))
     structured = optree.tree_unflatten(program.out_tree, list(outputs)) if program.out_tree is not None else outputs
     return RunResult(structured, verify, execution.comm, execution.memory, program, spmd, execution)

@@ -15,7 +15,15 @@ from .summary import StrategySummary
 
 
 def verdict(s: StrategySummary, result, exact: bool) -> Text:
-    """One line (two when something differs): verified how, or the first divergence."""
+    """One line (two when something differs): verified how, or the first divergence; for a program
+    imported from JAX or PyTorch, a line per output compared with the framework's own."""
+    text = _verdict(s, result, exact)
+    for check in getattr(getattr(result, "verify", None), "framework", ()):
+        text.append(f"\n  {check.describe()}")
+    return text
+
+
+def _verdict(s: StrategySummary, result, exact: bool) -> Text:
     if s.error is not None:
         return Text.assemble(("the run could not finish: ", "bold red"), s.error)
     if s.estimated:

@@ -6,6 +6,7 @@ operands (rank 0) have no dims.
 
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -60,11 +61,19 @@ def _binary(name: str, fn):
     register_op(name, abstract_eval, kernel, elementwise_rule, doc=f"elementwise {name}")
 
 
+def erf(x):
+    """The error function, elementwise (numpy has none): ``math.erf`` in float64, rounded to a float
+    operand's dtype (integers give float64, as numpy's float functions do)."""
+    x = np.asarray(x)
+    out = np.vectorize(math.erf, otypes=[np.float64])(x)
+    return out.astype(x.dtype) if x.dtype.kind == "f" else out
+
+
 UNARY = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
     "sin": np.sin, "cos": np.cos, "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "square": np.square,
     "reciprocal": np.reciprocal, "logical_not": np.logical_not, "log1p": np.log1p, "expm1": np.expm1,
-    "rsqrt": lambda x: np.reciprocal(np.sqrt(x)), "invert": np.invert, "erf_free_gelu": None,
+    "rsqrt": lambda x: np.reciprocal(np.sqrt(x)), "invert": np.invert, "erf": erf, "erf_free_gelu": None,
 }
 UNARY.pop("erf_free_gelu")
 BINARY = {
@@ -128,6 +137,7 @@ UNARY_VJP = {
     "reciprocal": lambda ct, x, out: -ct * (out * out),
     "log1p": lambda ct, x, out: ct / (x + 1),
     "expm1": lambda ct, x, out: ct * (out + 1),
+    "erf": lambda ct, x, out: ct * (np.exp(-(x * x)) * (2 / math.sqrt(math.pi))),
 }
 for _name, _d in UNARY_VJP.items():
     define_vjp(_name, _unary_vjp(_d))

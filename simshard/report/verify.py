@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..dtypes import bit_equal
 from ..units import plain_text
+
+if TYPE_CHECKING:
+    from .framework import FrameworkCheck
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -147,18 +150,25 @@ def compare(actual, expected, what: str = "output", *, device: int | None = None
 class VerifyReport:
     """Checks of a run's outputs against a reference, and (``op_checks``, in program order) of
     each partitioned op's assembled result against the op run whole on the assembled inputs
-    (``simshard.report.opcheck``)."""
+    (``simshard.report.opcheck``). ``framework``: for a program imported from JAX or PyTorch, its
+    outputs against the framework's own (``report.framework``), which ``ok`` also requires."""
 
     checks: tuple[Check, ...]
     op_checks: tuple[Check, ...] = ()
+    framework: tuple["FrameworkCheck", ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "checks", tuple(self.checks))
         object.__setattr__(self, "op_checks", tuple(self.op_checks))
+        object.__setattr__(self, "framework", tuple(self.framework))
 
     def with_ops(self, op_checks: Sequence[Check]) -> "VerifyReport":
         """This report with op-by-op checks added."""
-        return VerifyReport(self.checks, tuple(op_checks))
+        return VerifyReport(self.checks, tuple(op_checks), self.framework)
+
+    def with_framework(self, checks: Sequence["FrameworkCheck"]) -> "VerifyReport":
+        """This report with the checks against the framework's own outputs added."""
+        return VerifyReport(self.checks, self.op_checks, tuple(checks))
 
     @staticmethod
     def compare(actual: Sequence, expected: Sequence, names: Sequence[str] | None = None,
@@ -220,8 +230,9 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         """No op is wrong, and every output is bitwise or differs in values only where ops
-        legitimately reassociated float sums."""
-        if self.wrong_ops:
+        legitimately reassociated float sums; and every output agrees with the framework's where
+        the program came from one (``framework``)."""
+        if self.wrong_ops or not all(f.ok for f in self.framework):
             return False
         bad = [c for c in self.checks if not c.bitwise]
         return not bad or (bool(self.reassociations) and all(c.problem == "values" for c in bad))
@@ -259,10 +270,19 @@ class VerifyReport:
                 str(c.first_index) if c.first_index is not None else "-",
                 str(c.max_ulp) if c.max_ulp is not None else "-",
             )
+        for f in self.framework:
+            c = f.check
+            t.add_row(
+                f"{c.what} vs {f.framework}", ("bitwise" if c.bitwise else "within" if f.ok else "DIFFERS") + f"; {f.mode}",
+                str(list(c.actual_shape)), c.actual_dtype, str(c.mismatches) if c.problem == "values" else "-",
+                str(c.first_index) if c.first_index is not None else "-",
+                f"{f.scaled_ulp:.1f} of scale" if f.scaled_ulp is not None and not c.bitwise else "-",
+            )
         return t
 
     def render(self, width: int = 100) -> str:
-        return plain_text(self.table(), *(c.describe() for c in self.failures + self.reassociations), width=width)
+        lines = [c.describe() for c in self.failures + self.reassociations] + [f.describe() for f in self.framework]
+        return plain_text(self.table(), *lines, width=width)
 
     def __str__(self) -> str:
         return self.render()
@@ -274,6 +294,7 @@ class VerifyReport:
         return {
             "bitwise": self.bitwise, "ok": self.ok, "checks": [_plain(asdict(c)) for c in self.checks],
             "op_checks": [_plain(asdict(c)) for c in self.op_checks],
+            "framework": [_plain({**asdict(f), "ok": f.ok, "mode": f.mode}) for f in self.framework],
         }
 
     def to_json(self, indent: int | None = 2) -> str:
