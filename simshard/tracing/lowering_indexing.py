@@ -56,7 +56,7 @@ def getitem(x: Tracer, index):
         else:
             expanded.append(i)
     expanded += [slice(None)] * (x.ndim - sum(1 for i in expanded if i is not None))
-    start, limit, strides, out_shape = [], [], [], []
+    start, limit, strides, out_shape, reversed_dims = [], [], [], [], []
     d = 0
     for i in expanded:
         if i is None:
@@ -65,9 +65,12 @@ def getitem(x: Tracer, index):
         n = x.shape[d]
         if isinstance(i, slice):
             lo, hi, st = i.indices(n)
-            if st < 0:
-                raise TraceError("negative slice steps are not supported (use np.flip-free code)")
-            length = len(range(lo, hi, st))
+            picked = range(lo, hi, st)
+            length = len(picked)
+            if st < 0:  # the same elements by a positive step, then reversed along the dim
+                lo, st = (picked[-1] if length else 0), -st
+                if length > 1:
+                    reversed_dims.append(d)
             start.append(lo)
             limit.append(lo + (length - 1) * st + 1 if length else lo)
             strides.append(st)
@@ -84,4 +87,6 @@ def getitem(x: Tracer, index):
     y = x
     if (tuple(start), tuple(limit), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
         y = bind("slice", x, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
+    for d in reversed_dims:  # a negative step: the dim read backwards (a take of the reversed positions)
+        y = take(y, np.arange(y.shape[d] - 1, -1, -1, dtype=np.int32), axis=d)
     return reshape(y, tuple(out_shape))
