@@ -18,3 +18,17 @@ def test_seed000_a_reshape_splitting_a_sharded_dim_into_sub_axes_moves_nothing()
     np.testing.assert_array_equal(res.outputs, x.reshape(2, 4))
     for d in range(4):
         np.testing.assert_array_equal(res.shards(d)[0], x[2 * d:2 * d + 2].reshape(1, 2))
+
+
+def test_seed003_a_program_run_may_end_on_a_mesh_over_fewer_of_its_devices():
+    """[8][4x4] on 8 ciphertexts, doubled, ends as [4][2x4x4] on the first 4 (the seed's
+    [64][112x112] on 64 -> [32][2x112x112] on 32, scaled down): the planner's exchange moves
+    1 + 3 * 2 channel blocks of 64 B, and devices 4..7 end holding nothing."""
+    m8, m4 = ss.Mesh({"y": 8}, name="m8"), ss.Mesh({"y": 4}, name="m4")
+    x = np.arange(8 * 4 * 4, dtype=np.float32).reshape(8, 4, 4)
+    res = ss.run(lambda a: a * 2, x, mesh=m8, in_shardings=(ss.NamedSharding(m8, ss.P("y", None, None)),),
+                 out_shardings=ss.NamedSharding(m4, ss.P("y", None, None)), backend="local")
+    assert res.verify.ok and res.comm.total_bytes == 7 * 64
+    np.testing.assert_array_equal(res.outputs, x * 2)
+    for d in range(4):
+        np.testing.assert_array_equal(res.shards(d)[0], x[2 * d:2 * d + 2] * 2)
