@@ -4,6 +4,7 @@ Ellipsis) as slice + reshape, one integer index array as ``np.take``."""
 from __future__ import annotations
 
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,6 +57,29 @@ def getitem(x: Tracer, index):
         else:
             expanded.append(i)
     expanded += [slice(None)] * (x.ndim - sum(1 for i in expanded if i is not None))
+    start, limit, strides, out_shape, reversed_dims = _basic_slices(x, expanded)
+    y = x
+    if (tuple(start), tuple(limit), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
+        y = bind("slice", x, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
+    for d in reversed_dims:  # a negative step: the dim read backwards (a take of the reversed positions)
+        y = take(y, np.arange(y.shape[d] - 1, -1, -1, dtype=np.int32), axis=d)
+    return reshape(y, tuple(out_shape))
+
+
+class BasicSlices(NamedTuple):
+    """A basic index as one strided slice: its start, limit and strides per dim, the result's
+    shape (integers dropped, None added), and the dims read backwards (negative steps)."""
+
+    start: list
+    limit: list
+    strides: list
+    out_shape: list
+    reversed_dims: list
+
+
+def _basic_slices(x: Tracer, expanded) -> BasicSlices:
+    """``expanded`` (one entry per dim, or None) as one positive-step slice of ``x``: a negative
+    step reads the same elements by a positive one, its dim then reversed."""
     start, limit, strides, out_shape, reversed_dims = [], [], [], [], []
     d = 0
     for i in expanded:
@@ -84,9 +108,4 @@ def getitem(x: Tracer, index):
             limit.append(k + 1)
             strides.append(1)
         d += 1
-    y = x
-    if (tuple(start), tuple(limit), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
-        y = bind("slice", x, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
-    for d in reversed_dims:  # a negative step: the dim read backwards (a take of the reversed positions)
-        y = take(y, np.arange(y.shape[d] - 1, -1, -1, dtype=np.int32), axis=d)
-    return reshape(y, tuple(out_shape))
+    return BasicSlices(start, limit, strides, out_shape, reversed_dims)
