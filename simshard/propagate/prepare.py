@@ -19,6 +19,7 @@ import numpy as np
 import optree
 
 from ..ir.program import Program
+from .strided import strided_outputs
 
 
 def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
@@ -38,6 +39,7 @@ def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_a
                         static_argnums=static_argnums, mesh=mesh)
     if program.mode != "explicit" or not program.shardings:
         program = propagate(program, strategy=strategy, mesh=mesh if mesh is not None else get_mesh())
+        program = strided_outputs(program)  # flattened outputs only placements can state (seed 002)
     elif is_mixed(program):  # typed where axes were Explicit, the rest left to propagation
         done = propagate(program, strategy=strategy, mesh=mesh if mesh is not None else get_mesh())
         program = done.with_shardings(done.shardings, mode="explicit", info=done.info)

@@ -32,3 +32,28 @@ def test_seed003_a_program_run_may_end_on_a_mesh_over_fewer_of_its_devices():
     np.testing.assert_array_equal(res.outputs, x * 2)
     for d in range(4):
         np.testing.assert_array_equal(res.shards(d)[0], x[2 * d:2 * d + 2] * 2)
+
+
+def test_seed002_a_flattened_replicate_shard_value_keeps_its_strided_layout():
+    """(Replicate, Shard(1)) of (4, 8, 6) flattened to (32, 6): no tensor-dim sharding states
+    the result (its merged dim is sharded over the minor factor), so propagation alone would
+    gather it; the output takes DTensor's strided placements instead and nothing moves."""
+    mesh = ss.Mesh({"dp": 2, "tp": 4})
+    x = np.arange(4 * 8 * 6, dtype=np.float32).reshape(4, 8, 6)
+    spec = ss.DTensorSpec(mesh, [ss.Replicate(), ss.Shard(1)])
+    res = ss.run(lambda a: a.reshape(32, 6), x, mesh=mesh, in_shardings=(spec,), backend="local")
+    assert res.comm.total_bytes == 0 and res.verify.ok
+    np.testing.assert_array_equal(res.outputs, x.reshape(32, 6))
+    assert res.program.out_shardings[0] == ss.DTensorSpec(mesh, [ss.Replicate(), ss.StridedShard(0, 4)])
+    for d, t in ((0, 0), (5, 1)):  # device (dp, tp) holds rows b*8 + 2t, b*8 + 2t + 1 of every b
+        rows = [b * 8 + 2 * t + i for b in range(4) for i in range(2)]
+        np.testing.assert_array_equal(np.sort(res.shards(d)[0][:, 0]), np.sort(x.reshape(32, 6)[rows, 0]))
+
+
+def test_seed002_a_flatten_propagation_can_state_is_left_alone():
+    from simshard.propagate.strided import strided_output
+
+    mesh = ss.Mesh({"x": 2})
+    x = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
+    res = ss.run(lambda a: a.reshape(32), x, mesh=mesh, in_shardings=(ss.P("x", None),), backend="local")
+    assert res.comm.total_bytes == 0 and strided_output(res.program, 0) is None
