@@ -9,6 +9,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import TraceError
+from .explicit import api as explicit_api
+from .explicit.mode import is_explicit
 from .lowering_common import as_tracer, bind_out, is_traced, norm_axis, reject_unsupported
 from .lowering_shapes import reshape
 from .state import Tracer, bind
@@ -61,8 +63,9 @@ def getitem(x: Tracer, index):
     y = x
     if (tuple(start), tuple(limit), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
         y = bind("slice", x, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
-    for d in reversed_dims:  # a negative step: the dim read backwards (a take of the reversed positions)
-        y = take(y, np.arange(y.shape[d] - 1, -1, -1, dtype=np.int32), axis=d)
+    for d in reversed_dims:  # a negative step: the dim read backwards (a take of the reversed positions),
+        kept = explicit_api.typeof(y).sharding if is_explicit() else None  # typed as its operand (JAX's rev)
+        y = take(y, np.arange(y.shape[d] - 1, -1, -1, dtype=np.int32), axis=d, out_sharding=kept)
     return reshape(y, tuple(out_shape))
 
 

@@ -41,3 +41,14 @@ def test_reverse_traces_to_a_slice_and_a_take():
     assert [e.op for e in p.eqns].count("take") == 2 and p.outputs[0].aval.shape == (3, 6)
     x = np.arange(48.0).reshape(8, 6)
     np.testing.assert_array_equal(ss.jit(lambda a: a[6:1:-2, ::-1])(x), x[6:1:-2, ::-1])
+
+
+def test_explicit_mode_types_a_reversed_dim_as_its_operand():
+    mesh = ss.make_mesh((2, 4), ("X", "Y"), axis_types=ss.AxisType.Explicit)
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    with ss.use_mesh(mesh):
+        f = ss.jit(lambda a: a[::-1, 6:1:-2], in_shardings=ss.P("X", None))
+        p = f.trace(x)
+        res = ss.run(f, x, backend="local")
+    assert p.type_string(p.outputs[0]) == "f32[8@X,3]"
+    np.testing.assert_array_equal(res.outputs, x[::-1, 6:1:-2])
