@@ -240,8 +240,8 @@ def ckks_cost(c: Case, mesh=None) -> LayerCost:
 def program_cost(strategy: Strategy, mesh) -> ProgramCost | None:
     """``PROGRAM.cost``: rank a strategy among those of the same layer and N by total rotations,
     then levels, plaintext multiplies and rescales; None on a mesh that is no ciphertext mesh for
-    the layer (axes other than x, y, z, or blocks that do not fit) and for a k x k kernel, which
-    the CKKS model does not price yet (docs/fhe.md)."""
+    the layer (axes other than x, y, z, or blocks that do not fit) and for a k x k kernel on rows
+    split over z, whose halo the CKKS model does not price (docs/fhe.md)."""
     try:
         cost = ckks_cost(case(strategy.name), mesh)
     except (ShardingError, ValueError):
@@ -286,7 +286,7 @@ def report(strategies=None, console=None, backend=None) -> dict:
             console.print(f"halo exchange: {halo} B received in collective-permutes")
         try:
             k = ckks_cost(c)
-        except ValueError as e:  # a k x k kernel: not priced in CKKS operations yet
+        except ValueError as e:  # a k x k kernel on rows split over z: its halo is not priced
             console.print(f"CKKS: not priced ({e})")
             continue
         console.print(f"CKKS ({k.ckks}): {k.plan.describe()}; rotations {k.formula()} = {k.total.rotations}, "

@@ -7,8 +7,10 @@ resolves what would otherwise be a trace-time ``ShardingTypeError``); in auto mo
 sharding constraint on the result.
 
 Dtypes follow jax.numpy with 64-bit types disabled (JAX's default): ``zeros`` is float32,
-``arange(16)`` and ``argmax`` are int32, Python and numpy 64-bit inputs to ``array`` become 32-bit.
-Arithmetic on traced values keeps numpy's promotion rules.
+``arange(16)`` and ``argmax`` are int32, Python and numpy 64-bit inputs become 32-bit, and the
+functions of several operands promote them on JAX's lattice with weakly typed Python scalars
+(``tracing/promotion.py``). numpy's own functions and operators on traced values (``np.sin(x)``,
+``x + 1.5``) keep numpy's rules: docs/dtypes.md sets the two side by side.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as _np
 from .errors import TraceError
 from .ir import trace_stack
 from .tracing import committed as _committed, lowering as _lo
+from .tracing.promotion import jax_ufunc, promote, strong
 from .tracing.state import Tracer, bind, constant
 
 # -- dtypes and constants ----------------------------------------------------------------------------
@@ -143,27 +146,20 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding
     return _lo.apply_out(constant(values), out_sharding, "arange")
 
 
-# -- elementwise -----------------------------------------------------------------------------------------
-def _ufunc(uf):
-    def f(*args):
-        return uf(*args)
-
-    f.__name__ = uf.__name__
-    f.__doc__ = f"jnp.{uf.__name__}: numpy's ufunc, traced."
-    return f
-
-
-exp, log, sqrt, tanh, sin, cos = map(_ufunc, (_np.exp, _np.log, _np.sqrt, _np.tanh, _np.sin, _np.cos))
-abs = absolute = _ufunc(_np.absolute)
-negative, sign, floor, ceil, square = map(_ufunc, (_np.negative, _np.sign, _np.floor, _np.ceil, _np.square))
-reciprocal, log1p, expm1, logical_not = map(_ufunc, (_np.reciprocal, _np.log1p, _np.expm1, _np.logical_not))
-add, subtract, multiply = map(_ufunc, (_np.add, _np.subtract, _np.multiply))
-divide = true_divide = _ufunc(_np.true_divide)
-floor_divide, power, maximum, minimum = map(_ufunc, (_np.floor_divide, _np.power, _np.maximum, _np.minimum))
-remainder = mod = _ufunc(_np.remainder)
-equal, not_equal, less, less_equal = map(_ufunc, (_np.equal, _np.not_equal, _np.less, _np.less_equal))
-greater, greater_equal, arctan2 = map(_ufunc, (_np.greater, _np.greater_equal, _np.arctan2))
-logical_and, logical_or, logical_xor = map(_ufunc, (_np.logical_and, _np.logical_or, _np.logical_xor))
+# -- elementwise: JAX's promotion (``tracing/promotion.py``) ---------------------------------------------
+_float_ufuncs = (_np.exp, _np.log, _np.sqrt, _np.tanh, _np.sin, _np.cos, _np.reciprocal, _np.log1p, _np.expm1)
+exp, log, sqrt, tanh, sin, cos, reciprocal, log1p, expm1 = (jax_ufunc(u, inexact=True) for u in _float_ufuncs)
+abs = absolute = jax_ufunc(_np.absolute)
+negative, sign, square, logical_not = map(jax_ufunc, (_np.negative, _np.sign, _np.square, _np.logical_not))
+floor, ceil = (jax_ufunc(u, integers_kept=True) for u in (_np.floor, _np.ceil))
+add, subtract, multiply = map(jax_ufunc, (_np.add, _np.subtract, _np.multiply))
+divide = true_divide = jax_ufunc(_np.true_divide, inexact=True)
+arctan2 = jax_ufunc(_np.arctan2, inexact=True)
+floor_divide, power, maximum, minimum = map(jax_ufunc, (_np.floor_divide, _np.power, _np.maximum, _np.minimum))
+remainder = mod = jax_ufunc(_np.remainder)
+equal, not_equal, less, less_equal = map(jax_ufunc, (_np.equal, _np.not_equal, _np.less, _np.less_equal))
+greater, greater_equal = jax_ufunc(_np.greater), jax_ufunc(_np.greater_equal)
+logical_and, logical_or, logical_xor = map(jax_ufunc, (_np.logical_and, _np.logical_or, _np.logical_xor))
 
 
 def _t(x):
@@ -171,6 +167,7 @@ def _t(x):
 
 
 def _dispatch(np_fn, lo_fn, *args, out_sharding=None, name="", **kwargs):
+    args = tuple(strong(x) for x in args)  # numpy arrays as JAX takes them: 32-bit
     if _tracing():
         return lo_fn(*args, **kwargs) if out_sharding is None else lo_fn(*args, out_sharding=out_sharding, **kwargs)
     _no_out_sharding_eager(out_sharding, name)
@@ -184,7 +181,7 @@ def astype(x, dtype, /, *, copy=False, device=None):
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if x is None or y is None:
         raise TraceError("snp.where(condition) with one argument has a data-dependent shape and cannot be traced")
-    return _dispatch(_np.where, _lo.where, condition, x, y, name="where")
+    return _dispatch(_np.where, _lo.where, condition, *promote(x, y), name="where")
 
 
 def clip(arr, min=None, max=None):
@@ -193,15 +190,16 @@ def clip(arr, min=None, max=None):
 
 # -- contractions --------------------------------------------------------------------------------------
 def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
-    return _dispatch(_np.matmul, _lo.matmul, a, b, out_sharding=out_sharding, name="matmul")
+    return _dispatch(_np.matmul, _lo.matmul, *promote(a, b), out_sharding=out_sharding, name="matmul")
 
 
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
-    return _dispatch(_np.dot, _lo.dot, a, b, out_sharding=out_sharding, name="dot")
+    return _dispatch(_np.dot, _lo.dot, *promote(a, b), out_sharding=out_sharding, name="dot")
 
 
 def einsum(subscripts, *operands, out=None, optimize="auto", precision=None, preferred_element_type=None,
            out_sharding=None):
+    operands = promote(*operands)
     if _tracing():
         return _lo.einsum(subscripts, *operands, out_sharding=out_sharding)
     _no_out_sharding_eager(out_sharding, "einsum")
@@ -209,7 +207,7 @@ def einsum(subscripts, *operands, out=None, optimize="auto", precision=None, pre
 
 
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
-    return _dispatch(_np.tensordot, _lo.tensordot, a, b, axes, name="tensordot")
+    return _dispatch(_np.tensordot, _lo.tensordot, *promote(a, b), axes, name="tensordot")
 
 
 # -- shapes ------------------------------------------------------------------------------------------
@@ -257,10 +255,12 @@ def broadcast_to(array, shape, *, out_sharding=None):
 
 
 def concatenate(arrays, axis=0, dtype=None):
+    arrays = promote(*arrays) if dtype is None else arrays
     return _dispatch(_np.concatenate, _lo.concatenate, arrays, axis, name="concatenate", dtype=dtype)
 
 
 def stack(arrays, axis=0, out=None, dtype=None):
+    arrays = promote(*arrays) if dtype is None else arrays
     return _dispatch(_np.stack, _lo.stack, arrays, axis, name="stack", dtype=dtype)
 
 
@@ -324,8 +324,12 @@ def _float_dtype(a, dtype):
     return None if dt.kind in "fc" else float32
 
 
+def _np_mean(a, axis, dtype, out, keepdims, where):
+    return _np.mean(a, axis, dtype, out, keepdims, where=True if where is None else where)
+
+
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    return _dispatch(_np.mean, _lo.numpy_mean, a, axis, _float_dtype(a, dtype), None, keepdims, where, name="mean")
+    return _dispatch(_np_mean, _lo.numpy_mean, strong(a), axis, _float_dtype(a, dtype), None, keepdims, where, name="mean")
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, correction=None):

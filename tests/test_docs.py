@@ -12,7 +12,7 @@ BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 @pytest.mark.parametrize("page", ["sharding-model.md", "programs.md", "planner.md", "verification.md", "cost-model.md",
                                   "runtime.md", "user-guide.md", "tutorial-megatron-fsdp.md",
-                                  "transformations.md", "estimate.md", "dtensor.md", "fhe.md"])
+                                  "transformations.md", "estimate.md", "dtensor.md", "fhe.md", "dtypes.md"])
 def test_doc_examples_run(page, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     text = (DOCS / page).read_text()

@@ -1,5 +1,11 @@
 """Choosing the ciphertext mesh of a layer: every mesh whose blocks fit, ranked by a policy.
 
+The default is the seed's own ranking: of its channel strategies (``split_rows=False``), the one
+with fewer rotations in total (``"rotations"``). It keeps utilisation-first's full blocks where
+they win (the seed's 1x1 layer at N=2k: {1,4,1}, 128 rotations against 144 on {2,8,1}) and
+takes the replication-driven half-full blocks where those win (ResNet-50's at N=64k: {2,8,1},
+784 against 4096).
+
 ``"utilization"`` is the seed's utilisation-first partitioning: blocks as close to the slot count
 as possible (the fewest ciphertexts for the input), ties to fewer rotations, then fewer
 ciphertexts. It fills ciphertexts, and so pays two-rotation rolls (the "rotation flush").
@@ -28,8 +34,8 @@ def _key(policy: str, c: LayerCost) -> tuple:
     return (t.rotations, -c.utilization, c.devices, t.levels, t.pt_mults)
 
 
-def rank_meshes(layer: ConvLayer, ckks: CKKS, policy: str = "utilization",
-                max_ciphertexts: int | None = None, split_rows: bool = True) -> tuple[LayerCost, ...]:
+def rank_meshes(layer: ConvLayer, ckks: CKKS, policy: str = "rotations",
+                max_ciphertexts: int | None = None, split_rows: bool = False) -> tuple[LayerCost, ...]:
     """Every mesh ``{x | F, y | C, z | H}`` on which ``layer`` fits ``ckks``'s ciphertexts within
     the level budget, cheapest first under ``policy``."""
     if policy not in POLICIES:
@@ -48,8 +54,8 @@ def rank_meshes(layer: ConvLayer, ckks: CKKS, policy: str = "utilization",
     return tuple(sorted(found, key=lambda c: _key(policy, c)))
 
 
-def choose_mesh(layer: ConvLayer, ckks: CKKS, policy: str = "utilization",
-                max_ciphertexts: int | None = None, split_rows: bool = True) -> LayerCost:
+def choose_mesh(layer: ConvLayer, ckks: CKKS, policy: str = "rotations",
+                max_ciphertexts: int | None = None, split_rows: bool = False) -> LayerCost:
     """The mesh ``policy`` ranks first for ``layer`` under ``ckks`` (its cost, mesh included)."""
     ranked = rank_meshes(layer, ckks, policy, max_ciphertexts, split_rows)
     if not ranked:

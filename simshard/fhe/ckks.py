@@ -23,7 +23,8 @@ AXES = ("x", "y", "z")
 
 @dataclass(frozen=True)
 class ConvLayer:
-    """A convolution ``input[C, H, W] * kernel[F, C, k, k]`` (a 1x1 kernel is a per-pixel matmul)."""
+    """A convolution ``input[C, H, W] * kernel[F, C, k, k]`` (stride 1, same padding; a 1x1 kernel
+    is a per-pixel matmul)."""
 
     channels_in: int
     height: int
@@ -146,12 +147,14 @@ def conv_cost(layer: ConvLayer, mesh, ckks: CKKS) -> LayerCost:
     """Price ``layer`` on ``mesh`` (a CipherMesh, a mapping or an ss.Mesh) under ``ckks``.
 
     Every ciphertext packs its input block by channels (packing.py) and runs the cheapest kernel
-    plan within the level budget (kernels.py); the partial outputs are added across ``y``.
+    plan within the level budget (kernels.py); the partial outputs are added across ``y``. A
+    k x k kernel (stride 1, same padding) runs the plan once per tap, on whole rows (``z=1``).
     """
-    if layer.kernel != 1:
-        raise ValueError(f"{layer}: only 1x1 kernels (and matmuls) are modelled; a {layer.kernel}x{layer.kernel} "
-                         "kernel needs the spatial rotations and halo exchange of docs/fhe.md's open work")
     m = CipherMesh.of(mesh)
+    if layer.kernel != 1 and m.z != 1:
+        raise ShardingError("halo-not-modelled", f"{layer} on mesh {m}: a {layer.kernel}x{layer.kernel} kernel on rows "
+                            "split over z reads its neighbours' rows (a halo between ciphertexts), which the CKKS "
+                            "count does not model; keep z=1", axis="z")
     b = block(layer, m)
     inp = ChannelPacking(b.channels_in, b.pixels, ckks.slots)
     out = ChannelPacking(b.channels_out, b.pixels, ckks.slots)
@@ -160,7 +163,7 @@ def conv_cost(layer: ConvLayer, mesh, ckks: CKKS) -> LayerCost:
         raise ShardingError("does-not-fit", f"{layer} on mesh {m}: a block of {max(b.channels_in, b.channels_out)} "
                             f"channels x {b.pixels} pixels packs into {width} slots, more than the {ckks.slots} "
                             f"of a ciphertext ({ckks}); shard it over more ciphertexts")
-    plan = best_plan(inp.channel_slots, out.channel_slots, width, ckks.slots, ckks)
+    plan = best_plan(inp.channel_slots, out.channel_slots, width, ckks.slots, ckks, taps=layer.kernel ** 2)
     per = plan.cost
     reduce_adds = OpCount(ct_adds=(m.y - 1) * m.x * m.z)
     return LayerCost(layer, m, ckks, b, inp, out, plan, per, per.times(m.size).beside(reduce_adds))

@@ -18,6 +18,15 @@ its rolls are the two-rotation kind: one level more than the diagonal method. Th
 the one with the fewest rotations within the level budget, then fewest levels, multiplies and
 rescales, then the squarer split.
 
+A k x k convolution is the same kernel once per tap ``(dy, dx)``: the tap reads the input
+shifted by ``dy*W + dx`` pixels within each channel's run, and a channel roll by ``j`` runs then
+that shift is ONE rotation (by their sum), so every (diagonal, tap) pair is one roll of the
+input: ``k*k*d`` rolls (the seed counts a 7x7 kernel's taps as 7*7=49 rotations) and ``k*k*d``
+plaintext multiplies, at the same depth as the 1x1 kernel. The zero padding at the image's edges
+(pixels whose tap falls outside the image, or wraps to the next row) is zeros in the tap's
+plaintext diagonals, so it costs nothing. In BSGS the baby rolls are made per tap, the giant
+rolls of the groups' sums once.
+
 A rectangular block matrix (``n_out != n_in`` channels, powers of two) uses the hybrid layout: the
 narrower side is tiled to the wider width ``w``, ``min(n_in, n_out)`` diagonals of length ``w``,
 and a wide matrix folds its result with ``log2(n_in / n_out)`` rotate-and-add steps.
@@ -70,20 +79,26 @@ class KernelPlan:
         return f"diagonal method, {self.diagonals} diagonals, {how}"
 
 
-def _rolls(n: int, ckks: CKKS) -> int:
-    """Rolls by 0..n-1 channel runs: ``n``, or ``n - 1`` when the zero roll is not counted."""
-    return n if ckks.count_zero_roll else n - 1
+def _rolls(n: int, ckks: CKKS, taps: int = 1) -> tuple[int, str]:
+    """Rolls by 0..n-1 channel runs, each combined with every one of a k x k kernel's ``taps``
+    spatial shifts (a channel roll then a pixel shift is one rotation by their sum): ``taps*n``,
+    less the zero roll when it is not counted; and how to write it (``9*16``)."""
+    k = n * taps if ckks.count_zero_roll else n * taps - 1
+    if taps == 1:
+        return k, str(k)
+    return k, f"{taps}*{n}" + ("" if ckks.count_zero_roll else "-1")
 
 
-def _roll_step(name: str, k: int, copied: bool, per_rescale: bool) -> Step:
+def _roll_step(name: str, rolls: tuple[int, str], copied: bool, per_rescale: bool) -> Step:
     """``k`` rolls: one rotation each with a copy, else two rotations, two masks, one level.
     ``per_rescale``: each masked roll is rescaled on its own (its result is multiplied next)."""
+    k, written = rolls
     if k == 0:
         return Step(name, OpCount(), "0", "no roll")
     if copied:
-        return Step(name, OpCount(rotations=k), str(k), f"{k} rolls of one rotation")
+        return Step(name, OpCount(rotations=k), written, f"{k} rolls of one rotation")
     return Step(name, OpCount(rotations=2 * k, pt_mults=2 * k, rescales=k if per_rescale else 1, levels=1),
-                f"{k}*2", f"{k} rolls of two masked rotations")
+                f"{written}*2", f"{k} rolls of two masked rotations")
 
 
 def _layout_steps(n_in: int, n_out: int, copied: bool) -> tuple[Step, ...]:
@@ -103,30 +118,33 @@ def _fold_steps(n_in: int, n_out: int) -> tuple[Step, ...]:
     return (Step("fold", OpCount(rotations=k), str(k), f"rotate-and-add {n_in // n_out} partial sums"),)
 
 
-def diagonal(n_in: int, n_out: int, copied: bool, ckks: CKKS) -> KernelPlan:
-    """The diagonal method for an ``n_out x n_in`` block matrix (channel counts, powers of two)."""
+def diagonal(n_in: int, n_out: int, copied: bool, ckks: CKKS, taps: int = 1) -> KernelPlan:
+    """The diagonal method for an ``n_out x n_in`` block matrix (channel counts, powers of two),
+    once per kernel tap: ``taps`` = k*k for a k x k convolution (module docstring)."""
     d = min(n_in, n_out)
     steps = (*_layout_steps(n_in, n_out, copied),
-             _roll_step("roll input", _rolls(d, ckks), copied, per_rescale=True),
-             Step("multiply diagonals", OpCount(pt_mults=d, rescales=1, levels=1), "0", f"{d} plaintext diagonals"),
+             _roll_step("roll input", _rolls(d, ckks, taps), copied, per_rescale=True),
+             Step("multiply diagonals", OpCount(pt_mults=d * taps, rescales=1, levels=1), "0",
+                  f"{d * taps} plaintext diagonals"),
              *_fold_steps(n_in, n_out))
     return KernelPlan("diagonal", copied, d, d, 0, steps)
 
 
-def bsgs(n_in: int, n_out: int, copied: bool, baby: int, ckks: CKKS) -> KernelPlan:
-    """Baby-step giant-step with ``baby`` baby steps (a power of two dividing the diagonals)."""
+def bsgs(n_in: int, n_out: int, copied: bool, baby: int, ckks: CKKS, taps: int = 1) -> KernelPlan:
+    """Baby-step giant-step with ``baby`` baby steps (a power of two dividing the diagonals); the
+    baby rolls are made for each of ``taps`` kernel taps, the giant rolls of the groups' sums once."""
     d = min(n_in, n_out)
     giant = d // baby
     steps = (*_layout_steps(n_in, n_out, copied),
-             _roll_step("baby rolls", _rolls(baby, ckks), copied, per_rescale=True),
-             Step("multiply diagonals", OpCount(pt_mults=d, rescales=giant, levels=1),
-                  "0", f"{d} pre-rolled plaintext diagonals in {giant} groups"),
+             _roll_step("baby rolls", _rolls(baby, ckks, taps), copied, per_rescale=True),
+             Step("multiply diagonals", OpCount(pt_mults=d * taps, rescales=giant, levels=1),
+                  "0", f"{d * taps} pre-rolled plaintext diagonals in {giant} groups"),
              _roll_step("giant rolls", _rolls(giant, ckks), False, per_rescale=False),
              *_fold_steps(n_in, n_out))
     return KernelPlan("bsgs", copied, d, baby, giant, steps)
 
 
-def plans(n_in: int, n_out: int, width: int, slots: int, ckks: CKKS) -> tuple[KernelPlan, ...]:
+def plans(n_in: int, n_out: int, width: int, slots: int, ckks: CKKS, taps: int = 1) -> tuple[KernelPlan, ...]:
     """Every plan for the block: with and (where there is room) without a copy, the diagonal
     method and each baby/giant split; ``width`` is the block's slot span at the wider side."""
     if not (is_pow2(n_in) and is_pow2(n_out)):
@@ -137,10 +155,10 @@ def plans(n_in: int, n_out: int, width: int, slots: int, ckks: CKKS) -> tuple[Ke
     d = min(n_in, n_out)
     out = []
     for copied in layouts:
-        out.append(diagonal(n_in, n_out, copied, ckks))
+        out.append(diagonal(n_in, n_out, copied, ckks, taps))
         b = 2
         while b < d:
-            out.append(bsgs(n_in, n_out, copied, b, ckks))
+            out.append(bsgs(n_in, n_out, copied, b, ckks, taps))
             b *= 2
     return tuple(out)
 
@@ -151,10 +169,10 @@ def _order(p: KernelPlan) -> tuple:
     return (c.rotations, c.levels, c.pt_mults, c.rescales, balance)
 
 
-def best_plan(n_in: int, n_out: int, width: int, slots: int, ckks: CKKS) -> KernelPlan:
+def best_plan(n_in: int, n_out: int, width: int, slots: int, ckks: CKKS, taps: int = 1) -> KernelPlan:
     """The plan with the fewest rotations within ``ckks.level_budget`` (ties: fewer levels, then
     multiplies, rescales, then the squarer split); ValueError when none fits the budget."""
-    within = [p for p in plans(n_in, n_out, width, slots, ckks) if p.cost.levels <= ckks.level_budget]
+    within = [p for p in plans(n_in, n_out, width, slots, ckks, taps) if p.cost.levels <= ckks.level_budget]
     if not within:
         raise ValueError(f"a {n_out}x{n_in} block of {width} slots in {slots} needs more than "
                          f"{ckks.level_budget} level(s) (the level budget)")

@@ -44,7 +44,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..sharding.axes import AxisRef, check_coexist
+from ..sharding.axes import AxisRef, check_coexist, merge_adjacent
 from ..errors import ReplicaMismatchError, ShardingError
 from ..dtypes import bit_equal
 from ..sharding.layout import layout
@@ -146,7 +146,9 @@ def project(
     unreduced = tuple(a for f in rule.of_kind(REDUCTION) for a in axes[f])
 
     def sharding(dims, result: bool) -> Sharding:
-        spec = tuple(tuple(a for f in fs for a in axes[f]) for fs in dims)
+        # a dim of several factors may hold consecutive sub-axes of one axis (a reshape splitting
+        # a dim sharded over "x" into "x":(1)2 and "x":(2)2): on the merged dim they are "x"
+        spec = tuple(merge_adjacent((a for f in fs for a in axes[f]), mesh.shape) for fs in dims)
         if result:
             return Sharding(mesh, spec, unreduced=unreduced, reduce_op=rule.reduce_op)
         return Sharding(mesh, spec)

@@ -75,19 +75,23 @@ def partition(program: Program) -> SpmdProgram:
     return _Partitioner(program).run()
 
 
+def program_devices(program: Program) -> tuple[int, ...]:
+    """The devices a program runs on: those of its widest mesh. Every other mesh views the same
+    devices or some of them (a value that ends on fewer devices, the FHE seed's fewer
+    ciphertexts: the others hold none of it)."""
+    sets = {frozenset(s.mesh.device_ids) for s in program.shardings.values()}
+    widest = max(sets, key=len, default=frozenset())
+    if any(not d <= widest for d in sets):
+        raise ShardingError("wrong-mesh", "all meshes of a program must view the same devices (or some of them)")
+    return tuple(sorted(widest))
+
+
 class _Partitioner(ValueCopies, OpChoice, OpEmitter):
     """Partitions one program (or a body of one, ``sub``) op by op into a ``ScheduleBuilder``."""
 
     def __init__(self, program: Program, builder: ScheduleBuilder | None = None):
         self.program = program
-        devs = None
-        for s in program.shardings.values():
-            d = frozenset(s.mesh.device_ids)
-            if devs is None:
-                devs = d
-            elif d != devs:
-                raise ShardingError("wrong-mesh", "all meshes of a program must view the same devices")
-        self.devices = tuple(sorted(devs or ()))
+        self.devices = program_devices(program)
         self.builder = builder if builder is not None else ScheduleBuilder(self.devices)
         self.copies: dict[Value, list[Copy]] = {}
         self.literals: dict[tuple, int] = {}

@@ -124,9 +124,16 @@ class _GraphBuilder:
         for k, v in enumerate(program.inputs):
             s = dims_view(program.in_shardings[k], v.aval.shape) if k < len(program.in_shardings) else None
             name = program.input_names[k] if k < len(program.input_names) else str(k)
+            s = s if s is not None else self.typed(v)
             if s is not None:
                 _check(program, v, s, f"input sharding of {name}")
             self.start(v, v.aval.shape, s, f"input {name}")
+
+    def typed(self, v) -> Sharding | None:
+        """The type explicit mode gave ``v`` (a mixed program: the Explicit axes are fixed where
+        they were typed, the Auto axes and the untyped values of ``auto_axes`` regions are left
+        to propagation)."""
+        return self.program.shardings.get(v) if self.program.mode == "explicit" else None
 
     def results(self, e) -> None:
         """The results of equation ``e`` with their annotated shardings."""
@@ -135,10 +142,13 @@ class _GraphBuilder:
             s = dims_view(e.shardings[j], v.aval.shape) if j < len(e.shardings) else None
             if s is None and e.op in TARGET_OPS and isinstance(kw.get("sharding"), (Sharding, DTensorSpec)):
                 s = dims_view(kw["sharding"], v.aval.shape)
+            typed = s is None and self.typed(v) is not None
+            s = self.typed(v) if typed else s
             label = None
             if s is not None:
                 _check(program, v, s, f"sharding of the result of {e.op}")
                 label = f"{e.op} {_value_name(program, v)}" if e.op in TARGET_OPS else f"annotation on {_value_name(program, v)} ({e.op})"
+                label = f"type of {_value_name(program, v)} ({e.op})" if typed else label
             self.start(v, v.aval.shape, s, label)
 
     def manual_region(self, idx: int, e) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import optree
 
 from ..ir.program import Program
+from .strided import strided_outputs
 
 
 def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_argnums: Sequence[int] = (),
@@ -38,7 +39,22 @@ def prepare(f, *args, mesh=None, in_shardings=None, out_shardings=None, static_a
                         static_argnums=static_argnums, mesh=mesh)
     if program.mode != "explicit" or not program.shardings:
         program = propagate(program, strategy=strategy, mesh=mesh if mesh is not None else get_mesh())
+        program = strided_outputs(program)  # flattened outputs only placements can state (seed 002)
+    elif is_mixed(program):  # typed where axes were Explicit, the rest left to propagation
+        done = propagate(program, strategy=strategy, mesh=mesh if mesh is not None else get_mesh())
+        program = done.with_shardings(done.shardings, mode="explicit", info=done.info)
     return program, dynamic_leaves(args, static_of(f, static_argnums))
+
+
+def is_mixed(program: Program) -> bool:
+    """An explicit program with Auto parts: a value typed with no sharding (made in an
+    ``auto_axes`` region, or outside an ``explicit_axes`` one) or with a dim open for Auto axes."""
+    shardings = program.shardings
+    for v in program.values():
+        s = shardings.get(v)
+        if s is None or any(getattr(d, "is_open", False) for d in getattr(s, "dims", ())):
+            return True
+    return False
 
 
 def _traces_itself(f) -> bool:

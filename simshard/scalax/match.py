@@ -132,7 +132,7 @@ def _rule_subtrees(rules, value, what: str) -> tuple[list, list, list]:
 def _applied_specs(rule: ShardingRule, sub, s_spec, where: str, name: str) -> list:
     """One spec per leaf of ``sub``, as ``rule`` gives them (a pytree of ``sub``'s structure)."""
     try:
-        applied = rule.apply(sub)
+        applied = rule.specs(sub)
     except ShardingError as e:
         raise ShardingError(e.rule, f"{where} on {name}: {e.detail}", axis=e.axis, dim=e.dim) from None
     try:

@@ -36,11 +36,26 @@ def is_rule_leaf(x) -> bool:
 
 
 class ShardingRule(abc.ABC):
-    """Base class for sharding rules: ``apply(pytree)`` gives a pytree of P (or None) leaves."""
+    """Base class for sharding rules: ``specs(pytree)`` gives a pytree of P (or None) leaves,
+    ``apply(pytree)`` the same as ``NamedSharding`` leaves on the mesh, as scalax states."""
 
     @abc.abstractmethod
-    def apply(self, pytree) -> Any:
+    def specs(self, pytree) -> Any:
         """A pytree with the structure of ``pytree`` holding one P (or None) per leaf."""
+
+    def apply(self, pytree, mesh=None) -> Any:
+        """A pytree with the structure of ``pytree`` holding one ``NamedSharding`` per leaf, on
+        ``mesh`` (default: the ambient mesh, ``ss.set_mesh`` / ``ss.use_mesh``). With no mesh
+        anywhere there is nothing to name: the leaves stay P (``specs``)."""
+        from ..sharding.dims import NamedSharding
+        from ..tracing.context import get_mesh
+
+        specs = self.specs(pytree)
+        mesh = mesh if mesh is not None else get_mesh()
+        if mesh is None:
+            return specs
+        return optree.tree_map(lambda s: NamedSharding(mesh, s) if isinstance(s, P) else s, specs,
+                               is_leaf=is_spec_leaf, none_is_leaf=True)
 
 
 def _largest_power_of_two_divisor(n: int) -> int:
@@ -93,7 +108,7 @@ class FSDPShardingRule(ShardingRule):
                 return P(*entries)
         return P()
 
-    def apply(self, pytree):
+    def specs(self, pytree):
         register_dataclasses_in(pytree)
         return optree.tree_map(lambda x: self.spec_for_shape(leaf_aval(x).shape), pytree, none_is_leaf=False)
 
@@ -154,7 +169,7 @@ class TreePathShardingRule(ShardingRule):
             )
         return P()
 
-    def apply(self, pytree):
+    def specs(self, pytree):
         out = named_tree_map(self.spec_for, pytree)
         if self.strict:
             paths: list[str] = []
@@ -193,7 +208,7 @@ class PolicyShardingRule(ShardingRule):
             )
         return spec
 
-    def apply(self, pytree):
+    def specs(self, pytree):
         return named_tree_map(self._call, pytree)
 
     def __repr__(self) -> str:

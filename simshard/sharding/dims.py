@@ -245,6 +245,21 @@ class Sharding:
             )
         return NamedSharding(self.mesh, P(*entries, unreduced=tuple(a.name for a in self.unreduced)))
 
+    @property
+    def spec(self) -> P:
+        """``x.sharding.spec``: JAX's PartitionSpec of where the value lies, each dim's mesh axes
+        (open or closed alike: the concrete sharding, Auto axes included) or None; pending sums
+        as P's unreduced. ShardingError where P cannot say it (sub-axes)."""
+        entries = []
+        for i, d in enumerate(self.dims):
+            if any(not a.is_full for a in d.axes):
+                raise ShardingError(
+                    "not-expressible", f"dimension {i} uses sub-axes {[a.short() for a in d.axes]}; P names full axes only", dim=i
+                )
+            names = tuple(a.name for a in d.axes)
+            entries.append(None if not names else names[0] if len(names) == 1 else names)
+        return P(*entries, unreduced=tuple(a.name for a in self.unreduced))
+
     # -- queries -----------------------------------------------------------------------------
     @property
     def rank(self) -> int:

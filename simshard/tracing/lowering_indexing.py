@@ -4,10 +4,13 @@ Ellipsis) as slice + reshape, one integer index array as ``np.take``."""
 from __future__ import annotations
 
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import TraceError
+from .explicit import api as explicit_api
+from .explicit.mode import is_explicit
 from .lowering_common import as_tracer, bind_out, is_traced, norm_axis, reject_unsupported
 from .lowering_shapes import reshape
 from .state import Tracer, bind
@@ -56,7 +59,31 @@ def getitem(x: Tracer, index):
         else:
             expanded.append(i)
     expanded += [slice(None)] * (x.ndim - sum(1 for i in expanded if i is not None))
-    start, limit, strides, out_shape = [], [], [], []
+    start, limit, strides, out_shape, reversed_dims = _basic_slices(x, expanded)
+    y = x
+    if (tuple(start), tuple(limit), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
+        y = bind("slice", x, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
+    for d in reversed_dims:  # a negative step: the dim read backwards (a take of the reversed positions),
+        kept = explicit_api.typeof(y).sharding if is_explicit() else None  # typed as its operand (JAX's rev)
+        y = take(y, np.arange(y.shape[d] - 1, -1, -1, dtype=np.int32), axis=d, out_sharding=kept)
+    return reshape(y, tuple(out_shape))
+
+
+class BasicSlices(NamedTuple):
+    """A basic index as one strided slice: its start, limit and strides per dim, the result's
+    shape (integers dropped, None added), and the dims read backwards (negative steps)."""
+
+    start: list
+    limit: list
+    strides: list
+    out_shape: list
+    reversed_dims: list
+
+
+def _basic_slices(x: Tracer, expanded) -> BasicSlices:
+    """``expanded`` (one entry per dim, or None) as one positive-step slice of ``x``: a negative
+    step reads the same elements by a positive one, its dim then reversed."""
+    start, limit, strides, out_shape, reversed_dims = [], [], [], [], []
     d = 0
     for i in expanded:
         if i is None:
@@ -65,9 +92,12 @@ def getitem(x: Tracer, index):
         n = x.shape[d]
         if isinstance(i, slice):
             lo, hi, st = i.indices(n)
-            if st < 0:
-                raise TraceError("negative slice steps are not supported (use np.flip-free code)")
-            length = len(range(lo, hi, st))
+            picked = range(lo, hi, st)
+            length = len(picked)
+            if st < 0:  # the same elements by a positive step, then reversed along the dim
+                lo, st = (picked[-1] if length else 0), -st
+                if length > 1:
+                    reversed_dims.append(d)
             start.append(lo)
             limit.append(lo + (length - 1) * st + 1 if length else lo)
             strides.append(st)
@@ -81,7 +111,4 @@ def getitem(x: Tracer, index):
             limit.append(k + 1)
             strides.append(1)
         d += 1
-    y = x
-    if (tuple(start), tuple(limit), tuple(strides)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
-        y = bind("slice", x, start=tuple(start), limit=tuple(limit), strides=tuple(strides))
-    return reshape(y, tuple(out_shape))
+    return BasicSlices(start, limit, strides, out_shape, reversed_dims)

@@ -273,20 +273,26 @@ def _trace_inputs(builder: Builder, dyn_args: tuple, dyn_names: list[str], in_sh
 
 
 def _check_one_device_set(named: list[tuple[str, Sharding | None]], mesh) -> None:
-    """Every mesh in a program must view the same devices (logical meshes may differ in axes or
-    order, not in device count)."""
+    """Every mesh in a program views the same devices (logical meshes may differ in axes or
+    order, not in device count), except that an output may end on a mesh over fewer of them (the
+    FHE seed's fewer ciphertexts: the planner reshards onto a subset of the devices)."""
     first = ("the ambient mesh", mesh) if mesh is not None else None
     for where, s in named:
         if s is None:
             continue
         if first is None:
             first = (where, s.mesh)
-        elif s.mesh.size != first[1].size:
+        elif s.mesh.size != first[1].size and not (where.startswith("output") and _over_fewer(s.mesh, first[1])):
             raise ShardingError(
                 "wrong-mesh",
                 f"{where} is sharded over mesh @{s.mesh.name} of {s.mesh.size} devices, but {first[0]} uses "
                 f"@{first[1].name} of {first[1].size}; all meshes of a program must view the same devices",
             )
+
+
+def _over_fewer(mesh, of) -> bool:
+    """``mesh`` views some of the devices ``of`` views (a program may end on it)."""
+    return mesh.size < of.size and set(mesh.device_ids) <= set(of.device_ids)
 
 
 class Jitted:

@@ -10,5 +10,6 @@ its registry entry's ``vjp``; called outside a trace, they trace and evaluate wi
 
 from .api import checkpoint, grad, jvp, value_and_grad, vjp
 from .batching import vmap
+from . import control_batching  # noqa: F401  (registers the batching rules of scan, switch and while)
 
 __all__ = ["checkpoint", "grad", "jvp", "value_and_grad", "vjp", "vmap"]

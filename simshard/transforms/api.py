@@ -10,8 +10,10 @@ call and evaluates it with numpy (as ``ss.jit`` does).
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import optree
 
 from ..errors import TraceError
@@ -108,15 +110,37 @@ def _argnums(argnums, n: int) -> tuple[int, ...]:
     return tuple(a % n for a in nums)
 
 
-def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+def _check_inexact(what: str, f: Callable, args: Sequence, nums: Sequence[int]) -> None:
+    """JAX differentiates only in real or complex arguments: an integer or bool one is a TypeError
+    naming it (``allow_int=True`` lifts this; ``ss.vjp`` takes any)."""
+    try:
+        names = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):
+        names = []
+    for k in nums:
+        for leaf in optree.tree_leaves(args[k], none_is_leaf=False):
+            dt = leaf.dtype if hasattr(leaf, "dtype") else np.result_type(leaf)
+            if not differentiable(dt):
+                name = f" ({names[k]})" if k < len(names) else ""
+                raise TypeError(
+                    f"{what}: argument {k}{name} is {np.dtype(dt).name}, but derivatives are taken only in real "
+                    "or complex (inexact) inputs. Differentiate in a float argument, use vjp for integer or bool "
+                    "inputs, or pass allow_int=True")
+
+
+def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False,
+                   *, _what: str = "value_and_grad"):
     """``f``'s value and its gradient in the arguments ``argnums`` (``f`` returns a float scalar;
-    with ``has_aux``, a pair ``(scalar, aux)``: gives ``((value, aux), grad)``)."""
+    with ``has_aux``, a pair ``(scalar, aux)``: gives ``((value, aux), grad)``). An integer or bool
+    argument in ``argnums`` is a TypeError unless ``allow_int``, as in JAX."""
 
     @functools.wraps(f)
     def run(*args, **kwargs):
+        nums = _argnums(argnums, len(args))
+        if not allow_int:
+            _check_inexact(_what, f, args, nums)
         if trace_builder("ss.value_and_grad") is None:
             return outside_trace(lambda *a: run(*a, **kwargs), *args)
-        nums = _argnums(argnums, len(args))
 
         def partial(*diff):
             full = list(args)
@@ -136,9 +160,9 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
     return run
 
 
-def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False):
     """The gradient of a float-scalar ``f`` in the arguments ``argnums`` (with ``has_aux``: ``(grad, aux)``)."""
-    vg = value_and_grad(f, argnums, has_aux)
+    vg = value_and_grad(f, argnums, has_aux, allow_int, _what="grad")
 
     @functools.wraps(f)
     def run(*args, **kwargs):

@@ -93,9 +93,12 @@ def _batch_size(leaves, axes, axis_size: int | None) -> int:
     sizes = {np.shape(x)[a] for x, a in zip(leaves, axes) if a is not None}
     if axis_size is not None:
         sizes.add(int(axis_size))
+    if not sizes:  # JAX: a ValueError, nothing to map over
+        raise ValueError("vmap: the function was called with no array arguments, so there is no axis to map over; "
+                         "give axis_size=" if not leaves else
+                         "vmap: no argument is mapped (every in_axes is None); give axis_size= or map an argument")
     if len(sizes) != 1:
-        raise TraceError(f"vmap: the mapped axes have sizes {sorted(sizes)}; they must agree (and one must be mapped)"
-                         if sizes else "vmap: no argument is mapped (every in_axes is None); give axis_size")
+        raise TraceError(f"vmap: the mapped axes have sizes {sorted(sizes)}; they must agree")
     return sizes.pop()
 
 

@@ -28,6 +28,7 @@ from ..ops import define_vjp
 from ..ops.cotangents import zeros
 from ..tracing.explicit.mode import is_explicit
 from ..tracing.state import Builder, Tracer, as_tracer, bind
+from .control_types import check_branch_types, check_carry_types, unshard_scanned
 from .nested import trace_nested
 
 
@@ -53,11 +54,16 @@ def _check_carry(init, carry, step: int, what: str) -> None:
     shapes = [s for s, _ in _signature(carry)], [s for s, _ in _signature(init)]
     if shapes[0] != shapes[1]:
         raise TraceError(f"{what}: the body changed the carry's shapes at step {step}: {shapes[0]} (initial {shapes[1]})")
+    check_carry_types(what, init, carry, step)
 
 
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False, unroll: int | bool = 1):
     """``(final carry, stacked ys)``: ``carry, y = f(carry, x)`` for each ``x`` along the leading
     dim of ``xs`` (or ``length`` times with ``x = None``); ys stacked along a new leading dim."""
+    return _scan(f, init, xs, length, reverse, "lax.scan")
+
+
+def _scan(f: Callable, init, xs, length, reverse, what: str):
     n = _leading(xs) if xs is not None else None
     if n is None:
         if length is None:
@@ -67,19 +73,19 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         raise TraceError(f"lax.scan: length={length} but xs have leading size {n}")
     outer = trace_stack.current()
     if isinstance(outer, Builder) and not is_explicit(outer.mesh) and n > 0:
-        return _scan_op(outer, f, init, xs, n, reverse)
-    carry, ys = init, [None] * n
+        return _scan_op(outer, f, init, xs, n, reverse, what)
+    carry, ys, xs = init, [None] * n, unshard_scanned(xs)
     for step in (range(n - 1, -1, -1) if reverse else range(n)):
         x = optree.tree_map(lambda a: a[step], xs, none_is_leaf=False) if xs is not None else None
         carry_next, y = f(carry, x)
-        _check_carry(init, carry_next, step, "lax.scan")
+        _check_carry(init, carry_next, step, what)
         carry, ys[step] = carry_next, y
     if n == 0 or ys[0] is None:
         return carry, None
     return carry, optree.tree_map(lambda *leaves: np.stack(leaves), *ys, none_is_leaf=False)
 
 
-def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool):
+def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool, what: str = "lax.scan"):
     """Record ``scan`` as one op: the step traced once on one slice of ``xs``. The op takes only
     the xs its body reads (``_drop_unread_xs``). Besides the carries and ys, the op's results
     hold each step's residuals (its input carries and every intermediate, stacked): reverse mode
@@ -97,7 +103,7 @@ def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool):
         c = optree.tree_unflatten(carry_tree, list(flat[:nc]))
         x = optree.tree_unflatten(x_tree, list(flat[nc:])) if x_tree is not None else None
         c_next, y = f(c, x)
-        _check_carry(init, c_next, 0, "lax.scan")
+        _check_carry(init, c_next, 0, what)
         return c_next, y
 
     avals = [c.aval for c in carry] + [Aval(x.shape[1:], x.dtype) for x in x_leaves]
@@ -193,7 +199,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val):
     if upper <= lower:
         return init_val
     steps = np.arange(lower, upper, dtype=np.int32)
-    return scan(lambda val, i: (body_fun(i, val), None), init_val, steps)[0]
+    return _scan(lambda val, i: (body_fun(i, val), None), init_val, steps, None, False, "lax.fori_loop")[0]
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
@@ -260,6 +266,10 @@ def switch(index, branches: Sequence[Callable], *operands):
     chosen one run. (In explicit mode or a scan's body: every branch runs and a select picks.)"""
     if not branches:
         raise TraceError("lax.switch: no branches")
+    return _switch(index, branches, operands, "lax.switch", [f"branch {k}" for k in range(len(branches))])
+
+
+def _switch(index, branches: Sequence[Callable], operands, what: str, names: Sequence[str]):
     if not isinstance(index, Tracer):
         k = int(np.clip(int(np.asarray(index)), 0, len(branches) - 1))
         return branches[k](*operands)
@@ -268,6 +278,7 @@ def switch(index, branches: Sequence[Callable], *operands):
         return _switch_op(outer, index, branches, operands)
     outs = [b(*operands) for b in branches]
     _check_branches(outs)
+    check_branch_types(what, names, outs)
     idx = np.clip(index, 0, len(branches) - 1)
     result = outs[-1]
     for k in range(len(branches) - 2, -1, -1):
@@ -344,5 +355,5 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
     if isinstance(pred, Tracer):
         if pred.shape != ():
             raise TraceError(f"lax.cond: the predicate must be a scalar, got shape {pred.shape}")
-        return switch(pred.astype(np.int32), [false_fun, true_fun], *operands)
+        return _switch(pred.astype(np.int32), [false_fun, true_fun], operands, "lax.cond", ["false branch", "true branch"])
     return true_fun(*operands) if bool(np.asarray(pred)) else false_fun(*operands)

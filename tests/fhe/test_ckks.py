@@ -77,6 +77,23 @@ def test_bad_meshes_are_reported(mesh, match):
         conv_cost(SEED, mesh, CKKS(2048))
 
 
-def test_kxk_kernels_are_not_modelled_yet():
-    with pytest.raises(ValueError, match="only 1x1"):
-        conv_cost(ConvLayer.from_shapes((3, 224, 224), (64, 3, 7, 7)), {"y": 3, "z": 2}, CKKS(65536))
+@pytest.mark.parametrize("k", [3, 7])
+def test_kxk_kernels_are_priced_like_1x1_once_per_tap(k):
+    """Issue 27 (seed 003): every (diagonal, tap) pair is one roll of the input, so a k x k kernel
+    is the 1x1 kernel's rolls and multiplies times k*k at the same depth (the seed counts a 7x7
+    kernel's taps as 7*7=49 rotations)."""
+    layer = ConvLayer.from_shapes((64, 7, 7), (16, 64, k, k))
+    full = conv_cost(layer, {"y": 4}, CKKS(2048))  # 16 diagonals, no room for a copy: 2-rotation rolls
+    one = conv_cost(ConvLayer.from_shapes((64, 7, 7), (16, 64, 1, 1)), {"y": 4}, CKKS(2048))
+    assert full.per_device.rotations == k * k * one.per_device.rotations == k * k * 16 * 2
+    assert full.per_device.levels == one.per_device.levels == 2
+    assert full.formula() == f"4*({k * k}*16*2)" and full.total.rotations == 4 * k * k * 32
+    half = conv_cost(layer, {"x": 2, "y": 8}, CKKS(2048))  # room for a copy: baby rolls of one rotation
+    assert half.plan.copied and half.total.rotations < full.total.rotations
+    assert conv_cost(ConvLayer.from_shapes((64, 7, 7), (16, 64, 7, 7)), {"y": 4}, CKKS(2048, count_zero_roll=False)
+                     ).per_device.rotations == (49 * 16 - 1) * 2
+
+
+def test_kxk_kernels_on_split_rows_need_a_halo_that_is_not_priced():
+    with pytest.raises(ShardingError, match="halo"):
+        conv_cost(ConvLayer.from_shapes((16, 28, 28), (16, 16, 3, 3)), {"z": 4}, CKKS(8192))

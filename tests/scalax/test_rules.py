@@ -185,3 +185,17 @@ def test_unregistered_dataclasses_are_registered_when_a_rule_meets_them():
     specs = ss.FSDPShardingRule("f", 4, 0).apply({"p": Params(np.zeros((3, 8)), np.zeros((4,)))})
     assert isinstance(specs["p"], Params)
     assert specs["p"].w == P(None, "f") and specs["p"].b == P("f")
+
+
+def test_apply_gives_named_shardings_on_the_mesh_as_the_seed_states():
+    """Seed 004: ``rule.apply(pytree)`` returns a pytree of NamedSharding (here on the ambient
+    mesh, or the one given); ``specs`` keeps the bare PartitionSpecs."""
+    mesh = ss.Mesh({"fsdp": 4})
+    params = {"w": np.zeros((64, 32), np.float32), "b": np.zeros(1, np.float32)}
+    rule = ss.FSDPShardingRule("fsdp", 4, min_fsdp_size=16)
+    with ss.use_mesh(mesh):
+        got = rule.apply(params)
+    assert got == {"w": ss.NamedSharding(mesh, P("fsdp", None)), "b": ss.NamedSharding(mesh, P())}
+    assert rule.apply(params, mesh=mesh) == got and rule.specs(params) == {"w": P("fsdp", None), "b": P()}
+    tree = ss.TreePathShardingRule(("w", P(None, "fsdp")), ("b", P()))
+    assert tree.apply(params, mesh=mesh)["w"] == ss.NamedSharding(mesh, P(None, "fsdp"))

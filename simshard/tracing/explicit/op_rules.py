@@ -12,7 +12,7 @@ from typing import Sequence
 
 from .reshape import reshape_spec
 from .rules import given, no_unreduced, rule, OpCall, Operand, Result
-from .types import dim_size, p_repr, partitions, replicated, type_str
+from .types import dim_size, p_repr, partitions, replicated, spec_of, type_str, unreduced_of
 
 
 # -- creation -------------------------------------------------------------------------------------
@@ -279,3 +279,12 @@ def _reshape(call: OpCall) -> list[Result]:
         return user
     (x,) = call.operands
     return [(reshape_spec(call, x, tuple(call.out_avals[0].shape)), x.unreduced)]
+
+
+@rule("shard_map")
+def _shard_map(call: OpCall) -> Sequence[Result]:
+    """A manual region takes its operands as its ``in_specs`` say (the partitioner moves an
+    operand typed otherwise, as JAX's implicit reshard does) and its results are typed by its
+    ``out_specs`` over the Explicit axes."""
+    keep = call.mesh.explicit_axes
+    return [(spec_of(s, a.ndim, keep), unreduced_of(s, keep)) for s, a in zip(call.params["out_specs"], call.out_avals)]
