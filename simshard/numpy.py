@@ -391,5 +391,6 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
 # -- arrays committed to devices (``ss.device_put``'s): each function is one eager op on them ----------------
 for _name, _fn in list(globals().items()):
     if (callable(_fn) and not isinstance(_fn, type) and not _name.startswith("_")
-            and _name not in ("shape", "ndim", "size") and getattr(_fn, "__module__", None) == __name__):
+            and _name not in ("shape", "ndim", "size")
+            and getattr(_fn, "__module__", None) in (__name__, jax_ufunc.__module__)):
         globals()[_name] = _committed.on_devices(_fn)

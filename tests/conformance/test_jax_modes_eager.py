@@ -24,12 +24,6 @@ from simshard import AxisType, NamedSharding, P
 from simshard.runtime.eager import Array
 
 CASES = load_cases("jax_modes.json")
-COMPILER_HALF = {  # what each of these needs from the compiler half of issue 27
-    "auto_axes_bare_out_sharding": "mixed Auto/Explicit programs run (not-propagated today)",
-    "shard_map_in_explicit_mesh": "shard_map accepts inputs typed by its in_specs in an explicit mesh",
-}
-
-
 def mesh_of(case):
     kind = AxisType.Explicit if case["axis_types"] == "Explicit" else AxisType.Auto
     names = tuple(case["mesh"])
@@ -54,10 +48,7 @@ def run_case(case):
     return out if isinstance(out, (tuple, list)) else (out,)
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, id=c["id"], marks=pytest.mark.xfail(reason=f"compiler half of issue 27: {COMPILER_HALF[c['id']]}",
-                                                      strict=False)) if c["id"] in COMPILER_HALF else
-    pytest.param(c, id=c["id"]) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in CASES])
 def test_case(case):
     result = case["result"]
     if "error" in result:
