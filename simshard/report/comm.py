@@ -26,11 +26,12 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
 from .collective_cost import analytic_min_bytes, balanced_chunks  # noqa: F401  (importable from here, as before)
+from .records import ClassRecord, Repeat, Weighted, device_major, expanded, has_classes, weighted
 from .topology import Link, Topology, record_seconds  # noqa: F401  (Link: importable from here, as before)
 
 # -- records ----------------------------------------------------------------------------------------
@@ -78,44 +79,6 @@ class CommRecord:
         return CommRecord(**d)
 
 
-@dataclass(frozen=True, eq=False)
-class Repeat:
-    """Records run again under shifted instruction ids: a scan's later iterations, which move
-    what its first one moved (each ``shift`` added to every id of ``items``, which may hold
-    repeats of an inner scan). A report keeps them so rather than as copies: a 7B step on 8,192
-    devices has 1.5 million records, 50 thousand of them distinct."""
-
-    items: tuple  # CommRecord | Repeat
-    shifts: tuple[int, ...]
-
-    def expand(self, offset: int = 0) -> Iterator[CommRecord]:
-        for s in self.shifts:
-            yield from _expanded(self.items, offset + s)
-
-
-def _expanded(items: Iterable, offset: int = 0) -> Iterator[CommRecord]:
-    """The records ``items`` stand for, in order, every id shifted by ``offset``."""
-    for it in items:
-        if isinstance(it, Repeat):
-            yield from it.expand(offset)
-        elif offset:
-            out = object.__new__(CommRecord)  # a copy with one field changed, without the constructor
-            out.__dict__.update(it.__dict__)
-            out.__dict__["instr"] = it.instr + offset
-            yield out
-        else:
-            yield it
-
-
-def _with_offsets(items: Iterable, offsets: tuple[int, ...] = (0,)) -> Iterator[tuple[CommRecord, tuple[int, ...]]]:
-    """Each distinct record of ``items`` with the id offsets it is run under (one per copy)."""
-    for it in items:
-        if isinstance(it, Repeat):
-            yield from _with_offsets(it.items, tuple(o + s for o in offsets for s in it.shifts))
-        else:
-            yield it, offsets
-
-
 # -- topology and the alpha-beta model ------------------------------------------------------------
 
 
@@ -149,24 +112,28 @@ _GROUPINGS = ("op", "kind", "axis", "device", "instr")
 class CommReport:
     """Every collective record of a run, with totals, tables, JSON and a time estimate.
 
-    Built from records, or from ``items`` where some are ``Repeat``s (the estimate's scans):
+    Built from records, or from ``items`` where some are ``Repeat``s (the estimate's scans) or
+    ``ClassRecord``s (a step's record shared by a class of devices, ``report/records.py``):
     totals, summaries and the time estimate weigh each distinct record by its copies, and
-    ``records`` lists every copy only when asked."""
+    ``records`` lists every device's copy only when asked."""
 
     def __init__(self, records: Iterable[CommRecord] = (), items: Iterable | None = None):
         self.items = tuple(records) if items is None else tuple(items)
-        self._records = self.items if not any(isinstance(it, Repeat) for it in self.items) else None
+        compact = any(isinstance(it, (Repeat, ClassRecord)) for it in self.items)
+        self._records = None if compact else self.items
 
     @property
     def records(self) -> tuple[CommRecord, ...]:
-        """Every record, repeats listed copy by copy (device by device, in the order they ran)."""
+        """Every record, repeats and classes listed copy by copy (device by device, in the order
+        they ran)."""
         if self._records is None:
-            self._records = tuple(_expanded(self.items))
+            self._records = device_major(self.items)
         return self._records
 
-    def weighted(self) -> Iterator[tuple[CommRecord, tuple[int, ...]]]:
-        """Each distinct record with the id offsets of its copies (``(0,)`` for a record run once)."""
-        return _with_offsets(self.items)
+    def weighted(self) -> Iterator[Weighted]:
+        """Each distinct record with the id offsets of its copies (``(0,)`` for a record run once)
+        and the devices that ran it."""
+        return weighted(self.items)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, CommReport) and self.records == other.records
@@ -178,11 +145,11 @@ class CommReport:
 
     # -- totals --------------------------------------------------------------------------------
     def _total(self, field: str) -> int:
-        return sum(getattr(r, field) * len(offsets) for r, offsets in self.weighted())
+        return sum(getattr(w.record, field) * w.copies for w in self.weighted())
 
     @property
     def total_records(self) -> int:
-        return sum(len(offsets) for _, offsets in self.weighted())
+        return sum(w.copies for w in self.weighted())
 
     @property
     def total_bytes(self) -> int:
@@ -204,7 +171,7 @@ class CommReport:
     @property
     def collectives(self) -> int:
         """Distinct collective instructions (SPMD steps) run."""
-        return len({r.instr + o for r, offsets in self.weighted() for o in offsets})
+        return len({w.record.instr + o for w in self.weighted() for o in w.offsets})
 
     @property
     def ratio(self) -> float:
@@ -213,24 +180,25 @@ class CommReport:
 
     @property
     def devices(self) -> tuple[int, ...]:
-        return tuple(sorted({r.device for r, _ in self.weighted()}))
+        return tuple(sorted({d for w in self.weighted() for d in w.devices}))
 
     def bytes_sent(self, device: int) -> int:
-        return sum(r.bytes_sent * len(offsets) for r, offsets in self.weighted() if r.device == device)
+        return sum(w.record.bytes_sent * len(w.offsets) for w in self.weighted() if device in w.devices)
 
     def bytes_received(self, device: int) -> int:
-        return sum(r.bytes_received * len(offsets) for r, offsets in self.weighted() if r.device == device)
+        return sum(w.record.bytes_received * len(w.offsets) for w in self.weighted() if device in w.devices)
 
     def for_device(self, device: int) -> tuple[CommRecord, ...]:
         return tuple(r for r in self.records if r.device == device)
 
     def peer_bytes(self) -> dict[tuple[int, int], int]:
-        """``(src, dst) -> bytes`` sent, over the whole run."""
+        """``(src, dst) -> bytes`` sent, over the whole run (every member's rows, made here)."""
         out: dict[tuple[int, int], int] = defaultdict(int)
-        for r, offsets in self.weighted():
-            for peer, sent, _ in r.peers:
-                if sent:
-                    out[(r.device, peer)] += sent * len(offsets)
+        for w in self.weighted():
+            for r in (w.klass.expand() if w.klass is not None else (w.record,)):
+                for peer, sent, _ in r.peers:
+                    if sent:
+                        out[(r.device, peer)] += sent * len(w.offsets)
         return dict(out)
 
     # -- summaries -----------------------------------------------------------------------------
@@ -242,14 +210,15 @@ class CommReport:
         if not keys or any(k not in _GROUPINGS for k in keys):
             raise ValueError(f"summary by {by!r}: choose one of {', '.join(_GROUPINGS)} (or a tuple of them)")
         rows: dict[Any, dict] = {}
-        for r, offsets in self.weighted():
-            # one row per copy where rows are per instruction, else every copy in one
-            for copies in ([(o,) for o in offsets] if "instr" in keys else [offsets]):
-                fields = {"op": r.source, "kind": r.kind, "axis": r.axis_key, "device": r.device, "instr": r.instr + copies[0]}
+        for r, offsets, devices, _ in self.weighted():
+            # one row per copy where rows are per instruction, else every copy in one; one per
+            # member where rows are per device, else the class in one
+            for copies, devs in _row_parts(keys, offsets, devices):
+                fields = {"op": r.source, "kind": r.kind, "axis": r.axis_key, "device": devs[0], "instr": r.instr + copies[0]}
                 key = tuple(fields[k] for k in keys)
                 row = rows.setdefault(key, {**{k: fields[k] for k in keys}, "collectives": set(), "records": 0,
                                             "messages": 0, "sent": 0, "received": 0, "minimum": 0})
-                n = len(copies)
+                n = len(copies) * len(devs)
                 row["collectives"].update(r.instr + o for o in copies)
                 row["records"] += n
                 row["messages"] += r.messages_sent * n
@@ -303,11 +272,12 @@ class CommReport:
     def estimate(self, topology: Topology) -> TimeEstimate:
         """The alpha-beta estimate (formulas on ``Topology``)."""
         # the slowest device of each instruction; copies of a record take its time under each
-        # offset, so records are timed once per distinct record and offsets applied after
+        # offset, so records are timed once per distinct record (and group) and offsets applied after
         slowest: dict[tuple[int, ...], dict[int, tuple]] = defaultdict(dict)  # offsets -> instr -> (time, device, record)
-        for r, offsets in self.weighted():
-            at = slowest[offsets]
-            mine = (topology.seconds(r), r.device)
+        for w in self.weighted():
+            at = slowest[w.offsets]
+            mine = _slowest_member(topology, w)
+            r = w.record
             if r.instr not in at or mine > at[r.instr][:2]:
                 at[r.instr] = (*mine, r)
         per: dict[int, tuple] = {}
@@ -365,6 +335,28 @@ class CommReport:
     @staticmethod
     def merge(reports: Iterable["CommReport"]) -> "CommReport":
         return CommReport(items=tuple(it for rep in reports for it in rep.items))
+
+
+def _slowest_member(topology: Topology, w: Weighted) -> tuple[float, int]:
+    """(seconds, device) of the slowest member of a weighted record (the last device among
+    equals): timed once per distinct group, which the time can depend on (nodes)."""
+    if w.klass is None or topology.nodes is None:
+        return topology.seconds(w.record), max(w.devices)
+    times: dict[int, float] = {}
+    best = (-1.0, -1)
+    for d, group in zip(w.devices, w.klass.groups):
+        t = times.get(id(group))
+        if t is None:
+            t = times[id(group)] = topology.seconds(replace(w.record, group=group))
+        best = max(best, (t, d))
+    return best
+
+
+def _row_parts(keys: tuple, offsets: tuple[int, ...], devices: tuple[int, ...]):
+    """The (offsets, devices) each summary row of a weighted record takes (``summary``)."""
+    per_copy = [(o,) for o in offsets] if "instr" in keys else [offsets]
+    per_device = [(d,) for d in devices] if "device" in keys else [devices]
+    return [(c, d) for c in per_copy for d in per_device]
 
 
 def _finite(rows: list[dict]) -> list[dict]:

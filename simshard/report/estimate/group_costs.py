@@ -1,0 +1,95 @@
+"""A collective's costs by position in its group, worked out once per distinct group shape.
+
+A member's cost in a direct collective depends on its position in the group and on what each
+position holds (its block and its copy of the instruction), not on which devices the group
+names. So the groups of one step that hold the same things position by position (the 128 groups
+of 64 devices of a 2-D strategy's all-reduce) share one ``GroupCosts``: each position's result
+block, its cost (sent and received bytes and messages), its analytic minimum and its per-peer
+rows as positions (named by device only when a record is listed). Costing a step is then a
+table lookup per group and an extend per signature, whatever the device count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, NamedTuple, Sequence
+
+from ...spmd import Instr
+from ..collective_cost import Cost, analytic_min_bytes
+from .blocks import Block
+
+FIELDS = ("axis", "splits", "split_axis", "concat_axis", "shape", "dtype")  # what a member's cost reads of its copy
+
+
+class Signature(NamedTuple):
+    """What one member's record says beyond its device and group: members with equal signatures
+    share a class record."""
+
+    bytes_sent: int
+    bytes_received: int
+    messages_sent: int
+    messages_received: int
+    min_bytes: int
+
+
+@dataclass(frozen=True, eq=False)
+class GroupCosts:
+    """Per position of a group: its result block, its record's signature and its per-peer rows
+    as (position, sent, received); and the positions sharing each signature."""
+
+    blocks: tuple[Block, ...]
+    signatures: tuple[Signature, ...]
+    rows: tuple[tuple[tuple[int, int, int], ...], ...]
+    positions: dict  # Signature -> list of positions
+
+    def peers(self, group: Sequence[int], position: int) -> tuple[tuple[int, int, int], ...]:
+        """A member's per-peer rows with its group's devices named, sorted by device."""
+        return tuple(sorted((group[p], s, r) for p, s, r in self.rows[position]))
+
+
+def shape_key(ins: Instr) -> tuple:
+    """The fields of a member's copy its cost reads (its group aside: the group's devices do not
+    change a cost, only its length and each position's copy)."""
+    return tuple(_hashable(getattr(ins, f, None)) for f in FIELDS)
+
+
+def _hashable(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def costs_of(kind: str, positions: Sequence[tuple[Instr, Block]], cost: Callable) -> GroupCosts:
+    """The ``GroupCosts`` of a ``kind`` collective whose positions hold ``positions`` (each one's
+    copy and source block); ``cost`` is the kind's (group, members, step, srcs, index) -> member ->
+    Result, run here on the positions themselves."""
+    g = len(positions)
+    order = tuple(range(g))
+    step = {j: ins for j, (ins, _) in enumerate(positions)}
+    srcs = {j: block for j, (_, block) in enumerate(positions)}
+    results: Mapping = cost(order, list(order), step, srcs, {j: j for j in order})
+    blocks, signatures, rows = [], [], []
+    by_signature: dict[Signature, list[int]] = {}
+    for j in order:
+        out, c = results[j]
+        ins, x = positions[j]
+        minimum = analytic_min_bytes(ins, j, x.shape, out.shape, out.dtype.itemsize, j)
+        sig = Signature(c.bytes_sent, c.bytes_received, c.messages_sent, c.messages_received, minimum)
+        blocks.append(out)
+        signatures.append(sig)
+        rows.append(c.peers)
+        by_signature.setdefault(sig, []).append(j)
+    return GroupCosts(tuple(blocks), tuple(signatures), tuple(rows), by_signature)
+
+
+class PeerRows:
+    """A class record's ``peers``: each member's rows from its group's costs (by position)."""
+
+    __slots__ = ("costs",)
+
+    def __init__(self, costs: Mapping[tuple, GroupCosts]):
+        self.costs = costs  # group -> its GroupCosts
+
+    def __call__(self, device: int, group: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+        return self.costs[group].peers(group, group.index(device))
+
+
+__all__ = ["Cost", "GroupCosts", "PeerRows", "Signature", "costs_of", "shape_key"]
