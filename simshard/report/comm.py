@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
 from .collective_cost import analytic_min_bytes, balanced_chunks  # noqa: F401  (importable from here, as before)
-from .records import ClassRecord, Repeat, Weighted, device_major, expanded, has_classes, weighted
+from .memory import fmt_devices
+from .records import ClassRecord, Repeat, Weighted, device_major, weighted  # noqa: F401  (Repeat: importable from here)
 from .topology import Link, Topology, record_seconds  # noqa: F401  (Link: importable from here, as before)
 
 # -- records ----------------------------------------------------------------------------------------
@@ -89,6 +90,14 @@ class TimeEstimate:
     total: float
     instructions: tuple[tuple[int, float, str, str, tuple[str, ...], int], ...]
     topology: Topology
+    algorithms: Mapping[int, str] = field(default_factory=dict)  # instruction -> the algorithm it was timed as
+
+    def by_algorithm(self) -> dict[tuple[str, str], float]:
+        """Seconds per (collective kind, algorithm chosen), e.g. ``("all_reduce", "tree")``."""
+        out: dict = defaultdict(float)
+        for instr, t, kind, *_ in self.instructions:
+            out[(kind, self.algorithms.get(instr, "direct"))] += t
+        return dict(out)
 
     def by(self, what: str | Sequence[str]) -> dict:
         """Seconds grouped by ``kind``, ``op`` or ``axis``; a tuple of them groups by each
@@ -237,7 +246,7 @@ class CommReport:
         """A rich Table of ``summary(by)`` with byte units, and a total row."""
         from rich.table import Table
 
-        rows = self.summary(by)
+        rows = _devices_joined(self.summary(by)) if by == "device" else self.summary(by)
         title = {"op": "source op", "kind": "collective", "axis": "mesh axes", "device": "device", "instr": "instruction"}[by]
         t = Table(title=f"communication by {title}", title_justify="left")
         t.add_column(title)
@@ -276,21 +285,21 @@ class CommReport:
         slowest: dict[tuple[int, ...], dict[int, tuple]] = defaultdict(dict)  # offsets -> instr -> (time, device, record)
         for w in self.weighted():
             at = slowest[w.offsets]
-            mine = _slowest_member(topology, w)
+            t, device, algorithm = _slowest_member(topology, w)
             r = w.record
-            if r.instr not in at or mine > at[r.instr][:2]:
-                at[r.instr] = (*mine, r)
+            if r.instr not in at or (t, device) > at[r.instr][:2]:
+                at[r.instr] = (t, device, r, algorithm)
         per: dict[int, tuple] = {}
         for offsets, at in slowest.items():
             for instr, best in at.items():
                 for o in offsets:
                     if instr + o not in per or best[:2] > per[instr + o][:2]:
                         per[instr + o] = best
-        rows = []
+        rows, algorithms = [], {}
         for instr in sorted(per):
-            t, dev, r = per[instr]
+            t, dev, r, algorithms[instr] = per[instr]
             rows.append((instr, t, r.kind, r.source, r.axes, dev))
-        return TimeEstimate(sum(r[1] for r in rows), tuple(rows), topology)
+        return TimeEstimate(sum(r[1] for r in rows), tuple(rows), topology, algorithms)
 
     def estimate_table(self, topology: Topology, by: str = "kind"):
         from rich.table import Table
@@ -337,18 +346,33 @@ class CommReport:
         return CommReport(items=tuple(it for rep in reports for it in rep.items))
 
 
-def _slowest_member(topology: Topology, w: Weighted) -> tuple[float, int]:
-    """(seconds, device) of the slowest member of a weighted record (the last device among
-    equals): timed once per distinct group, which the time can depend on (nodes)."""
+def _devices_joined(rows: list[dict]) -> list[dict]:
+    """Per-device summary rows with equal figures as one row naming its devices (``fmt_devices``):
+    a table of 8,192 devices doing two kinds of work has two rows."""
+    joined: dict[tuple, dict] = {}
+    for row in rows:
+        figures = tuple(row[k] for k in ("collectives", "messages", "sent", "received", "minimum"))
+        hit = joined.get(figures)
+        if hit is None:
+            joined[figures] = {**row, "device": [row["device"]]}
+        else:
+            hit["device"].append(row["device"])
+    return [{**row, "device": fmt_devices(row["device"])} for row in joined.values()]
+
+
+def _slowest_member(topology: Topology, w: Weighted) -> tuple[float, int, str]:
+    """(seconds, device, algorithm) of the slowest member of a weighted record (the last device
+    among equals): timed once per distinct group, which the time can depend on (nodes)."""
     if w.klass is None or topology.nodes is None:
-        return topology.seconds(w.record), max(w.devices)
-    times: dict[int, float] = {}
-    best = (-1.0, -1)
+        choice = topology.choice(w.record)
+        return choice.seconds, max(w.devices), choice.algorithm
+    times: dict[int, tuple] = {}
+    best = (-1.0, -1, "")
     for d, group in zip(w.devices, w.klass.groups):
-        t = times.get(id(group))
-        if t is None:
-            t = times[id(group)] = topology.seconds(replace(w.record, group=group))
-        best = max(best, (t, d))
+        choice = times.get(id(group))
+        if choice is None:
+            choice = times[id(group)] = topology.choice(replace(w.record, group=group))
+        best = max(best, (choice.seconds, d, choice.algorithm))
     return best
 
 

@@ -18,7 +18,7 @@ from ..compute import DeviceCompute, device_of
 from ..memory import MemoryClass, MemoryReport, figures
 from ..topology import Topology
 from . import walk as walking  # the module, not its function: a test counts the walks through it
-from .blocks import Block, input_blocks as program_input_blocks
+from .blocks import Block, input_block_codes
 from .memo import Memo, value_key
 from .state import Device, DeviceState
 
@@ -85,23 +85,29 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     if input_blocks is None:
-        input_blocks = program_input_blocks(spmd)
+        codes, distinct = input_block_codes(spmd)
+        code_of = dict(zip(spmd.devices, codes.tolist()))
+    else:
+        distinct = {}
+        code_of = {d: distinct.setdefault(tuple(b), len(distinct)) for d, b in input_blocks.items()}
+        distinct = list(distinct)
     devices, classes, lists = {}, {}, {}
     for s in spmd.schedules:
-        blocks = tuple(input_blocks[s.device])
+        code = code_of[s.device]
         # the same instructions on the same inputs: one class (devices whose lists differ only in
         # Varying fields, a collective's groups, share a class list and resolve per member); plain
         # lists of instructions by their value
         which = s.instrs.device_class if isinstance(s.instrs, Instructions) else value_key(tuple(s.instrs))
-        key = (which, s.inputs, blocks)
-        if key not in classes:
+        key = (which, s.inputs, code)
+        members = classes.get(key)
+        if members is None:
             state = DeviceState()
-            state.start(s.inputs, blocks)
-            classes[key] = []
+            state.start(s.inputs, distinct[code])
+            members = classes[key] = []
             lists[s.device] = s.instrs
         else:
-            state = devices[classes[key][0]].state
-        classes[key].append(s.device)
+            state = devices[members[0]].state
+        members.append(s.device)
         devices[s.device] = Device(s.device, state)
     walked = list(classes.values())  # the walk splits classes in place where members diverge
     memo = Memo()

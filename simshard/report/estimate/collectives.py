@@ -41,29 +41,55 @@ def run_collective(devices: Devices, classes: Classes, here: Mapping[int, Instr]
     by_group: dict[tuple, list] = {}
     for share in shares:
         by_group.setdefault(participants(share[0]), []).append(share)
-    tables = {group: _group_costs(kind, group, parts, memo) for group, parts in by_group.items()}
+    held = _Held(shares)
+    tables = {group: held.costs(kind, group, parts, memo) for group, parts in by_group.items()}
     position = devices[classes[0][0]].state.position
     _write_results(devices, classes, lists, shares, tables)
     _class_records(memo, kind, shares[0][0], position, tables)
 
 
-def _group_costs(kind: str, group: tuple, parts: list, memo: Memo) -> GroupCosts:
-    """The costs of one group's positions, from the shares running it: looked up by what each
-    position holds (``group_costs``), so groups that hold the same share one table."""
-    if len(parts) == 1 and len(parts[0][1]) == len(group):  # the usual case: one copy and block throughout
-        copy, _, block, _ = parts[0]
-        key = (kind, len(group), shape_key(copy), block)
-        positions = None
-    else:
-        held = {d: (copy, block) for copy, members, block, _ in parts for d in members}
-        positions = [held[d] for d in group]
-        key = (kind, len(group), tuple((shape_key(c), b) for c, b in positions))
-    hit = memo.group_costs.get(key)
-    if hit is None:
-        if positions is None:
-            positions = [(parts[0][0], parts[0][2])] * len(group)
-        hit = memo.group_costs[key] = costs_of(kind, positions, COSTS[kind])
-    return hit
+class _Held:
+    """What each member of a step holds (its copy's cost fields and its source block) as a small
+    number, so a group's positions are told apart by a tuple of ints: looked up once per
+    distinct pattern in the step, and by value (``Memo.group_costs``) across steps."""
+
+    def __init__(self, shares: list):
+        numbers: dict[tuple, int] = {}
+        self.values: list[tuple] = []
+        self.of: dict[int, int] = {}
+        for copy, members, block, _ in shares:
+            value = (shape_key(copy), block)
+            k = numbers.get(value)
+            if k is None:
+                k = numbers[value] = len(self.values)
+                self.values.append(value)
+            self.of.update(dict.fromkeys(members, k))
+        self.copies = {self.of[members[0]]: (copy, block) for copy, members, block, _ in shares if members}
+        self.patterns: dict[tuple, GroupCosts] = {}
+
+    def costs(self, kind: str, group: tuple, parts: list, memo: Memo) -> GroupCosts:
+        """The costs of one group's positions (``group_costs``): groups that hold the same share
+        one table."""
+        if len(parts) == 1 and len(parts[0][1]) == len(group):  # the usual case: one copy and block throughout
+            pattern = (len(group), self.of[parts[0][1][0]])
+        else:
+            pattern = (0, tuple(map(self.of.__getitem__, group)))
+        hit = self.patterns.get(pattern)
+        if hit is None:
+            numbers = (pattern[1],) * pattern[0] if pattern[0] else pattern[1]
+            key = (kind, tuple(self.values[k] for k in dict.fromkeys(numbers)), _positions(numbers))
+            hit = memo.group_costs.get(key)
+            if hit is None:
+                hit = memo.group_costs[key] = costs_of(kind, [self.copies[k] for k in numbers], COSTS[kind])
+            self.patterns[pattern] = hit
+        return hit
+
+
+def _positions(numbers: tuple) -> tuple:
+    """Which distinct value each position holds (by first appearance): with the distinct values,
+    what identifies a group's contents."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(k, len(first)) for k in numbers)
 
 
 def _write_results(devices: Devices, classes: Classes, lists: Lists, shares: list, tables: Mapping) -> None:
@@ -71,7 +97,12 @@ def _write_results(devices: Devices, classes: Classes, lists: Lists, shares: lis
     blocks: dict[int, set] = {}  # class number -> the result blocks its groups' positions get
     dst: dict[int, int] = {}  # class number -> the buffer its copies write
     for copy, _, _, k in shares:
-        blocks.setdefault(k, set()).update(tables[participants(copy)].blocks)
+        found = tables[participants(copy)].distinct_blocks
+        mine = blocks.get(k)
+        if mine is None or mine is found:
+            blocks[k] = found
+        else:
+            blocks[k] = mine | found
         dst[k] = copy.dst
     member_block = None
     for k, c in enumerate(list(classes)):

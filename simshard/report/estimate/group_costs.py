@@ -41,6 +41,8 @@ class GroupCosts:
     signatures: tuple[Signature, ...]
     rows: tuple[tuple[tuple[int, int, int], ...], ...]
     positions: dict  # Signature -> list of positions
+    distinct_blocks: frozenset  # the result blocks of its positions, each once
+    has_rows: bool  # whether any position has per-peer rows (none in a group over PEER_ROWS)
 
     def peers(self, group: Sequence[int], position: int) -> tuple[tuple[int, int, int], ...]:
         """A member's per-peer rows with its group's devices named, sorted by device."""
@@ -77,7 +79,8 @@ def costs_of(kind: str, positions: Sequence[tuple[Instr, Block]], cost: Callable
         signatures.append(sig)
         rows.append(c.peers)
         by_signature.setdefault(sig, []).append(j)
-    return GroupCosts(tuple(blocks), tuple(signatures), tuple(rows), by_signature)
+    return GroupCosts(tuple(blocks), tuple(signatures), tuple(rows), by_signature, frozenset(blocks),
+                      any(rows))
 
 
 class PeerRows:
@@ -89,7 +92,10 @@ class PeerRows:
         self.costs = costs  # group -> its GroupCosts
 
     def __call__(self, device: int, group: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
-        return self.costs[group].peers(group, group.index(device))
+        costs = self.costs[group]
+        if not costs.has_rows:  # a group over PEER_ROWS members: no rows, no search for the member
+            return ()
+        return costs.peers(group, group.index(device))
 
 
 __all__ = ["Cost", "GroupCosts", "PeerRows", "Signature", "costs_of", "shape_key"]

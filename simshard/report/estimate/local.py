@@ -131,10 +131,12 @@ def copies(ins: Instr, c: list[int], memo: Memo) -> list[tuple[Instr, list[int]]
     members = np.asarray(c, dtype=np.int64)
     codes = np.stack([t.codes[rows_of(t.ids, members)] for t in fields], axis=1)  # [members, tables]
     distinct, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-    out = [(own(ins, tuple(row), int(members[i]), memo), []) for row, i in zip(distinct.tolist(), first.tolist())]
-    for d, k in zip(c, inverse.reshape(-1).tolist()):
-        out[k][1].append(d)
-    return out
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")  # members by copy, each copy's in c's order
+    bounds = np.searchsorted(inverse[order], np.arange(len(distinct) + 1)).tolist()
+    ordered = members[order].tolist()
+    return [(own(ins, tuple(row), int(members[i]), memo), ordered[bounds[k]:bounds[k + 1]])
+            for k, (row, i) in enumerate(zip(distinct.tolist(), first.tolist()))]
 
 
 def local_varying(devices: Devices, classes: Classes, lists: Lists, c: list[int], ins: Instr, memo: Memo) -> None:
