@@ -152,7 +152,10 @@ def describe_topology(topo: Topology) -> str:
     if topo.default is not None:
         parts.append(f"{'other axes' if parts else 'every axis'}: {link(topo.default)}")
     if topo.nodes is not None:
-        parts.append(f"nodes of {topo.nodes.size} devices, joined by {link(topo.nodes.link)} (hierarchical collectives)")
+        how = "hierarchical collectives" if topo.library == "direct" else "collectives across nodes as NCCL runs them"
+        parts.append(f"nodes of {topo.nodes.size} devices, joined by {link(topo.nodes.link)} ({how})")
+    if topo.library == "direct":
+        parts.append("collectives timed as simshard's direct algorithms")
     return "; ".join(parts)
 
 
