@@ -5,6 +5,8 @@ and the time estimate's work, do not grow with the device count."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -76,3 +78,20 @@ def test_the_memory_table_and_the_device_table_list_classes_not_devices():
     assert len(text.splitlines()) < 12
     by_device = est.comm.render("device", width=120)
     assert len(by_device.splitlines()) < 12 and "1,023 devices: 1-1023" in by_device  # device 0 also sums the loss
+
+
+@pytest.mark.parametrize("out", [P("x", None), None])
+def test_a_large_group_is_costed_once_per_kind_of_position(out):
+    """Over 128 devices (no per-peer rows) an all-reduce of 130 x 130 partial sums cuts 130 chunks
+    longer than the rest, and a reduce-scatter of its 130 rows gives two devices two rows: each
+    kind of position is costed once (``group_costs.position_kinds``), and the records still equal
+    the executed run's."""
+    a, w = ss.exact_inputs([(130, 256), (256, 130)], seed=0)
+    kw = dict(mesh=ss.Mesh({"x": 128}), in_shardings=(P(None, "x"), P("x", None)), out_shardings=out)
+    ran = ss.run(lambda a, w: a @ w, a, w, backend="local", **kw)
+    est = ss.estimate(lambda a, w: a @ w, a, w, **kw)
+    def plain(records):  # the estimate lists no per-peer rows for a group over 64 (docs/estimate.md)
+        return [replace(r, peers=()) for r in records]
+
+    assert plain(est.comm.records) == plain(ran.comm.records) and est.memory == ran.memory
+    assert len(est.comm.items) == 2  # two kinds of member: longer and shorter chunks

@@ -11,11 +11,13 @@ table lookup per group and an extend per signature, whatever the device count.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from ...spmd import Instr
-from ..collective_cost import Cost, analytic_min_bytes
+from ..collective_cost import PEER_ROWS, Cost, analytic_min_bytes
 from .blocks import Block
 
 FIELDS = ("axis", "splits", "split_axis", "concat_axis", "shape", "dtype")  # what a member's cost reads of its copy
@@ -62,25 +64,49 @@ def _hashable(v):
 def costs_of(kind: str, positions: Sequence[tuple[Instr, Block]], cost: Callable) -> GroupCosts:
     """The ``GroupCosts`` of a ``kind`` collective whose positions hold ``positions`` (each one's
     copy and source block); ``cost`` is the kind's (group, members, step, srcs, index) -> member ->
-    Result, run here on the positions themselves."""
+    Result, run here on the positions themselves: on one position of each kind where every
+    position holds the same and the group is too large for per-peer rows (``position_kinds``)."""
     g = len(positions)
     order = tuple(range(g))
     step = {j: ins for j, (ins, _) in enumerate(positions)}
     srcs = {j: block for j, (_, block) in enumerate(positions)}
-    results: Mapping = cost(order, list(order), step, srcs, {j: j for j in order})
-    blocks, signatures, rows = [], [], []
-    by_signature: dict[Signature, list[int]] = {}
-    for j in order:
+    kinds = position_kinds(kind, positions) if g > PEER_ROWS and all(p is positions[0] for p in positions) else None
+    if kinds is None:
+        kinds = list(order)
+    firsts = list(dict.fromkeys(kinds))  # a position of each kind (its number's first)
+    results: Mapping = cost(order, firsts, step, srcs, {j: j for j in order})
+    of_kind = {}
+    for j in firsts:
         out, c = results[j]
         ins, x = positions[j]
         minimum = analytic_min_bytes(ins, j, x.shape, out.shape, out.dtype.itemsize, j)
-        sig = Signature(c.bytes_sent, c.bytes_received, c.messages_sent, c.messages_received, minimum)
-        blocks.append(out)
-        signatures.append(sig)
-        rows.append(c.peers)
-        by_signature.setdefault(sig, []).append(j)
-    return GroupCosts(tuple(blocks), tuple(signatures), tuple(rows), by_signature, frozenset(blocks),
-                      any(rows))
+        of_kind[j] = (out, Signature(c.bytes_sent, c.bytes_received, c.messages_sent, c.messages_received, minimum),
+                      c.peers)
+    by_signature: dict[Signature, list[int]] = {}
+    for j, k in enumerate(kinds):
+        by_signature.setdefault(of_kind[k][1], []).append(j)
+    picked = [of_kind[k] for k in kinds]
+    blocks = tuple(p[0] for p in picked)
+    rows = tuple(p[2] for p in picked)
+    return GroupCosts(blocks, tuple(p[1] for p in picked), rows, by_signature, frozenset(blocks), any(rows))
+
+
+def position_kinds(kind: str, positions: Sequence[tuple[Instr, Block]]) -> list[int] | None:
+    """Where every position holds the same copy and block, each position's kind as the first
+    position of its kind: positions of a kind cost the same (an all-reduce's by their balanced
+    chunk's length, a reduce-scatter's and an all-to-all's by their split's, an all-gather's all
+    alike). None for a kind not listed."""
+    ins, block = positions[0]
+    g = len(positions)
+    if kind == "all_gather":
+        return [0] * g
+    if kind == "all_reduce":
+        r = math.prod(block.shape) % g  # the first r chunks are one longer
+        return [0 if j < r else r for j in range(g)]
+    if kind in ("reduce_scatter", "all_to_all"):
+        first: dict[int, int] = {}
+        return [first.setdefault(n, j) for j, n in enumerate(ins.splits)]
+    return None
 
 
 class PeerRows:
