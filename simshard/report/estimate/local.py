@@ -105,8 +105,21 @@ def own(ins: Instr, codes: tuple, device: int, memo: Memo) -> Instr:
         key = (value_key(ins), codes)
         hit = memo.copies.get(key)
     if hit is None:
-        hit = memo.copies[key] = resolved(ins, int(device))
+        hit = memo.copies[key] = _resolved(ins, codes, device)
     return hit
+
+
+def _resolved(ins: Instr, codes: tuple, device: int) -> Instr:
+    """``resolved(ins, device)`` from the codes already read: each Varying field its value for
+    ``codes`` (in ``tables``' order), set on a copy without the constructor (a walk of 65,536
+    devices resolves tens of thousands of groups; the fields are the table's own values)."""
+    if ins.kind in ("loop", "while", "switch"):  # Varying fields in their blocks: resolve them there
+        return resolved(ins, int(device))
+    names = [n for n in _MAY_VARY[type(ins)] if isinstance(getattr(ins, n), Varying)]
+    out = object.__new__(type(ins))
+    out.__dict__.update(ins.__dict__)
+    out.__dict__.update({n: getattr(ins, n).values[code] for n, code in zip(names, codes)})
+    return out
 
 
 def made_block(ins: Instr) -> tuple:
