@@ -152,7 +152,11 @@ def fmt_devices(devices: Iterable[int]) -> str:
             runs.append([d, d])
     text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:4])
     if len(runs) > 4:
-        text += f", ... ({len(runs) - 4:,} more runs)"
+        length, stride = runs[0][1] - runs[0][0], runs[1][0] - runs[0][0]
+        if all(b - a == length and a - runs[0][0] == k * stride for k, (a, b) in enumerate(runs)):
+            text = f"{text}, ... every {stride} to {runs[-1][1]}"  # a regular pattern: a mesh axis's stride
+        else:
+            text += f", ... ({len(runs) - 4:,} more runs)"
     return text if len(ds) == 1 else f"{len(ds):,} devices: {text}"
 
 

@@ -95,3 +95,13 @@ def test_a_large_group_is_costed_once_per_kind_of_position(out):
 
     assert plain(est.comm.records) == plain(ran.comm.records) and est.memory == ran.memory
     assert len(est.comm.items) == 2  # two kinds of member: longer and shorter chunks
+
+
+def test_devices_are_named_as_runs_and_strides():
+    from simshard.report.memory import fmt_devices
+
+    assert fmt_devices(range(1024)) == "1,024 devices: 0-1023"
+    assert fmt_devices([7]) == "7"
+    assert fmt_devices(range(0, 8192, 8)) == "1,024 devices: 0, 8, 16, 24, ... every 8 to 8184"
+    assert fmt_devices([d for d in range(8192) if d % 64 < 2]) == "256 devices: 0-1, 64-65, 128-129, 192-193, ... every 64 to 8129"
+    assert fmt_devices([0, 1, 5, 9, 100, 200, 300]) == "7 devices: 0-1, 5, 9, 100, ... (2 more runs)"
