@@ -152,33 +152,36 @@ def _class_records(memo: Memo, kind: str, ins: Instr, position: int, tables: Map
         memo.records.append(ClassRecord(record, tuple(devs), tuple(groups[sig]), peers))
 
 
-# -- each kind's blocks and costs: (group, members, step, srcs, index) -> member -> Result ----------
+# -- each kind's blocks and costs: (group, members, step, srcs, index, rows) -> member -> Result ---
+# (``rows``: with each member's per-peer rows; the walk leaves them to be made when listed)
 
 
-def _all_gather(group, members, step, srcs, index):
+def _all_gather(group, members, step, srcs, index, rows=True):
     axis = step[members[0]].axis % len(srcs[members[0]].shape)
     sizes = [srcs[p].nbytes for p in group]
     total = sum(sizes)
     out_len = sum(srcs[p].shape[axis] for p in group)
-    return {me: Result(srcs[me].along(axis, out_len), all_gather_cost(group, index[me], sizes, total)) for me in members}
+    return {me: Result(srcs[me].along(axis, out_len), all_gather_cost(group, index[me], sizes, total, rows))
+            for me in members}
 
 
-def _reduce_scatter(group, members, step, srcs, index):
+def _reduce_scatter(group, members, step, srcs, index, rows=True):
     res = {}
     for me in members:
         ins, x = step[me], srcs[me]
         axis = ins.axis % len(x.shape)
         i = index[me]
-        res[me] = Result(x.along(axis, ins.splits[i]), reduce_scatter_cost(group, i, ins.splits, x.per_index(axis)))
+        res[me] = Result(x.along(axis, ins.splits[i]), reduce_scatter_cost(group, i, ins.splits, x.per_index(axis), rows))
     return res
 
 
-def _all_reduce(group, members, step, srcs, index):
-    return {me: Result(srcs[me], all_reduce_cost(group, index[me], math.prod(srcs[me].shape), srcs[me].dtype.itemsize))
+def _all_reduce(group, members, step, srcs, index, rows=True):
+    return {me: Result(srcs[me], all_reduce_cost(group, index[me], math.prod(srcs[me].shape), srcs[me].dtype.itemsize,
+                                                 rows))
             for me in members}
 
 
-def _all_to_all(group, members, step, srcs, index):
+def _all_to_all(group, members, step, srcs, index, rows=True):
     g = len(group)
     sums = AllToAllGroup.of([step[p].splits for p in group],
                             [srcs[p].per_index(step[p].split_axis % len(srcs[p].shape)) for p in group])
@@ -196,7 +199,7 @@ def _all_to_all(group, members, step, srcs, index):
             length = g * ins.splits[i]
         else:
             length = sum(step[p].splits[i] for p in group)
-        res[me] = Result(x.along(split_axis, ins.splits[i]).along(axis, length), all_to_all_cost(group, i, sums))
+        res[me] = Result(x.along(split_axis, ins.splits[i]).along(axis, length), all_to_all_cost(group, i, sums, rows))
     return res
 
 

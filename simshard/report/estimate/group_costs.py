@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from ...spmd import Instr
@@ -36,19 +36,36 @@ class Signature(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class GroupCosts:
-    """Per position of a group: its result block, its record's signature and its per-peer rows
-    as (position, sent, received); and the positions sharing each signature."""
+    """Per position of a group: its result block and its record's signature; the positions
+    sharing each signature; and what it takes to make a position's per-peer rows when a record is
+    listed (``peers``: the kind's cost run again on that position, with rows)."""
 
     blocks: tuple[Block, ...]
     signatures: tuple[Signature, ...]
-    rows: tuple[tuple[tuple[int, int, int], ...], ...]
     positions: dict  # Signature -> list of positions
     distinct_blocks: frozenset  # the result blocks of its positions, each once
-    has_rows: bool  # whether any position has per-peer rows (none in a group over PEER_ROWS)
+    held: tuple  # each position's (copy, source block)
+    cost: Callable  # the kind's (group, members, step, srcs, index, rows) -> member -> Result
+    rows: dict = field(default_factory=dict)  # position -> its rows as (position, sent, received), once made
+
+    @property
+    def has_rows(self) -> bool:
+        """Whether members get per-peer rows (none in a group over ``PEER_ROWS``)."""
+        return len(self.held) <= PEER_ROWS
 
     def peers(self, group: Sequence[int], position: int) -> tuple[tuple[int, int, int], ...]:
         """A member's per-peer rows with its group's devices named, sorted by device."""
-        return tuple(sorted((group[p], s, r) for p, s, r in self.rows[position]))
+        mine = self.rows.get(position)
+        if mine is None:
+            order = tuple(range(len(self.held)))
+            step, srcs = _tables(self.held)
+            mine = self.rows[position] = self.cost(order, [position], step, srcs, {j: j for j in order})[position][1].peers
+        return tuple(sorted((group[p], s, r) for p, s, r in mine))
+
+
+def _tables(held: Sequence[tuple[Instr, Block]]) -> tuple[dict, dict]:
+    """Each position's copy and source block, keyed by position (what the kinds' costs read)."""
+    return {j: ins for j, (ins, _) in enumerate(held)}, {j: block for j, (_, block) in enumerate(held)}
 
 
 def shape_key(ins: Instr) -> tuple:
@@ -63,32 +80,29 @@ def _hashable(v):
 
 def costs_of(kind: str, positions: Sequence[tuple[Instr, Block]], cost: Callable) -> GroupCosts:
     """The ``GroupCosts`` of a ``kind`` collective whose positions hold ``positions`` (each one's
-    copy and source block); ``cost`` is the kind's (group, members, step, srcs, index) -> member ->
-    Result, run here on the positions themselves: on one position of each kind where every
-    position holds the same and the group is too large for per-peer rows (``position_kinds``)."""
+    copy and source block); ``cost`` is the kind's (group, members, step, srcs, index, rows) ->
+    member -> Result, run here on the positions themselves, without per-peer rows: on one position
+    of each kind where every position holds the same (``position_kinds``)."""
     g = len(positions)
     order = tuple(range(g))
-    step = {j: ins for j, (ins, _) in enumerate(positions)}
-    srcs = {j: block for j, (_, block) in enumerate(positions)}
-    kinds = position_kinds(kind, positions) if g > PEER_ROWS and all(p is positions[0] for p in positions) else None
+    step, srcs = _tables(positions)
+    kinds = position_kinds(kind, positions) if all(p is positions[0] for p in positions) else None
     if kinds is None:
         kinds = list(order)
     firsts = list(dict.fromkeys(kinds))  # a position of each kind (its number's first)
-    results: Mapping = cost(order, firsts, step, srcs, {j: j for j in order})
+    results: Mapping = cost(order, firsts, step, srcs, {j: j for j in order}, False)
     of_kind = {}
     for j in firsts:
         out, c = results[j]
         ins, x = positions[j]
         minimum = analytic_min_bytes(ins, j, x.shape, out.shape, out.dtype.itemsize, j)
-        of_kind[j] = (out, Signature(c.bytes_sent, c.bytes_received, c.messages_sent, c.messages_received, minimum),
-                      c.peers)
+        of_kind[j] = (out, Signature(c.bytes_sent, c.bytes_received, c.messages_sent, c.messages_received, minimum))
     by_signature: dict[Signature, list[int]] = {}
     for j, k in enumerate(kinds):
         by_signature.setdefault(of_kind[k][1], []).append(j)
-    picked = [of_kind[k] for k in kinds]
-    blocks = tuple(p[0] for p in picked)
-    rows = tuple(p[2] for p in picked)
-    return GroupCosts(blocks, tuple(p[1] for p in picked), rows, by_signature, frozenset(blocks), any(rows))
+    blocks = tuple(of_kind[k][0] for k in kinds)
+    return GroupCosts(blocks, tuple(of_kind[k][1] for k in kinds), by_signature, frozenset(blocks), tuple(positions),
+                      cost)
 
 
 def position_kinds(kind: str, positions: Sequence[tuple[Instr, Block]]) -> list[int] | None:
