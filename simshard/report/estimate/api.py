@@ -85,26 +85,26 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     if input_blocks is None:
-        codes, distinct = input_block_codes(spmd)
-        code_of = dict(zip(spmd.devices, codes.tolist()))
+        codes, distinct = input_block_codes(spmd)  # in the schedules' order
+        code_list = codes.tolist()
     else:
-        distinct = {}
-        code_of = {d: distinct.setdefault(tuple(b), len(distinct)) for d, b in input_blocks.items()}
-        distinct = list(distinct)
+        numbers: dict[tuple, int] = {}
+        code_list = [numbers.setdefault(tuple(input_blocks[s.device]), len(numbers)) for s in spmd.schedules]
+        distinct = list(numbers)
     devices, classes, lists = {}, {}, {}
-    for s in spmd.schedules:
-        code = code_of[s.device]
+    for s, code in zip(spmd.schedules, code_list):
         # the same instructions on the same inputs: one class (devices whose lists differ only in
         # Varying fields, a collective's groups, share a class list and resolve per member); plain
         # lists of instructions by their value
-        which = s.instrs.device_class if isinstance(s.instrs, Instructions) else value_key(tuple(s.instrs))
+        instrs = s.instrs
+        which = instrs.device_class if isinstance(instrs, Instructions) else value_key(tuple(instrs))
         key = (which, s.inputs, code)
         members = classes.get(key)
         if members is None:
             state = DeviceState()
             state.start(s.inputs, distinct[code])
             members = classes[key] = []
-            lists[s.device] = s.instrs
+            lists[s.device] = instrs
         else:
             state = devices[members[0]].state
         members.append(s.device)
