@@ -28,18 +28,24 @@ class ActorPool:
     runs on it (starting 8 actors takes seconds; the schedules differ per strategy, the actors
     need not). On the local backend, nothing."""
 
-    def __init__(self, backend: str, address: str | None, devices_per_process: int | None = None):
+    def __init__(self, backend: str, address: str | None, devices_per_process: int | None = None,
+                 node_axes: tuple[str, ...] | None = None):
         self.backend, self.address, self.meshes = backend, address, {}
         self.per_process = devices_per_process  # None: RayMesh's default
+        self.node_axes = node_axes  # mesh axes whose coordinates a node's devices share (None: no plan)
 
     def get(self, mesh):
         if self.backend != "ray":
             return None
-        key = tuple(mesh.device_ids)
+        key = tuple(mesh.device_ids) if self.node_axes is None else (mesh.axis_names, mesh.axis_sizes, mesh.device_ids)
         if key not in self.meshes:
             from simshard.runtime.ray.driver.mesh import RayMesh  # ray only for the Ray backend
 
-            self.meshes[key] = RayMesh(devices=key, address=self.address, devices_per_process=self.per_process)
+            if self.node_axes is None:
+                self.meshes[key] = RayMesh(devices=key, address=self.address, devices_per_process=self.per_process)
+            else:  # planned onto nodes by the mesh's axes
+                self.meshes[key] = RayMesh(mesh, address=self.address, node_axes=self.node_axes,
+                                           devices_per_process=self.per_process)
         return self.meshes[key]
 
     def __enter__(self) -> "ActorPool":
@@ -66,7 +72,7 @@ def execute(args, out: Output) -> int:
     topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
     outcomes = []
     estimated = options.estimating(args)
-    pool = ActorPool("none" if estimated else backend, args.address, args.devices_per_process)
+    pool = ActorPool("none" if estimated else backend, args.address, args.devices_per_process, args.node_axes)
     with out.steps(f"{program.name} {'estimated' if estimated else 'on ' + backend}", len(chosen)) as advance, pool:
         for s, m in zip(chosen, meshes):
             advance(s.name)
@@ -76,7 +82,8 @@ def execute(args, out: Output) -> int:
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,
                                          progress=lambda stage, name=s.name: advance(f"{name}: {stage}", count=False),
                                          ray_mesh=pool.get(m), algorithm=args.algorithm, mode=mode))
-    summaries = mark_cheapest([summarize(o, topology, args.exact, program.cost_of(o.strategy, o.mesh)) for o in outcomes])
+    summaries = mark_cheapest([summarize(o, topology, args.exact, program.cost_of(o.strategy, o.mesh), args.device_memory)
+                               for o in outcomes])
 
     out.heading(program.name, program.about)
     out.line(f"{len(chosen)} strategies, " + ("estimated without running" if estimated else f"backend {backend}"))
@@ -92,6 +99,8 @@ def execute(args, out: Output) -> int:
     for s in summaries:
         if s.error is not None or not (s.verified or s.estimated):
             out.line(f"{s.name}: {s.error or s.first_divergence}")
+        elif s.estimated:
+            out.line(f"{s.name}: {s.memory_verdict}" + (f"; {s.idle}" if s.idle else ""))
     if args.json:
         write_json(args.json, document("compare", program, mesh, "none" if estimated else backend, topology,
                                        args.exact, summaries, mode))

@@ -152,7 +152,10 @@ def describe_topology(topo: Topology) -> str:
     if topo.default is not None:
         parts.append(f"{'other axes' if parts else 'every axis'}: {link(topo.default)}")
     if topo.nodes is not None:
-        parts.append(f"nodes of {topo.nodes.size} devices, joined by {link(topo.nodes.link)} (hierarchical collectives)")
+        how = "hierarchical collectives" if topo.library == "direct" else "collectives across nodes as NCCL runs them"
+        parts.append(f"nodes of {topo.nodes.size} devices, joined by {link(topo.nodes.link)} ({how})")
+    if topo.library == "direct":
+        parts.append("collectives timed as simshard's direct algorithms")
     return "; ".join(parts)
 
 
@@ -188,7 +191,10 @@ def add_run_flags(parser) -> None:
                              "instead of passing with its ULP distance")
     parser.add_argument("--device-memory", metavar="SIZE", type=_size_arg,
                         help="each device's capacity, e.g. 8KiB: a device whose live buffers exceed it fails "
-                             "the run as out of memory (exit 3)")
+                             "the run as out of memory (exit 3); with --estimate, the peak is judged against it")
+    parser.add_argument("--node-axes", metavar="a,b", type=_axes_arg,
+                        help="ray, on a cluster: the devices sharing every coordinate of these mesh axes share a "
+                             "node, so only these axes cross nodes (cluster/README.md)")
     parser.add_argument("--algorithm", choices=("direct", "ring", "oneshot"), default="direct",
                         help="how collectives move their data (docs/runtime.md): direct (default, every device "
                              "at the analytic minimum), ring (messages to ring neighbours only), oneshot "
@@ -210,11 +216,19 @@ def estimating(args) -> bool:
         return False
     if args.algorithm != "direct":
         raise UsageError(f"--estimate models the direct collectives only, not --algorithm {args.algorithm}")
-    for flag, value in (("--device-memory", args.device_memory), ("--address", args.address),
-                        ("--devices-per-process", args.devices_per_process)):
+    for flag, value in (("--address", args.address), ("--devices-per-process", args.devices_per_process),
+                        ("--node-axes", getattr(args, "node_axes", None))):
         if value is not None:
             raise UsageError(f"{flag} applies to a run; --estimate runs nothing")
     return True
+
+
+def _axes_arg(text: str) -> tuple[str, ...]:
+    """argparse type for --node-axes: mesh axis names, comma-separated."""
+    axes = tuple(a.strip() for a in text.split(","))
+    if not all(axes):
+        raise argparse.ArgumentTypeError(f"--node-axes {text!r}: mesh axis names separated by commas, e.g. host")
+    return axes
 
 
 def _size_arg(text: str) -> int:
@@ -228,6 +242,9 @@ def _size_arg(text: str) -> int:
 def backend(args) -> str:
     """``--backend``, else ``ray`` with ``--address``, else the runtime's default (ray, or
     ``SIMSHARD_BACKEND``)."""
+    if getattr(args, "node_axes", None) is not None and args.backend == "local":
+        raise UsageError("--node-axes places Ray device actors on the nodes of a cluster; the local backend runs "
+                         "every device in this process")
     if getattr(args, "devices_per_process", None) is not None and args.backend == "local":
         raise UsageError("--devices-per-process places Ray device actors; the local backend runs every device "
                          "in this process already")

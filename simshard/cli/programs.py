@@ -75,7 +75,8 @@ def estimate_strategy(program, strategy, mesh, mode: str = "forward") -> Outcome
 
 def run_strategy(program, strategy, mesh, backend: str, address: str | None = None,
                  device_memory: int | None = None, progress=None, ray_mesh=None,
-                 algorithm: str = "direct", mode: str = "forward", devices_per_process: int | None = None) -> Outcome:
+                 algorithm: str = "direct", mode: str = "forward", devices_per_process: int | None = None,
+                 node_axes: tuple[str, ...] | None = None) -> Outcome:
     """Run ``strategy`` of ``program`` on ``mesh`` (None: the strategy's or program's own).
 
     A device running out of ``device_memory`` is this strategy's outcome (``error``), so that
@@ -91,6 +92,8 @@ def run_strategy(program, strategy, mesh, backend: str, address: str | None = No
             options["address"] = address
         if devices_per_process is not None and backend == "ray":
             options["devices_per_process"] = devices_per_process
+        if node_axes is not None:
+            options["node_axes"] = node_axes  # the devices sharing these axes' coordinates share a Ray node
     if device_memory is not None:
         options["device_memory"] = device_memory
     start = time.perf_counter()

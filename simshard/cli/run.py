@@ -14,7 +14,7 @@ from .errors import UsageError
 from .output import Output
 from .programs import chosen_mode, estimate_strategy, load_program, run_strategy
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
-from .tables import comm_table, memory_table, verdict
+from .tables import comm_table, memory_table, step_lines, verdict
 
 
 def add_parser(sub) -> None:
@@ -52,8 +52,8 @@ def execute(args, out: Output) -> int:
         else:
             outcome = run_strategy(program, strategy, mesh, backend, args.address, args.device_memory,
                                    progress=stage, algorithm=args.algorithm, mode=mode,
-                                   devices_per_process=args.devices_per_process)
-    summary = mark_cheapest([summarize(outcome, topology, args.exact)])[0]
+                                   devices_per_process=args.devices_per_process, node_axes=args.node_axes)
+    summary = mark_cheapest([summarize(outcome, topology, args.exact, device_memory=args.device_memory)])[0]
     res = outcome.result
 
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
@@ -72,8 +72,10 @@ def execute(args, out: Output) -> int:
         out.line(f"mode {mode}: {program.describe_mode(mode)}")
     out.line(f"topology {options.describe_topology(topology)}")
     out.print(verdict(summary, res, args.exact))
+    for line in step_lines(summary):
+        out.line(line)
     if res is not None:
-        if res.comm.records:
+        if res.comm.total_records:
             out.print(comm_table(res.comm, topology))
         else:
             out.line("communication: none (no collectives)")

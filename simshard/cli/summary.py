@@ -10,14 +10,16 @@ only identical bits verify.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Sequence
 
 import simshard
+from simshard.report.verdict import idle_devices, memory_verdict
 
 from .errors import EXIT_FAILED, EXIT_OK, EXIT_RUN, UsageError
 
-SCHEMA_VERSION = 3  # 2: the estimated field, the estimate command, backend none; 3: program_cost
+SCHEMA_VERSION = 4  # 2: the estimated field, the estimate command, backend none; 3: program_cost; 4: step times, memory verdict
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,24 @@ class StrategySummary:
     estimated: bool = False  # costed by ss.estimate without running: nothing was verified
     # the program's own cost (ProgramDef.cost): model, group, key, rank in its group, values; else None
     program_cost: dict | None = None
+    # an estimate on a topology naming a device: the slowest device's compute, the communication
+    # not hidden behind it (nothing overlaps: all of it) and the step, compute then communication
+    compute_s: float | None = None
+    exposed_comm_s: float | None = None
+    step_s: float | None = None
+    memory_fits: bool | None = None  # the peak within the device capacity (None: no capacity known)
+    memory_verdict: str | None = None  # "peaks at 181.64 GiB on 1,024 devices; does not fit an 80 GB H100 device"
+    idle: str | None = None  # "7,168 of 8,192 devices (7 of 8) hold no share of x (idle)", else None
+    algorithms: dict | None = None  # "kind algorithm" -> seconds: how the library runs the collectives
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize(outcome, topology, exact: bool, program_cost=None) -> StrategySummary:
+def summarize(outcome, topology, exact: bool, program_cost=None, device_memory: int | None = None) -> StrategySummary:
     """The record of one ``programs.Outcome`` under ``topology``, with the program's own cost of
-    the strategy (a ``programs.ProgramCost``) when it has one."""
+    the strategy (a ``programs.ProgramCost``) when it has one; an estimate's memory is judged
+    against ``device_memory`` bytes per device (else the topology's device's memory)."""
     s, mesh = outcome.strategy, outcome.mesh
     own = None if program_cost is None else {
         "model": program_cost.model, "group": program_cost.group, "key": list(program_cost.key), "rank": None,
@@ -66,7 +78,8 @@ def summarize(outcome, topology, exact: bool, program_cost=None) -> StrategySumm
     comm, memory = res.comm, res.memory
     if outcome.estimated:
         return StrategySummary(**base, verified=False, bitwise=False, max_ulp=None, first_divergence=None,
-                               **_costs(comm, memory, mesh, topology), estimated=True)
+                               **_costs(comm, memory, mesh, topology), estimated=True,
+                               **step_fields(res, topology, device_memory))
     v = res.verify
     verified = v.bitwise if exact else v.ok
     # what to name: the first wrong op or output; when nothing is wrong, the first reassociated op
@@ -88,9 +101,24 @@ def _costs(comm, memory, mesh, topology) -> dict:
                 peak_memory_bytes=[peaks.get(d, 0) for d in range(mesh.size)], max_peak_memory_bytes=memory.max_peak)
 
 
+def step_fields(est, topology, device_memory: int | None) -> dict:
+    """An estimate's compute, exposed communication and step time (on the topology's device),
+    its memory verdict, its idle devices and its collectives' algorithms."""
+    comm = est.comm.estimate(topology)
+    verdict = memory_verdict(est.memory, device_memory, topology.device)
+    idle = idle_devices(est.spmd)
+    out = dict(memory_fits=verdict.fits, memory_verdict=str(verdict), idle=None if idle is None else str(idle),
+               algorithms={f"{kind} {algorithm}": t for (kind, algorithm), t in sorted(comm.by_algorithm().items())})
+    if topology.device is not None:
+        compute = est.compute_seconds(topology.device)
+        out.update(compute_s=compute, exposed_comm_s=comm.total, step_s=compute + comm.total)
+    return out
+
+
 def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]:
     """The same records with ``cheapest`` set on one: the verified strategy with the lowest
-    estimated time, ties broken by fewer bytes, then lower peak memory, then list order.
+    step time where there is one (an estimate on a device), else the lowest estimated
+    communication time, ties broken by fewer bytes, then lower peak memory, then list order.
 
     Where the program has its own cost (``program_cost``), strategies are ranked within its
     groups (those computing the same thing) by that cost first, the rules above breaking ties;
@@ -100,7 +128,8 @@ def mark_cheapest(summaries: Sequence[StrategySummary]) -> list[StrategySummary]
         if (s.verified or s.estimated) and s.estimated_time_s is not None:
             own = s.program_cost
             groups.setdefault(None if own is None else own["group"], []).append(
-                (tuple(own["key"]) if own else (), s.estimated_time_s, s.total_bytes, s.max_peak_memory_bytes, i))
+                (tuple(own["key"]) if own else (), s.step_s if s.step_s is not None else math.inf, s.estimated_time_s,
+                 s.total_bytes, s.max_peak_memory_bytes, i))
     rank = {c[-1]: r for cands in groups.values() for r, c in enumerate(sorted(cands), 1)}
     out = []
     for i, s in enumerate(summaries):

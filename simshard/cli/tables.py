@@ -9,6 +9,7 @@ from typing import Sequence
 from rich.table import Table
 from rich.text import Text
 
+from simshard.report.memory import fmt_devices
 from simshard.units import fmt_bytes, fmt_ratio, fmt_seconds
 
 from .summary import StrategySummary
@@ -64,14 +65,36 @@ def comm_table(comm, topology) -> Table:
 
 
 def memory_table(memory) -> Table:
-    """Peak live bytes per device, with where it peaks."""
+    """Peak live bytes per device, with where it peaks: a row per class of devices with equal
+    figures (``MemoryReport.classes``; 8,192 devices of two kinds are two rows), largest first."""
     t = Table(title="peak memory per device", title_justify="left")
-    for col, just in (("device", "right"), ("inputs", "right"), ("peak", "right"), ("at", "left")):
+    for col, just in (("devices", "left"), ("inputs", "right"), ("peak", "right"), ("at", "left")):
         t.add_column(col, justify=just, no_wrap=just == "right")
-    for d in memory.devices:
+    for c in sorted(memory.classes, key=lambda c: (-c.memory.peak_bytes, min(c.devices))):
+        d = c.memory
         at = "inputs" if d.peak_position < 0 else d.peak_source
-        t.add_row(str(d.device), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), Text(at))
+        t.add_row(Text(fmt_devices(c.devices)), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), Text(at))
     return t
+
+
+def step_lines(s: StrategySummary) -> list[str]:
+    """An estimate's times (compute, communication, exposed, step), how its collectives run, its
+    memory verdict and its idle devices, a line each."""
+    if not s.estimated:
+        return []
+    lines = []
+    if s.step_s is not None:
+        lines.append(f"step {fmt_seconds(s.step_s)}: compute {fmt_seconds(s.compute_s)}, communication "
+                     f"{fmt_seconds(s.estimated_time_s)} ({fmt_seconds(s.exposed_comm_s)} exposed: nothing overlaps)")
+    else:
+        lines.append(f"communication {fmt_seconds(s.estimated_time_s)} (no compute or step time: the topology "
+                     "names no device; add \"device\": \"h100\")")
+    if s.algorithms:
+        lines.append("collectives as NCCL runs them: " + ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.algorithms.items()))
+    lines.append(f"memory: {s.memory_verdict}")
+    if s.idle:
+        lines.append(s.idle)
+    return lines
 
 
 def _opt(value, fmt) -> str:
@@ -83,7 +106,8 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     axes = sorted({a for s in summaries for a in (s.bytes_per_axis or {})})
     meshes = {tuple(s.mesh.items()) for s in summaries}
     owns = [s.program_cost for s in summaries if s.program_cost is not None]
-    caption = ("* cheapest: least estimated time of the verified or estimated (then fewest bytes, least memory)"
+    caption = ("* cheapest: least step time (else estimated communication time) of the verified or estimated "
+               "(then fewest bytes, least memory); strategies ranked by it"
                if not owns else f"* cheapest of its group by the program's {owns[0]['model']} cost (table below), "
                "then least estimated time, fewest bytes, least memory")
     t = Table(title="strategies side by side", title_justify="left", caption=caption, caption_justify="left")
@@ -94,9 +118,11 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
     t.add_column("bytes", justify="right", no_wrap=True)
     for a in axes:
         t.add_column(Text(f"over {a}" if a != "-" else "no axis"), justify="right", no_wrap=True)
-    for col in ("est. time", "peak memory", "collectives"):
+    stepped = any(s.step_s is not None for s in summaries)
+    for col in (("compute", "comm.", "exposed", "step") if stepped else ("est. time",)) + ("peak memory", "collectives"):
         t.add_column(col, justify="right", no_wrap=True)
-    for s in summaries:
+    order = sorted(summaries, key=lambda s: (s.step_s is None, s.step_s or 0.0)) if stepped else summaries
+    for s in order:  # by step time where there is one: the ranking
         if s.error is not None:
             ok = Text("OUT OF MEMORY", style="bold red")
         elif s.estimated:
@@ -114,8 +140,13 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
         cells += [ok, _opt(s.total_bytes, fmt_bytes)]
         cells += [_opt((s.bytes_per_axis or {}).get(a, 0) if s.bytes_per_axis is not None else None, fmt_bytes)
                   for a in axes]
-        cells += [_opt(s.estimated_time_s, fmt_seconds), _opt(s.max_peak_memory_bytes, fmt_bytes),
-                  _opt(s.collectives, str)]
+        if stepped:
+            cells += [_opt(s.compute_s, fmt_seconds), _opt(s.estimated_time_s, fmt_seconds),
+                      _opt(s.exposed_comm_s, fmt_seconds), _opt(s.step_s, fmt_seconds)]
+        else:
+            cells.append(_opt(s.estimated_time_s, fmt_seconds))
+        fits = "" if s.memory_fits is not False else " (does not fit)"
+        cells += [_opt(s.max_peak_memory_bytes, fmt_bytes) + fits, _opt(s.collectives, str)]
         t.add_row(*cells)
     return t
 

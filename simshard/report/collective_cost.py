@@ -102,14 +102,15 @@ def peer_rows(group: Sequence[int], me: int, sent: Callable[[int], int | None],
     return tuple(sorted(rows))
 
 
-def all_gather_cost(group: Sequence[int], i: int, sizes: Sequence[int], total: int) -> Cost:
-    """Member ``i`` sends its block (``sizes[i]`` bytes) to every peer and gets each peer's."""
+def all_gather_cost(group: Sequence[int], i: int, sizes: Sequence[int], total: int, rows: bool = True) -> Cost:
+    """Member ``i`` sends its block (``sizes[i]`` bytes) to every peer and gets each peer's (its
+    per-peer rows only with ``rows``: the estimate makes them when a record is listed)."""
     g, mine = len(group), sizes[i]
     return Cost((g - 1) * mine, total - mine, g - 1, g - 1,
-                peer_rows(group, group[i], lambda j: mine, lambda j: sizes[j]))
+                peer_rows(group, group[i], lambda j: mine, lambda j: sizes[j]) if rows else ())
 
 
-def reduce_scatter_cost(group: Sequence[int], i: int, splits: tuple, row: int) -> Cost:
+def reduce_scatter_cost(group: Sequence[int], i: int, splits: tuple, row: int, rows: bool = True) -> Cost:
     """Member ``i`` sends each peer's chunk (``splits[j]`` indices of ``row`` bytes) and gets its
     own from each peer; empty chunks are not sent."""
     g = len(group)
@@ -119,10 +120,10 @@ def reduce_scatter_cost(group: Sequence[int], i: int, splits: tuple, row: int) -
     live = nonempty - (1 if splits[i] else 0)  # the peers whose chunk is not empty
     return Cost((total - splits[i]) * row, got * mine, live, got,
                 peer_rows(group, group[i], lambda j: splits[j] * row if sends("reduce_scatter", splits[j]) else None,
-                          lambda j: mine if got else None))
+                          lambda j: mine if got else None) if rows else ())
 
 
-def all_reduce_cost(group: Sequence[int], i: int, elements: int, itemsize: int) -> Cost:
+def all_reduce_cost(group: Sequence[int], i: int, elements: int, itemsize: int, rows: bool = True) -> Cost:
     """A reduce-scatter of ``g`` balanced chunks of the flattened buffer (step 0: each peer's
     chunk out, my chunk in from each), then an all-gather of them (step 1: mine out to each, the
     others' back in); empty chunks are not sent."""
@@ -137,10 +138,10 @@ def all_reduce_cost(group: Sequence[int], i: int, elements: int, itemsize: int) 
         return (c + (mine if own else 0)) * itemsize if c or own else None
 
     messages = n_others + own
-    return Cost(nbytes, nbytes, messages, messages, peer_rows(group, group[i], both, both))
+    return Cost(nbytes, nbytes, messages, messages, peer_rows(group, group[i], both, both) if rows else ())
 
 
-def all_to_all_cost(group: Sequence[int], i: int, sums: AllToAllGroup) -> Cost:
+def all_to_all_cost(group: Sequence[int], i: int, sums: AllToAllGroup, rows: bool = True) -> Cost:
     """Member ``i`` sends chunk ``j`` of its split axis to member ``j`` and gets chunk ``i`` of
     every peer's (every block is sent, even an empty one)."""
     g, mine, row = len(group), sums.splits[i], sums.rows[i]
@@ -150,7 +151,8 @@ def all_to_all_cost(group: Sequence[int], i: int, sums: AllToAllGroup) -> Cost:
     else:
         received = sum(sums.splits[j][i] * sums.rows[j] for j in range(g) if j != i)
     return Cost(sent, received, g - 1, g - 1,
-                peer_rows(group, group[i], lambda j: mine[j] * row, lambda j: sums.splits[j][i] * sums.rows[j]))
+                peer_rows(group, group[i], lambda j: mine[j] * row, lambda j: sums.splits[j][i] * sums.rows[j])
+                if rows else ())
 
 
 def collective_permute_costs(targets: Mapping[int, Sequence[int]], nbytes: Mapping[int, int]) -> dict[int, Cost]:

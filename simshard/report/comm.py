@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..units import fmt_bytes, fmt_ratio, fmt_seconds, plain_text
 from .reading import checked, read_entries
 from .collective_cost import analytic_min_bytes, balanced_chunks  # noqa: F401  (importable from here, as before)
+from .memory import fmt_devices
+from .records import ClassRecord, Repeat, Weighted, device_major, weighted  # noqa: F401  (Repeat: importable from here)
 from .topology import Link, Topology, record_seconds  # noqa: F401  (Link: importable from here, as before)
 
 # -- records ----------------------------------------------------------------------------------------
@@ -79,44 +81,6 @@ class CommRecord:
         return CommRecord(**d)
 
 
-@dataclass(frozen=True, eq=False)
-class Repeat:
-    """Records run again under shifted instruction ids: a scan's later iterations, which move
-    what its first one moved (each ``shift`` added to every id of ``items``, which may hold
-    repeats of an inner scan). A report keeps them so rather than as copies: a 7B step on 8,192
-    devices has 1.5 million records, 50 thousand of them distinct."""
-
-    items: tuple  # CommRecord | Repeat
-    shifts: tuple[int, ...]
-
-    def expand(self, offset: int = 0) -> Iterator[CommRecord]:
-        for s in self.shifts:
-            yield from _expanded(self.items, offset + s)
-
-
-def _expanded(items: Iterable, offset: int = 0) -> Iterator[CommRecord]:
-    """The records ``items`` stand for, in order, every id shifted by ``offset``."""
-    for it in items:
-        if isinstance(it, Repeat):
-            yield from it.expand(offset)
-        elif offset:
-            out = object.__new__(CommRecord)  # a copy with one field changed, without the constructor
-            out.__dict__.update(it.__dict__)
-            out.__dict__["instr"] = it.instr + offset
-            yield out
-        else:
-            yield it
-
-
-def _with_offsets(items: Iterable, offsets: tuple[int, ...] = (0,)) -> Iterator[tuple[CommRecord, tuple[int, ...]]]:
-    """Each distinct record of ``items`` with the id offsets it is run under (one per copy)."""
-    for it in items:
-        if isinstance(it, Repeat):
-            yield from _with_offsets(it.items, tuple(o + s for o in offsets for s in it.shifts))
-        else:
-            yield it, offsets
-
-
 # -- topology and the alpha-beta model ------------------------------------------------------------
 
 
@@ -127,6 +91,14 @@ class TimeEstimate:
     total: float
     instructions: tuple[tuple[int, float, str, str, tuple[str, ...], int], ...]
     topology: Topology
+    algorithms: Mapping[int, str] = field(default_factory=dict)  # instruction -> the algorithm it was timed as
+
+    def by_algorithm(self) -> dict[tuple[str, str], float]:
+        """Seconds per (collective kind, algorithm chosen), e.g. ``("all_reduce", "tree")``."""
+        out: dict = defaultdict(float)
+        for instr, t, kind, *_ in self.instructions:
+            out[(kind, self.algorithms.get(instr, "direct"))] += t
+        return dict(out)
 
     def by(self, what: str | Sequence[str]) -> dict:
         """Seconds grouped by ``kind``, ``op`` or ``axis``; a tuple of them groups by each
@@ -150,24 +122,28 @@ _GROUPINGS = ("op", "kind", "axis", "device", "instr")
 class CommReport:
     """Every collective record of a run, with totals, tables, JSON and a time estimate.
 
-    Built from records, or from ``items`` where some are ``Repeat``s (the estimate's scans):
+    Built from records, or from ``items`` where some are ``Repeat``s (the estimate's scans) or
+    ``ClassRecord``s (a step's record shared by a class of devices, ``report/records.py``):
     totals, summaries and the time estimate weigh each distinct record by its copies, and
-    ``records`` lists every copy only when asked."""
+    ``records`` lists every device's copy only when asked."""
 
     def __init__(self, records: Iterable[CommRecord] = (), items: Iterable | None = None):
         self.items = tuple(records) if items is None else tuple(items)
-        self._records = self.items if not any(isinstance(it, Repeat) for it in self.items) else None
+        compact = any(isinstance(it, (Repeat, ClassRecord)) for it in self.items)
+        self._records = None if compact else self.items
 
     @property
     def records(self) -> tuple[CommRecord, ...]:
-        """Every record, repeats listed copy by copy (device by device, in the order they ran)."""
+        """Every record, repeats and classes listed copy by copy (device by device, in the order
+        they ran)."""
         if self._records is None:
-            self._records = tuple(_expanded(self.items))
+            self._records = device_major(self.items)
         return self._records
 
-    def weighted(self) -> Iterator[tuple[CommRecord, tuple[int, ...]]]:
-        """Each distinct record with the id offsets of its copies (``(0,)`` for a record run once)."""
-        return _with_offsets(self.items)
+    def weighted(self) -> Iterator[Weighted]:
+        """Each distinct record with the id offsets of its copies (``(0,)`` for a record run once)
+        and the devices that ran it."""
+        return weighted(self.items)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, CommReport) and self.records == other.records
@@ -179,11 +155,11 @@ class CommReport:
 
     # -- totals --------------------------------------------------------------------------------
     def _total(self, field: str) -> int:
-        return sum(getattr(r, field) * len(offsets) for r, offsets in self.weighted())
+        return sum(getattr(w.record, field) * w.copies for w in self.weighted())
 
     @property
     def total_records(self) -> int:
-        return sum(len(offsets) for _, offsets in self.weighted())
+        return sum(w.copies for w in self.weighted())
 
     @property
     def total_bytes(self) -> int:
@@ -205,7 +181,7 @@ class CommReport:
     @property
     def collectives(self) -> int:
         """Distinct collective instructions (SPMD steps) run."""
-        return len({r.instr + o for r, offsets in self.weighted() for o in offsets})
+        return len({w.record.instr + o for w in self.weighted() for o in w.offsets})
 
     @property
     def ratio(self) -> float:
@@ -214,24 +190,25 @@ class CommReport:
 
     @property
     def devices(self) -> tuple[int, ...]:
-        return tuple(sorted({r.device for r, _ in self.weighted()}))
+        return tuple(sorted({d for w in self.weighted() for d in w.devices}))
 
     def bytes_sent(self, device: int) -> int:
-        return sum(r.bytes_sent * len(offsets) for r, offsets in self.weighted() if r.device == device)
+        return sum(w.record.bytes_sent * len(w.offsets) for w in self.weighted() if device in w.devices)
 
     def bytes_received(self, device: int) -> int:
-        return sum(r.bytes_received * len(offsets) for r, offsets in self.weighted() if r.device == device)
+        return sum(w.record.bytes_received * len(w.offsets) for w in self.weighted() if device in w.devices)
 
     def for_device(self, device: int) -> tuple[CommRecord, ...]:
         return tuple(r for r in self.records if r.device == device)
 
     def peer_bytes(self) -> dict[tuple[int, int], int]:
-        """``(src, dst) -> bytes`` sent, over the whole run."""
+        """``(src, dst) -> bytes`` sent, over the whole run (every member's rows, made here)."""
         out: dict[tuple[int, int], int] = defaultdict(int)
-        for r, offsets in self.weighted():
-            for peer, sent, _ in r.peers:
-                if sent:
-                    out[(r.device, peer)] += sent * len(offsets)
+        for w in self.weighted():
+            for r in (w.klass.expand() if w.klass is not None else (w.record,)):
+                for peer, sent, _ in r.peers:
+                    if sent:
+                        out[(r.device, peer)] += sent * len(w.offsets)
         return dict(out)
 
     # -- summaries -----------------------------------------------------------------------------
@@ -243,14 +220,15 @@ class CommReport:
         if not keys or any(k not in _GROUPINGS for k in keys):
             raise ValueError(f"summary by {by!r}: choose one of {', '.join(_GROUPINGS)} (or a tuple of them)")
         rows: dict[Any, dict] = {}
-        for r, offsets in self.weighted():
-            # one row per copy where rows are per instruction, else every copy in one
-            for copies in ([(o,) for o in offsets] if "instr" in keys else [offsets]):
-                fields = {"op": r.source, "kind": r.kind, "axis": r.axis_key, "device": r.device, "instr": r.instr + copies[0]}
+        for r, offsets, devices, _ in self.weighted():
+            # one row per copy where rows are per instruction, else every copy in one; one per
+            # member where rows are per device, else the class in one
+            for copies, devs in _row_parts(keys, offsets, devices):
+                fields = {"op": r.source, "kind": r.kind, "axis": r.axis_key, "device": devs[0], "instr": r.instr + copies[0]}
                 key = tuple(fields[k] for k in keys)
                 row = rows.setdefault(key, {**{k: fields[k] for k in keys}, "collectives": set(), "records": 0,
                                             "messages": 0, "sent": 0, "received": 0, "minimum": 0})
-                n = len(copies)
+                n = len(copies) * len(devs)
                 row["collectives"].update(r.instr + o for o in copies)
                 row["records"] += n
                 row["messages"] += r.messages_sent * n
@@ -269,7 +247,7 @@ class CommReport:
         """A rich Table of ``summary(by)`` with byte units, and a total row."""
         from rich.table import Table
 
-        rows = self.summary(by)
+        rows = _devices_joined(self.summary(by)) if by == "device" else self.summary(by)
         title = {"op": "source op", "kind": "collective", "axis": "mesh axes", "device": "device", "instr": "instruction"}[by]
         t = Table(title=f"communication by {title}", title_justify="left")
         t.add_column(title)
@@ -304,24 +282,25 @@ class CommReport:
     def estimate(self, topology: Topology) -> TimeEstimate:
         """The alpha-beta estimate (formulas on ``Topology``)."""
         # the slowest device of each instruction; copies of a record take its time under each
-        # offset, so records are timed once per distinct record and offsets applied after
+        # offset, so records are timed once per distinct record (and group) and offsets applied after
         slowest: dict[tuple[int, ...], dict[int, tuple]] = defaultdict(dict)  # offsets -> instr -> (time, device, record)
-        for r, offsets in self.weighted():
-            at = slowest[offsets]
-            mine = (topology.seconds(r), r.device)
-            if r.instr not in at or mine > at[r.instr][:2]:
-                at[r.instr] = (*mine, r)
+        for w in self.weighted():
+            at = slowest[w.offsets]
+            t, device, algorithm = _slowest_member(topology, w)
+            r = w.record
+            if r.instr not in at or (t, device) > at[r.instr][:2]:
+                at[r.instr] = (t, device, r, algorithm)
         per: dict[int, tuple] = {}
         for offsets, at in slowest.items():
             for instr, best in at.items():
                 for o in offsets:
                     if instr + o not in per or best[:2] > per[instr + o][:2]:
                         per[instr + o] = best
-        rows = []
+        rows, algorithms = [], {}
         for instr in sorted(per):
-            t, dev, r = per[instr]
+            t, dev, r, algorithms[instr] = per[instr]
             rows.append((instr, t, r.kind, r.source, r.axes, dev))
-        return TimeEstimate(sum(r[1] for r in rows), tuple(rows), topology)
+        return TimeEstimate(sum(r[1] for r in rows), tuple(rows), topology, algorithms)
 
     def estimate_table(self, topology: Topology, by: str = "kind"):
         from rich.table import Table
@@ -369,6 +348,43 @@ class CommReport:
     @staticmethod
     def merge(reports: Iterable["CommReport"]) -> "CommReport":
         return CommReport(items=tuple(it for rep in reports for it in rep.items))
+
+
+def _devices_joined(rows: list[dict]) -> list[dict]:
+    """Per-device summary rows with equal figures as one row naming its devices (``fmt_devices``):
+    a table of 8,192 devices doing two kinds of work has two rows."""
+    joined: dict[tuple, dict] = {}
+    for row in rows:
+        figures = tuple(row[k] for k in ("collectives", "messages", "sent", "received", "minimum"))
+        hit = joined.get(figures)
+        if hit is None:
+            joined[figures] = {**row, "device": [row["device"]]}
+        else:
+            hit["device"].append(row["device"])
+    return [{**row, "device": fmt_devices(row["device"])} for row in joined.values()]
+
+
+def _slowest_member(topology: Topology, w: Weighted) -> tuple[float, int, str]:
+    """(seconds, device, algorithm) of the slowest member of a weighted record (the last device
+    among equals): timed once per distinct group, which the time can depend on (nodes)."""
+    if w.klass is None or topology.nodes is None:
+        choice = topology.choice(w.record)
+        return choice.seconds, max(w.devices), choice.algorithm
+    times: dict[int, tuple] = {}
+    best = (-1.0, -1, "")
+    for d, group in zip(w.devices, w.klass.groups):
+        choice = times.get(id(group))
+        if choice is None:
+            choice = times[id(group)] = topology.choice(replace(w.record, group=group))
+        best = max(best, (choice.seconds, d, choice.algorithm))
+    return best
+
+
+def _row_parts(keys: tuple, offsets: tuple[int, ...], devices: tuple[int, ...]):
+    """The (offsets, devices) each summary row of a weighted record takes (``summary``)."""
+    per_copy = [(o,) for o in offsets] if "instr" in keys else [offsets]
+    per_device = [(d,) for d in devices] if "device" in keys else [devices]
+    return [(c, d) for c in per_copy for d in per_device]
 
 
 def _finite(rows: list[dict]) -> list[dict]:

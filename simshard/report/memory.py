@@ -12,7 +12,8 @@ pieces before they land in the output) are not counted.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Iterable
 
 from ..units import fmt_bytes, plain_text
 from .reading import checked, read_entries
@@ -33,40 +34,89 @@ class DeviceMemory:
 
 
 @dataclass(frozen=True)
-class MemoryReport:
-    devices: tuple[DeviceMemory, ...]
+class MemoryClass:
+    """Devices whose memory figures are equal: each of ``devices`` has ``memory`` (the first
+    member's record) with its own device number."""
 
-    def __post_init__(self):
-        object.__setattr__(self, "devices", tuple(sorted(self.devices, key=lambda d: d.device)))
+    memory: DeviceMemory
+    devices: tuple[int, ...]
+
+    def figures(self) -> tuple:
+        """The record's figures, its device aside (what devices of one class share)."""
+        return figures(self.memory)
+
+
+def figures(m: DeviceMemory) -> tuple:
+    return (m.peak_bytes, m.peak_position, m.peak_instr, m.peak_source, m.input_bytes, m.final_bytes, m.capacity)
+
+
+class MemoryReport:
+    """Every device's memory, held per class of devices with equal figures (``classes``): an
+    estimate of 8,192 devices holds a few classes, and lists ``devices`` one record each only when
+    asked. Built from per-device records (a run) or from classes (the estimate)."""
+
+    def __init__(self, devices: Iterable[DeviceMemory] = (), classes: Iterable[MemoryClass] | None = None):
+        if classes is None:
+            listed = tuple(sorted(devices, key=lambda d: d.device))
+            by: dict[tuple, list[DeviceMemory]] = {}
+            for m in listed:
+                by.setdefault(figures(m), []).append(m)
+            self.classes = tuple(MemoryClass(ms[0], tuple(m.device for m in ms)) for ms in by.values())
+            self._devices = listed
+        else:
+            self.classes = tuple(sorted(classes, key=lambda c: min(c.devices)))
+            self._devices = None
+
+    @property
+    def devices(self) -> tuple[DeviceMemory, ...]:
+        """One record per device, by device number."""
+        if self._devices is None:
+            self._devices = tuple(sorted((replace(c.memory, device=d) for c in self.classes for d in c.devices),
+                                         key=lambda m: m.device))
+        return self._devices
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MemoryReport) and self.devices == other.devices
+
+    __hash__ = None  # compares by its records
+
+    def __repr__(self) -> str:
+        return f"MemoryReport({sum(len(c.devices) for c in self.classes)} devices, {len(self.classes)} classes)"
 
     def __getitem__(self, device: int) -> DeviceMemory:
-        for d in self.devices:
-            if d.device == device:
-                return d
+        for c in self.classes:
+            if device in c.devices:
+                return replace(c.memory, device=device)
         raise KeyError(f"no memory record for device {device}")
 
     def peak(self, device: int) -> int:
         return self[device].peak_bytes
 
     @property
+    def device_count(self) -> int:
+        return sum(len(c.devices) for c in self.classes)
+
+    @property
     def max_peak(self) -> int:
-        return max((d.peak_bytes for d in self.devices), default=0)
+        return max((c.memory.peak_bytes for c in self.classes), default=0)
 
     @property
     def peaks(self) -> dict[int, int]:
-        return {d.device: d.peak_bytes for d in self.devices}
+        return {d: c.memory.peak_bytes for c in self.classes for d in c.devices}
 
     def table(self):
+        """A row per class of devices with equal figures (``fmt_devices`` names them)."""
         from rich.table import Table
 
         t = Table(title="peak live memory per device", title_justify="left")
-        for col, just in (("device", "left"), ("inputs", "right"), ("peak", "right"), ("at", "left"),
+        for col, just in (("devices", "left"), ("inputs", "right"), ("peak", "right"), ("at", "left"),
                           ("final", "right"), ("capacity", "right")):
             t.add_column(col, justify=just)
-        for d in self.devices:
+        for c in sorted(self.classes, key=lambda c: (-c.memory.peak_bytes, min(c.devices))):
+            d = c.memory
             at = "inputs" if d.peak_position < 0 else f"[{d.peak_instr}] {d.peak_source}"
             t.add_row(
-                str(d.device), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), at, fmt_bytes(d.final_bytes),
+                fmt_devices(c.devices), fmt_bytes(d.input_bytes), fmt_bytes(d.peak_bytes), at, fmt_bytes(d.final_bytes),
                 "-" if d.capacity is None else fmt_bytes(d.capacity),
             )
         return t
@@ -92,6 +142,26 @@ class MemoryReport:
         entries = read_entries(text, "a memory report", "devices")
         return MemoryReport(tuple(DeviceMemory(**checked(DeviceMemory, d, f"a memory report: device entry {i}"))
                                   for i, d in enumerate(entries)))
+
+
+def fmt_devices(devices: Iterable[int]) -> str:
+    """Device numbers as runs (``0-1023, 2048``), with their count where there are several:
+    ``1,024 devices: 0-1023``; at most four runs, then how many more."""
+    ds = sorted(devices)
+    runs: list[list[int]] = []
+    for d in ds:
+        if runs and d == runs[-1][1] + 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:4])
+    if len(runs) > 4:
+        length, stride = runs[0][1] - runs[0][0], runs[1][0] - runs[0][0]
+        if all(b - a == length and a - runs[0][0] == k * stride for k, (a, b) in enumerate(runs)):
+            text = f"{text}, ... every {stride} to {runs[-1][1]}"  # a regular pattern: a mesh axis's stride
+        else:
+            text += f", ... ({len(runs) - 4:,} more runs)"
+    return text if len(ds) == 1 else f"{len(ds):,} devices: {text}"
 
 
 def capacity_of(device_memory, device: int) -> int | None:

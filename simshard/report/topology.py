@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from .algorithms import CANDIDATES, Choice, Span, fastest, payload
 from .compute import DeviceSpec, device_of, finite_number
+
+LIBRARIES = ("nccl", "direct")  # how a topology times collectives (``Topology.library``)
 
 if TYPE_CHECKING:
     from .comm import CommRecord
@@ -88,6 +91,10 @@ class Topology:
 
     * a collective over several axes runs at the slowest of their links:
       ``beta = min bandwidth``, ``alpha = max latency``;
+    * under ``library="nccl"`` (the default) a collective takes the time of the fastest
+      algorithm an NCCL-like library has for it on the group's span of nodes
+      (``report/algorithms.py``, derived in docs/estimate.md), the chosen one named in the
+      estimate; under ``library="direct"``, what follows, the algorithms simshard executes:
     * one device's time in one collective is ``t = alpha * m + b / beta`` with
       ``m = max(messages sent, messages received)`` and ``b = max(bytes sent, bytes received)``
       (full-duplex links; a device's messages share its link one after another);
@@ -102,8 +109,13 @@ class Topology:
     default: Link | None = None
     nodes: Nodes | None = None
     device: DeviceSpec | None = None  # the devices' compute (report/compute.py), for compute and step times
+    # how collectives are timed: "nccl", as an NCCL-like library runs them (ring, tree or
+    # hierarchical, the fastest; report/algorithms.py), or "direct", the algorithms simshard executes
+    library: str = "nccl"
 
     def __post_init__(self):
+        if self.library not in LIBRARIES:
+            raise ValueError(f"topology library {self.library!r}: expected one of {', '.join(LIBRARIES)}")
         object.__setattr__(self, "links", {a: link_of(l) for a, l in self.links.items()})
         if self.default is not None:
             object.__setattr__(self, "default", link_of(self.default))
@@ -131,12 +143,37 @@ class Topology:
         return Link(min(c.bandwidth for c in chosen), max(c.latency for c in chosen))
 
     def seconds(self, r: "CommRecord") -> float:
-        """One device's time in one collective: the flat formula on the axes' link, or the
-        hierarchical one when ``nodes`` puts the collective's group on several nodes."""
+        """One device's time in one collective (``choice``)."""
+        return self.choice(r).seconds
+
+    def choice(self, r: "CommRecord") -> Choice:
+        """The algorithm one collective runs and one device's time in it: under ``"nccl"`` the
+        fastest of the library's algorithms on the group's span of nodes (``algorithms.fastest``),
+        a permute point to point; under ``"direct"`` the flat formula on the axes' link, or the
+        hierarchical one when ``nodes`` puts the group on several nodes."""
         link = self.link(r.axes)
+        if self.library == "direct" or r.kind not in CANDIDATES:
+            if self.nodes is None:
+                return Choice("direct", record_seconds(r, link))
+            return Choice("direct", hierarchical_seconds(r, link, self.nodes))
+        span = self.span(r.group, link)
+        return fastest(r.kind, span, payload(r.kind, len(r.group), r.min_bytes))
+
+    def span(self, group: Sequence[int], link: Link) -> Span:
+        """``group`` as the algorithms see it: its devices per node and nodes, the links inside and
+        between nodes (without nodes, or spread unevenly over them, each device its own node)."""
         if self.nodes is None:
-            return record_seconds(r, link)
-        return hierarchical_seconds(r, link, self.nodes)
+            return Span(1, len(group), link.latency, link.bandwidth, link.latency, link.bandwidth)
+        per_node: dict[int, int] = {}
+        for dev in group:
+            per_node[dev // self.nodes.size] = per_node.get(dev // self.nodes.size, 0) + 1
+        out = self.nodes.link
+        if len(per_node) == 1:
+            return Span(len(group), 1, link.latency, link.bandwidth, out.latency, out.bandwidth)
+        if len(set(per_node.values())) != 1:
+            return Span(1, len(group), link.latency, link.bandwidth, out.latency, out.bandwidth)
+        a = next(iter(per_node.values()))
+        return Span(a, len(per_node), link.latency, link.bandwidth, out.latency, out.bandwidth)
 
     def to_dict(self) -> dict:
         out = {
@@ -147,20 +184,23 @@ class Topology:
             out["nodes"] = {"size": self.nodes.size, "link": asdict(self.nodes.link)}
         if self.device is not None:
             out["device"] = asdict(self.device)
+        if self.library != "nccl":
+            out["library"] = self.library
         return out
 
     @staticmethod
     def from_dict(d: Mapping) -> "Topology":
         """The inverse of ``to_dict``: ``{"links": {axis: {"bandwidth": B/s, "latency": s}},
         "default": {...} or null}`` (``latency`` may be left out: 0)."""
-        unknown = set(d) - {"links", "default", "nodes", "device"}
+        unknown = set(d) - {"links", "default", "nodes", "device", "library"}
         if unknown:
-            raise ValueError(f"topology: unknown keys {sorted(unknown)} (expected 'links', 'default', 'nodes', 'device')")
+            raise ValueError(f"topology: unknown keys {sorted(unknown)} (expected 'links', 'default', 'nodes', 'device', "
+                             "'library')")
         default, nodes, device = d.get("default"), d.get("nodes"), d.get("device")
         return Topology({a: link_of(l) for a, l in (d.get("links") or {}).items()},
                         link_of(default) if default is not None else None,
                         Nodes(nodes["size"], nodes["link"]) if nodes is not None else None,
-                        device_of(device) if device is not None else None)
+                        device_of(device) if device is not None else None, d.get("library", "nccl"))
 
 
 def record_seconds(r: "CommRecord", link: Link) -> float:

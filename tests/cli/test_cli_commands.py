@@ -360,10 +360,47 @@ def test_the_estimate_command_costs_a_mesh_too_large_to_run(capsys):
     assert "all_reduce" in r.out
 
 
-@pytest.mark.parametrize("flag, value", [("--algorithm", "ring"), ("--device-memory", "1KiB")])
+@pytest.mark.parametrize("flag, value", [("--algorithm", "ring"), ("--node-axes", "x")])
 def test_estimate_refuses_the_flags_only_a_run_honours(capsys, flag, value):
     r = main_in_process(capsys, "estimate", TINY, flag, value, "-q")
     assert r.code == 2 and flag in r.err
+
+
+def test_the_estimate_judges_its_peak_against_device_memory(capsys, tmp_path):
+    """``--device-memory`` with ``--estimate``: the peak against that capacity, in words and in
+    the JSON; on a topology naming a device, against the device's memory, with the step time."""
+    out = tmp_path / "out.json"
+    r = main_in_process(capsys, "estimate", TINY, "--device-memory", "200B", "--json", str(out), "-q")
+    assert r.code == 0, r.err
+    assert "memory: peaks at 224 B on every device; does not fit a device of 200 B (--device-memory)" in r.out
+    (s,) = json.loads(out.read_text())["strategies"]
+    assert s["memory_fits"] is False and s["memory_verdict"].startswith("peaks at 224 B")
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"default": "nvlink", "device": "h100"}))
+    r = main_in_process(capsys, "estimate", TINY, "--topology", str(topo), "--json", str(out), "-q")
+    (s,) = json.loads(out.read_text())["strategies"]
+    assert "fits an 80 GB H100 device" in r.out and s["memory_fits"] is True
+    assert s["step_s"] == pytest.approx(s["compute_s"] + s["exposed_comm_s"]) and s["compute_s"] > 0
+    assert "step " in r.out and "compute " in r.out and "exposed" in r.out
+
+
+def test_compare_ranks_estimates_by_step_time(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # every column whole: a row a line
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"links": {"y": "nvlink"}, "default": "infiniband", "device": "a100"}))
+    out = tmp_path / "out.json"
+    r = main_in_process(capsys, "compare", "mlp", "--estimate", "--mesh", "x=64,y=128", "--topology", str(topo),
+                        "--json", str(out), "-q")
+    assert r.code == 0, r.err
+    strategies = json.loads(out.read_text())["strategies"]
+    ranked = sorted(strategies, key=lambda s: s["step_s"])
+    assert ranked[0]["cheapest"] and all(s["step_s"] is not None for s in strategies)
+    cells = [line.split("│")[1].strip().rstrip(" *") for line in r.out.splitlines() if line.startswith("│")]
+    rows = [c for c in cells if c]  # a row wrapped over several lines has its name on the first
+    assert rows[:len(strategies)] == [s["name"] for s in ranked]  # the table lists them by step time
+    for col in ("compute", "comm.", "exposed", "step"):
+        assert col in r.out
+    assert "hold no share of x (idle)" in r.out  # the batch of 64 over 8,192 devices
 
 
 def test_a_topology_file_with_link_classes_and_nodes(capsys, tmp_path):
@@ -373,7 +410,8 @@ def test_a_topology_file_with_link_classes_and_nodes(capsys, tmp_path):
     out = tmp_path / "out.json"
     r = main_in_process(capsys, "run", TINY, "--topology", str(topo), "--json", str(out), "-q")
     assert r.code == 0, r.err
-    assert "nodes of 4 devices, joined by 50.00 GB/s + 5.00 us/message (hierarchical collectives)" in r.out
+    assert "nodes of 4 devices, joined by 50.00 GB/s + 5.00 us/message (collectives across nodes as NCCL runs them)" \
+        in r.out
     from test_json_schema import validate
 
     doc = json.loads(out.read_text())

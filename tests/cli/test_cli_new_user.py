@@ -50,8 +50,8 @@ def test_piped_compare_without_columns_prints_every_cell_whole():
     assert len(table) == 8 and len({len(line) for line in table}) == 1
     assert "…" not in p.stdout and "..." not in p.stdout
     names = [line.split("│")[1].strip() for line in table if line.startswith("│")]
-    assert names == ["dp", "megatron", "fsdp", "2d *"]
-    assert "┃ strategy ┃" in p.stdout and "│ estimated │" in p.stdout
+    assert names == ["dp", "megatron *", "fsdp", "2d"]  # timed as NCCL runs the collectives
+    assert "┃ strategy " in p.stdout and "│ estimated │" in p.stdout
 
 
 def _summary(name: str, total_bytes, time_s, *, verified=True, estimated=False, cheapest=False, error=None):

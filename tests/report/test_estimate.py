@@ -147,6 +147,13 @@ def test_7b_data_parallel_step_on_8192_devices_by_hand():
     assert inputs[0] == params and inputs[-1] == params + row
     assert sum(1 for b in inputs if b == params + row) == cfg.batch
     _assert_7b_dp_peak_by_hand(est, cfg)  # the peak memory by hand, below: as on 1,024 devices
+    # in words: the peak against an H100's 80 GB, and the 7,168 devices that hold no sequence
+    from simshard.report.verdict import idle_devices, memory_verdict
+
+    verdict = memory_verdict(est.memory, device=Topology({}, "nvlink", device="h100").device)
+    assert str(verdict) == "peaks at 181.64 GiB on 1,024 devices; does not fit an 80 GB H100 device"
+    assert not verdict.fits and str(idle_devices(est.spmd)) == "7,168 of 8,192 devices (7 of 8) hold no share of x (idle)"
+    assert len(est.memory.classes) == 2  # 8,192 devices of two kinds: two rows where memory is listed
 
 
 def test_a_scan_whose_iterations_repeat_is_walked_once(monkeypatch):

@@ -71,7 +71,7 @@ def test_json_round_trip():
 
 
 def test_alpha_beta_estimate():
-    topo = Topology({"x": Link(1e9, 1e-6), "y": Link(1e10, 1e-7)})
+    topo = Topology({"x": Link(1e9, 1e-6), "y": Link(1e10, 1e-7)}, library="direct")  # the direct algorithms' counts
     est = sample().estimate(topo)
     # instr 0 over x: max(sent, received) = 3 MiB, 1 message, on the x link
     t0 = 1e-6 * 1 + 3 * MiB / 1e9

@@ -1,5 +1,6 @@
 """Topologies (simshard/report/topology.py): link classes by name, and nodes, under which a
-collective spanning nodes is costed as the hierarchical algorithm (hand-derived formulas)."""
+collective spanning nodes is costed, with ``library="direct"``, as the hierarchical algorithm
+(hand-derived formulas; the default library's algorithms are tests/report/test_algorithms.py's)."""
 
 from __future__ import annotations
 
@@ -33,13 +34,14 @@ def test_links_by_class_name_and_unknown_names_refused():
 
 def test_a_group_inside_one_node_keeps_the_flat_formula():
     r = record("all_reduce", range(8), 2 * 7 * 64, 2 * 7 * 64, 14)
-    flat = Topology({}, "nvlink")
-    assert Topology({}, "nvlink", Nodes(8, "infiniband")).seconds(r) == flat.seconds(r) == 14 * NV.latency + 896 / NV.bandwidth
+    flat = Topology({}, "nvlink", library="direct")
+    assert Topology({}, "nvlink", Nodes(8, "infiniband"), library="direct").seconds(r) == flat.seconds(r) == \
+        14 * NV.latency + 896 / NV.bandwidth
 
 
 def test_hierarchical_collectives_across_nodes_by_hand():
     g, a, b = 16, 8, 2
-    t = Topology({}, "nvlink", Nodes(8, "infiniband"))
+    t = Topology({}, "nvlink", Nodes(8, "infiniband"), library="direct")
     n = 1 << 20  # an all-reduce of 1 MiB: its analytic minimum is 2(g-1)/g N
     ar = record("all_reduce", range(g), 2 * (g - 1) * n // g, 2 * (g - 1) * n // g, 2 * (g - 1))
     want = 2 * (a - 1) * (NV.latency + n / a / NV.bandwidth) + 2 * (b - 1) * (IB.latency + n / g / IB.bandwidth)
@@ -53,10 +55,11 @@ def test_hierarchical_collectives_across_nodes_by_hand():
     # fewer messages: at 1 MiB the hierarchical all-reduce even beats a flat one on NVLink alone
     # (14 + 2 messages against 30); at 1 GiB bandwidth decides: it lies between flat NVLink and
     # flat InfiniBand
-    assert t.seconds(ar) < Topology({}, "nvlink").seconds(ar)
+    assert t.seconds(ar) < Topology({}, "nvlink", library="direct").seconds(ar)
     big = 1 << 30
     ar = record("all_reduce", range(g), 2 * (g - 1) * big // g, 2 * (g - 1) * big // g, 2 * (g - 1))
-    assert Topology({}, "nvlink").seconds(ar) < t.seconds(ar) < Topology({}, "infiniband").seconds(ar)
+    assert Topology({}, "nvlink", library="direct").seconds(ar) < t.seconds(ar) < \
+        Topology({}, "infiniband", library="direct").seconds(ar)
 
 
 def test_a_run_across_two_nodes_and_the_topology_round_trips_through_json(tmp_path):
@@ -66,7 +69,7 @@ def test_a_run_across_two_nodes_and_the_topology_round_trips_through_json(tmp_pa
     args = ss.exact_inputs([(4, 64), (64, 8)], seed=0)
     res = ss.run(f, *args, mesh=ss.Mesh({"x": 2, "y": 8}), in_shardings=(P(None, ("x", "y")), P(("x", "y"), None)),
                  backend="local")
-    t = Topology({"y": "nvlink"}, "infiniband", Nodes(8, "infiniband"))
+    t = Topology({"y": "nvlink"}, "infiniband", Nodes(8, "infiniband"), library="direct")
     (r,) = {r.instr: r for r in res.comm.records}.values()  # one all-reduce of the [4, 8] partial over 16 devices
     n = 4 * 8 * 4
     want = 2 * 7 * (IB.latency + n / 8 / IB.bandwidth) + 2 * (IB.latency + n / 16 / IB.bandwidth)  # axes x,y: default

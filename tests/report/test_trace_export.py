@@ -71,7 +71,7 @@ def test_the_megatron_mlp_all_reduce_as_documented():
     x, w1, w2 = ss.exact_inputs([(16, 32), (32, 64), (64, 32)], seed=0)
     res = ss.run(lambda x, w1, w2: np.maximum(x @ w1, 0) @ w2, x, w1, w2, mesh=ss.Mesh({"x": 2, "y": 4}),
                  in_shardings=(P("x", None), P(None, "y"), P("y", None)))
-    topo = Topology({"x": Link(25e9, 5e-6), "y": Link(300e9, 1e-6)})
+    topo = Topology({"x": Link(25e9, 5e-6), "y": Link(300e9, 1e-6)}, library="direct")
     events = complete_events(res.comm.to_chrome_trace(topo))
     assert len(events) == 8 and {e["tid"] for e in events} == set(range(8))
     assert all(e["dur"] == pytest.approx(6.005, abs=1e-3) for e in events)  # docs/cost-model.md

@@ -15,10 +15,10 @@ from ...propagate.prepare import prepare
 from ...tracing.tracer import ShapeDtype
 from ..comm import CommReport, TimeEstimate
 from ..compute import DeviceCompute, device_of
-from ..memory import MemoryReport
+from ..memory import MemoryClass, MemoryReport, figures
 from ..topology import Topology
 from . import walk as walking  # the module, not its function: a test counts the walks through it
-from .blocks import Block, input_blocks as program_input_blocks
+from .blocks import Block, input_block_codes
 from .memo import Memo, value_key
 from .state import Device, DeviceState
 
@@ -32,7 +32,14 @@ class Estimate:
     memory: MemoryReport
     spmd: SpmdProgram
     topology: Topology | None = None
-    compute: tuple[DeviceCompute, ...] = ()  # per device: its local ops' FLOPs and bytes
+    # per class of devices that ran the same local ops: their FLOPs and bytes, and its members
+    compute_classes: tuple[tuple[DeviceCompute, tuple[int, ...]], ...] = ()
+
+    @property
+    def compute(self) -> tuple[DeviceCompute, ...]:
+        """Per device, its local ops' FLOPs and bytes (listed from ``compute_classes``)."""
+        return tuple(sorted((DeviceCompute(d, c.ops) for c, members in self.compute_classes for d in members),
+                            key=lambda c: c.device))
 
     @property
     def time(self) -> TimeEstimate | None:
@@ -42,7 +49,7 @@ class Estimate:
         """The slowest device's compute time on ``device`` (a DeviceSpec or class name; default the
         topology's), its ops one after another on the roofline (``report/compute.py``)."""
         spec = device_of(device if device is not None else self._topology_device())
-        return max((c.seconds(spec) for c in self.compute), default=0.0)
+        return max((c.seconds(spec) for c, _ in self.compute_classes), default=0.0)
 
     def step_seconds(self) -> float:
         """Compute then communication, nothing overlapped: the slowest device's compute plus the
@@ -78,26 +85,44 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     if input_blocks is None:
-        input_blocks = program_input_blocks(spmd)
+        codes, distinct = input_block_codes(spmd)  # in the schedules' order
+        code_list = codes.tolist()
+    else:
+        numbers: dict[tuple, int] = {}
+        code_list = [numbers.setdefault(tuple(input_blocks[s.device]), len(numbers)) for s in spmd.schedules]
+        distinct = list(numbers)
     devices, classes, lists = {}, {}, {}
-    for s in spmd.schedules:
-        blocks = tuple(input_blocks[s.device])
+    for s, code in zip(spmd.schedules, code_list):
         # the same instructions on the same inputs: one class (devices whose lists differ only in
         # Varying fields, a collective's groups, share a class list and resolve per member); plain
         # lists of instructions by their value
-        which = s.instrs.device_class if isinstance(s.instrs, Instructions) else value_key(tuple(s.instrs))
-        key = (which, s.inputs, blocks)
-        if key not in classes:
+        instrs = s.instrs
+        which = instrs.device_class if isinstance(instrs, Instructions) else value_key(tuple(instrs))
+        key = (which, s.inputs, code)
+        members = classes.get(key)
+        if members is None:
             state = DeviceState()
-            state.start(s.inputs, blocks)
-            classes[key] = []
-            lists[s.device] = s.instrs
+            state.start(s.inputs, distinct[code])
+            members = classes[key] = []
+            lists[s.device] = instrs
         else:
-            state = devices[classes[key][0]].state
-        classes[key].append(s.device)
+            state = devices[members[0]].state
+        members.append(s.device)
         devices[s.device] = Device(s.device, state)
-    walking.walk(devices, list(classes.values()), lists, Memo(), top=True)
-    records = tuple(r for d in spmd.devices for r in devices[d].records)  # CommRecords and Repeats
-    memory = MemoryReport(tuple(devices[d].memory() for d in spmd.devices))
-    compute = tuple(DeviceCompute.of(d, devices[d].state.ops) for d in spmd.devices)
-    return Estimate(CommReport(items=records), memory, spmd, topology, compute)
+    walked = list(classes.values())  # the walk splits classes in place where members diverge
+    memo = Memo()
+    walking.walk(devices, walked, lists, memo, top=True)
+    memory = MemoryReport(classes=_memory_classes(devices, walked))
+    compute = tuple((DeviceCompute.of(c[0], devices[c[0]].state.ops), tuple(c)) for c in walked)
+    return Estimate(CommReport(items=memo.records), memory, spmd, topology, compute)
+
+
+def _memory_classes(devices, walked) -> list[MemoryClass]:
+    """The memory of each class of the walk (its members share a state), classes with equal
+    figures joined."""
+    by: dict[tuple, list] = {}
+    for c in walked:
+        m = devices[c[0]].memory()
+        row = by.setdefault(figures(m), [m, []])
+        row[1].extend(c)
+    return [MemoryClass(m, tuple(sorted(members))) for m, members in by.values()]

@@ -1,177 +1,187 @@
-"""Collectives on blocks: each member's result block and the record of what it sent and received.
+"""Collectives on blocks: each member's result block and the records of what it sent and received.
 
-Each collective is costed once per group, then per member in O(1) (``report/collective_cost``):
-the messages the runtime's direct algorithms send, so a record equals an executed run's. A
-class's members resolve the step's ``Varying`` fields (their groups) to one copy per distinct
-row of codes; members are then gathered by their group's value (a permute: by its pairs), costed
-per group, and a class splits where its members receive different blocks.
+A class's members resolve the step's ``Varying`` fields (their groups) to one copy per distinct
+row of codes; members are then gathered by their group's value, and each group's costs looked up
+by what its positions hold (``group_costs``: groups holding the same share one table, worked out
+once from the direct algorithms' messages, ``report/collective_cost``, so a record equals an
+executed run's). Members with equal figures share one ``ClassRecord``, their per-peer rows made
+only when listed; a class splits where its members receive different blocks. A permute is
+``permute``'s.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Mapping, NamedTuple
-
-import numpy as np
+from typing import Callable, Mapping
 
 from ...spmd import Instr, participants
-from ..collective_cost import (NO_COST, AllToAllGroup, Cost, all_gather_cost, all_reduce_cost, all_to_all_cost,
-                               analytic_min_bytes, collective_permute_costs, reduce_scatter_cost)
+from ..collective_cost import AllToAllGroup, all_gather_cost, all_reduce_cost, all_to_all_cost, reduce_scatter_cost
 from ..comm import CommRecord
+from ..records import ClassRecord
 from .blocks import Block
+from .group_costs import GroupCosts, PeerRows, Signature, costs_of, shape_key
 from .local import copies
 from .memo import Memo
+from .permute import Result, run_permute
 from .state import Classes, Devices, Lists, regroup
 
 
-class Result(NamedTuple):
-    """A member's side of a collective: the block it writes and its cost."""
-
-    block: Block
-    cost: Cost
-
-
-class Group(NamedTuple):
-    """The devices one collective step runs over (its record's ``group``), each one's position
-    in it, the members of this walk that run it, and for a permute the devices sent to."""
-
-    devices: tuple[int, ...]
-    index: dict[int, int]
-    members: list[int]
-    receivers: frozenset | None = None
-
-
-@dataclass(frozen=True)
-class Routes:
-    """A permute's pairs indexed: where each device sends, who sends to each, and the devices
-    another device sends to."""
-
-    targets: dict  # source -> its targets, in pair order
-    sources: dict  # target -> its sources, in pair order
-    receivers: frozenset
-
-    @staticmethod
-    def of(pairs) -> "Routes":
-        targets: dict[int, list[int]] = {}
-        sources: dict[int, list[int]] = {}
-        for s, t in pairs:
-            targets.setdefault(s, []).append(t)
-            sources.setdefault(t, []).append(s)
-        return Routes(targets, sources, frozenset(t for s, t in pairs if s != t))
-
-
 def run_collective(devices: Devices, classes: Classes, here: Mapping[int, Instr], lists: Lists, memo: Memo) -> None:
-    """One collective SPMD step over every class: results written, records appended."""
+    """One collective SPMD step over every class: results written, class records appended to
+    ``memo.records``."""
     kind = next(iter(here.values())).kind
-    shares = [share for c in classes for share in copies(here[c[0]], c, memo)]
-    step = {d: ins for ins, members in shares for d in members}
     if kind == "collective_permute":
-        results, groups, srcs = _permute(devices, shares, step, memo)
-    else:
-        srcs = {}
-        for c in classes:  # a class runs one instruction on one state: its source block is read once
-            ins = here[c[0]]
-            block = devices[c[0]].state.read(ins.src, ins, c[0])
-            srcs.update(dict.fromkeys(c, block))
-        results, groups = _grouped(kind, shares, step, srcs)
-    for c in list(classes):  # each class writes its members' result once, split where they differ
-        for part in regroup(devices, classes, lists, c, lambda d: results[d].block):
-            devices[part[0]].state.write_one(step[part[0]].dst, results[part[0]].block)
-    for group in groups:
-        _record(devices, kind, group, step, srcs, results)
+        run_permute(devices, classes, here, lists, memo)
+        return
+    shares = []  # (copy, members, source block, class number): each within one class
+    for k, c in enumerate(classes):  # a class runs one instruction on one state: its source block is read once
+        ins = here[c[0]]
+        block = devices[c[0]].state.read(ins.src, ins, c[0])
+        shares.extend((copy, members, block, k) for copy, members in copies(ins, c, memo))
+    by_group: dict[tuple, list] = {}
+    for share in shares:
+        by_group.setdefault(participants(share[0]), []).append(share)
+    held = _Held(shares)
+    tables = {group: held.costs(kind, group, parts, memo) for group, parts in by_group.items()}
+    position = devices[classes[0][0]].state.position
+    _write_results(devices, classes, lists, shares, tables)
+    _class_records(memo, kind, shares[0][0], position, tables)
 
 
-def _grouped(kind: str, shares, step: Mapping[int, Instr], srcs: Mapping[int, Block]) -> tuple[dict, list[Group]]:
-    """Members gathered by their group's value, each group costed once."""
-    by_group: dict[tuple, list[int]] = {}
-    for ins, members in shares:
-        by_group.setdefault(tuple(ins.group), []).extend(members)
-    results: dict[int, Result] = {}
-    groups = []
-    for devs, members in by_group.items():
-        index = {p: j for j, p in enumerate(devs)}
-        results.update(COSTS[kind](devs, members, step, srcs, index))
-        groups.append(Group(devs, index, members))
-    return results, groups
+class _Held:
+    """What each member of a step holds (its copy's cost fields and its source block) as a small
+    number, so a group's positions are told apart by a tuple of ints: looked up once per
+    distinct pattern in the step, and by value (``Memo.group_costs``) across steps."""
+
+    def __init__(self, shares: list):
+        numbers: dict[tuple, int] = {}
+        self.values: list[tuple] = []
+        self.of: dict[int, int] = {}
+        for copy, members, block, _ in shares:
+            value = (shape_key(copy), block)
+            k = numbers.get(value)
+            if k is None:
+                k = numbers[value] = len(self.values)
+                self.values.append(value)
+            self.of.update(dict.fromkeys(members, k))
+        self.copies = {self.of[members[0]]: (copy, block) for copy, members, block, _ in shares if members}
+        self.patterns: dict[tuple, GroupCosts] = {}
+
+    def costs(self, kind: str, group: tuple, parts: list, memo: Memo) -> GroupCosts:
+        """The costs of one group's positions (``group_costs``): groups that hold the same share
+        one table."""
+        if len(parts) == 1 and len(parts[0][1]) == len(group):  # the usual case: one copy and block throughout
+            pattern = (len(group), self.of[parts[0][1][0]])
+        else:
+            pattern = (0, tuple(map(self.of.__getitem__, group)))
+        hit = self.patterns.get(pattern)
+        if hit is None:
+            numbers = (pattern[1],) * pattern[0] if pattern[0] else pattern[1]
+            key = (kind, tuple(self.values[k] for k in dict.fromkeys(numbers)), _positions(numbers))
+            hit = memo.group_costs.get(key)
+            if hit is None:
+                hit = memo.group_costs[key] = costs_of(kind, [self.copies[k] for k in numbers], COSTS[kind])
+            self.patterns[pattern] = hit
+        return hit
 
 
-def _permute(devices: Devices, shares, step: Mapping[int, Instr], memo: Memo) -> tuple[dict, list[Group], dict]:
-    """A collective-permute: members gathered by their pairs' value; a source reads its block."""
-    by_pairs: dict[tuple, list[int]] = {}
-    for ins, members in shares:
-        by_pairs.setdefault(tuple(ins.pairs), []).extend(members)
-    srcs: dict[int, Block | None] = {}
-    targets: dict[int, list[int]] = {}
-    routes_of: dict[int, Routes] = {}
-    groups = []
-    for pairs, members in by_pairs.items():
-        routes = memo.routes.get(pairs)
-        if routes is None:
-            routes = memo.routes[pairs] = Routes.of(pairs)
-        devs = participants(step[members[0]])
-        groups.append(Group(devs, {p: j for j, p in enumerate(devs)}, members, routes.receivers))
-        for d in members:
-            routes_of[d] = routes
-            mine = routes.targets.get(d)
-            srcs[d] = devices[d].state.read(step[d].src, step[d], d) if mine is not None else None
-            if mine:
-                targets[d] = mine
-    costs = collective_permute_costs(targets, {d: srcs[d].nbytes for d in targets})
-    results = {}
-    for d, ins in step.items():
-        sources = routes_of[d].sources.get(d)
-        out = srcs[sources[0]] if sources else Block(tuple(int(n) for n in ins.shape), np.dtype(ins.dtype))
-        results[d] = Result(out, costs.get(d, NO_COST))
-    return results, groups, srcs
+def _positions(numbers: tuple) -> tuple:
+    """Which distinct value each position holds (by first appearance): with the distinct values,
+    what identifies a group's contents."""
+    first: dict[int, int] = {}
+    return tuple(first.setdefault(k, len(first)) for k in numbers)
 
 
-def _record(devices: Devices, kind: str, group: Group, step: Mapping[int, Instr], srcs: Mapping[int, Block | None],
-            results: Mapping[int, Result]) -> None:
-    """Each member's ``CommRecord`` of the step (a permute's device named in no pair has none)."""
-    for d in group.members:
-        if d not in group.index:
+def _write_results(devices: Devices, classes: Classes, lists: Lists, shares: list, tables: Mapping) -> None:
+    """Each class writes its members' result block once, split where members get different ones."""
+    blocks: dict[int, set] = {}  # class number -> the result blocks its groups' positions get
+    dst: dict[int, int] = {}  # class number -> the buffer its copies write
+    for copy, _, _, k in shares:
+        found = tables[participants(copy)].distinct_blocks
+        mine = blocks.get(k)
+        if mine is None or mine is found:
+            blocks[k] = found
+        else:
+            blocks[k] = mine | found
+        dst[k] = copy.dst
+    member_block = None
+    for k, c in enumerate(list(classes)):
+        if len(blocks[k]) == 1:
+            devices[c[0]].state.write_one(dst[k], next(iter(blocks[k])))
             continue
-        ins, dev, x = step[d], devices[d], srcs[d]
-        out, cost = results[d]
-        dev.records.append(CommRecord(
-            device=d, instr=ins.id, position=dev.state.position, source=ins.source, kind=kind,
-            axes=tuple(getattr(ins, "axes", ())), group=group.devices, bytes_sent=cost.bytes_sent,
-            bytes_received=cost.bytes_received, messages_sent=cost.messages_sent,
-            messages_received=cost.messages_received,
-            min_bytes=analytic_min_bytes(ins, d, x.shape if x is not None else (), out.shape, out.dtype.itemsize,
-                                         group.index[d], group.receivers),
-            peers=cost.peers,
-        ))
+        if member_block is None:
+            member_block = _member_blocks(shares, tables)
+        for part in regroup(devices, classes, lists, c, member_block.__getitem__):
+            devices[part[0]].state.write_one(dst[k], member_block[part[0]])
 
 
-# -- each kind's blocks and costs: (group, members, step, srcs, index) -> member -> Result ----------
+def _member_blocks(shares: list, tables: Mapping) -> dict[int, Block]:
+    """Each member's result block (a class whose members get different ones splits by it)."""
+    out: dict[int, Block] = {}
+    for copy, members, _, _ in shares:
+        group = participants(copy)
+        table = tables[group]
+        index = {p: j for j, p in enumerate(group)}
+        for d in members:
+            out[d] = table.blocks[index[d]]
+    return out
 
 
-def _all_gather(group, members, step, srcs, index):
+def _class_records(memo: Memo, kind: str, ins: Instr, position: int, tables: Mapping[tuple, GroupCosts]) -> None:
+    """The step's class records: members with equal figures (``Signature``) share one, their
+    per-peer rows made from their group's table when listed."""
+    members: dict[Signature, list[int]] = {}
+    groups: dict[Signature, list[tuple]] = {}
+    for group, table in tables.items():
+        for sig, js in table.positions.items():
+            if sig not in members:
+                members[sig], groups[sig] = [], []
+            if len(js) == len(group):
+                members[sig].extend(group)
+                groups[sig].extend([group] * len(group))
+            else:
+                members[sig].extend(group[j] for j in js)
+                groups[sig].extend([group] * len(js))
+    peers = PeerRows(tables)
+    axes = tuple(getattr(ins, "axes", ()))
+    for sig, devs in members.items():
+        record = CommRecord(
+            device=devs[0], instr=ins.id, position=position, source=ins.source, kind=kind, axes=axes,
+            group=groups[sig][0], bytes_sent=sig.bytes_sent, bytes_received=sig.bytes_received,
+            messages_sent=sig.messages_sent, messages_received=sig.messages_received, min_bytes=sig.min_bytes)
+        memo.records.append(ClassRecord(record, tuple(devs), tuple(groups[sig]), peers))
+
+
+# -- each kind's blocks and costs: (group, members, step, srcs, index, rows) -> member -> Result ---
+# (``rows``: with each member's per-peer rows; the walk leaves them to be made when listed)
+
+
+def _all_gather(group, members, step, srcs, index, rows=True):
     axis = step[members[0]].axis % len(srcs[members[0]].shape)
     sizes = [srcs[p].nbytes for p in group]
     total = sum(sizes)
     out_len = sum(srcs[p].shape[axis] for p in group)
-    return {me: Result(srcs[me].along(axis, out_len), all_gather_cost(group, index[me], sizes, total)) for me in members}
+    return {me: Result(srcs[me].along(axis, out_len), all_gather_cost(group, index[me], sizes, total, rows))
+            for me in members}
 
 
-def _reduce_scatter(group, members, step, srcs, index):
+def _reduce_scatter(group, members, step, srcs, index, rows=True):
     res = {}
     for me in members:
         ins, x = step[me], srcs[me]
         axis = ins.axis % len(x.shape)
         i = index[me]
-        res[me] = Result(x.along(axis, ins.splits[i]), reduce_scatter_cost(group, i, ins.splits, x.per_index(axis)))
+        res[me] = Result(x.along(axis, ins.splits[i]), reduce_scatter_cost(group, i, ins.splits, x.per_index(axis), rows))
     return res
 
 
-def _all_reduce(group, members, step, srcs, index):
-    return {me: Result(srcs[me], all_reduce_cost(group, index[me], math.prod(srcs[me].shape), srcs[me].dtype.itemsize))
+def _all_reduce(group, members, step, srcs, index, rows=True):
+    return {me: Result(srcs[me], all_reduce_cost(group, index[me], math.prod(srcs[me].shape), srcs[me].dtype.itemsize,
+                                                 rows))
             for me in members}
 
 
-def _all_to_all(group, members, step, srcs, index):
+def _all_to_all(group, members, step, srcs, index, rows=True):
     g = len(group)
     sums = AllToAllGroup.of([step[p].splits for p in group],
                             [srcs[p].per_index(step[p].split_axis % len(srcs[p].shape)) for p in group])
@@ -189,11 +199,11 @@ def _all_to_all(group, members, step, srcs, index):
             length = g * ins.splits[i]
         else:
             length = sum(step[p].splits[i] for p in group)
-        res[me] = Result(x.along(split_axis, ins.splits[i]).along(axis, length), all_to_all_cost(group, i, sums))
+        res[me] = Result(x.along(split_axis, ins.splits[i]).along(axis, length), all_to_all_cost(group, i, sums, rows))
     return res
 
 
 COSTS: dict[str, Callable] = {"all_gather": _all_gather, "reduce_scatter": _reduce_scatter, "all_reduce": _all_reduce,
                               "all_to_all": _all_to_all}
 
-__all__ = ["COSTS", "Group", "Result", "Routes", "run_collective"]
+__all__ = ["COSTS", "run_collective"]

@@ -107,8 +107,21 @@ def own(ins: Instr, codes: tuple, device: int, memo: Memo) -> Instr:
         key = (value_key(ins), codes)
         hit = memo.copies.get(key)
     if hit is None:
-        hit = memo.copies[key] = resolved(ins, int(device))
+        hit = memo.copies[key] = _resolved(ins, codes, device)
     return hit
+
+
+def _resolved(ins: Instr, codes: tuple, device: int) -> Instr:
+    """``resolved(ins, device)`` from the codes already read: each Varying field its value for
+    ``codes`` (in ``tables``' order), set on a copy without the constructor (a walk of 65,536
+    devices resolves tens of thousands of groups; the fields are the table's own values)."""
+    if ins.kind in ("loop", "while", "switch"):  # Varying fields in their blocks: resolve them there
+        return resolved(ins, int(device))
+    names = [n for n in _MAY_VARY[type(ins)] if isinstance(getattr(ins, n), Varying)]
+    out = object.__new__(type(ins))
+    out.__dict__.update(ins.__dict__)
+    out.__dict__.update({n: getattr(ins, n).values[code] for n, code in zip(names, codes)})
+    return out
 
 
 def made_block(ins: Instr) -> tuple:
@@ -133,10 +146,12 @@ def copies(ins: Instr, c: list[int], memo: Memo) -> list[tuple[Instr, list[int]]
     members = np.asarray(c, dtype=np.int64)
     codes = np.stack([t.codes[rows_of(t.ids, members)] for t in fields], axis=1)  # [members, tables]
     distinct, first, inverse = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-    out = [(own(ins, tuple(row), int(members[i]), memo), []) for row, i in zip(distinct.tolist(), first.tolist())]
-    for d, k in zip(c, inverse.reshape(-1).tolist()):
-        out[k][1].append(d)
-    return out
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")  # members by copy, each copy's in c's order
+    bounds = np.searchsorted(inverse[order], np.arange(len(distinct) + 1)).tolist()
+    ordered = members[order].tolist()
+    return [(own(ins, tuple(row), int(members[i]), memo), ordered[bounds[k]:bounds[k + 1]])
+            for k, (row, i) in enumerate(zip(distinct.tolist(), first.tolist()))]
 
 
 def local_varying(devices: Devices, classes: Classes, lists: Lists, c: list[int], ins: Instr, memo: Memo) -> None:

@@ -65,15 +65,19 @@ def _frozen(value: Any) -> Any:
 
 class Memo:
     """The named caches of one estimate (``estimate_spmd`` makes one, the walk and its loops'
-    walks share it)."""
+    walks share it), and the log of records the walk appends to."""
 
-    __slots__ = ("blocks", "results", "copies", "routes")
+    __slots__ = ("blocks", "results", "copies", "routes", "group_costs", "records")
 
     def __init__(self) -> None:
         self.blocks: dict[tuple, Block] = {}  # (shape, dtype) -> its one Block
         self.results: dict[tuple, ComputeResult] = {}  # (op, params, operand blocks) -> its result
         self.copies: dict[tuple, Instr] = {}  # (instruction, its Varying fields' codes) -> the resolved copy
         self.routes: dict[tuple, Any] = {}  # a permute's pairs -> their ``Routes``
+        self.group_costs: dict[tuple, Any] = {}  # (kind, group length, what its positions hold) -> ``GroupCosts``
+        # not a cache: the walk's log of communication records, class records and repeats in
+        # the order the steps ran (one per estimate, the loops' walks append to it too)
+        self.records: list = []
 
     def block(self, shape: tuple[int, ...], dtype: np.dtype) -> Block:
         """One Block per shape and dtype (a mesh of thousands slices the same shapes over and over)."""

@@ -1,5 +1,5 @@
 """What the walk holds per device: its buffers as blocks in a ``MemoryLedger`` (maybe shared with
-its class), and its communication records; classes split where their members diverge."""
+its class); classes split where their members diverge."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections import Counter
 from typing import Callable, Hashable, Sequence
 
 from ...spmd import Instr
-from ..comm import CommRecord, Repeat
 from ..ledger import MemoryLedger
 from ..memory import DeviceMemory
 from .blocks import Block, EstimateError
@@ -48,14 +47,14 @@ class DeviceState(MemoryLedger[Block]):
 
 
 class Device:
-    """One device: its state (maybe shared with its class) and its own communication records."""
+    """One device: its state (maybe shared with its class). Its communication records are in
+    the walk's log (``Memo.records``), a step's members sharing class records."""
 
-    __slots__ = ("device", "state", "records")
+    __slots__ = ("device", "state")
 
     def __init__(self, device: int, state: DeviceState):
         self.device = device
         self.state = state
-        self.records: list[CommRecord | Repeat] = []  # in the order they ran
 
     def memory(self) -> DeviceMemory:
         return self.state.memory(self.device)

@@ -75,12 +75,17 @@ def _loop(devices: Devices, classes: Classes, here: Mapping[int, Instr], memo: M
     first_of = {d: c[0] for c in classes for d in c}  # each device's class, by its first member
     snap = {c[0]: (dict(devices[c[0]].state.buffers), devices[c[0]].state.live, Counter(devices[c[0]].state.ops))
             for c in classes}
-    marks = {d: len(devices[d].records) for d in loops}
+    mark = len(memo.records)
     walk(devices, classes, {c[0]: loops[c[0]].iteration(0) for c in classes}, memo)
-    if all((devices[d].state.buffers, devices[d].state.live) == snap[first_of[d]][:2] for d in loops):
+    states = {id(devices[d].state): d for d in loops}  # each state once (a class shares one)
+    if all((devices[d].state.buffers, devices[d].state.live) == snap[first_of[d]][:2] for d in states.values()):
         # every later iteration repeats the first: its counter, its local work, its records
         ran = {c[0]: devices[c[0]].state.ops - snap[first_of[c[0]]][2] for c in classes}  # one iteration's ops
-        _repeat(devices, classes, loops, range(1, length), ran, {d: (marks[d], len(devices[d].records)) for d in loops})
+        _repeat(devices, classes, loops, range(1, length), ran)
+        first = tuple(memo.records[mark:])
+        if first:
+            stride = next(iter(loops.values())).stride
+            memo.records.append(Repeat(first, tuple(k * stride for k in range(1, length))))
         return
     for k in range(1, length):
         count()
@@ -88,10 +93,10 @@ def _loop(devices: Devices, classes: Classes, here: Mapping[int, Instr], memo: M
 
 
 def _repeat(devices: Devices, classes: Classes, loops: Mapping[int, Instr], iterations: range,
-            ran: Mapping[int, Counter], marks: Mapping[int, tuple[int, int]]) -> None:
+            ran: Mapping[int, Counter]) -> None:
     """Iterations ``iterations`` of a scan whose first iteration left every buffer as it found it:
-    each writes its counter, does the first iteration's local work, and records its collectives
-    under its own ids: one ``Repeat`` of the first iteration's records per device, which the
+    each writes its counter and does the first iteration's local work; its collectives are the
+    first iteration's records under its own ids, one ``Repeat`` of them (``_loop``), which the
     report weighs rather than copies (a 7B step on 8,192 devices would copy 1.5 million)."""
     for c in classes:
         st = devices[c[0]].state
@@ -99,14 +104,6 @@ def _repeat(devices: Devices, classes: Classes, loops: Mapping[int, Instr], iter
             st.write([(loops[c[0]].counter, COUNTER)])
         for work, n in ran[c[0]].items():
             st.ops[work] += n * len(iterations)
-    shifts: dict[int, tuple[int, ...]] = {}  # per loop stride: the later iterations' id shifts (one tuple, shared)
-    for d, loop in loops.items():
-        records = devices[d].records
-        first = tuple(records[marks[d][0]:marks[d][1]])
-        if first:
-            if loop.stride not in shifts:
-                shifts[loop.stride] = tuple(k * loop.stride for k in iterations)
-            records.append(Repeat(first, shifts[loop.stride]))
 
 
 # each instruction kind's SPMD step: (devices, classes, here, lists, memo) -> None
