@@ -89,6 +89,42 @@ def candidates(
     return out
 
 
+def local_work(rule: FactorRule, mesh: Mesh, assignment: Assignment) -> int:
+    """The size of the op's iteration space one device covers under ``assignment``: each factor's
+    size over the product of its axes (rounded up), multiplied. For a contraction it is half the
+    local multiply-adds' FLOPs; what a candidate that splits fewer factors computes redundantly."""
+    sizes = mesh.shape
+    work = 1
+    for f, size in rule.factors:
+        split = 1
+        for a in assignment.get(f, ()):
+            ref = a if isinstance(a, AxisRef) else AxisRef(a)
+            split *= ref.size(sizes[ref.name])
+        work *= -(-size // split)
+    return work
+
+
+def operand_work(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh,
+                 operand_specs: Sequence[Sharding | None]) -> int | None:
+    """The least local work an operand's own layout splits the op into (its sharding projected on
+    the rule, made legal): the split the operands already carry, which a candidate need not
+    undo. None when no operand's sharding fits the rule."""
+    sizes = mesh.shape
+    n = len(rule.operands)
+    try:
+        proj = Projection.build(list(operand_specs), [None] * len(rule.results), rule, sizes)
+    except Exception:  # a sharding that does not fit the rule's dims
+        return None
+    names = [f for f, _ in rule.factors]
+    works = []
+    for t, tf in enumerate(proj.tensors[:n]):
+        if t >= len(operand_specs) or operand_specs[t] is None:
+            continue
+        a = {names[f]: tuple(fs.axes) for f, fs in tf.factors.items() if fs.axes}
+        works.append(local_work(rule, mesh, legalize(rule, op, in_shapes, out_shapes, mesh, a)))
+    return min(works, default=None)
+
+
 def legalize(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh, assignment: Assignment,
              reserved: Sequence[AxisRef] = ()) -> Assignment:
     """The largest part of ``assignment`` the op can run with: axes added factor by factor, axis
