@@ -89,26 +89,26 @@ def candidates(
     return out
 
 
-def local_work(rule: FactorRule, mesh: Mesh, assignment: Assignment) -> int:
-    """The size of the op's iteration space one device covers under ``assignment``: each factor's
-    size over the product of its axes (rounded up), multiplied. For a contraction it is half the
-    local multiply-adds' FLOPs; what a candidate that splits fewer factors computes redundantly."""
+def split_degree(rule: FactorRule, mesh: Mesh, assignment: Assignment) -> int:
+    """How many ways ``assignment`` splits the op's iteration space: the product of the sizes of
+    the axes it gives the factors (each factor's capped at its size). The devices sharing one
+    block of the work compute it redundantly: a candidate of lower degree replicates work."""
     sizes = mesh.shape
-    work = 1
+    degree = 1
     for f, size in rule.factors:
         split = 1
         for a in assignment.get(f, ()):
             ref = a if isinstance(a, AxisRef) else AxisRef(a)
             split *= ref.size(sizes[ref.name])
-        work *= -(-size // split)
-    return work
+        degree *= min(split, size)
+    return degree
 
 
-def operand_work(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh,
-                 operand_specs: Sequence[Sharding | None]) -> int | None:
-    """The least local work an operand's own layout splits the op into (its sharding projected on
-    the rule, made legal): the split the operands already carry, which a candidate need not
-    undo. None when no operand's sharding fits the rule."""
+def operand_split(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh,
+                  operand_specs: Sequence[Sharding | None]) -> int | None:
+    """The most ways an operand's own layout splits the op's work (its sharding projected on the
+    rule, made legal, ``split_degree``): the split the operands already carry, which a candidate
+    need not undo. None when no operand's sharding fits the rule."""
     sizes = mesh.shape
     n = len(rule.operands)
     try:
@@ -116,13 +116,13 @@ def operand_work(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh,
     except Exception:  # a sharding that does not fit the rule's dims
         return None
     names = [f for f, _ in rule.factors]
-    works = []
+    degrees = []
     for t, tf in enumerate(proj.tensors[:n]):
         if t >= len(operand_specs) or operand_specs[t] is None:
             continue
         a = {names[f]: tuple(fs.axes) for f, fs in tf.factors.items() if fs.axes}
-        works.append(local_work(rule, mesh, legalize(rule, op, in_shapes, out_shapes, mesh, a)))
-    return min(works, default=None)
+        degrees.append(split_degree(rule, mesh, legalize(rule, op, in_shapes, out_shapes, mesh, a)))
+    return max(degrees, default=None)
 
 
 def legalize(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh, assignment: Assignment,
