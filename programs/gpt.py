@@ -25,6 +25,7 @@ Strategies over a mesh with axes ``x`` and ``y`` (what each moves is in its ``ab
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,7 +108,17 @@ def _inputs(cfg: Config) -> tuple:
 COLUMNS, ROWS = ("wq", "wk", "wv", "w1"), ("wo", "w2")
 
 
-def _megatron(axes, cfg: Config) -> dict:
+def _megatron(axes, cfg: Config, mesh, warn: bool) -> dict:
+    """Megatron's layout over ``axes``; a warning where Megatron-LM would refuse the split (its
+    tensor-parallel size must divide the heads, and here the MLP width and d too): simshard then
+    gathers at the head reshape, which Megatron's formula does not count."""
+    tp = int(np.prod([mesh.shape[a] for a in axes]))
+    uneven = [f"{n} {what}" for n, what in ((cfg.heads, "heads"), (cfg.d, "model dims"), (cfg.d_ff, "MLP dims"))
+              if n % tp]
+    if uneven and warn:
+        warnings.warn(f"gpt {cfg.name}: Megatron over {tp} devices splits {', '.join(uneven)} unevenly (Megatron-LM "
+                      f"needs its tensor-parallel size to divide them): the head reshape gathers activations, "
+                      f"more than Megatron's (4L + 1) all-reduces", stacklevel=3)
     specs = {k: P(None, None, axes) for k in COLUMNS} | {k: P(None, axes, None) for k in ROWS}
     return specs | {"unembed": P(None, axes)}
 
@@ -123,20 +134,21 @@ def _fsdp(axes, cfg: Config) -> dict:
     return {k: largest(s) for k, s in cfg.layer_params.items()} | {"unembed": largest((cfg.d, cfg.vocab))}
 
 
-def layout(cfg: Config, strategy: str, mesh) -> tuple:
-    """``(param_specs, x_spec, y_spec)`` of a strategy on a mesh whose axes are ``x`` and ``y``."""
+def layout(cfg: Config, strategy: str, mesh, warn: bool = True) -> tuple:
+    """``(param_specs, x_spec, y_spec)`` of a strategy on a mesh whose axes are ``x`` and ``y``
+    (a warning where Megatron's split is uneven, unless ``warn`` is False)."""
     axes = tuple(mesh.axis_names)
     if strategy == "dp":
         return P(), P(axes, None, None), P(axes, None, None)
     if strategy == "fsdp":
         return _fsdp(axes, cfg), P(axes, None, None), P(axes, None, None)
     if strategy == "megatron":
-        return _megatron(axes, cfg), P(), P(None, None, axes)
+        return _megatron(axes, cfg, mesh, warn), P(), P(None, None, axes)
     if strategy == "sequence":
         return P(), P(None, axes, None), P(None, axes, None)
     if strategy == "2d":
         major, minor = axes[0], axes[1:]
-        return _megatron(minor, cfg), P(major, None, None), P(major, None, minor)
+        return _megatron(minor, cfg, mesh, warn), P(major, None, None), P(major, None, minor)
     raise ValueError(f"gpt: no layout for strategy {strategy!r}")
 
 
@@ -155,7 +167,7 @@ def program(name: str = "tiny") -> ProgramDef:
     cfg = CONFIGS[name]
     f = forward(cfg)
     default = ss.Mesh({"x": 2, "y": 4})
-    strategies = tuple(Strategy(s, ABOUT[s], in_shardings=layout(cfg, s, default)[:2]) for s in ABOUT)
+    strategies = tuple(Strategy(s, ABOUT[s], in_shardings=layout(cfg, s, default, warn=False)[:2]) for s in ABOUT)
     return ProgramDef(
         name="gpt" if name == "tiny" else f"gpt-{name}",
         about=f"decoder-only transformer ({cfg.name}: {cfg.layers} layers, d {cfg.d}, {cfg.heads} heads, "
