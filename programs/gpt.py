@@ -1,7 +1,15 @@
 """A decoder-only transformer's training step (layers in a scan), at a size that runs and at the
-sizes people rent devices for: ``tiny`` (the default ``PROGRAM``: exact, bitwise on 8 devices),
+sizes people rent devices for: ``tiny`` (the default ``PROGRAM``, exact-arithmetic inputs),
 ``gpt2-small`` and a 7B configuration (``program(name)``: ``ShapeDtype`` inputs, for
 ``ss.estimate`` on thousands of devices).
+
+What ``tiny`` verifies bitwise on 8 devices (``tests/programs/test_gpt_bitwise.py`` runs it): the
+forward pass, under every strategy (the block's fixed-point grid keeps every sum exact). The
+training step (``mode="sgd"`` or ``"adam"``), under every strategy, ``dp`` included: the loss and
+the unembedding's update bitwise, the layers' updates equal up to reassociation (a few hundred to
+a few thousand ULP). The rounding is straight-through, so layernorm's and softmax's derivatives are
+off the grid, and each device sums its own 8 sequences' weight gradients before the all-reduce
+adds the 8 partial sums: another order than numpy's sum over the 64.
 
     h = scan(block, x, layer params)          pre-LN blocks of programs/transformer.py
     logits = layernorm(h) @ unembed            the final LayerNorm, then the vocabulary projection

@@ -115,6 +115,19 @@ def test_compare_columns_per_axis_and_the_cheapest(capsys):
     assert [_row(r.out, name)[5] for name in ("jit", "contract", "rows *")] == ["5.12 ns", "5.12 ns", "3.84 ns"]
 
 
+def test_compare_says_when_the_cheapest_is_not_bitwise(capsys):
+    """The transformer's training step: Megatron is the cheapest and verifies only up to
+    reassociation (dp is bitwise): marked ``*~``, said under the table; --exact ranks dp."""
+    r = main_in_process(capsys, "compare", "transformer", "--strategies", "dp,megatron")
+    assert r.code == 0, r.err
+    mega, dp = _row(r.out, "megatron *~"), _row(r.out, "dp")
+    assert dp[1] == "bitwise" and mega[1].endswith(" ULP")
+    assert f"*~ megatron is the cheapest but not bitwise: verified up to reassociation of float sums, {mega[1]} at most" \
+        in " ".join(r.out.split())
+    r = main_in_process(capsys, "compare", "transformer", "--strategies", "dp,megatron", "--exact")
+    assert _row(r.out, "dp *")[1] == "bitwise" and "*~" not in r.out
+
+
 def test_compare_reports_a_failed_strategy_and_exits_1(capsys):
     r = main_in_process(capsys, "compare", str(DATA / "drift.py"))
     assert r.code == 1
