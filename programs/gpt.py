@@ -24,7 +24,11 @@ Strategies over a mesh with axes ``x`` and ``y`` (what each moves is in its ``ab
 * ``dp``: the batch over every device, parameters replicated: a training step all-reduces every
   gradient.
 * ``fsdp``: the batch over every device and every parameter sharded over all devices along its
-  largest dim (ZeRO-3): weights all-gathered for use, gradients reduce-scattered.
+  largest dim (ZeRO-3, PyTorch FSDP's default ``reshard_after_forward=True``): a layer's weights
+  all-gathered for its forward pass and again for its backward pass, gradients reduce-scattered:
+  3 (g-1)/g of the layers' parameter bytes per device.
+* ``fsdp-no-reshard``: the same layout with ``reshard_after_forward=False``: the weights gathered
+  in the forward pass are kept for the backward pass: 2 (g-1)/g of the parameters, more memory.
 * ``megatron``: tensor parallel over every device: heads split (wq/wk/wv by columns, wo by rows),
   the MLP column- then row-parallel, the vocabulary projection column-parallel.
 * ``sequence``: the sequence over every device, parameters replicated.
@@ -76,13 +80,25 @@ CONFIGS = {
 }
 
 
-def forward(cfg: Config):
+def forward(cfg: Config, regather: bool = False):
     """``f(params, x)``: the blocks in ``ss.lax.scan`` over the stacked layer parameters, the final
-    LayerNorm and the vocabulary projection."""
+    LayerNorm and the vocabulary projection.
+
+    With ``regather``, each layer's weights, as its batched matmuls read them (broadcast to the
+    sequences), are computed in ``ss.checkpoint``: the backward pass computes them again from the
+    layer's sharded slice instead of keeping the forward pass's gathered copies, so FSDP gathers
+    every layer's weights again in the backward pass (ZeRO-3; PyTorch FSDP's
+    ``reshard_after_forward=True``). The unembedding, used last, keeps its gathered copy, as
+    FSDP's root module does."""
+
+    def use(p, batch):
+        if not regather:
+            return p
+        return {k: ss.checkpoint(lambda w: np.broadcast_to(w, (batch,) + w.shape))(w) for k, w in p.items()}
 
     def f(params, x):
         layers = {k: params[k] for k in cfg.layer_params}
-        h = ss.lax.scan(lambda h, p: (block(p, h, cfg.heads), None), x, layers)[0]
+        h = ss.lax.scan(lambda h, p: (block(use(p, h.shape[0]), h, cfg.heads), None), x, layers)[0]
         return layernorm(h) @ params["unembed"]
 
     return f
@@ -148,7 +164,7 @@ def layout(cfg: Config, strategy: str, mesh, warn: bool = True) -> tuple:
     axes = tuple(mesh.axis_names)
     if strategy == "dp":
         return P(), P(axes, None, None), P(axes, None, None)
-    if strategy == "fsdp":
+    if strategy in FSDP:
         return _fsdp(axes, cfg), P(axes, None, None), P(axes, None, None)
     if strategy == "megatron":
         return _megatron(axes, cfg, mesh, warn), P(), P(None, None, axes)
@@ -160,10 +176,14 @@ def layout(cfg: Config, strategy: str, mesh, warn: bool = True) -> tuple:
     raise ValueError(f"gpt: no layout for strategy {strategy!r}")
 
 
+FSDP = ("fsdp", "fsdp-no-reshard")
 ABOUT = {
     "dp": "data parallel: batch over x and y, parameters replicated; every gradient all-reduced",
-    "fsdp": "fully sharded (ZeRO-3): batch over x and y, each parameter split along its largest dim; weights "
-            "all-gathered for use, gradients reduce-scattered",
+    "fsdp": "fully sharded (ZeRO-3, reshard_after_forward=True): batch over x and y, each parameter split along its "
+            "largest dim; a layer's weights all-gathered for its forward pass, freed, gathered again for its "
+            "backward pass; gradients reduce-scattered",
+    "fsdp-no-reshard": "fully sharded, reshard_after_forward=False: as fsdp, but the weights gathered in the forward "
+                       "pass are kept for the backward pass (fewer bytes, more memory)",
     "megatron": "tensor parallel over x and y: heads and MLP split, vocabulary projection column-parallel",
     "sequence": "sequence parallel over x and y, parameters replicated; keys and values all-gathered",
     "2d": "data parallel over x, Megatron over y",
@@ -186,7 +206,8 @@ def program(name: str = "tiny") -> ProgramDef:
         strategies=strategies,
         extras={"config": cfg},
         training=Training("the squared error of the logits against labels", lambda: _inputs(cfg),
-                          lambda strategy, mesh: layout(cfg, strategy.name, mesh), forward=f),
+                          lambda strategy, mesh: layout(cfg, strategy.name, mesh), forward=f,
+                          variants={"fsdp": forward(cfg, regather=True)}),
     )
 
 
@@ -194,7 +215,7 @@ PROGRAM = program("tiny")
 
 
 # -- a pipeline axis -------------------------------------------------------------------------------
-DP_AXES = {"dp": "all", "sequence": "all", "2d": "major", "megatron": "none", "fsdp": "none"}
+DP_AXES = {"dp": "all", "sequence": "all", "2d": "major", "megatron": "none", "fsdp": "none", "fsdp-no-reshard": "none"}
 
 
 def stage_config(cfg: Config, stages: int, microbatches: int) -> Config:
