@@ -90,17 +90,16 @@ def candidates(
 
 
 def split_degree(rule: FactorRule, mesh: Mesh, assignment: Assignment) -> int:
-    """How many ways ``assignment`` splits the op's iteration space: the product of the sizes of
-    the axes it gives the factors (each factor's capped at its size). The devices sharing one
-    block of the work compute it redundantly: a candidate of lower degree replicates work."""
+    """How many blocks ``assignment`` cuts the op's iteration space into: the product of the sizes
+    of the axes it gives the factors (a block may be empty: a factor smaller than its axes leaves
+    devices idle, not repeating work). The devices sharing one block compute it redundantly: a
+    candidate of lower degree replicates work."""
     sizes = mesh.shape
     degree = 1
-    for f, size in rule.factors:
-        split = 1
+    for f, _ in rule.factors:
         for a in assignment.get(f, ()):
             ref = a if isinstance(a, AxisRef) else AxisRef(a)
-            split *= ref.size(sizes[ref.name])
-        degree *= min(split, size)
+            degree *= ref.size(sizes[ref.name])
     return degree
 
 
