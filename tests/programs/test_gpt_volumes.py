@@ -88,3 +88,17 @@ def test_megatron_over_more_devices_than_heads_warns(name, shape):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         gpt.program(name)  # building the program (its default 2 x 4 mesh) does not warn
+
+
+def test_sequence_parallel_reduces_weight_gradients_after_their_batch_sum():
+    """A scanned layer's weight gradient, broadcast to the batch by the batched matmul, is summed
+    over the batch before it is all-reduced: no all-reduce is larger than a weight's, 2 (g-1)/g of
+    its bytes. (Inside the loop body the residual outputs nobody stacks used to stop the delayed
+    reduction: gpt's step moved 1,849,372 B per device, now 587,804 B.)"""
+    cfg = gpt.CONFIGS["tiny"]
+    est = gpt.program("tiny").estimate("sequence", mode="sgd")
+    g = len(est.spmd.devices)
+    largest = max(cfg.d * cfg.d_ff, cfg.d * cfg.vocab) * 4
+    reduces = [r for r in est.comm.records if r.kind == "all_reduce"]
+    assert reduces and max(r.bytes_received for r in reduces) <= 2 * (g - 1) * largest // g
+    assert max(est.comm.bytes_received(d) for d in range(g)) == 587_804
