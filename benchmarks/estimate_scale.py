@@ -32,7 +32,8 @@ from simshard.report.pipeline import Pipeline
 from simshard.report.topology import Topology
 from simshard.units import fmt_bytes
 
-CASES = ("mlp:megatron:64x128", "mlp:fsdp:64x128", "gpt2-small:dp:32x32", "gpt2-small:fsdp:32x32")
+CASES = ("mlp:megatron:64x128", "mlp:fsdp:64x128", "gpt2-small:dp:32x32", "gpt2-small:fsdp:32x32",
+         "gpt2-small:fsdp-no-reshard:32x32")
 PARTITION_CASES = ("mlp:dp:32x32", "mlp:megatron:32x32", "mlp:fsdp:32x32", "mlp:2d:32x32", "transformer:dp:32x32",
                    "transformer:sequence:32x32", "transformer:megatron:32x32", "gpt2-small:dp:32x32",
                    "gpt2-small:fsdp:32x32", "7b:dp:32x32")

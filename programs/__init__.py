@@ -81,9 +81,16 @@ class Training:
     forward: Callable | None = None
     # the strategies that train (None: all); the others run forward only
     strategies: tuple[str, ...] | None = None
+    # strategy name -> the model that strategy trains instead of ``forward``: the same function
+    # written for it (FSDP's weights gathered again in the backward pass, say)
+    variants: Mapping[str, Callable] = field(default_factory=dict)
 
     def trains(self, strategy: Strategy) -> bool:
         return self.strategies is None or strategy.name in self.strategies
+
+    def model(self, strategy: Strategy, fn: Callable) -> Callable:
+        """The model ``strategy`` trains: its variant, else ``forward``, else the program's ``fn``."""
+        return self.variants.get(strategy.name) or self.forward or fn
 
 
 @dataclass(frozen=True)
@@ -193,7 +200,7 @@ class ProgramDef:
         if mode != FORWARD:
             optimizer = OPTIMIZERS[mode]()
             ins, outs = step_shardings(optimizer, *self.training.layout(s, m))
-            return train_step(self.training.forward or self.fn, optimizer), dict(
+            return train_step(self.training.model(s, self.fn), optimizer), dict(
                 mesh=m, in_shardings=ins, out_shardings=outs, strategy=s.propagation)
         if s.build is not None:
             return s.build(m), dict(mesh=m, strategy=s.propagation)  # run() verifies it against fn

@@ -1,7 +1,15 @@
 """A decoder-only transformer's training step (layers in a scan), at a size that runs and at the
-sizes people rent devices for: ``tiny`` (the default ``PROGRAM``: exact, bitwise on 8 devices),
+sizes people rent devices for: ``tiny`` (the default ``PROGRAM``, exact-arithmetic inputs),
 ``gpt2-small`` and a 7B configuration (``program(name)``: ``ShapeDtype`` inputs, for
 ``ss.estimate`` on thousands of devices).
+
+What ``tiny`` verifies bitwise on 8 devices (``tests/programs/test_gpt_bitwise.py`` runs it): the
+forward pass, under every strategy (the block's fixed-point grid keeps every sum exact). The
+training step (``mode="sgd"`` or ``"adam"``), under every strategy, ``dp`` included: the loss and
+the unembedding's update bitwise, the layers' updates equal up to reassociation (a few hundred to
+a few thousand ULP). The rounding is straight-through, so layernorm's and softmax's derivatives are
+off the grid, and each device sums its own 8 sequences' weight gradients before the all-reduce
+adds the 8 partial sums: another order than numpy's sum over the 64.
 
     h = scan(block, x, layer params)          pre-LN blocks of programs/transformer.py
     logits = layernorm(h) @ unembed            the final LayerNorm, then the vocabulary projection
@@ -16,7 +24,11 @@ Strategies over a mesh with axes ``x`` and ``y`` (what each moves is in its ``ab
 * ``dp``: the batch over every device, parameters replicated: a training step all-reduces every
   gradient.
 * ``fsdp``: the batch over every device and every parameter sharded over all devices along its
-  largest dim (ZeRO-3): weights all-gathered for use, gradients reduce-scattered.
+  largest dim (ZeRO-3, PyTorch FSDP's default ``reshard_after_forward=True``): a layer's weights
+  all-gathered for its forward pass and again for its backward pass, gradients reduce-scattered:
+  3 (g-1)/g of the layers' parameter bytes per device.
+* ``fsdp-no-reshard``: the same layout with ``reshard_after_forward=False``: the weights gathered
+  in the forward pass are kept for the backward pass: 2 (g-1)/g of the parameters, more memory.
 * ``megatron``: tensor parallel over every device: heads split (wq/wk/wv by columns, wo by rows),
   the MLP column- then row-parallel, the vocabulary projection column-parallel.
 * ``sequence``: the sequence over every device, parameters replicated.
@@ -25,6 +37,7 @@ Strategies over a mesh with axes ``x`` and ``y`` (what each moves is in its ``ab
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,13 +80,25 @@ CONFIGS = {
 }
 
 
-def forward(cfg: Config):
+def forward(cfg: Config, regather: bool = False):
     """``f(params, x)``: the blocks in ``ss.lax.scan`` over the stacked layer parameters, the final
-    LayerNorm and the vocabulary projection."""
+    LayerNorm and the vocabulary projection.
+
+    With ``regather``, each layer's weights, as its batched matmuls read them (broadcast to the
+    sequences), are computed in ``ss.checkpoint``: the backward pass computes them again from the
+    layer's sharded slice instead of keeping the forward pass's gathered copies, so FSDP gathers
+    every layer's weights again in the backward pass (ZeRO-3; PyTorch FSDP's
+    ``reshard_after_forward=True``). The unembedding, used last, keeps its gathered copy, as
+    FSDP's root module does."""
+
+    def use(p, batch):
+        if not regather:
+            return p
+        return {k: ss.checkpoint(lambda w: np.broadcast_to(w, (batch,) + w.shape))(w) for k, w in p.items()}
 
     def f(params, x):
         layers = {k: params[k] for k in cfg.layer_params}
-        h = ss.lax.scan(lambda h, p: (block(p, h, cfg.heads), None), x, layers)[0]
+        h = ss.lax.scan(lambda h, p: (block(use(p, h.shape[0]), h, cfg.heads), None), x, layers)[0]
         return layernorm(h) @ params["unembed"]
 
     return f
@@ -107,7 +132,17 @@ def _inputs(cfg: Config) -> tuple:
 COLUMNS, ROWS = ("wq", "wk", "wv", "w1"), ("wo", "w2")
 
 
-def _megatron(axes, cfg: Config) -> dict:
+def _megatron(axes, cfg: Config, mesh, warn: bool) -> dict:
+    """Megatron's layout over ``axes``; a warning where Megatron-LM would refuse the split (its
+    tensor-parallel size must divide the heads, and here the MLP width and d too): simshard then
+    gathers at the head reshape, which Megatron's formula does not count."""
+    tp = int(np.prod([mesh.shape[a] for a in axes]))
+    uneven = [f"{n} {what}" for n, what in ((cfg.heads, "heads"), (cfg.d, "model dims"), (cfg.d_ff, "MLP dims"))
+              if n % tp]
+    if uneven and warn:
+        warnings.warn(f"gpt {cfg.name}: Megatron over {tp} devices splits {', '.join(uneven)} unevenly (Megatron-LM "
+                      f"needs its tensor-parallel size to divide them): the head reshape gathers activations, "
+                      f"more than Megatron's (4L + 1) all-reduces", stacklevel=3)
     specs = {k: P(None, None, axes) for k in COLUMNS} | {k: P(None, axes, None) for k in ROWS}
     return specs | {"unembed": P(None, axes)}
 
@@ -123,27 +158,32 @@ def _fsdp(axes, cfg: Config) -> dict:
     return {k: largest(s) for k, s in cfg.layer_params.items()} | {"unembed": largest((cfg.d, cfg.vocab))}
 
 
-def layout(cfg: Config, strategy: str, mesh) -> tuple:
-    """``(param_specs, x_spec, y_spec)`` of a strategy on a mesh whose axes are ``x`` and ``y``."""
+def layout(cfg: Config, strategy: str, mesh, warn: bool = True) -> tuple:
+    """``(param_specs, x_spec, y_spec)`` of a strategy on a mesh whose axes are ``x`` and ``y``
+    (a warning where Megatron's split is uneven, unless ``warn`` is False)."""
     axes = tuple(mesh.axis_names)
     if strategy == "dp":
         return P(), P(axes, None, None), P(axes, None, None)
-    if strategy == "fsdp":
+    if strategy in FSDP:
         return _fsdp(axes, cfg), P(axes, None, None), P(axes, None, None)
     if strategy == "megatron":
-        return _megatron(axes, cfg), P(), P(None, None, axes)
+        return _megatron(axes, cfg, mesh, warn), P(), P(None, None, axes)
     if strategy == "sequence":
         return P(), P(None, axes, None), P(None, axes, None)
     if strategy == "2d":
         major, minor = axes[0], axes[1:]
-        return _megatron(minor, cfg), P(major, None, None), P(major, None, minor)
+        return _megatron(minor, cfg, mesh, warn), P(major, None, None), P(major, None, minor)
     raise ValueError(f"gpt: no layout for strategy {strategy!r}")
 
 
+FSDP = ("fsdp", "fsdp-no-reshard")
 ABOUT = {
     "dp": "data parallel: batch over x and y, parameters replicated; every gradient all-reduced",
-    "fsdp": "fully sharded (ZeRO-3): batch over x and y, each parameter split along its largest dim; weights "
-            "all-gathered for use, gradients reduce-scattered",
+    "fsdp": "fully sharded (ZeRO-3, reshard_after_forward=True): batch over x and y, each parameter split along its "
+            "largest dim; a layer's weights all-gathered for its forward pass, freed, gathered again for its "
+            "backward pass; gradients reduce-scattered",
+    "fsdp-no-reshard": "fully sharded, reshard_after_forward=False: as fsdp, but the weights gathered in the forward "
+                       "pass are kept for the backward pass (fewer bytes, more memory)",
     "megatron": "tensor parallel over x and y: heads and MLP split, vocabulary projection column-parallel",
     "sequence": "sequence parallel over x and y, parameters replicated; keys and values all-gathered",
     "2d": "data parallel over x, Megatron over y",
@@ -155,7 +195,7 @@ def program(name: str = "tiny") -> ProgramDef:
     cfg = CONFIGS[name]
     f = forward(cfg)
     default = ss.Mesh({"x": 2, "y": 4})
-    strategies = tuple(Strategy(s, ABOUT[s], in_shardings=layout(cfg, s, default)[:2]) for s in ABOUT)
+    strategies = tuple(Strategy(s, ABOUT[s], in_shardings=layout(cfg, s, default, warn=False)[:2]) for s in ABOUT)
     return ProgramDef(
         name="gpt" if name == "tiny" else f"gpt-{name}",
         about=f"decoder-only transformer ({cfg.name}: {cfg.layers} layers, d {cfg.d}, {cfg.heads} heads, "
@@ -166,7 +206,8 @@ def program(name: str = "tiny") -> ProgramDef:
         strategies=strategies,
         extras={"config": cfg},
         training=Training("the squared error of the logits against labels", lambda: _inputs(cfg),
-                          lambda strategy, mesh: layout(cfg, strategy.name, mesh), forward=f),
+                          lambda strategy, mesh: layout(cfg, strategy.name, mesh), forward=f,
+                          variants={"fsdp": forward(cfg, regather=True)}),
     )
 
 
@@ -174,7 +215,7 @@ PROGRAM = program("tiny")
 
 
 # -- a pipeline axis -------------------------------------------------------------------------------
-DP_AXES = {"dp": "all", "sequence": "all", "2d": "major", "megatron": "none", "fsdp": "none"}
+DP_AXES = {"dp": "all", "sequence": "all", "2d": "major", "megatron": "none", "fsdp": "none", "fsdp-no-reshard": "none"}
 
 
 def stage_config(cfg: Config, stages: int, microbatches: int) -> Config:

@@ -101,8 +101,16 @@ def _opt(value, fmt) -> str:
     return "-" if value is None else fmt(value)
 
 
+def cheapest_mark(s: StrategySummary) -> str:
+    """`` *`` after the cheapest strategy's name, `` *~`` when it verified only up to
+    reassociation (its floats differ from plain numpy's, within the ULP shown), else ``""``."""
+    if not s.cheapest:
+        return ""
+    return " *~" if s.verified and not s.bitwise and not s.estimated else " *"
+
+
 def compare_table(summaries: Sequence[StrategySummary]) -> Table:
-    """Strategies side by side; the cheapest marked with ``*``."""
+    """Strategies side by side; the cheapest marked with ``*`` (``*~`` when it is not bitwise)."""
     axes = sorted({a for s in summaries for a in (s.bytes_per_axis or {})})
     meshes = {tuple(s.mesh.items()) for s in summaries}
     owns = [s.program_cost for s in summaries if s.program_cost is not None]
@@ -110,6 +118,10 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
                "(then fewest bytes, least memory); strategies ranked by it"
                if not owns else f"* cheapest of its group by the program's {owns[0]['model']} cost (table below), "
                "then least estimated time, fewest bytes, least memory")
+    inexact = [s for s in summaries if cheapest_mark(s) == " *~"]
+    if inexact:
+        caption += "".join(f"\n*~ {s.name} is the cheapest but not bitwise: verified up to reassociation of float "
+                           f"sums, {s.max_ulp} ULP at most (--exact ranks only bitwise strategies)" for s in inexact)
     t = Table(title="strategies side by side", title_justify="left", caption=caption, caption_justify="left")
     t.add_column("strategy")
     if len(meshes) > 1:
@@ -133,7 +145,7 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
             ok = Text(f"{s.max_ulp} ULP", style="yellow")
         else:
             ok = Text("FAILED", style="bold red")
-        name = Text(s.name + (" *" if s.cheapest else ""), style="bold green" if s.cheapest else "")
+        name = Text(s.name + cheapest_mark(s), style="bold green" if s.cheapest else "")
         cells = [name]
         if len(meshes) > 1:
             cells.append(",".join(f"{a}={n}" for a, n in s.mesh.items()))
@@ -171,6 +183,6 @@ def program_cost_table(summaries: Sequence[StrategySummary]) -> Table | None:
         for k, s in enumerate(members):
             own = s.program_cost
             rank = "-" if own["rank"] is None else f"{own['rank']}/{len(members)}"
-            name = Text(s.name + (" *" if s.cheapest else ""), style="bold green" if s.cheapest else "")
+            name = Text(s.name + cheapest_mark(s), style="bold green" if s.cheapest else "")
             t.add_row(g if k == 0 else "", rank, name, *(_opt(own["values"].get(c), str) for c in cols))
     return t

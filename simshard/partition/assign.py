@@ -89,6 +89,41 @@ def candidates(
     return out
 
 
+def split_degree(rule: FactorRule, mesh: Mesh, assignment: Assignment) -> int:
+    """How many blocks ``assignment`` cuts the op's iteration space into: the product of the sizes
+    of the axes it gives the factors (a block may be empty: a factor smaller than its axes leaves
+    devices idle, not repeating work). The devices sharing one block compute it redundantly: a
+    candidate of lower degree replicates work."""
+    sizes = mesh.shape
+    degree = 1
+    for f, _ in rule.factors:
+        for a in assignment.get(f, ()):
+            ref = a if isinstance(a, AxisRef) else AxisRef(a)
+            degree *= ref.size(sizes[ref.name])
+    return degree
+
+
+def operand_split(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh,
+                  operand_specs: Sequence[Sharding | None]) -> int | None:
+    """The most ways an operand's own layout splits the op's work (its sharding projected on the
+    rule, made legal, ``split_degree``): the split the operands already carry, which a candidate
+    need not undo. None when no operand's sharding fits the rule."""
+    sizes = mesh.shape
+    n = len(rule.operands)
+    try:
+        proj = Projection.build(list(operand_specs), [None] * len(rule.results), rule, sizes)
+    except Exception:  # a sharding that does not fit the rule's dims
+        return None
+    names = [f for f, _ in rule.factors]
+    degrees = []
+    for t, tf in enumerate(proj.tensors[:n]):
+        if t >= len(operand_specs) or operand_specs[t] is None:
+            continue
+        a = {names[f]: tuple(fs.axes) for f, fs in tf.factors.items() if fs.axes}
+        degrees.append(split_degree(rule, mesh, legalize(rule, op, in_shapes, out_shapes, mesh, a)))
+    return max(degrees, default=None)
+
+
 def legalize(rule: FactorRule, op: str, in_shapes, out_shapes, mesh: Mesh, assignment: Assignment,
              reserved: Sequence[AxisRef] = ()) -> Assignment:
     """The largest part of ``assignment`` the op can run with: axes added factor by factor, axis

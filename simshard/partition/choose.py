@@ -19,11 +19,11 @@ import numpy as np
 from ..ir.program import Eqn, Value
 from ..ops import get_op
 from ..ops.check import project
-from ..ops.factors import FactorRule
+from ..ops.factors import REDUCTION, FactorRule
 from ..sharding.dims import Sharding
 from ..sharding.layout import Layout
 from ..sharding.mesh import Mesh
-from .assign import candidates
+from .assign import candidates, operand_split, split_degree
 from .halo import Halo, apply_halo, halo_choices
 from .linear import pending_ok
 from .reshard import translate
@@ -125,13 +125,14 @@ class OpChoice:
             op_specs = [self.on_mesh(c, mesh) for c in current]
             res_specs = [self.on_mesh(self.want(o), mesh) for o in e.outputs]
             halos = halo_choices(windows, op_specs, res_specs) if windows else []
+            bound = operand_split(rule, e.op, shapes.ins, shapes.outs, mesh, op_specs) if rule.of_kind(REDUCTION) else None
             for delayed in variants:
                 reserved = delayed.axes if delayed else ()
                 for assignment in candidates(rule, e.op, shapes.ins, shapes.outs, mesh, op_specs, res_specs, weights,
                                              reserved):
                     for choice in [None] + halos:
                         cand = self.price(e, rule, assignment, delayed, mesh, shapes,
-                                          (windows, choice, reserved) if choice else None)
+                                          (windows, choice, reserved) if choice else None, bound)
                         if cand is not None and (best is None or cand.cost < best.cost):
                             best = cand
         if best is None:  # no usable rule: everything replicated
@@ -168,9 +169,10 @@ class OpChoice:
         return translate(s, mesh)
 
     def price(self, e, rule, assignment, delayed: Delayed | None, mesh, shapes: OpShapes,
-              halo_choice=None) -> Candidate | None:
+              halo_choice=None, bound: int | None = None) -> Candidate | None:
         """``e`` run with ``assignment`` (and ``halo_choice``: windows split over axes, ``halo``),
-        priced; None when it cannot run so."""
+        priced; None when it cannot run so. A contraction that splits its work fewer ways than ``bound``
+        (the split its operands already carry) ranks after every one that keeps that split."""
         try:
             in_sh, out_sh = project(rule, shapes.ins, shapes.outs, mesh, assignment)
         except ValueError:
@@ -199,7 +201,8 @@ class OpChoice:
             cost += self.settle_cost(o, s)
             res_elems += largest_block(layout_of(s, o.aval.shape))
         in_elems = sum(largest_block(layout_of(s, sh)) for s, sh, v in zip(in_sh, shapes.ins, shapes.is_value) if v)
-        return Candidate((cost, res_elems, in_elems), rule, assignment, tuple(in_sh), tuple(out_sh), halo)
+        redundant = bound is not None and split_degree(rule, mesh, assignment) < bound
+        return Candidate((redundant, cost, res_elems, in_elems), rule, assignment, tuple(in_sh), tuple(out_sh), halo)
 
 
 def _windows(op, in_avals, out_avals, kw) -> tuple:

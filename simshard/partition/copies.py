@@ -35,7 +35,8 @@ class Copy:
 class ValueCopies:
     """Getting values where ops want them: a part of the partitioner (``partition._Partitioner``),
     on its ``program``, ``builder``, ``copies`` (value -> its copies, the first the one its op
-    made), ``wanted`` (output -> its out sharding), ``users``, ``is_output`` and ``literals``."""
+    made), ``wanted`` (output -> its out sharding), ``users``, ``is_output``, ``read_outputs``
+    (the outputs someone reads: a loop body's residuals nobody stacks are not) and ``literals``."""
 
     program: object
     copies: dict[Value, list[Copy]]
@@ -100,7 +101,7 @@ class ValueCopies:
         estimate follows such a chain a few ops ahead and takes the cheapest point to reduce."""
         now = plan_reshard(s, self.want(v), v.aval.shape, v.aval.dtype).bytes
         users = self.users.get(v, [])
-        if not s.unreduced or depth == 0 or v in self.is_output or len(users) != 1:
+        if not s.unreduced or depth == 0 or v in self.read_outputs or len(users) != 1:
             return now
         e = users[0]
         if len(e.outputs) != 1 or e.op in ("shard_map",) or e.op in TARGET_OPS:

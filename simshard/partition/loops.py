@@ -53,14 +53,15 @@ def _carry_back(builder: ScheduleBuilder, src: str, new, carry_bufs) -> None:
     _copy(builder, src, zip(staged, carry_bufs))
 
 
-def _results(partitioner: Partitioner, e: Eqn, src: str, outputs, bufs, specs, axes) -> None:
+def _results(partitioner: Partitioner, e: Eqn, src: str, outputs, bufs, specs, axes, body: tuple = ()) -> None:
     """The loop's results copied out once after it (what a checkpoint records is then the final
-    value), and the op's checkpoint: reassociated over ``axes`` where it computes floats."""
+    value), and the op's checkpoint: reassociated over ``axes`` where it computes floats, with its
+    body's checkpoints ``body``."""
     for o, buf, spec in zip(outputs, bufs, specs):
         out = partitioner.builder.buf()
         _copy(partitioner.builder, src, [(buf, out)])
         partitioner.copies[o] = [Copy(spec, out)]
-    partitioner.checkpoint(e, tuple(axes) if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else ())
+    partitioner.checkpoint(e, tuple(axes) if any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs) else (), body)
 
 
 def split_axes(sub: Partitioner) -> tuple[str, ...]:
@@ -125,7 +126,7 @@ def emit_scan(partitioner: Partitioner, e: Eqn) -> None:
     builder.emit(loops)
 
     _results(partitioner, e, src, list(e.outputs[:nc]) + [o for o, _ in scan.ys], bufs.carries + ys_bufs,
-             scan.carry_specs + ys_specs, split_axes(sub))
+             scan.carry_specs + ys_specs, split_axes(sub), tuple(sub.checkpoints))
 
 
 def _scan_layouts(partitioner: Partitioner, e: Eqn) -> _Scan:

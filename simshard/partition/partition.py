@@ -176,15 +176,16 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
         schedules = self.builder.finish(ins, outs)
         return SpmdProgram(self.program, schedules, tuple(in_specs), tuple(out_specs), tuple(self.checkpoints))
 
-    def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = ()) -> None:
-        """Record where each result of ``e`` lives right after ``e`` ran (its first copy)."""
+    def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = (), body: tuple = ()) -> None:
+        """Record where each result of ``e`` lives right after ``e`` ran (its first copy); ``body``:
+        a loop's body's own checkpoints."""
         if self.checkpoints and self.checkpoints[-1].eqn == self.eqn_index:
             return  # recorded by emit_op, with what it reassociated
         src = self.source(e)
         for k, o in enumerate(e.outputs):
             if o in self.copies:
                 copy = self.copies[o][0]
-                self.checkpoints.append(Checkpoint(self.eqn_index, k, copy.buf, copy.spec, src, reassociated))
+                self.checkpoints.append(Checkpoint(self.eqn_index, k, copy.buf, copy.spec, src, reassociated, body))
 
     def eqn(self, e: Eqn) -> None:
         """Partition one op: control flow and regions by their bodies, identities and reshards

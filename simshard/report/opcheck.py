@@ -90,6 +90,11 @@ def _reference(e, ins: Sequence, j: int, cp, exp: np.ndarray) -> np.ndarray:
     operands (``local_reference``) where its kernel sums by shape and no sum is split or pending
     over mesh axes; else the op run whole (``exp``), also where no block maps to operand slices."""
     op = get_op(e.op)
+    if e.op == "scan" and cp.body and not cp.reassociated:
+        try:
+            return np.asarray(loop_reference(e, ins, cp)[j])
+        except (ValueError, TypeError, IndexError, KeyError):
+            return exp
     if not op.shape_dependent_sums or op.structured or cp.reassociated:
         return exp
     lay = layout(cp.sharding, exp.shape)
@@ -99,6 +104,32 @@ def _reference(e, ins: Sequence, j: int, cp, exp: np.ndarray) -> np.ndarray:
         return local_reference(e, ins, j, lay)
     except (ValueError, TypeError, IndexError):
         return exp
+
+
+def loop_reference(e, ins: Sequence, cp) -> tuple[np.ndarray, ...]:
+    """A scan's results as the devices should hold them when its body splits no sum over mesh
+    axes: the scan run step by step, each body op whose kernel sums by shape computed per device
+    on its own block (``local_reference``, under the body's checkpoint of it), the others whole.
+    A row-split matmul in the body so gets the device's own kernel blocking, as outside loops."""
+    kw = e.kw
+    body, nc, nx, length = kw["body"], kw["num_carry"], kw["num_xs"], kw["length"]
+    where = {(c.eqn, c.output): c for c in cp.body}
+    carry, xs, consts = list(ins[:nc]), [np.asarray(x) for x in ins[nc:nc + nx]], list(ins[nc + nx:])
+    ys = [[None] * length for _ in body.outputs[nc:]]
+    for k in range(length):
+        step = length - 1 - k if kw["reverse"] else k
+        env = dict(zip(body.inputs, carry + [x[step] for x in xs] + consts))
+        for n, be in enumerate(body.eqns):
+            args = [i.value if isinstance(i, Literal) else env[i] for i in be.inputs]
+            outs = get_op(be.op).kernel(*args, **be.kw)
+            for m, o in enumerate(be.outputs):
+                inner = where.get((n, m))
+                env[o] = np.asarray(outs[m]) if inner is None else _reference(be, args, m, inner, np.asarray(outs[m]))
+        outs = [env[v] for v in body.outputs]
+        carry = outs[:nc]
+        for t, y in enumerate(outs[nc:]):
+            ys[t][step] = y
+    return tuple(np.asarray(c) for c in carry) + tuple(np.stack(y) for y in ys)
 
 
 def local_reference(e, ins: Sequence, j: int, lay) -> np.ndarray:

@@ -75,6 +75,9 @@ class Checkpoint:
     sharding: Any
     source: str
     reassociated: tuple[str, ...] = ()
+    # a scan's: its body's own checkpoints (their ``eqn`` index the body's equations), from which
+    # the op-by-op check makes each device's reference of the loop
+    body: tuple["Checkpoint", ...] = ()
 
 
 @dataclass(frozen=True)

@@ -115,10 +115,31 @@ def _scan_op(outer: Builder, f: Callable, init, xs, n: int, reverse: bool, what:
     body, x_leaves = _drop_unread_xs(nested.program(), nc, x_leaves)
     residuals = tuple(body.inputs[:nc]) + tuple(o for e in body.eqns for o in e.outputs)
     body = replace(body, outputs=body.outputs + residuals)
+    remat = _checkpointed(nested.builder)
     outs = bind("scan", *carry, *x_leaves, *nested.captured.values(), body=body, length=n,
-                reverse=bool(reverse), num_carry=nc, num_xs=len(x_leaves), num_res=len(residuals))
+                reverse=bool(reverse), num_carry=nc, num_xs=len(x_leaves), num_res=len(residuals),
+                **({"remat": remat} if remat else {}))
     outs = outs if isinstance(outs, tuple) else (outs,)
     return optree.tree_unflatten(nested.out_tree, list(outs[:len(outs) - len(residuals)]))
+
+
+def _checkpointed(builder) -> tuple[Value, ...]:
+    """The results of the body's equations inside ``ss.checkpoint`` regions: the derivative's
+    scan recomputes them from the step's other values instead of reading them as residuals (a
+    weight gathered for a layer is gathered again in the backward pass, as ZeRO-3 does)."""
+    regions = getattr(builder, "remat", ())
+    return tuple(o for r in regions for e in builder.eqns[r.start:r.stop] for o in e.outputs)
+
+
+def _recomputed(eqns, remat: tuple[Value, ...], env: dict) -> None:
+    """Record again, in the current trace, the equations whose results are in ``remat``, on the
+    step's values in ``env`` (updated with their new results, in place of the saved residuals)."""
+    again = set(remat)
+    for e in eqns:
+        if any(o in again for o in e.outputs):
+            ins = [env[i] if isinstance(i, Value) else np.asarray(i.value) for i in e.inputs]
+            outs = bind(e.op, *ins, shardings=e.shardings, **e.kw)
+            env.update(zip(e.outputs, outs if isinstance(outs, tuple) else (outs,)))
 
 
 def _drop_unread_xs(body, nc: int, x_leaves: list) -> tuple:
@@ -144,7 +165,7 @@ def inline(program, *args) -> list:
     return [env[v] for v in program.outputs]
 
 
-def _scan_vjp(cts, *operands, out, body, length, reverse, num_carry, num_xs, num_res=0, **_):
+def _scan_vjp(cts, *operands, out, body, length, reverse, num_carry, num_xs, num_res=0, remat=(), **_):
     """A scan's derivative is a scan run from the last step to the first: each step applies the
     body's derivative rules to the step's saved residuals (results of the forward scan) and its
     xs (the forward scan's own xs operands, sliced), carrying the carries' cotangents and summing
@@ -175,6 +196,7 @@ def _scan_vjp(cts, *operands, out, body, length, reverse, num_carry, num_xs, num
             local = [builder.tracer(builder.capture(k)) for k in consts]  # the body's constants, here
             env = dict(zip(step_values, saved_k))  # the step's xs, carries and intermediates
             env.update(zip(body.inputs[nc + nx:], local))
+            _recomputed(body.eqns, remat, env)  # checkpointed values: computed again, not read
             got = backward_eqns(body.eqns, env.__getitem__, list(body.inputs), user_outs, list(ct_c) + list(cty_k))
             grads = [g if g is not None else zeros(v.aval.shape, v.aval.dtype) for g, v in zip(got, body.inputs)]
             return (grads[:nc], [a + g for a, g in zip(acc, grads[nc + nx:])]), grads[nc:nc + nx]

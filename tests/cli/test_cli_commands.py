@@ -115,6 +115,44 @@ def test_compare_columns_per_axis_and_the_cheapest(capsys):
     assert [_row(r.out, name)[5] for name in ("jit", "contract", "rows *")] == ["5.12 ns", "5.12 ns", "3.84 ns"]
 
 
+def test_compare_says_when_the_cheapest_is_not_bitwise(capsys):
+    """The transformer's training step: Megatron is the cheapest and verifies only up to
+    reassociation (dp is bitwise): marked ``*~``, said under the table; --exact ranks dp."""
+    r = main_in_process(capsys, "compare", "transformer", "--strategies", "dp,megatron")
+    assert r.code == 0, r.err
+    mega, dp = _row(r.out, "megatron *~"), _row(r.out, "dp")
+    assert dp[1] == "bitwise" and mega[1].endswith(" ULP")
+    assert f"*~ megatron is the cheapest but not bitwise: verified up to reassociation of float sums, {mega[1]} at most" \
+        in " ".join(r.out.split())
+    r = main_in_process(capsys, "compare", "transformer", "--strategies", "dp,megatron", "--exact")
+    assert _row(r.out, "dp *")[1] == "bitwise" and "*~" not in r.out
+
+
+def test_compare_shows_fsdps_trade_of_bytes_for_memory(capsys):
+    """ZeRO-3 (``fsdp``) gathers the layers' weights again in the backward pass: more bytes, a
+    lower peak than keeping them (``fsdp-no-reshard``)."""
+    r = main_in_process(capsys, "compare", "gpt", "--strategies", "fsdp,fsdp-no-reshard", "--estimate")
+    assert r.code == 0, r.err
+    zero3, keep = (_row(r.out, _name(r.out, s)) for s in ("fsdp", "fsdp-no-reshard"))
+    header = [c.strip() for c in next(line for line in r.out.splitlines() if "strategy" in line).split("┃")[1:-1]]
+    nbytes, peak = header.index("bytes"), header.index("peak memory")
+    assert _size(zero3[nbytes]) > _size(keep[nbytes]) and _size(zero3[peak]) < _size(keep[peak])
+
+
+def _name(out: str, strategy: str) -> str:
+    """The first cell of ``strategy``'s row, marked or not."""
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and cells[0].split(" ")[0] == strategy:
+            return cells[0]
+    raise AssertionError(f"no row {strategy!r} in\n{out}")
+
+
+def _size(cell: str) -> float:
+    value, unit = cell.split()
+    return float(value) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+
+
 def test_compare_reports_a_failed_strategy_and_exits_1(capsys):
     r = main_in_process(capsys, "compare", str(DATA / "drift.py"))
     assert r.code == 1

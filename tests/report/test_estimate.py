@@ -101,15 +101,14 @@ def test_megatron_volume_equals_the_published_four_all_reduces_per_layer():
 
 def test_training_volumes_equal_the_hand_derived_formulas():
     """A data-parallel step all-reduces every gradient: 2(g-1)/g of the parameter bytes received
-    per device (plus the loss's scalars); FSDP all-gathers each weight once and reduce-scatters
-    its gradient: (g-1)/g of the parameter bytes each. (simshard's scan keeps the gathered
-    weights as residuals for the backward pass instead of gathering them again, so FSDP moves
-    2x the parameters here, not the 3x of implementations that re-gather: docs/estimate.md.)"""
+    per device (plus the loss's scalars); FSDP without resharding after the forward pass
+    all-gathers each weight once and reduce-scatters its gradient: (g-1)/g of the parameter bytes
+    each (ZeRO-3's re-gather: tests/programs/test_gpt_fsdp.py, docs/estimate.md)."""
     from collections import Counter
 
     prog = programs.load("gpt")
     g, param_bytes = 8, prog.extras["config"].param_count * 4
-    for strategy in ("dp", "fsdp"):
+    for strategy in ("dp", "fsdp-no-reshard"):
         est = prog.estimate(strategy, mode="sgd")
         for d in range(g):
             got = Counter()

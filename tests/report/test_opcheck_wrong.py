@@ -18,7 +18,7 @@ import simshard.partition  # noqa: F401  (the package; ss.partition is the funct
 from simshard import P
 from simshard.ops import OPS, register_op
 from simshard.ops.factors import factor_rule
-from simshard.spmd import Compute, Schedule, SpmdProgram
+from simshard.spmd import Compute, Loop, Schedule, SpmdProgram
 
 sp = sys.modules["simshard.partition"]  # ss.run looks the partitioner up here
 
@@ -68,20 +68,23 @@ def _corrupt(monkeypatch, op: str, device: int, params: dict):
     """ss.run partitions with a schedule where ``device``'s block of ``op``'s result is corrupted."""
     real = sp.partition
 
+    def corrupted(instrs, mine: bool):
+        out = []
+        for i in instrs:
+            if isinstance(i, Loop):  # a scan's body: the op inside it
+                i = dataclasses.replace(i, body=corrupted(i.body, mine))
+            elif mine and isinstance(i, Compute) and i.op == op:
+                # the op writes a spare buffer, the corruption its result (the first value written)
+                result, spare = i.outputs[0], 1 << 20
+                out.append(dataclasses.replace(i, outputs=(spare,) + i.outputs[1:]))
+                i = Compute(i.id, "corrupt", op="test_corrupt_block", inputs=(spare,), outputs=(result,),
+                            params=tuple(params.items()))
+            out.append(i)
+        return tuple(out)
+
     def wrong(program):
         spmd = real(program)
-        scheds = []
-        for s in spmd.schedules:
-            instrs = []
-            for i in s.instrs:
-                if s.device == device and isinstance(i, Compute) and i.op == op:
-                    # the op writes a spare buffer, the corruption its result (the first value written)
-                    out, spare = i.outputs[0], 1 << 20
-                    instrs.append(dataclasses.replace(i, outputs=(spare,) + i.outputs[1:]))
-                    i = Compute(i.id, "corrupt", op="test_corrupt_block", inputs=(spare,), outputs=(out,),
-                                params=tuple(params.items()))
-                instrs.append(i)
-            scheds.append(Schedule(s.device, s.inputs, tuple(instrs), s.outputs))
+        scheds = [Schedule(s.device, s.inputs, corrupted(s.instrs, s.device == device), s.outputs) for s in spmd.schedules]
         return SpmdProgram(spmd.program, tuple(scheds), spmd.in_shardings, spmd.out_shardings, spmd.checkpoints)
 
     monkeypatch.setattr(sp, "partition", wrong)
@@ -138,3 +141,34 @@ def test_a_wrong_partial_sum_differs_and_is_never_a_reassociation(monkeypatch, o
     assert not v.ok
     first = v.first_divergence
     assert first.what.endswith(op) and first.wrong and first.reassociated == ()
+
+
+def _scanned(x, ws):
+    """Layers in a scan whose step multiplies the row-split stream by a replicated weight (scaled
+    by a power of two: exact, so a corrupted ULP survives to the loop's result)."""
+    return ss.lax.scan(lambda h, w: ((h @ w) * 0.125, None), x, ws)[0]
+
+
+def test_a_scan_splitting_no_sum_is_checked_bitwise_per_device():
+    """A correct loop whose body runs a row-split matmul: each device's reference of the loop runs
+    the body's matmul on its own rows (``opcheck.loop_reference``), so the scan's check is
+    bitwise, as the same ops outside a loop are; the output, against the op run whole, differs
+    only by the kernel's blocking, which is no licence."""
+    rng = np.random.default_rng(0)
+    x, ws = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((3, 48, 48)).astype(np.float32)
+    v = ss.run(_scanned, x, ws, mesh=ss.Mesh({"x": 4}), in_shardings=(P("x", None), P()), backend="local").verify
+    (scan,) = [c for c in v.op_checks if "scan" in c.what]
+    assert scan.bitwise and not v.wrong_ops and v.reassociations == ()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(how=st.sampled_from(CORRUPTIONS), device=st.integers(0, 3), at=st.integers(0, 1000), ulps=st.integers(1, 4))
+def test_a_wrong_block_inside_a_scan_body_differs(monkeypatch, how, device, at, ulps):
+    rng = np.random.default_rng(at)
+    x, ws = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((3, 48, 48)).astype(np.float32)
+    with monkeypatch.context() as m:
+        _corrupt(m, "dot_general", device, dict(how=how, at=at, ulps=ulps))
+        v = ss.run(_scanned, x, ws, mesh=ss.Mesh({"x": 4}), in_shardings=(P("x", None), P()), backend="local").verify
+    assert not v.ok and v.reassociations == ()
+    first = v.first_divergence
+    assert "scan" in first.what and first.wrong and first.device == device

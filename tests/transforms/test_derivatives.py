@@ -361,6 +361,29 @@ def test_checkpoint_recomputes_the_region_and_gives_the_same_gradient():
     np.testing.assert_array_equal(ss.grad(loss(True))(x), ss.grad(loss(False))(x))
 
 
+def test_checkpoint_inside_a_scan_body_is_recomputed_by_the_derivative_scan():
+    """A checkpointed value of a scan's step is not a residual: the derivative's scan computes it
+    again from the step's xs (the forward scan's stacked result for it is never read)."""
+    ws, x = normal(3, 4, 4), normal(2, 4)
+
+    def loss(remat):
+        def step(h, w):
+            use = ss.checkpoint(lambda w: np.broadcast_to(w, (2, 4, 4)))(w) if remat else np.broadcast_to(w, (2, 4, 4))
+            return np.tanh(h[:, None, :] @ use)[:, 0, :], None
+
+        return lambda ws: np.sum(ss.lax.scan(step, x, ws)[0])
+
+    plain, remat = (ss.jit(ss.grad(loss(r))).trace(ws) for r in (False, True))
+    scans = lambda p: [e for e in p.eqns if e.op == "scan"]  # noqa: E731
+    (fwd, back), (fwd_r, back_r) = scans(plain), scans(remat)
+    broadcasts = lambda body: sum(e.op == "broadcast_in_dim" for e in body.eqns)  # noqa: E731
+    assert broadcasts(back_r.kw["body"]) == broadcasts(back.kw["body"]) + 1  # computed again
+    saved = lambda f, b: [i for i in b.inputs if i in f.outputs]  # noqa: E731  residuals the derivative reads
+    assert len(saved(fwd_r, back_r)) == len(saved(fwd, back)) - 1  # not read as a residual
+    assert fwd_r.inputs[1] in back_r.inputs  # but from the stacked xs
+    np.testing.assert_array_equal(ss.grad(loss(True))(ws), ss.grad(loss(False))(ws))
+
+
 def test_stop_gradient_is_a_constant_of_the_derivative():
     g = ss.grad(lambda x: np.sum(x * ss.lax.stop_gradient(x)))(np.array([1.0, 2.0]))
     assert g.tolist() == [1.0, 2.0]  # d(x * c)/dx = c
