@@ -543,13 +543,15 @@ def token_cluster():
     import signal
     import socket
     import subprocess
+    import sys
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = secrets.token_hex(16)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
-    head = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+    ray_command = os.path.join(os.path.dirname(sys.executable), "ray")  # the venv's, whether or not it is on PATH
+    head = subprocess.Popen([ray_command, "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
                              "--include-dashboard=false", "--disable-usage-stats"], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
