@@ -14,6 +14,8 @@ each op's results' layouts, which ``ss.run`` and ``ss.estimate`` take as they ta
 from __future__ import annotations
 
 import time
+import warnings
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -21,29 +23,36 @@ import optree
 
 from ..errors import ShardingError
 from ..report.compute import device_of
+from ..report.estimate import estimate
 from ..report.topology import LINK_CLASSES, Topology
 from ..sharding.mesh import Mesh
 from ..tracing.tracer import ShapeDtype, trace
 from .costs import ReshardCosts
 from .graph import build_graph
 from .model import Search, chosen
-from .report import SearchReport, breakdown, explain
+from .report import SearchReport, breakdown, explain, picked
 from .strategy import AutoStrategy
 
 DEFAULT_DEVICE = "h100"  # compute is priced on this device where the topology names none
 MODES = ("time", "communication")
+REPAIRS = 3  # solves again with a lower budget when the estimate's peak exceeds the budget
+PLANNED_DEVICES = 16  # up to this many devices every reshard is planned; beyond, its closed form
 
 
 def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topology | None = None,
               mode: str = "time", ties: Sequence[tuple[int, int]] = (), time_limit: float | None = None,
-              explain_top: int = 6, gap: float = 1e-4) -> AutoStrategy:
+              explain_top: int = 4, gap: float = 1e-4, planner: bool | None = None) -> AutoStrategy:
     """Search the strategy of ``f(*args)`` on ``mesh`` (module docstring).
 
-    ``args``: arrays or ``ShapeDtype``s. ``device_memory``: the bytes each device may hold, None for no limit. ``topology``: the links (and device) the time is
-    estimated on; default NVLink on every axis and an H100. ``mode``: ``"time"`` minimises
+    ``args``: arrays or ``ShapeDtype``s. ``device_memory``: the bytes each device may hold (None:
+    no limit), checked against the estimate of the strategy found (``_fit``). ``topology``: the
+    links (and device) the time is estimated on; default NVLink on every axis and an H100. ``mode``: ``"time"`` minimises
     compute plus communication, ``"communication"`` communication alone. ``ties``: pairs
     (output leaf, input leaf) that must be laid out alike (a training step's parameters written
-    back where they were read)."""
+    back where they were read). ``planner``: price reshards by planning each pair (exact, a few
+    milliseconds a pair) or by the planner's structured path in closed form; default: planned up
+    to ``PLANNED_DEVICES`` devices. ``gap``: the relative optimality gap the solver may stop at;
+    ``time_limit``: seconds it may take (then the best strategy found, reported not optimal)."""
     if mode not in MODES:
         raise ValueError(f"autoshard: mode is one of {', '.join(MODES)}, not {mode!r}")
     mesh = mesh if isinstance(mesh, Mesh) else Mesh(dict(mesh))
@@ -54,15 +63,36 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
         device = device_of({"flops": 1e300, "memory_bandwidth": 1e300})
     abstract = optree.tree_map(lambda a: ShapeDtype(a.shape, a.dtype) if isinstance(a, np.ndarray) else a, args)
     program = trace(f, *abstract, mesh=mesh)
-    graph = build_graph(program)
-    search = Search(graph, mesh, ReshardCosts(topology), device, budget, ties)
+    costs = ReshardCosts(topology, mesh.size, mesh.size <= PLANNED_DEVICES if planner is None else planner)
+    search = Search(build_graph(program), mesh, costs, device, budget, ties)
     start = time.perf_counter()
-    best = search.model.solve(time_limit=time_limit, gap=gap)
-    solve_seconds = time.perf_counter() - start
-    report = SearchReport(best.objective / 1e6, breakdown(search, best.values), solve_seconds, search.model.size,
-                          search.model.row_count, best.optimal, budget,
-                          explain(search, best, budget, explain_top) if explain_top else ())
-    return _strategy(f, program, search, best.values, mesh, report)
+    best, strategy, peak = _fit(search, lambda values: _strategy(f, program, search, values, mesh, None),
+                                abstract, topology, budget, time_limit, gap)
+    report = SearchReport(best.objective / 1e6, breakdown(search, best.values), time.perf_counter() - start,
+                          search.model.size, search.model.row_count, best.optimal, budget,
+                          explain(search, best, budget, explain_top) if explain_top else (), peak)
+    return replace(strategy, report=report)
+
+
+def _fit(search: Search, make, abstract, topology: Topology, budget: int | None, time_limit, gap):
+    """Solve; with a budget, estimate the strategy's peak (``ss.estimate``: the schedules' own
+    buffers, which the model approximates) and, while it is over, solve again with the model's
+    budget lowered by the excess (``REPAIRS`` times at most, then a warning)."""
+    limit = budget
+    for _ in range(REPAIRS + 1):
+        best = search.model.solve(time_limit=time_limit, gap=gap)
+        strategy = make(best.values)
+        if budget is None:
+            return best, strategy, None
+        peak = estimate(strategy, *abstract, topology=topology).memory.max_peak
+        if peak <= budget:
+            return best, strategy, peak
+        limit -= peak - budget
+        search.set_budget(limit)
+    warnings.warn(f"autoshard: the strategy found needs {peak:,} bytes per device, over device_memory "
+                  f"({budget:,}): the memory model misses the schedule's buffers by more than {REPAIRS} "
+                  f"corrections could take back", stacklevel=3)
+    return best, strategy, peak
 
 
 def _topology(topology: Topology | None) -> Topology:
@@ -76,13 +106,12 @@ def _topology(topology: Topology | None) -> Topology:
 
 
 def _strategy(f, program, search: Search, values, mesh: Mesh, report: SearchReport) -> AutoStrategy:
-    graph = search.graph
-    ins = tuple(chosen(search.dist[k], values) for k in graph.inputs)
+    ins = tuple(chosen(search.dist[k], values) for k in search.graph.inputs)
     outs = tuple(chosen(d, values) for d in search.output_layouts)
     notes = {}
     for i, op in enumerate(search.ops):
-        c = max(range(len(op.vars)), key=lambda c: values[op.vars[c]])
-        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in op.candidates[c].results)
+        results = op.candidates[picked(search, values, i)].results
+        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in results)
     return AutoStrategy(f, mesh, ins, outs, notes, tuple(program.input_names),
                         tuple(v.aval.shape for v in program.inputs), report)
 

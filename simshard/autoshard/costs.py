@@ -12,11 +12,13 @@ layouts.
   ``2(g-1)`` messages. Nodes
   (``Topology.nodes``) are not modelled here: the plan is priced flat on the axes' links.
 
-Plans are cached by (source, target, shape, dtype) for one search: a model's repeated shapes
-are planned once.
+Plans are cached per pair of layouts and shape for one search, and planned on a small shape of
+the same divisibility (``ReshardCosts``).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from ..report.compute import DeviceSpec, op_flops
 from ..report.topology import Topology
 from ..sharding.dims import Sharding
 from .candidates import OpCandidate, local_bytes
+from .closed_form import closed_form_seconds
 
 LAYOUT_FREE = ("scan",)  # structured ops priced through their bodies
 
@@ -47,38 +50,54 @@ def compute_seconds(eqn: Eqn, cand: OpCandidate, device: DeviceSpec) -> float:
 
 
 class ReshardCosts:
-    """Seconds to move a value between two layouts under ``topology``, per mesh-axis link
-    (cached per pair)."""
+    """Seconds to move a value between two layouts under ``topology``, per mesh-axis link.
 
-    def __init__(self, topology: Topology):
-        self.topology = topology
+    Even layouts move bytes in proportion to the tensor's size, so a pair is planned once on the
+    smallest shape with the same divisibility by the mesh (each dim ``gcd(n, devices)``) and its
+    bytes scaled up (``plan_seconds``); pairs are cached by the layouts' identity (``intern``
+    gives each distinct layout one object). ``planner=False`` prices a pair by the planner's
+    structured path in closed form instead (``closed_form``), for searches over many devices."""
+
+    def __init__(self, topology: Topology, mesh_size: int, planner: bool = True):
+        self.topology, self.mesh_size, self.planner = topology, mesh_size, planner
         self.cache: dict = {}
+        self.canonical: dict[Sharding, Sharding] = {}
+
+    def intern(self, s: Sharding) -> Sharding:
+        return self.canonical.setdefault(s, s)
 
     def by_link(self, src: Sharding, dst: Sharding, aval: Aval) -> dict[tuple[str, ...], float]:
         """Seconds per set of mesh axes the plan's collectives run over."""
-        if src == dst:
+        if src is dst or src == dst:
             return {}
-        key = (src, dst, aval.shape, aval.dtype)
-        if key not in self.cache:
-            self.cache[key] = plan_seconds(src, dst, aval.shape, aval.dtype, self.topology)
-        return self.cache[key]
+        key = (id(src), id(dst), aval.shape, aval.dtype.itemsize)
+        hit = self.cache.get(key)
+        if hit is None and not self.planner:
+            hit = self.cache[key] = closed_form_seconds(src, dst, local_bytes(src, aval), self.topology)
+        if hit is None:
+            small = tuple(math.gcd(n, self.mesh_size) for n in aval.shape)
+            scale = math.prod(aval.shape) / max(math.prod(small), 1)
+            hit = self.cache[key] = plan_seconds(src, dst, small, aval.dtype, self.topology, scale)
+        return hit
 
     def seconds(self, src: Sharding, dst: Sharding, aval: Aval) -> float:
         return sum(self.by_link(src, dst, aval).values())
 
 
-def plan_seconds(src: Sharding, dst: Sharding, shape, dtype, topology: Topology) -> dict[tuple[str, ...], float]:
-    """The alpha-beta seconds of the planner's plan from ``src`` to ``dst`` per link (module docstring)."""
+def plan_seconds(src: Sharding, dst: Sharding, shape, dtype, topology: Topology,
+                 scale: float = 1.0) -> dict[tuple[str, ...], float]:
+    """The alpha-beta seconds of the planner's plan from ``src`` to ``dst`` per link (module
+    docstring), its bytes multiplied by ``scale``."""
     plan = plan_reshard(src, dst, shape, np.dtype(dtype))
     out: dict[tuple[str, ...], float] = {}
     for step in plan.steps:
         if step.collective is None:
             continue
-        link = topology.link(step.axes)
+        axes = tuple(step.axes) or tuple(src.mesh.axis_names)  # an exchange: priced on the slowest link
+        link = topology.link(axes)
         busiest = max(max(step.received.values(), default=0), max(step.sent.values(), default=0))
         messages = len(step.rounds) if step.rounds else max((len(g) - 1 for g in step.groups), default=1)
         if step.kind == "all_reduce":  # direct: a reduce-scatter then an all-gather (collective_cost)
             busiest, messages = max(step.minimum.values(), default=0), 2 * messages
-        axes = tuple(step.axes)
-        out[axes] = out.get(axes, 0.0) + busiest / link.bandwidth + link.latency * messages
+        out[axes] = out.get(axes, 0.0) + busiest * scale / link.bandwidth + link.latency * messages
     return out

@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..ir.program import Aval
@@ -70,6 +70,7 @@ class Search:
         self.ops: list[OpChoice] = []
         self.edges: list[Edge] = []
         self.temps: dict[int, list[tuple[int, float]]] = {}
+        self.sizes: dict = {}
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
         for k in graph.free:
             self.dist[k] = self.choose_layout(graph.values[k])
@@ -78,7 +79,7 @@ class Search:
         for link in graph.links:
             if link.alias:
                 src = self.dist[link.source]
-                self.dist[link.target] = {lift(s) if link.lifted else s: v for s, v in src.items()}
+                self.dist[link.target] = {self.costs.intern(lift(s)) if link.lifted else s: v for s, v in src.items()}
         for i, site in enumerate(graph.ops):
             self.read_operands(i, site)
         self.read_links()
@@ -88,13 +89,15 @@ class Search:
             self.memory_rows(budget)
 
     def choose_layout(self, aval: Aval) -> Dist:
-        specs = value_specs(aval, self.mesh)
+        specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh)]
         vars_ = [self.model.var() for _ in specs]
         self.model.row([(v, 1) for v in vars_], 1, 1)
         return {s: [v] for s, v in zip(specs, vars_)}
 
     def add_op(self, site: OpSite) -> None:
         rule, cands = op_candidates(site.eqn, self.mesh)
+        cands = tuple(replace(c, operands=tuple(map(self.costs.intern, c.operands)),
+                              results=tuple(map(self.costs.intern, c.results))) for c in cands)
         seconds = tuple(compute_seconds(site.eqn, c, self.device) for c in cands)
         vars_ = tuple(self.model.var(site.weight * t * SCALE) for t in seconds)
         self.model.row([(v, 1) for v in vars_], 1, 1)
@@ -119,7 +122,7 @@ class Search:
             if link.alias:
                 continue
             target = self.dist[link.target]
-            need = {lift(t) if link.sliced else t: v for t, v in target.items()}
+            need = {self.costs.intern(lift(t)) if link.sliced else t: v for t, v in target.items()}
             self.edge(link.source, need, link.weight, None)
 
     def read_outputs(self, ties: Sequence[tuple[int, int]]) -> None:
@@ -137,30 +140,33 @@ class Search:
         src, aval, m = self.dist[key], self.graph.values[key], self.model
         self.edges.append(Edge(key, src, need, aval, weight, site))
         temps = self.temps.setdefault(site, []) if site is not None else []
-
-        def price(s, t):
-            return weight * self.costs.seconds(s, t, aval) * SCALE
-
-        if len(src) == 1:
-            (s,) = src
-            for t, vs in need.items():
-                for v in vs:
-                    m.add_cost(v, price(s, t))
-                    temps += [(v, local_bytes(t, aval))] if t != s else []
+        srcs, needs = list(src.items()), list(need.items())
+        price = [[weight * self.costs.seconds(s, t, aval) * SCALE for t, _ in needs] for s, _ in srcs]
+        size = [self.bytes(t, aval) for t, _ in needs]
+        if len(srcs) == 1 or len(needs) == 1:  # one end fixed: the cost falls on the other's binaries
+            for i, (s, svars) in enumerate(srcs):
+                for j, (t, tvars) in enumerate(needs):
+                    for v in (tvars if len(srcs) == 1 else svars):
+                        m.add_cost(v, price[i][j])
+                        temps += [(v, size[j])] if t is not s else []
             return
-        if len(need) == 1:
-            (t,) = need
-            for s, vs in src.items():
-                for v in vs:
-                    m.add_cost(v, price(s, t))
-                    temps += [(v, local_bytes(t, aval))] if t != s else []
-            return
-        cells = {(s, t): m.var(price(s, t), binary=False) for s in src for t in need}
-        for s, vs in src.items():
-            m.row([(cells[s, t], 1) for t in need] + [(v, -1) for v in vs], 0, 0)
-        for t, vs in need.items():
-            m.row([(cells[s, t], 1) for s in src] + [(v, -1) for v in vs], 0, 0)
-        temps += [(e, local_bytes(t, aval)) for (s, t), e in cells.items() if s != t]
+        cells = [[m.var(price[i][j], binary=False) for j in range(len(needs))] for i in range(len(srcs))]
+        for i, (_, vs) in enumerate(srcs):
+            m.row([(c, 1) for c in cells[i]] + [(v, -1) for v in vs], 0, 0)
+        for j, (_, vs) in enumerate(needs):
+            m.row([(cells[i][j], 1) for i in range(len(srcs))] + [(v, -1) for v in vs], 0, 0)
+        temps += [(cells[i][j], size[j]) for i, (s, _) in enumerate(srcs) for j, (t, _) in enumerate(needs) if s is not t]
+
+    def bytes(self, s: Sharding, aval: Aval) -> int:
+        key = (id(s), aval.shape, aval.dtype.itemsize)
+        if key not in self.sizes:
+            self.sizes[key] = local_bytes(s, aval)
+        return self.sizes[key]
+
+    def set_budget(self, budget: int) -> None:
+        """Every memory row's bound set to ``budget`` bytes."""
+        for r in range(self.memory_start, self.model.row_count):
+            self.model.ub[r] = budget
 
     def memory_rows(self, budget: int) -> None:
         for point in self.graph.points:
@@ -168,7 +174,7 @@ class Search:
             for key in point.live:
                 aval = self.graph.values[key]
                 for s, vs in self.dist[key].items():
-                    terms += [(v, local_bytes(s, aval)) for v in vs]
+                    terms += [(v, self.bytes(s, aval)) for v in vs]
             self.model.row(terms, 0, budget)
 
 

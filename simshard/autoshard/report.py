@@ -59,6 +59,7 @@ class SearchReport:
     optimal: bool
     budget: int | None
     ops: tuple[OpExplanation, ...] = ()
+    estimated_peak: int | None = None  # the estimate's peak bytes per device (with a budget)
 
     def text(self) -> str:
         b = self.breakdown
@@ -66,7 +67,8 @@ class SearchReport:
                  f"{b.communication * 1e3:.4g} ms"
                  + "".join(f"; {','.join(a) or '-'} {s * 1e3:.4g} ms" for a, s in b.links),
                  f"memory per device (model): {fmt_bytes(b.memory or 0)}"
-                 + (f" of {fmt_bytes(self.budget)}" if self.budget is not None else " (no budget given)"),
+                 + (f" of {fmt_bytes(self.budget)}; estimated {fmt_bytes(self.estimated_peak)}"
+                    if self.budget is not None else " (no budget given)"),
                  f"search: {self.variables} variables, {self.rows} constraints, solved in {self.solve_seconds:.2f} s"
                  + ("" if self.optimal else " (not proven optimal)")]
         for e in self.ops:
@@ -102,7 +104,7 @@ def memory_peak(search: Search, values) -> int:
     return peak
 
 
-def explain(search: Search, best: Solution, budget: int | None, top: int = 6) -> tuple[OpExplanation, ...]:
+def explain(search: Search, best: Solution, budget: int | None, top: int = 4) -> tuple[OpExplanation, ...]:
     """The ``top`` ops of most compute (replicated), each with its runner-up (module docstring)."""
     free = search.model.solve(upto=search.memory_start) if budget is not None else best
     base = breakdown(search, best.values).components()
