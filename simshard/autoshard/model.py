@@ -71,6 +71,7 @@ class Search:
         self.edges: list[Edge] = []
         self.temps: dict[int, list[tuple[int, float]]] = {}
         self.sizes: dict = {}
+        self.groups: list[tuple[int, ...]] = []  # the one-hot sets of binaries: one chosen of each
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
         for k in graph.free:
             self.dist[k] = self.choose_layout(graph.values[k])
@@ -92,6 +93,7 @@ class Search:
         specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh)]
         vars_ = [self.model.var() for _ in specs]
         self.model.row([(v, 1) for v in vars_], 1, 1)
+        self.groups.append(tuple(vars_))
         return {s: [v] for s, v in zip(specs, vars_)}
 
     def add_op(self, site: OpSite) -> None:
@@ -101,6 +103,7 @@ class Search:
         seconds = tuple(compute_seconds(site.eqn, c, self.device) for c in cands)
         vars_ = tuple(self.model.var(site.weight * t * SCALE) for t in seconds)
         self.model.row([(v, 1) for v in vars_], 1, 1)
+        self.groups.append(vars_)
         self.ops.append(OpChoice(site, rule, cands, vars_, seconds))
         for r, key in enumerate(site.results):
             d = self.dist.setdefault(key, {})
@@ -166,7 +169,7 @@ class Search:
     def set_budget(self, budget: int) -> None:
         """Every memory row's bound set to ``budget`` bytes."""
         for r in range(self.memory_start, self.model.row_count):
-            self.model.ub[r] = budget
+            self.model.ub[r] = budget + 0.5
 
     def memory_rows(self, budget: int) -> None:
         for point in self.graph.points:
@@ -175,7 +178,7 @@ class Search:
                 aval = self.graph.values[key]
                 for s, vs in self.dist[key].items():
                     terms += [(v, self.bytes(s, aval)) for v in vs]
-            self.model.row(terms, 0, budget)
+            self.model.row(terms, 0, budget + 0.5)  # whole bytes: the half absorbs the solver's tolerances
 
 
 def chosen(dist: Dist, values) -> Sharding:
