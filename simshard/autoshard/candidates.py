@@ -17,12 +17,16 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..ir.program import Aval, Eqn, Literal
+from ..ir.program import Aval, Eqn
 from ..ops import get_op
 from ..ops.check import project, shardable_factors
 from ..ops.factors import FactorRule
 from ..sharding.dims import Sharding
 from ..sharding.mesh import Mesh
+
+# ops that build their result's block from their params, so a factor of the result alone may be
+# split (a broadcast's new dims, iota, full): partition.assign's list
+RESULT_ONLY = frozenset({"broadcast_in_dim", "iota", "full", "constant"})
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class OpCandidate:
 def value_specs(aval: Aval, mesh: Mesh) -> tuple[Sharding, ...]:
     """Every even tensor-dimension sharding of ``aval`` over whole axes of ``mesh`` (replicated first)."""
     out = []
-    names, sizes = mesh.axis_names, mesh.axis_sizes
+    names = mesh.axis_names
     for choice in itertools.product(range(aval.ndim + 1), repeat=len(names)):
         dims = [[] for _ in range(aval.ndim)]
         for axis, d in zip(names, choice):
@@ -52,7 +56,6 @@ def value_specs(aval: Aval, mesh: Mesh) -> tuple[Sharding, ...]:
                 dims[d].append(axis)
         if all(n % math.prod(mesh.shape[a] for a in dd) == 0 for n, dd in zip(aval.shape, dims)):
             out.append(Sharding(mesh, tuple(tuple(d) for d in dims)))
-    del sizes
     return tuple(out)
 
 
@@ -91,7 +94,7 @@ def op_candidates(eqn: Eqn, mesh: Mesh) -> tuple[FactorRule | None, tuple[OpCand
     rule = rule_of(eqn)
     if rule is None:
         return None, (_replicated(eqn, mesh),)
-    factors = shardable_factors(rule, ins, outs)
+    factors = shardable_factors(rule, ins, outs, result_only=eqn.op in RESULT_ONLY)
     sizes = rule.sizes
     seen, out = set(), []
     for choice in itertools.product(range(len(factors) + 1), repeat=len(mesh.axis_names)):
@@ -103,7 +106,7 @@ def op_candidates(eqn: Eqn, mesh: Mesh) -> tuple[FactorRule | None, tuple[OpCand
             continue
         try:
             operands, results = project(rule, ins, outs, mesh, assignment)
-        except (ValueError, Exception):  # not a sharding this op runs with
+        except ValueError:  # not a sharding this op runs with (project names why)
             continue
         key = (operands, results)
         if key not in seen:
@@ -115,7 +118,3 @@ def op_candidates(eqn: Eqn, mesh: Mesh) -> tuple[FactorRule | None, tuple[OpCand
 def _replicated(eqn: Eqn, mesh: Mesh) -> OpCandidate:
     return OpCandidate((), tuple(Sharding.replicated_on(mesh, len(x.aval.shape)) for x in eqn.inputs),
                        tuple(Sharding.replicated_on(mesh, v.aval.ndim) for v in eqn.outputs))
-
-
-def is_literal(x) -> bool:
-    return isinstance(x, Literal)
