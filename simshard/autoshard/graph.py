@@ -5,8 +5,9 @@ A scan's body is one scope of its own, visited once: its ops weigh ``length`` ti
 time (every iteration runs the same strategy), so the search is as large for 96 layers as for
 one. Values are keyed by ``(scope, value id)``; a scan joins its scope to the body's:
 
-* a carry's initial value and each constant feed the body's input once, before the loop;
-  a stacked input ``xs`` feeds it sliced (its leading, scanned dim replicated);
+* the body's inputs take the layouts of the scan's operands (the loop partitioner lays them
+  out so): a carry's initial value and each constant as they are, a stacked input ``xs`` sliced
+  (its leading, scanned dim replicated);
 * the body's carry out feeds its carry in on every iteration but the last (``length - 1``
   times), so a layout that changes across an iteration pays each time;
 * the scan's results are the body's outputs: its final carries as they are, its stacked ``ys``
@@ -42,9 +43,9 @@ class OpSite:
 @dataclass(frozen=True)
 class Link:
     """``target`` (a body input or a scan result) takes the layout of ``source``: with a reshard
-    priced ``weight`` times, or (``alias``) as the same layout, no choice of its own.
-    ``lifted``: the target has one more leading dim than the source (a stacked value), laid out
-    replicated."""
+    priced ``weight`` times (a carry from the body's end to its start), or (``alias``) as the
+    same layout, no choice of its own. ``lifted``: the target has one more leading dim than the
+    source (a stacked value), laid out replicated; ``sliced``: one fewer (a slice of ``xs``)."""
 
     source: Key
     target: Key
@@ -52,6 +53,7 @@ class Link:
     lifted: bool = False  # target = source with a leading replicated dim
     sliced: bool = False  # source = target with a leading replicated dim (xs into the body)
     alias: bool = False
+    iterations: int = 0  # a scan's: the loop reads (xs) or writes (ys) this value's block each time
 
 
 @dataclass(frozen=True)
@@ -85,12 +87,16 @@ class _Builder:
         self.bodies: dict[int, tuple[int, int]] = {}
         self.scopes = 0
 
-    def scope(self, program: Program, weight: int, outside: frozenset[Key], where: str) -> int:
+    def scope(self, program: Program, weight: int, outside: frozenset[Key], where: str,
+              bound: frozenset[int] = frozenset()) -> int:
+        """Add ``program`` as a scope; its inputs are chosen freely unless ``bound`` (a body's
+        inputs take their operands' layouts)."""
         s = self.scopes
         self.scopes += 1
         for v in program.inputs:
             self.values[(s, v.id)] = v.aval
-            self.free.append((s, v.id))
+            if v.id not in bound:
+                self.free.append((s, v.id))
         last = last_uses(program)
         live = {(s, v.id) for v in program.inputs}
         for i, e in enumerate(program.eqns):
@@ -110,15 +116,20 @@ class _Builder:
     def scan(self, s: int, i: int, e: Eqn, weight: int, outside: frozenset[Key], path: str) -> None:
         kw = e.kw
         body, n, carry, xs = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
-        b = self.scope(body, weight * n, outside, f"{path} / ")
-        self.bodies[b] = (s, i)
+        b, bound = self.scopes, set()
         for j, (x, v) in enumerate(zip(e.inputs, body.inputs)):
-            if isinstance(x, Value):
-                self.links.append(Link((s, x.id), (b, v.id), weight, sliced=carry <= j < carry + xs))
+            if isinstance(x, Value):  # before the body's own links: a nested body may read it
+                scanned = carry <= j < carry + xs
+                self.links.append(Link((s, x.id), (b, v.id), weight, sliced=scanned, alias=True,
+                                       iterations=n if scanned or j < carry else 0))
+                bound.add(v.id)
+        self.scope(body, weight * n, outside, f"{path} / ", frozenset(bound))
+        self.bodies[b] = (s, i)
         for j in range(carry):
             self.links.append(Link((b, body.outputs[j].id), (b, body.inputs[j].id), weight * max(n - 1, 0)))
         for j, (out, r) in enumerate(zip(body.outputs, e.outputs)):
-            self.links.append(Link((b, out.id), (s, r.id), weight, lifted=j >= carry, alias=True))
+            self.links.append(Link((b, out.id), (s, r.id), weight, lifted=j >= carry, alias=True,
+                                   iterations=n if j >= carry else 0))
 
 
 def last_uses(program: Program) -> dict[int, int]:

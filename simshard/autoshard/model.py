@@ -4,13 +4,16 @@
   layout of each free value (the program's inputs, a body's inputs), exactly one chosen of each.
   An op's candidate costs its compute seconds, times its weight (a body's iterations).
 * A value's layout is a sum of binaries: its producer's candidates that give that layout (a
-  free value's own binaries; a scan result's, the body output's, stacked).
-* An edge joins a value's layout to the layout a consumer reads (an op's operand, a body's
-  input, a training step's parameter written back where it was read): continuous variables
+  free value's own binaries; a scan result's, the body output's, stacked; a body input's, the
+  scan operand's, sliced where it is scanned).
+* An edge joins a value's layout to the layout a consumer reads (an op's operand, a training
+  step's parameter written back where it was read): continuous variables
   ``e[s, t]`` whose row sums are the value's layout binaries and whose column sums are the
-  consumer's, priced at the planner's reshard seconds from ``s`` to ``t``. With one-hot ends the
+  consumer's (or a body's carry from its end to its start, ``length - 1`` times), priced at the planner's reshard seconds from ``s`` to ``t``. With one-hot ends the
   transport polytope has one vertex, so ``e`` needs no integrality. An end with one layout needs
   no ``e`` at all (its cost falls on the other end's binaries).
+* A scan's loop costs what it moves in local memory each iteration (``loop_cost``): the
+  stacked inputs' blocks and slices, the stacked outputs', the carries'.
 * Memory, when a budget is given: at every op of every scope, the blocks of the values live
   there (the enclosing scopes' too) plus the reshard buffers the op's operands need, at most the
   budget per device.
@@ -71,6 +74,7 @@ class Search:
         self.edges: list[Edge] = []
         self.temps: dict[int, list[tuple[int, float]]] = {}
         self.sizes: dict = {}
+        self.loops: list[tuple[int, float]] = []  # (binary, seconds) of the loops' local copies
         self.groups: list[tuple[int, ...]] = []  # the one-hot sets of binaries: one chosen of each
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
         for k in graph.free:
@@ -79,8 +83,10 @@ class Search:
             self.add_op(site)
         for link in graph.links:
             if link.alias:
-                src = self.dist[link.source]
-                self.dist[link.target] = {self.costs.intern(lift(s)) if link.lifted else s: v for s, v in src.items()}
+                self.dist[link.target] = {self.relayout(s, link): v for s, v in self.dist[link.source].items()}
+        for link in graph.links:
+            if link.iterations:
+                self.loop_cost(link)
         for i, site in enumerate(graph.ops):
             self.read_operands(i, site)
         self.read_links()
@@ -88,6 +94,27 @@ class Search:
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
         if budget is not None:
             self.memory_rows(budget)
+
+    def relayout(self, s: Sharding, link) -> Sharding:
+        """The target's layout of a link from the source's: stacked, sliced or the same."""
+        if link.lifted:
+            return self.costs.intern(lift(s))
+        return self.costs.intern(drop_leading(s)) if link.sliced else s
+
+    def loop_cost(self, link) -> None:
+        """What a scan's loop moves in local memory each iteration, as the estimate counts it: a
+        stacked input's block read and its slice written (``xs``), a slice read and written into a
+        stacked output (``ys``: three slices), a carry copied (two blocks)."""
+        src, aval, tgt = self.dist[link.source], self.graph.values[link.source], self.graph.values[link.target]
+        for s, vs in src.items():
+            # a slice written into a stacked output reads and writes the slice; a stacked input's
+            # slice reads the whole block; a carry is copied
+            whole = 2 * self.bytes(s, aval) if link.lifted else self.bytes(self.relayout(s, link), tgt)
+            nbytes = self.bytes(s, aval) + whole
+            seconds = link.weight * link.iterations * self.device.seconds(0, nbytes)
+            for v in vs:
+                self.model.add_cost(v, seconds * SCALE)
+                self.loops.append((v, seconds))
 
     def choose_layout(self, aval: Aval) -> Dist:
         specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh)]
@@ -124,9 +151,7 @@ class Search:
         for link in self.graph.links:
             if link.alias:
                 continue
-            target = self.dist[link.target]
-            need = {self.costs.intern(lift(t)) if link.sliced else t: v for t, v in target.items()}
-            self.edge(link.source, need, link.weight, None)
+            self.edge(link.source, self.dist[link.target], link.weight, None)
 
     def read_outputs(self, ties: Sequence[tuple[int, int]]) -> None:
         """Outputs are read whole (no pending sum); a tied one where its input was read from."""
@@ -186,4 +211,4 @@ def chosen(dist: Dist, values) -> Sharding:
     return max(dist, key=lambda s: sum(values[v] for v in dist[s]))
 
 
-__all__ = ["Edge", "OpChoice", "Search", "chosen", "drop_leading"]
+__all__ = ["Edge", "OpChoice", "Search", "chosen"]

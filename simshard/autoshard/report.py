@@ -86,6 +86,7 @@ def picked(search: Search, values, i: int) -> int:
 def breakdown(search: Search, values) -> Breakdown:
     """The seconds of a solution by component, and the model's memory peak."""
     compute = sum(op.site.weight * op.compute[picked(search, values, i)] for i, op in enumerate(search.ops))
+    compute += sum(seconds * values[v] for v, seconds in search.loops)
     links: dict[tuple[str, ...], float] = {}
     for e in search.edges:
         s, t = chosen(e.src, values), chosen(e.dst, values)
