@@ -8,14 +8,18 @@ blocks) the planner's structured path takes these steps, in this order, and so d
    axis, the others all-reduced together in one collective;
 2. axes the target adds: a local slice, nothing moves;
 3. axes that change dims: one all-to-all per axis, ``(g-1)/g`` of the block;
-4. the same axes of a dim in another order: a collective-permute of the block;
+4. the same axes of a dim in another order, or a dim's major axis leaving while a minor one
+   stays: a collective-permute of the block;
 5. axes the target drops: one all-gather over all of them, ``G - 1`` blocks.
 
 Each step's seconds are the alpha-beta model's (``costs.plan_seconds``): the busiest device's
-bytes over the link of the step's axes plus a latency per message. ``tests/autoshard`` holds
-this equal to the planner's plan on every pair of layouts of small shapes, where the planner
-takes its structured path; where its exchange wins (axes moving between several dims at once)
-the planner moves fewer bytes and this is an upper bound.
+bytes over the link of the step's axes plus a latency per message. ``tests/autoshard/test_costs.py``
+holds it equal to the planner's plan where that plan is one collective per axis. Elsewhere it is
+a model of the plan, not the plan: where axes move between several dims at once the planner's
+exchange may move fewer bytes (priced there on the slowest link), and relabelling steps may
+differ. On a 2 x 4 mesh over shapes [8, 8] and [8, 16, 4], 156 of 168 layout pairs that differ in
+one axis agree exactly, and 132 of 288 that differ in both (202 of these are upper bounds).
+The search uses it beyond ``api.PLANNED_DEVICES`` devices, where planning every pair is too slow.
 """
 
 from __future__ import annotations
@@ -49,6 +53,12 @@ def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topo
     if reduce:
         g = math.prod(sizes[a] for a in reduce)
         step(tuple(reduce), 2 * block * (g - 1) / g, 2 * (g - 1))
+    for d, ds in enumerate(src.dims):  # a major axis leaving while a minor one stays: a relabel first
+        names = [a.name for a in ds.axes]
+        for k, a in enumerate(names):
+            if where_dst.get(a) != d and any(where_dst.get(b) == d for b in names[k + 1:]):
+                step(tuple(names), block, 1)
+                break
     for a, d in where_dst.items():
         if a not in where:
             block /= sizes[a]
