@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import options
 from .output import Output
 from .programs import chosen_mode, estimate_strategy, load_program, run_strategy
-from .summary import exit_code, mark_cheapest, summarize
+from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import compare_table
 
 
@@ -48,4 +48,8 @@ def execute(args, out: Output) -> int:
     out.print(compare_table(summary))
     if summary[0].error is not None or not (summary[0].verified or summary[0].estimated):
         out.line(f"auto: {summary[0].error or summary[0].first_divergence}")
+    if args.json:
+        write_json(args.json, document("estimate" if args.estimate else "run", program, mesh,
+                                       "none" if args.estimate else options.backend(args), topology, args.exact,
+                                       summary, mode))
     return exit_code(summary)
