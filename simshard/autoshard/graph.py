@@ -98,19 +98,21 @@ class _Builder:
             if v.id not in bound:
                 self.free.append((s, v.id))
         last = last_uses(program)
+        held = {v.id: len(program.eqns) for v in program.inputs}  # inputs stay where the caller put them
         live = {(s, v.id) for v in program.inputs}
         for i, e in enumerate(program.eqns):
             for v in e.outputs:
                 self.values[(s, v.id)] = v.aval
             here = frozenset(live | {(s, v.id) for v in e.outputs})
             path = f"{where}eqn {i} ({e.op})"
-            if e.op == "scan":
-                self.scan(s, i, e, weight, outside | here, path)
+            if e.op == "scan":  # results nobody reads (residuals of a transpose) are not held across it
+                unread = {(s, v.id) for v in e.outputs if v.id not in last}
+                self.scan(s, i, e, weight, outside | (here - unread), path)
             else:
                 self.points.append(LivePoint(path, outside | here, len(self.ops)))
                 self.ops.append(OpSite(s, i, e, tuple(None if isinstance(x, Literal) else (s, x.id) for x in e.inputs),
                                        tuple((s, v.id) for v in e.outputs), weight, path))
-            live = {k for k in here if last.get(k[1], len(program.eqns)) > i}
+            live = {k for k in here if last.get(k[1], held.get(k[1], i)) > i}  # never read: dead at once
         return s
 
     def scan(self, s: int, i: int, e: Eqn, weight: int, outside: frozenset[Key], path: str) -> None:
