@@ -70,7 +70,7 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
                                 abstract, topology, budget, time_limit, gap)
     report = SearchReport(best.objective / 1e6, breakdown(search, best.values), time.perf_counter() - start,
                           search.model.size, search.model.row_count, best.optimal, budget,
-                          explain(search, best, budget, explain_top) if explain_top else (), peak)
+                          explain(search, best, budget, explain_top) if explain_top else (), peak, costs.planner)
     return replace(strategy, report=report)
 
 

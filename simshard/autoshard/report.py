@@ -60,6 +60,7 @@ class SearchReport:
     budget: int | None
     ops: tuple[OpExplanation, ...] = ()
     estimated_peak: int | None = None  # the estimate's peak bytes per device (with a budget)
+    planned: bool = True  # reshards priced by planning each pair (else the closed form)
 
     def text(self) -> str:
         b = self.breakdown
@@ -70,7 +71,9 @@ class SearchReport:
                  + (f" of {fmt_bytes(self.budget)}; estimated {fmt_bytes(self.estimated_peak)}"
                     if self.budget is not None else " (no budget given)"),
                  f"search: {self.variables} variables, {self.rows} constraints, solved in {self.solve_seconds:.2f} s"
-                 + ("" if self.optimal else " (not proven optimal)")]
+                 + ("" if self.optimal else " (not proven optimal)")
+                 + ("; reshards priced by the planner" if self.planned
+                    else "; reshards priced by the planner's structured path in closed form (a large mesh)")]
         for e in self.ops:
             alt = ("no other split" if e.runner_up is None
                    else f"runner-up {e.runner_up} (+{e.extra_seconds * 1e3:.4g} ms)")
