@@ -31,7 +31,8 @@ def mesh_of(text: str) -> ss.Mesh:
     return ss.Mesh(dict(zip("xyz", sizes)))
 
 
-def run_case(case: str, memory_gb: float | None, compare: bool) -> None:
+def run_case(case: str, memory_gb: float | None = None, compare: bool = False) -> dict:
+    """Search one case, print its line, and return its figures."""
     config, mesh_text = case.split(":")
     program, mesh = gpt.program(config), mesh_of(mesh_text)
     budget = None if memory_gb is None else int(memory_gb * 2**30)
@@ -44,11 +45,14 @@ def run_case(case: str, memory_gb: float | None, compare: bool) -> None:
           f"(compute {r.breakdown.compute * 1e3:.3f}, communication {r.breakdown.communication * 1e3:.3f})"
           + ("" if budget is None else f"  peak {r.estimated_peak / 2**30:.2f} GiB of {memory_gb:g}")
           + ("" if r.optimal else "  (not proven optimal)"))
+    figures = {"devices": mesh.size, "seconds": wall, "solve_seconds": r.solve_seconds, "variables": r.variables,
+               "step_seconds": r.breakdown.total, "strategy": found}
     if compare:
         for s in list(program.strategies) + [program.auto(device_memory=budget, topology=TOPOLOGY, explain_top=0)]:
             est = program.estimate(s, mesh=mesh, mode="sgd", topology=TOPOLOGY)
             print(f"    {s.name:<9} estimated step {est.step_seconds() * 1e3:9.3f} ms, "
                   f"peak {est.memory.max_peak / 2**30:8.2f} GiB")
+    return figures
 
 
 def main() -> None:
