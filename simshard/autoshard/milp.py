@@ -62,15 +62,36 @@ class LinearModel:
 
     def solve(self, time_limit: float | None = None, gap: float = 1e-4, extra=(), upto: int | None = None) -> Solution:
         """The optimum, with ``extra`` rows ``(terms, lb, ub)`` added for this solve only, and only
-        the first ``upto`` rows (None: all) kept."""
+        the first ``upto`` rows (None: all) kept. The linear relaxation is solved first: where its
+        optimum is integral it is the integer optimum (the search's usually is: its transport
+        edges are tight), and the branch and bound, with its heuristics, is skipped."""
         try:
-            from scipy.optimize import Bounds, LinearConstraint, milp
-            from scipy.sparse import csr_array
+            from scipy.optimize import Bounds, milp
         except ImportError:  # the optional extra
             raise ImportError("ss.autoshard solves an integer program with HiGHS through scipy: "
                               "pip install 'simshard[auto]'") from None
-        n = self.size
-        constraints = []
+        constraints = self.constraints(extra, upto)
+        bounds = Bounds(np.zeros(self.size), np.asarray(self.upper))
+        options = {"disp": False} | ({} if time_limit is None else {"time_limit": time_limit})
+        integer = np.asarray(self.integer)
+        relaxed = milp(np.asarray(self.cost), integrality=np.zeros_like(integer), bounds=bounds,
+                       constraints=constraints, options=options)
+        if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
+            return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
+        res = milp(np.asarray(self.cost), integrality=integer, bounds=bounds, constraints=constraints,
+                   options=options | {"mip_rel_gap": gap})
+        if res.x is None:
+            if res.status == 2 or relaxed.status == 2:
+                raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
+                                    "memory per device than device_memory allows (or a tie cannot hold)")
+            raise ShardingError("autoshard-unsolved", f"the solver found no strategy: {res.message}")
+        return Solution(np.round(res.x, 9), float(res.fun), res.message, res.status == 0)
+
+    def constraints(self, extra=(), upto: int | None = None) -> list:
+        """The rows (the first ``upto``, and ``extra``) as scipy's ``LinearConstraint``."""
+        from scipy.optimize import LinearConstraint
+        from scipy.sparse import csr_array
+
         upto = len(self.lb) if upto is None else upto
         keep = [j for j, r in enumerate(self.rows) if r < upto]
         rows, cols, coeffs = [self.rows[j] for j in keep], [self.cols[j] for j in keep], [self.coeffs[j] for j in keep]
@@ -81,17 +102,6 @@ class LinearModel:
             coeffs += [c for _, c in terms]
             lb.append(lo)
             ub.append(hi)
-        if lb:
-            a = csr_array((coeffs, (rows, cols)), shape=(len(lb), n))
-            constraints.append(LinearConstraint(a, lb, ub))
-        options = {"mip_rel_gap": gap, "disp": bool(__import__("os").environ.get("SIMSHARD_MILP_LOG"))}
-        if time_limit is not None:
-            options["time_limit"] = time_limit
-        res = milp(np.asarray(self.cost), integrality=np.asarray(self.integer),
-                   bounds=Bounds(np.zeros(n), np.asarray(self.upper)), constraints=constraints, options=options)
-        if res.x is None:
-            if res.status == 2:
-                raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
-                                    "memory per device than device_memory allows (or a tie cannot hold)")
-            raise ShardingError("autoshard-unsolved", f"the solver found no strategy: {res.message}")
-        return Solution(np.round(res.x, 9), float(res.fun), res.message, res.status == 0)
+        if not lb:
+            return []
+        return [LinearConstraint(csr_array((coeffs, (rows, cols)), shape=(len(lb), self.size)), lb, ub)]
