@@ -29,7 +29,7 @@ from ..sharding.mesh import Mesh
 from ..tracing.tracer import ShapeDtype, trace
 from .costs import ReshardCosts
 from .graph import build_graph
-from .model import Search, chosen
+from .model import SCALE, Search, chosen
 from .report import SearchReport, breakdown, explain, picked
 from .strategy import AutoStrategy
 
@@ -59,16 +59,20 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
     budget = None if device_memory is None else int(device_memory)
     topology = _topology(topology)
     device = device_of(topology.device)
-    if mode == "communication":
+    if mode == "communication":  # compute priced at (next to) nothing
         device = device_of({"flops": 1e300, "memory_bandwidth": 1e300})
+    if budget is not None and budget <= 0:
+        raise ValueError(f"autoshard: device_memory is a positive number of bytes, got {device_memory!r}")
     abstract = optree.tree_map(lambda a: ShapeDtype(a.shape, a.dtype) if isinstance(a, np.ndarray) else a, args)
     program = trace(f, *abstract, mesh=mesh)
     costs = ReshardCosts(topology, mesh.size, mesh.size <= PLANNED_DEVICES if planner is None else planner)
-    search = Search(build_graph(program), mesh, costs, device, budget, ties)
+    graph = build_graph(program)
+    _check_ties(graph, ties)
+    search = Search(graph, mesh, costs, device, budget, ties)
     start = time.perf_counter()
     best, strategy, peak = _fit(search, lambda values: _strategy(f, program, search, values, mesh, None),
                                 abstract, topology, budget, time_limit, gap)
-    report = SearchReport(best.objective / 1e6, breakdown(search, best.values), time.perf_counter() - start,
+    report = SearchReport(best.objective / SCALE, breakdown(search, best.values), time.perf_counter() - start,
                           search.model.size, search.model.row_count, best.optimal, budget,
                           explain(search, best, budget, explain_top) if explain_top else (), peak, costs.planner)
     return replace(strategy, report=report)
@@ -93,6 +97,18 @@ def _fit(search: Search, make, abstract, topology: Topology, budget: int | None,
                   f"({budget:,}): the memory model misses the schedule's buffers by more than {REPAIRS} "
                   f"corrections could take back", stacklevel=3)
     return best, strategy, peak
+
+
+def _check_ties(graph, ties) -> None:
+    """Each tie names an output and an input of one shape and dtype (else a ShardingError saying which)."""
+    for out, inp in ties:
+        if not (0 <= out < len(graph.outputs) and 0 <= inp < len(graph.inputs)):
+            raise ShardingError("autoshard-tie", f"tie ({out}, {inp}): the program has {len(graph.outputs)} outputs "
+                                f"and {len(graph.inputs)} inputs (leaves, counted from 0)")
+        a, b = graph.values[graph.outputs[out]], graph.values[graph.inputs[inp]]
+        if a != b:
+            raise ShardingError("autoshard-tie", f"tie ({out}, {inp}): output {out} is {a}, input {inp} is {b}; "
+                                "only values of one shape and dtype can be laid out alike")
 
 
 def _topology(topology: Topology | None) -> Topology:

@@ -90,3 +90,14 @@ def test_the_strategy_reads_in_three_dialects():
         assert ss.Sharding.parse(st.shardy()[name], s.mesh) == s
         assert st.placements()[name].placements == s.to_dtensor(st.in_shapes[names.index(name)]).placements
     assert "S(0)" in st.show() and 'P(' in st.show()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"mode": "fastest"}, "mode is one of time, communication"),
+    ({"device_memory": 0}, "positive number of bytes"),
+    ({"ties": [(9, 0)]}, r"tie \(9, 0\): the program has 3 outputs and 4 inputs"),
+    ({"ties": [(0, 0)]}, r"tie \(0, 0\): output 0 is f32\[\], input 0 is f32\[128,128\]"),
+])
+def test_bad_arguments_are_refused_by_name(kwargs, match):
+    with pytest.raises((ValueError, ss.ShardingError), match=match):
+        ss.autoshard(STEP, *SHAPES, mesh={"x": 8}, **kwargs)
