@@ -36,6 +36,7 @@ from .strategy import AutoStrategy
 DEFAULT_DEVICE = "h100"  # compute is priced on this device where the topology names none
 MODES = ("time", "communication")
 REPAIRS = 3  # solves again with a lower budget when the estimate's peak exceeds the budget
+EXPLAIN_SLACK = 5.0  # each runner-up's solve may take the search's own time and this many seconds more
 PLANNED_DEVICES = 16  # up to this many devices every reshard is planned; beyond, its closed form
 
 
@@ -72,9 +73,10 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
     start = time.perf_counter()
     best, strategy, peak = _fit(search, lambda values: _strategy(f, program, search, values, mesh, None),
                                 abstract, topology, budget, time_limit, gap)
-    report = SearchReport(best.objective / SCALE, breakdown(search, best.values), time.perf_counter() - start,
-                          search.model.size, search.model.row_count, best.optimal, budget,
-                          explain(search, best, budget, explain_top) if explain_top else (), peak, costs.planner)
+    seconds = time.perf_counter() - start
+    why = explain(search, best, budget, explain_top, limit=seconds + EXPLAIN_SLACK) if explain_top else ()
+    report = SearchReport(best.objective / SCALE, breakdown(search, best.values), seconds, search.model.size,
+                          search.model.row_count, best.optimal, budget, why, peak, costs.planner)
     return replace(strategy, report=report)
 
 

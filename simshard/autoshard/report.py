@@ -108,21 +108,23 @@ def memory_peak(search: Search, values) -> int:
     return peak
 
 
-def explain(search: Search, best: Solution, budget: int | None, top: int = 4) -> tuple[OpExplanation, ...]:
-    """The ``top`` ops of most compute (replicated), each with its runner-up (module docstring)."""
-    free = search.model.solve(upto=search.memory_start) if budget is not None else best
+def explain(search: Search, best: Solution, budget: int | None, top: int = 4,
+            limit: float | None = None) -> tuple[OpExplanation, ...]:
+    """The ``top`` ops of most compute (replicated), each with its runner-up (module docstring);
+    each extra solve stopped after ``limit`` seconds (its best then, perhaps not the optimum)."""
+    free = search.model.solve(upto=search.memory_start, time_limit=limit) if budget is not None else best
     base = breakdown(search, best.values).components()
     heavy = sorted(range(len(search.ops)), key=lambda i: -search.ops[i].site.weight * search.ops[i].compute[0])
-    return tuple(_one(search, i, best, free, base) for i in heavy[:top] if search.ops[i].compute[0] > 0)
+    return tuple(_one(search, i, best, free, base, limit) for i in heavy[:top] if search.ops[i].compute[0] > 0)
 
 
-def _one(search: Search, i: int, best: Solution, free: Solution, base: dict) -> OpExplanation:
+def _one(search: Search, i: int, best: Solution, free: Solution, base: dict, limit: float | None) -> OpExplanation:
     op = search.ops[i]
     c = picked(search, best.values, i)
     shapes = " x ".join(str(x.aval) for x in op.site.eqn.inputs)
     describe = op.candidates[c].describe(op.rule)
     try:
-        alt = search.model.solve(extra=[([(op.vars[c], 1)], 0, 0)])
+        alt = search.model.solve(extra=[([(op.vars[c], 1)], 0, 0)], time_limit=limit)
     except ShardingError:
         return OpExplanation(op.site.path, op.site.eqn.op, shapes, describe, None, None,
                              "memory: every other split exceeds the budget" if len(op.vars) > 1 else "the op's rule")
