@@ -20,7 +20,7 @@ import time
 
 import simshard as ss
 from simshard.programs import gpt
-from simshard.programs.auto import search
+from simshard.programs.auto import step_and_ties
 
 CASES = ("gpt2-small:8x8", "7b:64x128", "7b:8x32x32")
 TOPOLOGY = ss.Topology({}, "nvlink", device="h100")
@@ -37,7 +37,8 @@ def run_case(case: str, memory_gb: float | None = None, compare: bool = False) -
     program, mesh = gpt.program(config), mesh_of(mesh_text)
     budget = None if memory_gb is None else int(memory_gb * 2**30)
     start = time.perf_counter()
-    found = search(program, mesh, "sgd", budget, TOPOLOGY, explain_top=0)
+    f, args, ties = step_and_ties(program, "sgd")  # not programs.auto.search: it remembers searches
+    found = ss.autoshard(f, *args, mesh=mesh, device_memory=budget, topology=TOPOLOGY, ties=ties, explain_top=0)
     wall = time.perf_counter() - start
     r = found.report
     print(f"{case:<18} {mesh.size:>6} devices  search {wall:6.2f} s (solve {r.solve_seconds:5.2f} s)  "
