@@ -88,16 +88,17 @@ class _Builder:
         self.scopes = 0
 
     def scope(self, program: Program, weight: int, outside: frozenset[Key], where: str,
-              bound: frozenset[int] = frozenset()) -> int:
+              bound: frozenset[int] = frozenset(), unread: frozenset[int] = frozenset()) -> int:
         """Add ``program`` as a scope; its inputs are chosen freely unless ``bound`` (a body's
-        inputs take their operands' layouts)."""
+        inputs take their operands' layouts); its outputs ``unread`` (a body's, whose scan
+        results nobody reads) are not held to its end."""
         s = self.scopes
         self.scopes += 1
         for v in program.inputs:
             self.values[(s, v.id)] = v.aval
             if v.id not in bound:
                 self.free.append((s, v.id))
-        last = last_uses(program)
+        last = last_uses(program, unread)
         held = {v.id: len(program.eqns) for v in program.inputs}  # inputs stay where the caller put them
         live = {(s, v.id) for v in program.inputs}
         for i, e in enumerate(program.eqns):
@@ -107,7 +108,7 @@ class _Builder:
             path = f"{where}eqn {i} ({e.op})"
             if e.op == "scan":  # results nobody reads (residuals of a transpose) are not held across it
                 unread = {(s, v.id) for v in e.outputs if v.id not in last}
-                self.scan(s, i, e, weight, outside | (here - unread), path)
+                self.scan(s, i, e, weight, outside | (here - unread), path, frozenset(k[1] for k in unread))
             else:
                 self.points.append(LivePoint(path, outside | here, len(self.ops)))
                 self.ops.append(OpSite(s, i, e, tuple(None if isinstance(x, Literal) else (s, x.id) for x in e.inputs),
@@ -115,7 +116,8 @@ class _Builder:
             live = {k for k in here if last.get(k[1], held.get(k[1], i)) > i}  # never read: dead at once
         return s
 
-    def scan(self, s: int, i: int, e: Eqn, weight: int, outside: frozenset[Key], path: str) -> None:
+    def scan(self, s: int, i: int, e: Eqn, weight: int, outside: frozenset[Key], path: str,
+             unread: frozenset[int] = frozenset()) -> None:
         kw = e.kw
         body, n, carry, xs = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
         b, bound = self.scopes, set()
@@ -125,7 +127,9 @@ class _Builder:
                 self.links.append(Link((s, x.id), (b, v.id), weight, sliced=scanned, alias=True,
                                        iterations=n if scanned or j < carry else 0))
                 bound.add(v.id)
-        self.scope(body, weight * n, outside, f"{path} / ", frozenset(bound))
+        dead = frozenset(b_out.id for j, (b_out, r) in enumerate(zip(body.outputs, e.outputs))
+                         if j >= carry and r.id in unread)
+        self.scope(body, weight * n, outside, f"{path} / ", frozenset(bound), dead)
         self.bodies[b] = (s, i)
         for j in range(carry):
             self.links.append(Link((b, body.outputs[j].id), (b, body.inputs[j].id), weight * max(n - 1, 0)))
@@ -134,15 +138,17 @@ class _Builder:
                                    iterations=n if j >= carry else 0))
 
 
-def last_uses(program: Program) -> dict[int, int]:
-    """Value id -> the index of the last equation reading it (outputs: past the end)."""
+def last_uses(program: Program, unread: frozenset[int] = frozenset()) -> dict[int, int]:
+    """Value id -> the index of the last equation reading it (outputs: past the end, but for
+    those ``unread``)."""
     out: dict[int, int] = {}
     for i, e in enumerate(program.eqns):
         for x in e.inputs:
             if isinstance(x, Value):
                 out[x.id] = i
     for v in program.outputs:
-        out[v.id] = len(program.eqns)
+        if v.id not in unread:
+            out[v.id] = len(program.eqns)
     return out
 
 
