@@ -48,7 +48,6 @@ def exhaustive(search: Search, budget: int | None = None, limit: int = 2_000_000
 def seconds(search: Search, values) -> float:
     """Compute, loops' copies and reshards of one combination, priced directly."""
     t = sum(seconds * values[v] for v, seconds in search.loops)
-    t += sum(times * search.costs.seconds(s, r, aval) * values[v] for v, s, r, aval, times in search.settling)
     for op in search.ops:
         t += sum(op.site.weight * c * values[v] for v, c in zip(op.vars, op.compute))
     for e in search.edges:

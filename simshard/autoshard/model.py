@@ -12,8 +12,6 @@
   consumer's (or a body's carry from its end to its start, ``length - 1`` times), priced at the planner's reshard seconds from ``s`` to ``t``. With one-hot ends the
   transport polytope has one vertex, so ``e`` needs no integrality. An end with one layout needs
   no ``e`` at all (its cost falls on the other end's binaries).
-* A pending sum entering or leaving a scan's body is reduced there (the loop partitioner settles
-  them), priced on the binaries of the layout that leaves it pending.
 * A scan's loop costs what it moves in local memory each iteration (``loop_cost``): the
   stacked inputs' blocks and slices, the stacked outputs', the carries'.
 * Memory, when a budget is given: at every op of every scope, the blocks of the values live
@@ -77,7 +75,6 @@ class Search:
         self.temps: dict[int, list[tuple[int, float]]] = {}
         self.sizes: dict = {}
         self.loops: list[tuple[int, float]] = []  # (binary, seconds) of the loops' local copies
-        self.settling: list = []  # (binary, pending layout, reduced, aval, times): scans' pending sums reduced
         self.groups: list[tuple[int, ...]] = []  # the one-hot sets of binaries: one chosen of each
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
         for k in graph.free:
@@ -86,7 +83,7 @@ class Search:
             self.add_op(site)
         for link in graph.links:
             if link.alias:
-                self.alias(link)
+                self.dist[link.target] = {self.relayout(s, link): v for s, v in self.dist[link.source].items()}
         for link in graph.links:
             if link.iterations:
                 self.loop_cost(link)
@@ -97,20 +94,6 @@ class Search:
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
         if budget is not None:
             self.memory_rows(budget)
-
-    def alias(self, link) -> None:
-        """The target of an alias link takes the source's layout; a pending sum is reduced first
-        (the loop partitioner settles a scan's operands and results so), priced on the source's
-        binaries: once for an operand, each iteration for a body's output."""
-        aval, dist = self.graph.values[link.source], {}
-        times = link.weight * max(link.iterations if link.lifted else 1, 1)
-        for s, vs in self.dist[link.source].items():
-            settled = self.costs.intern(Sharding(s.mesh, tuple(d.axes for d in s.dims))) if s.unreduced else s
-            for v in vs:
-                self.model.add_cost(v, times * self.costs.seconds(s, settled, aval) * SCALE)
-                self.settling.append((v, s, settled, aval, times))
-            dist.setdefault(self.relayout(settled, link), []).extend(vs)
-        self.dist[link.target] = dist
 
     def relayout(self, s: Sharding, link) -> Sharding:
         """The target's layout of a link from the source's: stacked, sliced or the same."""

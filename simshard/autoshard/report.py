@@ -91,11 +91,10 @@ def breakdown(search: Search, values) -> Breakdown:
     compute = sum(op.site.weight * op.compute[picked(search, values, i)] for i, op in enumerate(search.ops))
     compute += sum(seconds * values[v] for v, seconds in search.loops)
     links: dict[tuple[str, ...], float] = {}
-    moves = [(chosen(e.src, values), chosen(e.dst, values), e.aval, e.weight) for e in search.edges]
-    moves += [(s, t, aval, times) for v, s, t, aval, times in search.settling if values[v] > 0.5]
-    for s, t, aval, weight in moves:
-        for axes, sec in search.costs.by_link(s, t, aval).items():
-            links[axes] = links.get(axes, 0.0) + sec * weight
+    for e in search.edges:
+        s, t = chosen(e.src, values), chosen(e.dst, values)
+        for axes, sec in search.costs.by_link(s, t, e.aval).items():
+            links[axes] = links.get(axes, 0.0) + sec * e.weight
     return Breakdown(compute, tuple(sorted(links.items())), memory_peak(search, values))
 
 
