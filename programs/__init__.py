@@ -33,6 +33,7 @@ from simshard.propagate.prepare import prepare
 from simshard.report.estimate import estimate
 from simshard.sharding.mesh import Mesh
 
+from .auto import AUTO, search
 from .training import OPTIMIZERS, step_shardings, train_step
 
 __all__ = ["ProgramCost", "ProgramDef", "Strategy", "Training", "load", "names"]
@@ -65,6 +66,9 @@ class Strategy:
     propagation: str = "user_priority"
     inputs: Callable[[], tuple] | None = None
     reference: Callable | None = None
+    # a searched strategy (``auto``): ``search(mesh, mode)`` returns the function to run, carrying
+    # every layout it chose (an ``ss.AutoStrategy``), for the forward pass or the training step
+    search: Callable[[Mesh, str], Callable] | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,8 @@ class ProgramDef:
     def _call(self, s: Strategy, m: Mesh, mode: str = FORWARD) -> tuple[Callable, dict]:
         """The function and the sharding keywords one strategy gives ``ss.run`` / ``prepare``."""
         self._check_mode(mode, s)
+        if s.search is not None:
+            return s.search(m, mode), dict(mesh=m, strategy=s.propagation)
         if mode != FORWARD:
             optimizer = OPTIMIZERS[mode]()
             ins, outs = step_shardings(optimizer, *self.training.layout(s, m))
@@ -232,6 +238,15 @@ class ProgramDef:
         if mode == FORWARD:
             run_options.setdefault("reference", self.reference(s, m))
         return run(f, *self.inputs_for(s, mode), **kw, **run_options)
+
+    def auto(self, device_memory: int | None = None, topology=None, **options) -> Strategy:
+        """The strategy ``ss.autoshard`` finds on each mesh and mode within ``device_memory`` bytes
+        per device (``programs.auto``), named ``auto``."""
+        def searched(mesh: Mesh, mode: str):
+            return search(self, mesh, mode, device_memory, topology, **options)
+
+        budget = "" if device_memory is None else f" within {device_memory:,} bytes per device"
+        return Strategy(AUTO, f"searched by ss.autoshard: least estimated step time{budget}", search=searched)
 
     def reference(self, strategy: Strategy | str | None = None, mesh=None) -> Callable:
         """The plain model a run of ``strategy`` on ``mesh`` is verified against: the strategy's

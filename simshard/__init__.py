@@ -75,6 +75,12 @@ from .report.estimate import estimate  # noqa: E402
 
 __all__ += ["estimate"]
 
+# The strategy of least estimated step time within a memory budget, searched (an integer program
+# solved by HiGHS through scipy: the ``auto`` extra, imported when a search runs).
+from .autoshard import AutoStrategy, autoshard  # noqa: E402
+
+__all__ += ["AutoStrategy", "autoshard"]
+
 
 # ``ss.run(f, *args, mesh=..., ...)``: run ``f`` sharded, verify it bit for bit and report its cost.
 # The one entry point of the package root that executes: it is ``simshard.runtime.front.api.run``

@@ -3,6 +3,7 @@
 * ``mainjob``: ``simshard`` / ``simshard mlp`` (the main job) and ``simshard demo``;
 * ``run``: one strategy of a program, verified, with its communication and memory;
 * ``compare``: strategies side by side (and ``plot``: the same as bar charts);
+* ``autoshard``: the strategy ``ss.autoshard`` finds, printed with its cost breakdown, run or estimated;
 * ``explain``: a strategy's propagated shardings and why;
 * ``show``: the layout of one sharding in any of its three spellings.
 
@@ -18,7 +19,7 @@ import argparse
 import sys
 import traceback
 
-from . import compare, explain, mainjob, run, show
+from . import autoshard, compare, explain, mainjob, run, show
 from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_RUN, EXIT_USAGE, run_errors, user_errors
 from .output import Output, stdout_closed
 
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     mainjob.add_parsers(sub)
-    for command in (run, compare, explain, show):
+    for command in (run, compare, autoshard, explain, show):
         command.add_parser(sub)
     return parser
 

@@ -1,7 +1,8 @@
 """``simshard compare PROGRAM``: run several strategies of one program and print them side by
 side (verified?, bytes in total and per mesh axis, estimated time, peak memory, collectives),
 the cheapest marked (ranked by the program's own cost first where it has one: conv's CKKS
-rotations, within each layer); ``--json`` writes the records, ``--plot`` draws bytes and time per strategy."""
+rotations, within each layer); ``--json`` writes the records, ``--plot`` draws bytes and time per strategy;
+``--auto`` adds the strategy ``ss.autoshard`` finds as a row named ``auto``."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ from .summary import document, exit_code, mark_cheapest, summarize, write_json
 from .tables import compare_table, program_cost_table
 
 
+RUN_AUTO_DEVICES = 64  # the auto row runs on meshes up to this size, and is estimated on larger ones
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="run several strategies of a program and compare their cost side by side",
                        description=options.description(__doc__))
     p.add_argument("program", help="a library program (e.g. mlp) or a .py file defining PROGRAM")
     p.add_argument("--strategies", metavar="a,b,c", help="strategies to run, in this order (default: all)")
+    p.add_argument("--auto", action="store_true",
+                   help="add the strategy ss.autoshard finds (least estimated step time within --device-memory) "
+                        f"as a row named auto: run and verified up to {RUN_AUTO_DEVICES} devices, estimated beyond")
     options.add_run_flags(p)
     p.add_argument("--plot", metavar="FILE.png", help="draw bytes and estimated time per strategy (needs simshard[plot])")
     p.set_defaults(execute=execute)
@@ -70,13 +77,16 @@ def execute(args, out: Output) -> int:
         chosen = [s for s in chosen if program.training.trains(s)]
     meshes = [program.mesh_for(s, mesh) for s in chosen]
     topology = options.topology(args.topology, args.bandwidth, args.latency, [a for m in meshes for a in m.axis_names])
+    if args.auto:
+        chosen.append(program.auto(device_memory=args.device_memory, topology=topology))
+        meshes.append(program.mesh_for(chosen[-1], mesh))
     outcomes = []
     estimated = options.estimating(args)
     pool = ActorPool("none" if estimated else backend, args.address, args.devices_per_process, args.node_axes)
     with out.steps(f"{program.name} {'estimated' if estimated else 'on ' + backend}", len(chosen)) as advance, pool:
         for s, m in zip(chosen, meshes):
             advance(s.name)
-            if estimated:
+            if estimated or (s.search is not None and m.size > RUN_AUTO_DEVICES):
                 outcomes.append(estimate_strategy(program, s, mesh, mode))
                 continue
             outcomes.append(run_strategy(program, s, mesh, backend, args.address, args.device_memory,

@@ -1,0 +1,137 @@
+"""``ss.autoshard``: the strategy of least estimated step time that fits the memory given.
+
+    strategy = ss.autoshard(f, params, x, mesh={"x": 2, "y": 4}, device_memory=2**31)
+    print(strategy.report.text())        # the cost breakdown and why each large op is split so
+    ss.run(strategy, params, x)           # runs and verifies as any strategy
+
+The function is traced once on the arguments' shapes; every op's candidate strategies are the
+assignments of mesh axes to its factors, every input's its tensor-dimension shardings; an
+integer program (``model``) joins them by the reshard planner's costs and the memory budget,
+and HiGHS solves it. The result is an ``AutoStrategy``: the inputs' and outputs' layouts and
+each op's results' layouts, which ``ss.run`` and ``ss.estimate`` take as they take ``ss.jit``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import replace
+from typing import Mapping, Sequence
+
+import numpy as np
+import optree
+
+from ..errors import ShardingError
+from ..report.compute import device_of
+from ..report.estimate import estimate
+from ..report.topology import LINK_CLASSES, Topology
+from ..sharding.mesh import Mesh
+from ..tracing.tracer import ShapeDtype, trace
+from .costs import ReshardCosts
+from .graph import build_graph
+from .model import SCALE, Search, chosen
+from .report import SearchReport, breakdown, explain, picked
+from .strategy import AutoStrategy
+
+DEFAULT_DEVICE = "h100"  # compute is priced on this device where the topology names none
+MODES = ("time", "communication")
+REPAIRS = 3  # solves again with a lower budget when the estimate's peak exceeds the budget
+EXPLAIN_SLACK = 5.0  # each runner-up's solve may take the search's own time and this many seconds more
+PLANNED_DEVICES = 16  # up to this many devices every reshard is planned; beyond, its closed form
+
+
+def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topology | None = None,
+              mode: str = "time", ties: Sequence[tuple[int, int]] = (), time_limit: float | None = None,
+              explain_top: int = 4, gap: float = 1e-4, planner: bool | None = None) -> AutoStrategy:
+    """Search the strategy of ``f(*args)`` on ``mesh`` (module docstring).
+
+    ``args``: arrays or ``ShapeDtype``s. ``device_memory``: the bytes each device may hold (None:
+    no limit), checked against the estimate of the strategy found (``_fit``). ``topology``: the
+    links (and device) the time is estimated on; default NVLink on every axis and an H100. ``mode``: ``"time"`` minimises
+    compute plus communication, ``"communication"`` communication alone. ``ties``: pairs
+    (output leaf, input leaf) that must be laid out alike (a training step's parameters written
+    back where they were read). ``planner``: price reshards by planning each pair (exact, a few
+    milliseconds a pair) or by the planner's structured path in closed form; default: planned up
+    to ``PLANNED_DEVICES`` devices. ``gap``: the relative optimality gap the solver may stop at;
+    ``time_limit``: seconds it may take (then the best strategy found, reported not optimal)."""
+    if mode not in MODES:
+        raise ValueError(f"autoshard: mode is one of {', '.join(MODES)}, not {mode!r}")
+    mesh = mesh if isinstance(mesh, Mesh) else Mesh(dict(mesh))
+    budget = None if device_memory is None else int(device_memory)
+    topology = _topology(topology)
+    device = device_of(topology.device)
+    if mode == "communication":  # compute priced at (next to) nothing
+        device = device_of({"flops": 1e300, "memory_bandwidth": 1e300})
+    if budget is not None and budget <= 0:
+        raise ValueError(f"autoshard: device_memory is a positive number of bytes, got {device_memory!r}")
+    abstract = optree.tree_map(lambda a: ShapeDtype(a.shape, a.dtype) if isinstance(a, np.ndarray) else a, args)
+    program = trace(f, *abstract, mesh=mesh)
+    costs = ReshardCosts(topology, mesh.size, mesh.size <= PLANNED_DEVICES if planner is None else planner)
+    graph = build_graph(program)
+    _check_ties(graph, ties)
+    search = Search(graph, mesh, costs, device, budget, ties)
+    start = time.perf_counter()
+    best, strategy, peak = _fit(search, lambda values: _strategy(f, program, search, values, mesh, None),
+                                abstract, topology, budget, time_limit, gap)
+    seconds = time.perf_counter() - start
+    why = explain(search, best, budget, explain_top, limit=seconds + EXPLAIN_SLACK) if explain_top else ()
+    report = SearchReport(best.objective / SCALE, breakdown(search, best.values), seconds, search.model.size,
+                          search.model.row_count, best.optimal, budget, why, peak, costs.planner)
+    return replace(strategy, report=report)
+
+
+def _fit(search: Search, make, abstract, topology: Topology, budget: int | None, time_limit, gap):
+    """Solve; with a budget, estimate the strategy's peak (``ss.estimate``: the schedules' own
+    buffers, which the model approximates) and, while it is over, solve again with the model's
+    budget lowered by the excess (``REPAIRS`` times at most, then a warning)."""
+    limit = budget
+    for _ in range(REPAIRS + 1):
+        best = search.model.solve(time_limit=time_limit, gap=gap)
+        strategy = make(best.values)
+        if budget is None:
+            return best, strategy, None
+        peak = estimate(strategy, *abstract, topology=topology).memory.max_peak
+        if peak <= budget:
+            return best, strategy, peak
+        limit -= peak - budget
+        search.set_budget(limit)
+    warnings.warn(f"autoshard: the strategy found needs {peak:,} bytes per device, over device_memory "
+                  f"({budget:,}): the memory model misses the schedule's buffers by more than {REPAIRS} "
+                  f"corrections could take back", stacklevel=3)
+    return best, strategy, peak
+
+
+def _check_ties(graph, ties) -> None:
+    """Each tie names an output and an input of one shape and dtype (else a ShardingError saying which)."""
+    for out, inp in ties:
+        if not (0 <= out < len(graph.outputs) and 0 <= inp < len(graph.inputs)):
+            raise ShardingError("autoshard-tie", f"tie ({out}, {inp}): the program has {len(graph.outputs)} outputs "
+                                f"and {len(graph.inputs)} inputs (leaves, counted from 0)")
+        a, b = graph.values[graph.outputs[out]], graph.values[graph.inputs[inp]]
+        if a != b:
+            raise ShardingError("autoshard-tie", f"tie ({out}, {inp}): output {out} is {a}, input {inp} is {b}; "
+                                "only values of one shape and dtype can be laid out alike")
+
+
+def _topology(topology: Topology | None) -> Topology:
+    if topology is None:
+        return Topology({}, LINK_CLASSES["nvlink"], device=DEFAULT_DEVICE)
+    if topology.default is None and not topology.links:
+        raise ShardingError("autoshard-topology", "autoshard needs a link for every mesh axis: the topology has none")
+    if topology.device is None:
+        return Topology(topology.links, topology.default, topology.nodes, DEFAULT_DEVICE)
+    return topology
+
+
+def _strategy(f, program, search: Search, values, mesh: Mesh, report: SearchReport) -> AutoStrategy:
+    ins = tuple(chosen(search.dist[k], values) for k in search.graph.inputs)
+    outs = tuple(chosen(d, values) for d in search.output_layouts)
+    notes = {}
+    for i, op in enumerate(search.ops):
+        results = op.candidates[picked(search, values, i)].results
+        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in results)
+    return AutoStrategy(f, mesh, ins, outs, notes, tuple(program.input_names),
+                        tuple(v.aval.shape for v in program.inputs), report)
+
+
+__all__ = ["AutoStrategy", "autoshard"]
