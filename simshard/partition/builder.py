@@ -278,7 +278,10 @@ class ScheduleBuilder:
         hits = varying_slots(slots, {})
         classes = tuple(ScheduleClass(tuple(members), inputs, instrs, outputs, instrs.varying_positions(hits))
                         for members, instrs in self._lists(slots))
-        return Schedules(tuple(self.devices), classes)
+        # each device's class by row: the classes numbered by their first members' class codes
+        number = np.zeros(int(self._codes.max(initial=0)) + 1, dtype=np.int64)
+        number[self._codes[rows_of(self._ids, [c.members[0] for c in classes])]] = np.arange(len(classes))
+        return Schedules(self.devices, classes, class_of=number[self._codes])
 
 
 def _hashable(v):

@@ -72,10 +72,12 @@ class Schedules(Sequence):
     per-device ``Schedule`` objects are made on first access to one (made once, then shared);
     compares, hashes and pickles as the tuple of them."""
 
-    __slots__ = ("devices", "classes", "_made")
+    __slots__ = ("devices", "classes", "_class_of", "_made")
 
-    def __init__(self, devices: tuple[int, ...], classes: tuple[ScheduleClass, ...], made: tuple | None = None):
+    def __init__(self, devices: tuple[int, ...], classes: tuple[ScheduleClass, ...], made: tuple | None = None,
+                 class_of: np.ndarray | None = None):
         self.devices, self.classes, self._made = devices, classes, made
+        self._class_of = class_of  # each device's class, in ``devices``' order (found when not given)
 
     @staticmethod
     def of(schedules) -> "Schedules":
@@ -88,6 +90,8 @@ class Schedules(Sequence):
 
     def class_index(self) -> np.ndarray:
         """Each device's class (its index in ``classes``), in ``devices``' order."""
+        if self._class_of is not None:
+            return self._class_of
         ids = np.asarray(self.devices, dtype=np.int64)
         order = np.argsort(ids, kind="stable")
         out = np.empty(len(ids), dtype=np.int64)

@@ -4,7 +4,6 @@ the ``Estimate`` they return."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -21,7 +20,7 @@ from ..topology import Topology
 from . import walk as walking  # the module, not its function: a test counts the walks through it
 from .blocks import Block, input_block_codes
 from .memo import Memo, value_key
-from .state import Device, DeviceState
+from .state import DeviceState, DeviceTable
 
 
 @dataclass(frozen=True)
@@ -86,6 +85,7 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     schedules = spmd.schedules
+    ids = np.asarray(schedules.devices, dtype=np.int64)
     if input_blocks is None:
         codes, distinct = input_block_codes(spmd)  # in the schedules' order
     else:
@@ -93,16 +93,19 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
         codes = np.asarray([numbers.setdefault(tuple(input_blocks[d]), len(numbers)) for d in schedules.devices],
                            dtype=np.int64)
         distinct = list(numbers)
-    devices, lists = {}, {}
-    classes = []
-    for kind, members, code in _classes(schedules, codes):
+    lists, classes, states = {}, [], []
+    start = np.empty(len(codes), dtype=np.int64)
+    for kind, rows, code in _classes(schedules, codes):
         # the same instructions on the same inputs: one class (devices whose lists differ only in
         # Varying fields, a collective's groups, share a class list and resolve per member)
         state = DeviceState()
         state.start(kind.inputs, distinct[code])
+        start[rows] = len(states)
+        states.append(state)
+        members = ids[rows].tolist()
         lists[members[0]] = kind.instrs
         classes.append(members)
-        devices.update(zip(members, map(Device, members, repeat(state))))
+    devices = DeviceTable(ids, start, states)
     walked = classes  # the walk splits classes in place where members diverge
     memo = Memo()
     walking.walk(devices, walked, lists, memo, top=True)
@@ -111,10 +114,11 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     return Estimate(CommReport(items=memo.records), memory, spmd, topology, compute)
 
 
-def _classes(schedules: Schedules, codes: np.ndarray) -> list[tuple[ScheduleClass, list[int], int]]:
-    """The walk's classes in the order of their first devices: the schedules' classes with equal
-    lists (an ``Instructions`` by its table row, a plain list by its value) and inputs joined, split
-    where the devices' input blocks (``codes``, in the schedules' order) differ."""
+def _classes(schedules: Schedules, codes: np.ndarray) -> list[tuple[ScheduleClass, np.ndarray, int]]:
+    """The walk's classes in the order of their first devices, each its schedule class, its
+    devices' rows (positions in the schedules' order) and its input blocks' code: the schedules'
+    classes with equal lists (an ``Instructions`` by its table row, a plain list by its value) and
+    inputs joined, split where the devices' input blocks (``codes``, in the schedules' order) differ."""
     kinds: dict[tuple, int] = {}
     firsts: list[ScheduleClass] = []  # each kind's first class
     kind_of = np.empty(len(schedules.classes), dtype=np.int64)
@@ -127,8 +131,7 @@ def _classes(schedules: Schedules, codes: np.ndarray) -> list[tuple[ScheduleClas
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     order = np.argsort(inverse.reshape(-1), kind="stable")
     bounds = np.flatnonzero(np.diff(inverse.reshape(-1)[order])) + 1
-    ids = np.asarray(schedules.devices, dtype=np.int64)
-    out = [(group, firsts[int(key[group]) // radix], ids[part].tolist(), int(codes[group]))
+    out = [(group, firsts[int(key[group]) // radix], part, int(codes[group]))
            for group, part in zip(first.tolist(), np.split(order, bounds))]
     return [rest for _, *rest in sorted(out, key=lambda row: row[0])]
 
