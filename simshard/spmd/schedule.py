@@ -99,6 +99,11 @@ class Schedules(Sequence):
             out[order[np.searchsorted(ids, c.members, sorter=order)]] = k
         return out
 
+    @property
+    def is_made(self) -> bool:
+        """Whether the per-device ``Schedule`` objects exist yet (an estimate makes none)."""
+        return self._made is not None
+
     def made(self) -> tuple[Schedule, ...]:
         """One ``Schedule`` per device (made once)."""
         if self._made is None:
