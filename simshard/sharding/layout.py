@@ -66,6 +66,11 @@ def _layout_cached(spec, shape: tuple[int, ...]) -> Layout:
     return layout(spec, shape)
 
 
+def clear_layout_cache() -> None:
+    """Forget the layouts ``layout_of`` made (a test that lays shardings out another way)."""
+    _layout_cached.cache_clear()
+
+
 MAX_INDEX_ENTRIES = 1 << 27  # global indices a layout lists over all devices and dims (1 GiB of int64)
 
 
