@@ -11,10 +11,10 @@ instruction list is made once, whatever its size.
 
 ``freed`` inserts ``Free`` instructions after each buffer's last use (the same positions on every
 device; a loop's body uses it too); ``finish`` then numbers the ids 0, 1, 2, ... (new instructions
-with their final ids, ``simshard.spmd.numbering``) and returns one
-``Schedule`` per device, the devices of a class sharing one instruction list (``Instructions``,
-read from the step table), or each its own view of it where an instruction has ``Varying``
-fields (a collective's groups), resolved for the device.
+with their final ids, ``simshard.spmd.numbering``) and returns the ``Schedules``, held per class
+of devices: each class one instruction list (``Instructions``, read from the step table); a
+device's own ``Schedule`` (its own view of the list where an instruction has ``Varying`` fields, a
+collective's groups, resolved for the device) is made only when something asks for it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..sharding.rows import distinct_rows, row_of, rows_of
 from ..spmd.instructions import Free, Instr
 from ..spmd.numbering import numbered, numbered_positions, slot_values
 from ..spmd.resolve import Instructions, varying_slots
-from ..spmd.schedule import Schedule
+from ..spmd.schedule import ScheduleClass, Schedules
 from ..spmd.varying import Varying
 
 
@@ -270,26 +270,18 @@ class ScheduleBuilder:
                 slots.append(frees[pos])
         return slots
 
-    def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> tuple[Schedule, ...]:
+    def finish(self, inputs: Sequence[int], outputs: Sequence[int], free: bool = True) -> Schedules:
         """Schedules with ``Free`` after each buffer's last use (none when not ``free``: every
         buffer kept) and ids numbered in order, the devices of a class sharing one instruction list."""
         slots = numbered(self._slots(outputs, inputs) if free else self._slots(range(self.numbers.next), ()))
-        out: dict[int, Schedule] = {}
         inputs, outputs = tuple(inputs), tuple(outputs)
         hits = varying_slots(slots, {})
-        for members, instrs in self._lists(slots):
-            where = instrs.varying_positions(hits)
-            for d in members:  # a class whose list has Varying fields: each device resolves its own
-                out[d] = _schedule(d, inputs, instrs.own(d, where) if where else instrs, outputs)
-        return tuple(out[d] for d in self.devices)
-
-
-def _schedule(device: int, inputs: tuple, instrs, outputs: tuple) -> Schedule:
-    """``Schedule(device, inputs, instrs, outputs)`` without the frozen dataclass's constructor
-    (its fields set as they are: the builder made them): a mesh of 8,192 devices makes 8,192."""
-    out = object.__new__(Schedule)
-    out.__dict__.update(device=device, inputs=inputs, instrs=instrs, outputs=outputs)
-    return out
+        classes = tuple(ScheduleClass(tuple(members), inputs, instrs, outputs, instrs.varying_positions(hits))
+                        for members, instrs in self._lists(slots))
+        # each device's class by row: the classes numbered by their first members' class codes
+        number = np.zeros(int(self._codes.max(initial=0)) + 1, dtype=np.int64)
+        number[self._codes[rows_of(self._ids, [c.members[0] for c in classes])]] = np.arange(len(classes))
+        return Schedules(self.devices, classes, class_of=number[self._codes])
 
 
 def _hashable(v):

@@ -15,6 +15,7 @@ Each dialect keeps its own uneven rule:
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -49,6 +50,25 @@ def layout(spec, shape: Sequence[int]) -> Layout:
     if callable(getattr(spec, "layout", None)):
         return spec.layout(shape)
     raise ShardingError("invalid-spec", f"cannot lay out {type(spec).__name__}: expected Sharding, NamedSharding or DTensorSpec")
+
+
+def layout_of(spec, shape: Sequence[int]) -> Layout:
+    """``layout(spec, shape)``, made once per distinct (spec, shape) while it is among the last
+    8,192 asked for (a layout is immutable): the partitioner's and the estimate's layouts of one
+    sharding are one object, so a mesh of 8,192 devices lays each sharding out once."""
+    if isinstance(spec, Layout):
+        return spec
+    return _layout_cached(spec, tuple(int(s) for s in shape))
+
+
+@lru_cache(maxsize=8192)
+def _layout_cached(spec, shape: tuple[int, ...]) -> Layout:
+    return layout(spec, shape)
+
+
+def clear_layout_cache() -> None:
+    """Forget the layouts ``layout_of`` made (a test that lays shardings out another way)."""
+    _layout_cached.cache_clear()
 
 
 MAX_INDEX_ENTRIES = 1 << 27  # global indices a layout lists over all devices and dims (1 GiB of int64)
@@ -89,7 +109,7 @@ def flat_layout(s: "Sharding", shape: tuple[int, ...]) -> Layout:
     # blocks past a dim's end are all the empty one at its end: distinct numbers, equal ranges
     ranges, _, again = distinct_rows(np.concatenate([lo, hi], axis=1))
     lo, hi, inverse = ranges[:, :len(shape)], ranges[:, len(shape):], again[inverse]
-    index_map = FlatIndexMap(mesh.device_ids, inverse.tolist(), lo, hi)
+    index_map = FlatIndexMap(mesh.device_ids, inverse, lo, hi)
     ids = np.asarray(mesh.device_ids, dtype=np.int64)
     order = np.argsort(ids, kind="stable")
     boxes = Boxes(ids[order], lo[inverse[order]], hi[inverse[order]])

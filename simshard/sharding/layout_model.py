@@ -252,16 +252,24 @@ class Boxes:
 class FlatIndexMap(Mapping):
     """device -> its index arrays, for a flat layout: made on first use per distinct block (the
     planner mostly reads the boxes), the devices holding one block sharing its tuple and the
-    blocks sharing equal ranges."""
+    blocks sharing equal ranges. The device -> block table is made on first lookup too: a layout
+    of 8,192 devices that only its boxes are read of makes none."""
 
     def __init__(self, devices: Sequence[int], rows: Sequence[int], lo: np.ndarray, hi: np.ndarray):
-        self._row = dict(zip(devices, rows))
+        self._devices, self._rows = devices, rows
+        self._row: dict[int, int] | None = None
         self._lo, self._hi = lo, hi  # [distinct blocks, rank]
         self._made: dict[int, tuple[np.ndarray, ...]] = {}
         self._ranges: dict[tuple[int, int], np.ndarray] = {}
 
+    def _table(self) -> dict[int, int]:
+        """device -> its block's row (made once)."""
+        if self._row is None:
+            self._row = dict(zip(self._devices, np.asarray(self._rows).tolist()))
+        return self._row
+
     def __getitem__(self, device: int) -> tuple[np.ndarray, ...]:
-        r = self._row[device]
+        r = (self._row or self._table())[device]
         hit = self._made.get(r)
         if hit is None:
             hit = self._made[r] = tuple(self._range(lo, hi) for lo, hi in zip(self._lo[r].tolist(), self._hi[r].tolist()))
@@ -274,10 +282,10 @@ class FlatIndexMap(Mapping):
         return r
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._row)
+        return iter(self._table())
 
     def __len__(self) -> int:
-        return len(self._row)
+        return len(self._devices)
 
 
 def _is_range(ix: np.ndarray) -> bool:

@@ -9,8 +9,9 @@ contain no code: they serialize with msgpack and round-trip exactly (``to_bytes`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,6 +52,100 @@ class Schedule:
         return {"device": self.device, "inputs": self.inputs, "instrs": instrs, "outputs": self.outputs}
 
 
+class ScheduleClass(NamedTuple):
+    """Devices that run one instruction list: the partitioner's class of devices (equal
+    instruction objects at every step), ``instrs`` the class's list (``Instructions``: read from
+    the step table, ``Varying`` fields unresolved) and ``varying`` the positions each member
+    resolves for itself (``Instructions.own``)."""
+
+    members: tuple[int, ...]
+    inputs: tuple[int, ...]
+    instrs: Sequence[Instr]
+    outputs: tuple[int, ...]
+    varying: frozenset = frozenset()
+
+
+class Schedules(Sequence):
+    """A program's schedules, one per device in ``devices``' order, held per class of devices
+    (``classes``): a mesh of 8,192 devices whose schedules fall in a few classes holds a few
+    entries, and the estimate walks the classes without a ``Schedule`` per device. The
+    per-device ``Schedule`` objects are made on first access to one (made once, then shared);
+    compares, hashes and pickles as the tuple of them."""
+
+    __slots__ = ("devices", "classes", "_class_of", "_made")
+
+    def __init__(self, devices: tuple[int, ...], classes: tuple[ScheduleClass, ...], made: tuple | None = None,
+                 class_of: np.ndarray | None = None):
+        self.devices, self.classes, self._made = devices, classes, made
+        self._class_of = class_of  # each device's class, in ``devices``' order (found when not given)
+
+    @staticmethod
+    def of(schedules) -> "Schedules":
+        """``schedules`` as ``Schedules``: itself, or a sequence of ``Schedule`` each its own class."""
+        if isinstance(schedules, Schedules):
+            return schedules
+        made = tuple(schedules)
+        return Schedules(tuple(s.device for s in made),
+                         tuple(ScheduleClass((s.device,), s.inputs, s.instrs, s.outputs) for s in made), made)
+
+    def class_index(self) -> np.ndarray:
+        """Each device's class (its index in ``classes``), in ``devices``' order."""
+        if self._class_of is not None:
+            return self._class_of
+        ids = np.asarray(self.devices, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        out = np.empty(len(ids), dtype=np.int64)
+        for k, c in enumerate(self.classes):
+            out[order[np.searchsorted(ids, c.members, sorter=order)]] = k
+        return out
+
+    @property
+    def is_made(self) -> bool:
+        """Whether the per-device ``Schedule`` objects exist yet (an estimate makes none)."""
+        return self._made is not None
+
+    def made(self) -> tuple[Schedule, ...]:
+        """One ``Schedule`` per device (made once)."""
+        if self._made is None:
+            out = {}
+            for c in self.classes:
+                for d in c.members:  # a class with Varying fields: each device resolves its own
+                    out[d] = _schedule(d, c.inputs, c.instrs.own(d, c.varying) if c.varying else c.instrs, c.outputs)
+            self._made = tuple(out[d] for d in self.devices)
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def __getitem__(self, i):
+        return self.made()[i]
+
+    def __iter__(self):
+        return iter(self.made())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (tuple, Schedules)):
+            return self.made() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.made())
+
+    def __reduce__(self):
+        return (Schedules.of, (self.made(),))
+
+    def __repr__(self) -> str:
+        return f"Schedules({len(self.devices)} devices, {len(self.classes)} classes)"
+
+
+def _schedule(device: int, inputs: tuple, instrs, outputs: tuple) -> Schedule:
+    """``Schedule(device, inputs, instrs, outputs)`` without the frozen dataclass's constructor
+    (its fields set as they are: the partitioner made them): a mesh of 8,192 devices makes 8,192."""
+    out = object.__new__(Schedule)
+    out.__dict__.update(device=device, inputs=inputs, instrs=instrs, outputs=outputs)
+    return out
+
+
 def shown(v) -> str:
     """A field's value, short, for ``Schedule.pretty``."""
     if isinstance(v, np.ndarray):
@@ -87,10 +182,13 @@ class SpmdProgram:
     of each top-level program op, for op-by-op verification (``simshard.report.opcheck``)."""
 
     program: Any  # the propagated Program it was partitioned from
-    schedules: tuple[Schedule, ...]
+    schedules: Schedules  # a sequence of Schedule is held as Schedules (each its own class)
     in_shardings: tuple[Any, ...]  # Sharding of each program input (how the driver scatters it)
     out_shardings: tuple[Any, ...]  # Sharding of each output as the schedules leave it
     checkpoints: tuple[Checkpoint, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "schedules", Schedules.of(self.schedules))
 
     @property
     def checkpoint_buffers(self) -> frozenset[int]:
@@ -105,4 +203,4 @@ class SpmdProgram:
 
     @property
     def devices(self) -> tuple[int, ...]:
-        return tuple(s.device for s in self.schedules)
+        return self.schedules.devices

@@ -27,7 +27,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 def _clear_caches():
     reshard_module._cached.cache_clear()
-    plan_module._layout_cached.cache_clear()
+    layout_module.clear_layout_cache()  # the layouts the partitioner and the estimate share
     plan_module._PER_LAYOUT.clear()
 
 

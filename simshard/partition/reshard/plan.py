@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from ...sharding.axes import merge_adjacent
-from ...sharding.layout import Layout, layout
+from ...sharding.layout import Layout, layout_of
 from ...sharding.mesh import Mesh
 from ...sharding.dims import Sharding
 from ...sharding.rows import distinct_rows, row_of, rows_of
@@ -34,17 +33,6 @@ from ..builder import PerDevice
 from .identity_cache import IdentityCache
 
 Group = tuple[int, ...]
-
-
-@lru_cache(maxsize=8192)
-def _layout_cached(spec, shape) -> Layout:
-    return layout(spec, shape)
-
-
-def layout_of(spec, shape) -> Layout:
-    if isinstance(spec, Layout):
-        return spec
-    return _layout_cached(spec, tuple(shape))
 
 
 class IndexSpan(NamedTuple):

@@ -10,7 +10,7 @@ import numpy as np
 import optree
 
 from ...partition import partition
-from ...spmd import Instructions, SpmdProgram
+from ...spmd import Instructions, ScheduleClass, Schedules, SpmdProgram
 from ...propagate.prepare import prepare
 from ...tracing.tracer import ShapeDtype
 from ..comm import CommReport, TimeEstimate
@@ -20,7 +20,7 @@ from ..topology import Topology
 from . import walk as walking  # the module, not its function: a test counts the walks through it
 from .blocks import Block, input_block_codes
 from .memo import Memo, value_key
-from .state import Device, DeviceState
+from .state import DeviceState, DeviceTable
 
 
 @dataclass(frozen=True)
@@ -84,37 +84,61 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
                   topology: Topology | None = None) -> Estimate:
     """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
+    schedules = spmd.schedules
+    ids = np.asarray(schedules.devices, dtype=np.int64)
     if input_blocks is None:
         codes, distinct = input_block_codes(spmd)  # in the schedules' order
-        code_list = codes.tolist()
     else:
         numbers: dict[tuple, int] = {}
-        code_list = [numbers.setdefault(tuple(input_blocks[s.device]), len(numbers)) for s in spmd.schedules]
+        codes = np.asarray([numbers.setdefault(tuple(input_blocks[d]), len(numbers)) for d in schedules.devices],
+                           dtype=np.int64)
         distinct = list(numbers)
-    devices, classes, lists = {}, {}, {}
-    for s, code in zip(spmd.schedules, code_list):
+    lists, classes, states = {}, [], []
+    start = np.empty(len(codes), dtype=np.int64)
+    for kind, rows, code in _classes(schedules, codes):
         # the same instructions on the same inputs: one class (devices whose lists differ only in
-        # Varying fields, a collective's groups, share a class list and resolve per member); plain
-        # lists of instructions by their value
-        instrs = s.instrs
-        which = instrs.device_class if isinstance(instrs, Instructions) else value_key(tuple(instrs))
-        key = (which, s.inputs, code)
-        members = classes.get(key)
-        if members is None:
-            state = DeviceState()
-            state.start(s.inputs, distinct[code])
-            members = classes[key] = []
-            lists[s.device] = instrs
-        else:
-            state = devices[members[0]].state
-        members.append(s.device)
-        devices[s.device] = Device(s.device, state)
-    walked = list(classes.values())  # the walk splits classes in place where members diverge
+        # Varying fields, a collective's groups, share a class list and resolve per member)
+        state = DeviceState()
+        state.start(kind.inputs, distinct[code])
+        start[rows] = len(states)
+        states.append(state)
+        members = ids[rows].tolist()
+        lists[members[0]] = kind.instrs
+        classes.append(members)
+    devices = DeviceTable(ids, start, states)
+    walked = classes  # the walk splits classes in place where members diverge
     memo = Memo()
     walking.walk(devices, walked, lists, memo, top=True)
     memory = MemoryReport(classes=_memory_classes(devices, walked))
     compute = tuple((DeviceCompute.of(c[0], devices[c[0]].state.ops), tuple(c)) for c in walked)
     return Estimate(CommReport(items=memo.records), memory, spmd, topology, compute)
+
+
+def _classes(schedules: Schedules, codes: np.ndarray) -> list[tuple[ScheduleClass, np.ndarray, int]]:
+    """The walk's classes in the order of their first devices, each its schedule class, its
+    devices' rows (positions in the schedules' order) and its input blocks' code: the schedules'
+    classes with equal lists (an ``Instructions`` by its table row, a plain list by its value) and
+    inputs joined, split where the devices' input blocks (``codes``, in the schedules' order) differ."""
+    kinds: dict[tuple, int] = {}
+    firsts: list[ScheduleClass] = []  # each kind's first class
+    kind_of = np.empty(len(schedules.classes), dtype=np.int64)
+    for k, c in enumerate(schedules.classes):
+        kind_of[k] = kinds.setdefault((_which(c.instrs), c.inputs), len(kinds))
+        if kind_of[k] == len(firsts):
+            firsts.append(c)
+    radix = int(codes.max(initial=0)) + 1
+    key = kind_of[schedules.class_index()] * radix + codes
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(inverse.reshape(-1), kind="stable")
+    bounds = np.flatnonzero(np.diff(inverse.reshape(-1)[order])) + 1
+    out = [(group, firsts[int(key[group]) // radix], part, int(codes[group]))
+           for group, part in zip(first.tolist(), np.split(order, bounds))]
+    return [rest for _, *rest in sorted(out, key=lambda row: row[0])]
+
+
+def _which(instrs) -> object:
+    """Which list a class runs: an ``Instructions`` by its table row, a plain list by its value."""
+    return instrs.device_class if isinstance(instrs, Instructions) else value_key(tuple(instrs))
 
 
 def _memory_classes(devices, walked) -> list[MemoryClass]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...spmd import SpmdProgram
-from ...sharding.layout import layout
+from ...sharding.layout import layout_of
 from ...sharding.rows import distinct_rows
 
 
@@ -59,7 +59,7 @@ def input_block_codes(spmd: SpmdProgram) -> tuple[np.ndarray, list[tuple[Block, 
         shape = tuple(int(n) for n in aval.shape)
         dtypes.append(np.dtype(aval.dtype))
         ranks.append(len(shape))
-        lay = None if spec is None else layout(spec, aval.shape)
+        lay = None if spec is None else layout_of(spec, aval.shape)
         if lay is None:
             columns.append(np.tile(np.asarray(shape, dtype=np.int64), (len(devices), 1)))
         elif lay.boxes is not None:

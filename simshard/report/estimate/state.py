@@ -4,8 +4,11 @@ its class); classes split where their members diverge."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, Iterator, Mapping, Sequence
 
+import numpy as np
+
+from ...sharding.rows import row_of
 from ...spmd import Instr
 from ..ledger import MemoryLedger
 from ..memory import DeviceMemory
@@ -60,7 +63,31 @@ class Device:
         return self.state.memory(self.device)
 
 
-Devices = dict[int, Device]
+class DeviceTable(Mapping):
+    """device -> its ``Device``, each made on first lookup with its starting class's state: the
+    walk reads a class by its first member, so a mesh of 8,192 devices in a few classes makes a
+    few ``Device`` objects (and one per member only where a step looks at every member).
+    ``ids``: the devices; ``start``: each one's starting state's index in ``states``."""
+
+    def __init__(self, ids: np.ndarray, start: np.ndarray, states: list[DeviceState]):
+        order = np.argsort(ids, kind="stable")  # ascending, as ``row_of`` reads them
+        self._ids, self._start, self._states = ids[order], start[order], states
+        self._made: dict[int, Device] = {}
+
+    def __getitem__(self, device: int) -> Device:
+        hit = self._made.get(device)
+        if hit is None:
+            hit = self._made[device] = Device(device, self._states[int(self._start[row_of(self._ids, device)])])
+        return hit
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids.tolist())
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+Devices = Mapping[int, Device]
 Classes = list[list[int]]  # the devices sharing a state; the first member's list in ``Lists``
 Lists = dict[int, Sequence[Instr]]  # a class's first member -> the instruction list the class runs
 
