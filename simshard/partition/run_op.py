@@ -175,9 +175,12 @@ class OpEmitter:
         self.builder.emit(by_shape_class(self.devices, [L for L in in_lay if L is not None] + out_lay, make))
         for o, L, buf in zip(e.outputs, out_lay, outs):
             self.copies[o] = [Copy(L, buf)]
-        # no sum is split over mesh axes here: a kernel that blocks its sums by the block shapes
-        # is checked against itself run on each block's operands (simshard.report.opcheck)
-        self.checkpoint(e)
+        # a kernel that blocks its sums by the block shapes is checked against itself run on each
+        # block's operands (simshard.report.opcheck); a sum split over mesh axes (results left
+        # pending over them) reassociates over those axes
+        split = [axis_name(a) for L in out_lay if L.reduce_op in ("sum", "prod") for a in L.unreduced]
+        floats = any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs)
+        self.checkpoint(e, tuple(dict.fromkeys(split)) if floats else ())
 
 
 def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...]:
