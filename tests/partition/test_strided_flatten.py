@@ -1,0 +1,97 @@
+"""Seed 002 (issue 27): a (Replicate, Shard(1)) value of shape (B, S, H) flattened to (B*S, H) for
+a matmul keeps DTensor's strided layout (``_StridedShard(0, B)``) through the ops after the
+flatten that treat the flat dim as a batch dim, so they move nothing; a sum over the flat dim is
+a partial sum over the sharding axis, combined by an all-reduce (the bytes of the same sum on
+the unflattened value). Every run is bitwise on exact-integer inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import simshard as ss
+from simshard.sharding.layout import layout
+
+
+def ints(shape, seed):
+    return np.random.default_rng(seed).integers(-4, 5, size=shape).astype(np.float32)
+
+
+@st.composite
+def cases(draw):
+    """A mesh whose "tp" axis shards the minor factor S of the flattened dims (evenly or not),
+    the major factor B unsharded."""
+    dp, tp = draw(st.integers(1, 2)), draw(st.integers(2, 4))
+    b, s = draw(st.integers(2, 4)), draw(st.sampled_from([tp, 2 * tp, tp + 1]))
+    h, n = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    return ss.Mesh({"dp": dp, "tp": tp}), (b, s, h), n, draw(st.integers(0, 99))
+
+
+def run(f, args, mesh, specs):
+    res = ss.run(f, *args, in_shardings=specs, mesh=mesh, backend="local")
+    assert res.verify.ok and res.verify.bitwise, res.verify
+    np.testing.assert_array_equal(np.asarray(res.outputs), f(*args))
+    return res
+
+
+def flat_layout_of(res, shape):
+    """The layout the partitioner holds the flattened value in right after the reshape."""
+    cp = next(c for c in res.spmd.checkpoints if c.source.endswith("reshape"))
+    return layout(cp.sharding, shape)
+
+
+PROGRAMS = {  # what follows the flatten: each treats the flat dim as a batch dim
+    "matmul": lambda x, w: x.reshape(-1, x.shape[2]) @ w,
+    "elementwise": lambda x, w: (x.reshape(-1, x.shape[2]) * 2 + 1) * x.reshape(-1, x.shape[2]),
+    "sum_over_h": lambda x, w: (x.reshape(-1, x.shape[2]) @ w).sum(1),
+}
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(sorted(PROGRAMS)), st.booleans())
+def test_ops_after_a_strided_flatten_move_nothing(case, name, dtensor):
+    mesh, (b, s, h), n, seed = case
+    x, w = ints((b, s, h), seed), ints((h, n), seed + 1)
+    specs = ([ss.Replicate(), ss.Shard(1)], [ss.Replicate(), ss.Replicate()])
+    if dtensor:
+        specs = tuple(ss.DTensorSpec(mesh, p) for p in specs)
+    res = run(PROGRAMS[name], (x, w), mesh, specs)
+    assert res.comm.total_bytes == 0
+    strided = layout(ss.DTensorSpec(mesh, [ss.Replicate(), ss.StridedShard(0, b)]), (b * s, h))
+    assert flat_layout_of(res, (b * s, h)).same_as(strided)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_a_sum_over_the_strided_dim_is_a_partial_sum_all_reduced(case):
+    """Summing the flat dim: each device sums its stripes, pending over "tp", and only the
+    all-reduce of the (N,) result moves: the bytes of summing (B, S) of the unflattened value."""
+    mesh, (b, s, h), n, seed = case
+    x, w = ints((b, s, h), seed), ints((h, n), seed + 1)
+    specs = ([ss.Replicate(), ss.Shard(1)], [ss.Replicate(), ss.Replicate()])
+    res = run(lambda x, w: (x.reshape(-1, x.shape[2]) @ w).sum(0), (x, w), mesh, specs)
+    assert {(r.kind, tuple(r.axes)) for r in res.comm.records} == {("all_reduce", ("tp",))}
+    unflat = run(lambda x, w: (x @ w).sum((0, 1)), (x, w), mesh, specs)
+    assert res.comm.total_bytes == unflat.comm.total_bytes > 0
+
+
+def test_the_issue_example_moves_nothing_and_its_sum_only_an_all_reduce():
+    mesh = ss.Mesh({"dp": 2, "tp": 4})
+    x = np.arange(4 * 8 * 6, dtype=np.float32).reshape(4, 8, 6)
+    w = np.arange(30, dtype=np.float32).reshape(6, 5)
+    specs = ([ss.Replicate(), ss.Shard(1)], [ss.Replicate(), ss.Replicate()])
+    assert run(lambda x, w: x.reshape(-1, 6) @ w, (x, w), mesh, specs).comm.total_bytes == 0
+    assert run(lambda x, w: x.reshape(-1, 6) * 2, (x, w), mesh, specs).comm.total_bytes == 0
+    summed = run(lambda x, w: (x.reshape(-1, 6) * 2).sum(0), (x, w), mesh, specs)
+    assert [r.kind for r in summed.comm.records] == ["all_reduce"] * len(summed.comm.records)
+    # ring all-reduce of 6 float32 over tp=4, on 8 devices: 2 * 3/4 * 24 B each
+    assert summed.comm.total_bytes == 8 * 2 * 3 * 24 // 4
+
+
+def test_an_op_needing_the_flat_dim_whole_reshards_it():
+    """A cumulative sum along the flat dim is not functorial over stripes: the planner reshards
+    the flattened value, as it does for any layout, and the result is still bitwise."""
+    mesh = ss.Mesh({"tp": 4})
+    x = ints((2, 8, 3), 7)
+    res = run(lambda x: np.cumsum(x.reshape(-1, 3), axis=0), (x,), mesh, ([ss.Shard(1)],))
+    assert res.comm.total_bytes > 0
