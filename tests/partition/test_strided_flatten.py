@@ -20,11 +20,17 @@ def ints(shape, seed):
 @st.composite
 def cases(draw):
     """A mesh whose "tp" axis shards the minor factor S of the flattened dims (evenly or not),
-    the major factor B unsharded."""
+    the major factors (one or two dims, B in all) unsharded: x of shape (*lead, S, H)."""
     dp, tp = draw(st.integers(1, 2)), draw(st.integers(2, 4))
-    b, s = draw(st.integers(2, 4)), draw(st.sampled_from([tp, 2 * tp, tp + 1]))
-    h, n = draw(st.integers(1, 4)), draw(st.integers(1, 3))
-    return ss.Mesh({"dp": dp, "tp": tp}), (b, s, h), n, draw(st.integers(0, 99))
+    lead = tuple(draw(st.lists(st.integers(2, 3), min_size=1, max_size=2)))
+    s, h, n = draw(st.sampled_from([tp, 2 * tp, tp + 1])), draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    return ss.Mesh({"dp": dp, "tp": tp}), lead + (s, h), n, draw(st.integers(0, 99))
+
+
+def shardings(rank, dtensor, mesh):
+    """(Replicate, Shard(S)) for x and replicated w, as placement lists or DTensorSpecs."""
+    specs = ([ss.Replicate(), ss.Shard(rank - 2)], [ss.Replicate(), ss.Replicate()])
+    return tuple(ss.DTensorSpec(mesh, p) for p in specs) if dtensor else specs
 
 
 def run(f, args, mesh, specs):
@@ -41,37 +47,35 @@ def flat_layout_of(res, shape):
 
 
 PROGRAMS = {  # what follows the flatten: each treats the flat dim as a batch dim
-    "matmul": lambda x, w: x.reshape(-1, x.shape[2]) @ w,
-    "elementwise": lambda x, w: (x.reshape(-1, x.shape[2]) * 2 + 1) * x.reshape(-1, x.shape[2]),
-    "sum_over_h": lambda x, w: (x.reshape(-1, x.shape[2]) @ w).sum(1),
+    "matmul": lambda x, w: x.reshape(-1, x.shape[-1]) @ w,
+    "elementwise": lambda x, w: (x.reshape(-1, x.shape[-1]) * 2 + 1) * x.reshape(-1, x.shape[-1]),
+    "sum_over_h": lambda x, w: (x.reshape(-1, x.shape[-1]) @ w).sum(1),
 }
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.sampled_from(sorted(PROGRAMS)), st.booleans())
 def test_ops_after_a_strided_flatten_move_nothing(case, name, dtensor):
-    mesh, (b, s, h), n, seed = case
-    x, w = ints((b, s, h), seed), ints((h, n), seed + 1)
-    specs = ([ss.Replicate(), ss.Shard(1)], [ss.Replicate(), ss.Replicate()])
-    if dtensor:
-        specs = tuple(ss.DTensorSpec(mesh, p) for p in specs)
-    res = run(PROGRAMS[name], (x, w), mesh, specs)
+    mesh, shape, n, seed = case
+    x, w = ints(shape, seed), ints((shape[-1], n), seed + 1)
+    res = run(PROGRAMS[name], (x, w), mesh, shardings(len(shape), dtensor, mesh))
     assert res.comm.total_bytes == 0
-    strided = layout(ss.DTensorSpec(mesh, [ss.Replicate(), ss.StridedShard(0, b)]), (b * s, h))
-    assert flat_layout_of(res, (b * s, h)).same_as(strided)
+    b, flat = int(np.prod(shape[:-2])), (int(np.prod(shape[:-1])), shape[-1])
+    strided = layout(ss.DTensorSpec(mesh, [ss.Replicate(), ss.StridedShard(0, b)]), flat)
+    assert flat_layout_of(res, flat).same_as(strided)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_a_sum_over_the_strided_dim_is_a_partial_sum_all_reduced(case):
     """Summing the flat dim: each device sums its stripes, pending over "tp", and only the
-    all-reduce of the (N,) result moves: the bytes of summing (B, S) of the unflattened value."""
-    mesh, (b, s, h), n, seed = case
-    x, w = ints((b, s, h), seed), ints((h, n), seed + 1)
-    specs = ([ss.Replicate(), ss.Shard(1)], [ss.Replicate(), ss.Replicate()])
-    res = run(lambda x, w: (x.reshape(-1, x.shape[2]) @ w).sum(0), (x, w), mesh, specs)
+    all-reduce of the (N,) result moves: the bytes of summing (*lead, S) of the unflattened value."""
+    mesh, shape, n, seed = case
+    x, w = ints(shape, seed), ints((shape[-1], n), seed + 1)
+    specs = shardings(len(shape), False, mesh)
+    res = run(lambda x, w: (x.reshape(-1, x.shape[-1]) @ w).sum(0), (x, w), mesh, specs)
     assert {(r.kind, tuple(r.axes)) for r in res.comm.records} == {("all_reduce", ("tp",))}
-    unflat = run(lambda x, w: (x @ w).sum((0, 1)), (x, w), mesh, specs)
+    unflat = run(lambda x, w: (x @ w).sum(tuple(range(len(shape) - 1))), (x, w), mesh, specs)
     assert res.comm.total_bytes == unflat.comm.total_bytes > 0
 
 
@@ -86,6 +90,18 @@ def test_the_issue_example_moves_nothing_and_its_sum_only_an_all_reduce():
     assert [r.kind for r in summed.comm.records] == ["all_reduce"] * len(summed.comm.records)
     # ring all-reduce of 6 float32 over tp=4, on 8 devices: 2 * 3/4 * 24 B each
     assert summed.comm.total_bytes == 8 * 2 * 3 * 24 // 4
+
+
+def test_a_flatten_of_two_sharded_factors_keeps_its_layout_too():
+    """(Shard(0), Shard(1)): both factors sharded, on two mesh axes; no tensor-dim sharding
+    states the merged dim either (device (i, j) holds rows of b-block i and s-block j), the
+    matmul runs where it lies and the sum's partial results are all-reduced over both axes."""
+    mesh = ss.Mesh({"dp": 2, "tp": 4})
+    x, w = ints((4, 8, 6), 3), ints((6, 5), 4)
+    specs = ([ss.Shard(0), ss.Shard(1)], [ss.Replicate(), ss.Replicate()])
+    assert run(lambda x, w: x.reshape(-1, 6) @ w, (x, w), mesh, specs).comm.total_bytes == 0
+    summed = run(lambda x, w: (x.reshape(-1, 6) @ w).sum(0), (x, w), mesh, specs)
+    assert {(r.kind, tuple(r.axes)) for r in summed.comm.records} == {("all_reduce", ("dp", "tp"))}
 
 
 def test_an_op_needing_the_flat_dim_whole_reshards_it():
