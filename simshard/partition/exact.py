@@ -13,9 +13,14 @@ reshapes alike. ``a.t().reshape(32)`` of a ``Shard(0)`` (8, 4) tensor is such a 
 device holds column r of the transpose, and the merged dim's index set ``{r, r+8, r+16, r+24}``
 is DTensor's ``_StridedShard`` output, with no byte moved.
 
-Where the op is not functorial over what a device holds (a sharded contraction, a sort dim), the
-partitioner reshards the operand to a tensor-dimension sharding with the planner's exchange,
-as for any other reshard.
+A reduction factor (sum, prod, max, min) held in parts need not be whole: when the devices
+that differ only along some mesh axes hold one result block and sum disjoint parts that cover
+the whole reduction, each device reduces its part and the result is pending over those axes
+(a sum over a flattened strided dim, seed 002: an all-reduce of partial sums, nothing gathered).
+
+Where the op is not functorial over what a device holds (a sort dim, a cumulative sum, a max
+some device holds no element of), the partitioner reshards the operand to a tensor-dimension
+sharding with the planner's exchange, as for any other reshard.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shap
                        result_shapes: Sequence[Sequence[int]]) -> list[Layout] | None:
     """The layout of each result when every device runs the op on the blocks it holds under
     ``operands`` (None for a literal operand, held whole), or None when the op is not functorial
-    over them (module docstring). Pending (partial) operands are not run this way."""
+    over them (module docstring); results pending over the axes a split reduction's parts vary
+    along. Pending (partial) operands are not run this way."""
     laid = [L for L in operands if L is not None]
     if not laid or any(L.unreduced for L in laid) or rule.inexact:
         return None

@@ -111,3 +111,35 @@ def test_an_op_needing_the_flat_dim_whole_reshards_it():
     x = ints((2, 8, 3), 7)
     res = run(lambda x: np.cumsum(x.reshape(-1, 3), axis=0), (x,), mesh, ([ss.Shard(1)],))
     assert res.comm.total_bytes > 0
+
+
+def test_a_max_over_stripes_is_all_reduced_unless_a_device_holds_none():
+    """A max over the flat dim splits like a sum when every device holds some stripe; where one
+    holds none (5 rows of S over 4: blocks 2, 2, 1, 0) a max has no identity to stand for its
+    empty part, so the flattened value is resharded instead. Both bitwise."""
+    mesh = ss.Mesh({"tp": 4})
+    even = run(lambda x: x.reshape(-1, 3).max(0), (ints((2, 8, 3), 5),), mesh, ([ss.Shard(1)],))
+    assert {(r.kind, tuple(r.axes)) for r in even.comm.records} == {("all_reduce", ("tp",))}
+    empty = run(lambda x: x.reshape(-1, 3).max(0), (ints((2, 5, 3), 5),), mesh, ([ss.Shard(1)],))
+    assert empty.comm.total_bytes > 0 and {r.kind for r in empty.comm.records} != {"all_reduce"}
+
+
+def test_a_split_sum_is_pending_only_over_the_axes_its_parts_vary_along():
+    """Replicated: every device sums it all, nothing pending. Striped over "tp": pending over
+    "tp". Overlapping parts (rows 0-4 and 3-7) do not tile the sum: not run where they lie."""
+    from simshard.ops import get_op
+    from simshard.partition.exact import functorial_layouts
+    from simshard.ir.program import Aval
+
+    mesh = ss.Mesh({"tp": 4})
+    (rule,) = get_op("reduce_sum").rules([Aval((8, 3), np.dtype(np.float32))], [Aval((3,), np.dtype(np.float32))], axes=(0,))
+    whole = layout(ss.DTensorSpec(mesh, [ss.Replicate()]), (8, 3))
+    (out,) = functorial_layouts(rule, [whole], [(8, 3)], [(3,)])
+    assert out.unreduced == ()
+    striped = layout(ss.DTensorSpec(mesh, [ss.StridedShard(0, 2)]), (8, 3))
+    (out,) = functorial_layouts(rule, [striped], [(8, 3)], [(3,)])
+    assert [a.name for a in out.unreduced] == ["tp"] and out.reduce_op == "sum"
+    two = ss.Mesh({"tp": 2})
+    cols = np.arange(3)
+    overlapping = ss.Layout(two, (8, 3), {0: (np.arange(0, 5), cols), 1: (np.arange(3, 8), cols)})
+    assert functorial_layouts(rule, [overlapping], [(8, 3)], [(3,)]) is None
