@@ -50,7 +50,10 @@ def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shap
     if any(L.mesh.device_ids != mesh.device_ids for L in laid):
         return None
     sizes = rule.sizes
-    whole = {f for f, _ in rule.factors if rule.kind(f) != PASS_THROUGH}
+    kept = {f for dims in rule.results for fs in dims for f in fs}
+    # held whole: factors whose kind needs the dim, and any the results drop (a size-1 dim
+    # reshaped away: a device holding none of it holds none of the result either)
+    whole = {f for f, _ in rule.factors if rule.kind(f) != PASS_THROUGH or f not in kept}
     summed = sorted(whole & set(rule.of_kind(REDUCTION))) if rule.reduce_op in SPLIT_REDUCTIONS else []
     whole -= set(summed)
     index_map = [{} for _ in result_shapes]
