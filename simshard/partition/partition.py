@@ -46,6 +46,7 @@ from ..propagate import propagate
 from ..propagate.driver import propagation_info
 from ..sharding.dims import Sharding
 from ..sharding.placements import DTensorSpec
+from ..sharding.stating import placements_for
 from ..spmd import Checkpoint, SpmdProgram
 from .builder import ScheduleBuilder
 from .choose import OpChoice
@@ -172,9 +173,9 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
             if k in self.exact_out:
                 outs.append(self.get(v, self.exact_out[k], f"output {k}"))
                 out_specs.append(self.program.out_shardings[k])
-            elif kept is not None:  # left as its ops left it: a strided layout (seed 002)
+            elif kept is not None:  # left as its ops left it: a strided layout (seed 002), as placements
                 outs.append(self.copies[v][0].buf)
-                out_specs.append(kept)
+                out_specs.append(placements_for(kept) or kept)
             else:
                 outs.append(self.get(v, t, f"output {k}"))
                 out_specs.append(t)

@@ -143,3 +143,18 @@ def test_a_split_sum_is_pending_only_over_the_axes_its_parts_vary_along():
     cols = np.arange(3)
     overlapping = ss.Layout(two, (8, 3), {0: (np.arange(0, 5), cols), 1: (np.arange(3, 8), cols)})
     assert functorial_layouts(rule, [overlapping], [(8, 3)], [(3,)]) is None
+
+
+def test_an_output_left_strided_is_stated_as_dtensor_would():
+    """The matmul's result, left where the flatten's stripes put it, is stated as placements:
+    ``[Replicate(), _StridedShard(0, split_factor=B)]``, the flattened value's own."""
+    from simshard.sharding.stating import placements_for
+
+    mesh = ss.Mesh({"dp": 2, "tp": 4})
+    x, w = ints((3, 8, 6), 1), ints((6, 5), 2)
+    res = run(lambda x, w: x.reshape(-1, 6) @ w, (x, w), mesh, shardings(3, False, mesh))
+    assert res.spmd.out_shardings[0] == ss.DTensorSpec(mesh, [ss.Replicate(), ss.StridedShard(0, 3)])
+    pending = layout(ss.DTensorSpec(mesh, [ss.Partial(), ss.Shard(1)]), (4, 6))
+    assert placements_for(pending) == ss.DTensorSpec(mesh, [ss.Partial(), ss.Shard(1)])
+    odd = ss.Layout(ss.Mesh({"tp": 2}), (4,), {0: (np.array([0, 3]),), 1: (np.array([1, 2]),)})
+    assert placements_for(odd) is None
