@@ -158,3 +158,26 @@ def test_an_output_left_strided_is_stated_as_dtensor_would():
     assert placements_for(pending) == ss.DTensorSpec(mesh, [ss.Partial(), ss.Shard(1)])
     odd = ss.Layout(ss.Mesh({"tp": 2}), (4,), {0: (np.array([0, 3]),), 1: (np.array([1, 2]),)})
     assert placements_for(odd) is None
+
+
+def test_dtensor_eager_ops_keep_the_stripes_of_a_flatten():
+    """The eager DTensor spelling: ``d.reshape(-1, 6)`` of a ``(Replicate, Shard(1))`` DTensor is
+    ``_StridedShard(0, split_factor=4)``; a matmul by a replicated weight keeps those stripes and
+    a sum over them is ``Partial``, as DTensor's batch-dim strategies say; nothing moves until
+    ``full_tensor``, and every value is numpy's bit for bit."""
+    from simshard.dtensor import CommDebugMode, distribute_tensor
+
+    mesh = ss.Mesh({"dp": 2, "tp": 4})
+    x, w = ints((4, 8, 6), 8), ints((6, 5), 9)
+    d = distribute_tensor(x, mesh, [ss.Replicate(), ss.Shard(1)])
+    wd = distribute_tensor(w, mesh, [ss.Replicate(), ss.Replicate()])
+    with CommDebugMode() as comm:
+        flat = d.reshape(-1, 6)
+        y = flat @ wd
+        s = (flat * 2).sum(0)
+    assert comm.get_total_counts() == 0
+    strided = (ss.Replicate(), ss.StridedShard(0, 4))
+    assert tuple(flat.placements) == strided and tuple(y.placements) == strided
+    assert tuple(s.placements) == (ss.Replicate(), ss.Partial())
+    np.testing.assert_array_equal(np.asarray(y.full_tensor()), x.reshape(-1, 6) @ w)
+    np.testing.assert_array_equal(np.asarray(s.full_tensor()), (x.reshape(-1, 6) * 2).sum(0))
