@@ -19,7 +19,7 @@ from .layout import layout
 from .layout_model import Layout
 from .placements import DTensorSpec, Partial, Placement, Replicate, Shard, StridedShard
 
-MAX_CANDIDATES = 4096  # placement lists tried at most: a few mesh axes over a few dims
+MAX_CANDIDATES = 256  # placement lists tried at most (each one laid out): a few mesh axes over a few small dims
 
 
 def axis_choices(L: Layout, axis: str) -> list[Placement]:
