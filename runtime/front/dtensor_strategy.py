@@ -97,13 +97,30 @@ def _one_axis(eqn, rule, placed: Sequence[Placement], n: int) -> list[Placement]
             if kind != PASS_THROUGH:
                 return [R] * outs
             return [_result_placement(rule, factor, r, n) for r in range(outs)]
+    for i, p in enumerate(placed):  # no Shard operand: stripes pass where a Shard would (DTensor
+        # redistributes a strided operand to a plain Shard one, as for a.reshape(64) + b)
+        if isinstance(p, StridedShard) and p.dim < len(rule.operands[i]) and len(rule.operands[i][p.dim]) == 1:
+            return _strided_out(rule, rule.operands[i][p.dim][0], p.split_factor, outs)
     return [R] * outs
+
+
+def _strided_out(rule, factor: str, split_factor: int, outs: int) -> list[Placement]:
+    """Where stripes of a whole dim (one factor) land: the same stripes of a result dim made of
+    that factor alone (a batch dim: a matmul's rows after a flatten, seed 002), ``Partial`` where
+    the factor is reduced, ``Replicate`` otherwise (a merged or split dim, a dim needed whole)."""
+    kind = rule.kind(factor)
+    if kind == REDUCTION:
+        return [Partial(rule.reduce_op if rule.reduce_op in ("sum", "max", "min", "prod") else "sum")] * outs
+    if kind != PASS_THROUGH:
+        return [R] * outs
+    return [next((StridedShard(d, split_factor) for d, fs in enumerate(rule.results[r]) if list(fs) == [factor]), R)
+            for r in range(outs)]
 
 
 def output_placements(program: Program, inputs: Sequence[Sequence[Placement]], mesh_sizes: Sequence[int]) -> list[tuple]:
     """Each output's placements (one per mesh dim) for inputs placed ``inputs`` (module docstring).
-    Inputs laid out by other placements (``_StridedShard``, ragged) count as replicated here."""
-    known = {v: tuple(p if isinstance(p, (Shard, Partial)) else R for p in ps) for v, ps in zip(program.inputs, inputs)}
+    Inputs laid out by other placements (ragged, user ones) count as replicated here."""
+    known = {v: tuple(p if isinstance(p, (Shard, Partial, StridedShard)) else R for p in ps) for v, ps in zip(program.inputs, inputs)}
     for eqn in program.eqns:
         operands = [known.get(v, (R,) * len(mesh_sizes)) if not isinstance(v, Literal) else (R,) * len(mesh_sizes)
                     for v in eqn.inputs]

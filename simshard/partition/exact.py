@@ -13,26 +13,36 @@ reshapes alike. ``a.t().reshape(32)`` of a ``Shard(0)`` (8, 4) tensor is such a 
 device holds column r of the transpose, and the merged dim's index set ``{r, r+8, r+16, r+24}``
 is DTensor's ``_StridedShard`` output, with no byte moved.
 
-Where the op is not functorial over what a device holds (a sharded contraction, a sort dim), the
-partitioner reshards the operand to a tensor-dimension sharding with the planner's exchange,
-as for any other reshard.
+A reduction factor (sum, prod, max, min) held in parts need not be whole: when the devices
+that differ only along some mesh axes hold one result block and sum disjoint parts that cover
+the whole reduction, each device reduces its part and the result is pending over those axes
+(a sum over a flattened strided dim, seed 002: an all-reduce of partial sums, nothing gathered).
+
+Where the op is not functorial over what a device holds (a sort dim, a cumulative sum, a max
+some device holds no element of), the partitioner reshards the operand to a tensor-dimension
+sharding with the planner's exchange, as for any other reshard.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 
-from ..ops.factors import PASS_THROUGH, FactorRule
+from ..ops.factors import PASS_THROUGH, REDUCTION, FactorRule
+from ..sharding.axes import AxisRef
 from ..sharding.layout_model import Layout
+
+SPLIT_REDUCTIONS = ("sum", "prod", "max", "min")  # reductions a device may run on its part, combined later
 
 
 def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shapes: Sequence[Sequence[int]],
                        result_shapes: Sequence[Sequence[int]]) -> list[Layout] | None:
     """The layout of each result when every device runs the op on the blocks it holds under
     ``operands`` (None for a literal operand, held whole), or None when the op is not functorial
-    over them (module docstring). Pending (partial) operands are not run this way."""
+    over them (module docstring); results pending over the axes a split reduction's parts vary
+    along. Pending (partial) operands are not run this way."""
     laid = [L for L in operands if L is not None]
     if not laid or any(L.unreduced for L in laid) or rule.inexact:
         return None
@@ -40,8 +50,14 @@ def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shap
     if any(L.mesh.device_ids != mesh.device_ids for L in laid):
         return None
     sizes = rule.sizes
-    whole = {f for f, _ in rule.factors if rule.kind(f) != PASS_THROUGH}
+    kept = {f for dims in rule.results for fs in dims for f in fs}
+    # held whole: factors whose kind needs the dim, and any the results drop (a size-1 dim
+    # reshaped away: a device holding none of it holds none of the result either)
+    whole = {f for f, _ in rule.factors if rule.kind(f) != PASS_THROUGH or f not in kept}
+    summed = sorted(whole & set(rule.of_kind(REDUCTION))) if rule.reduce_op in SPLIT_REDUCTIONS else []
+    whole -= set(summed)
     index_map = [{} for _ in result_shapes]
+    contributed: dict[int, np.ndarray] = {}  # per device, the reduction indices it sums (flattened)
     for d in mesh.device_ids:
         held: dict[str, np.ndarray] = {}
         for L, dims, shape in zip(operands, rule.operands, shapes):
@@ -58,10 +74,34 @@ def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shap
         for f in whole & held.keys():
             if not np.array_equal(held[f], np.arange(sizes[f])):
                 return None
+        contributed[d] = _product([held.get(f, np.arange(sizes[f])) for f in summed], [sizes[f] for f in summed])
         for r, dims in enumerate(rule.results):
             index_map[r][d] = tuple(_product([held.get(f, np.arange(sizes[f])) for f in fs], [sizes[f] for f in fs])
                                     for fs in dims)
-    return [Layout(mesh, tuple(int(n) for n in shape), _shared(m)) for shape, m in zip(result_shapes, index_map)]
+    pending = _pending_axes(mesh, contributed, index_map, math.prod(sizes[f] for f in summed))
+    if pending is None or (pending and rule.reduce_op != "sum" and any(len(c) == 0 for c in contributed.values())):
+        return None  # a max / min over an empty block has no identity to stand for it
+    return [Layout(mesh, tuple(int(n) for n in shape), _shared(m), pending, rule.reduce_op)
+            for shape, m in zip(result_shapes, index_map)]
+
+
+def _pending_axes(mesh, contributed: dict[int, np.ndarray], index_map, total: int) -> tuple[AxisRef, ...] | None:
+    """The mesh axes over which devices hold pending contributions to one result block: those
+    along which the reduction indices a device sums vary, provided every group of devices
+    differing only along them holds one result block and sums disjoint parts covering the whole
+    reduction (a partial sum over those axes). () when every device sums it all; None when the
+    parts do not so tile it."""
+    full = np.arange(total)
+    if all(np.array_equal(c, full) for c in contributed.values()):
+        return ()
+    axes = [a for a in mesh.axis_names
+            if any(len({contributed[d].tobytes() for d in g}) > 1 for g in mesh.groups_over([a]))]
+    for g in mesh.groups_over(axes):
+        if any(not all(np.array_equal(x, y) for x, y in zip(m[d], m[g[0]])) for m in index_map for d in g):
+            return None
+        if not np.array_equal(np.sort(np.concatenate([contributed[d] for d in g])), full):
+            return None
+    return tuple(AxisRef(a) for a in axes)
 
 
 def _factor_sets(ix: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray] | None:

@@ -46,6 +46,7 @@ from ..propagate import propagate
 from ..propagate.driver import propagation_info
 from ..sharding.dims import Sharding
 from ..sharding.placements import DTensorSpec
+from ..sharding.stating import placements_for
 from ..spmd import Checkpoint, SpmdProgram
 from .builder import ScheduleBuilder
 from .choose import OpChoice
@@ -53,7 +54,8 @@ from .copies import TARGET_OPS, Copy, ValueCopies
 from .loops import emit_scan, emit_switch, emit_while
 from .regions import inline_region
 from .reshard import plain
-from .reshard.plan import layout_of
+from ..sharding.layout import Layout
+from .reshard.plan import block_size, layout_of
 from .run_op import OpEmitter
 
 IDENTITY_OPS = {"propagation_barrier", "stop_gradient"}
@@ -167,14 +169,34 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
             self.checkpoint(e)
         outs, out_specs = [], []
         for k, (v, t) in enumerate(zip(self.program.outputs, self.out_targets)):
+            kept = self.kept_exact(k, v, t)
             if k in self.exact_out:
                 outs.append(self.get(v, self.exact_out[k], f"output {k}"))
                 out_specs.append(self.program.out_shardings[k])
+            elif kept is not None:  # left as its ops left it: a strided layout (seed 002), as placements
+                outs.append(self.copies[v][0].buf)
+                out_specs.append(placements_for(kept) or kept)
             else:
                 outs.append(self.get(v, t, f"output {k}"))
                 out_specs.append(t)
         schedules = self.builder.finish(ins, outs)
         return SpmdProgram(self.program, schedules, tuple(in_specs), tuple(out_specs), tuple(self.checkpoints))
+
+    def kept_exact(self, k: int, v: Value, target: Sharding) -> Layout | None:
+        """The exact layout output ``k`` is held in when nobody asked for another and it takes no
+        more memory on any device than ``target`` (its propagated sharding) would: the strided
+        layout a flatten's stripes keep through the ops after it (seed 002), left where it is
+        rather than gathered to the sharding propagation could state. None otherwise."""
+        given = self.program.out_shardings[k] if k < len(self.program.out_shardings) else None
+        if given is not None or v not in self.copies or v in self.program.inputs:
+            return None
+        held = self.copies[v][0].spec
+        if not isinstance(held, Layout) or held.unreduced:
+            return None
+        want = layout_of(target, v.aval.shape)
+        if any(block_size(held, d) > block_size(want, d) for d in self.devices):
+            return None
+        return held
 
     def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = (), body: tuple = ()) -> None:
         """Record where each result of ``e`` lives right after ``e`` ran (its first copy); ``body``:

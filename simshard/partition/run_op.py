@@ -16,6 +16,7 @@ import numpy as np
 from ..ir.program import Eqn, Value
 from ..ops import get_op
 from ..ops.factors import REDUCTION
+from ..sharding.dims import Sharding
 from ..sharding.layout import Layout
 from ..sharding.reduce_ops import REDUCE_OPS
 from ..spmd import Compute, Literal, Pad
@@ -130,7 +131,8 @@ class OpEmitter:
         (``exact``): no communication, results keep their exact layouts. False otherwise."""
         ins = [self.copies[i][0].spec if isinstance(i, Value) else None for i in e.inputs]
         wanted = [self.exact_want.get(o) for o in e.outputs]
-        if not e.inputs or not (any(isinstance(s, Layout) for s in ins) or any(w is not None for w in wanted)):
+        if not e.inputs or not (any(isinstance(s, Layout) for s in ins) or any(w is not None for w in wanted)
+                                or self.keeps_stripes(e, ins)):
             return False
         op = get_op(e.op)
         in_avals, out_avals = [i.aval for i in e.inputs], [o.aval for o in e.outputs]
@@ -148,6 +150,15 @@ class OpEmitter:
             return True
         return False
 
+    def keeps_stripes(self, e: Eqn, ins) -> bool:
+        """A reshape whose operand holds mesh axes its propagated result lost: a merge of dims
+        sharded on a minor factor (seed 002), which no tensor-dim sharding states. Run where it
+        lies (``functorial``), the result keeps the strided layout and the ops after it run on it
+        where they are functorial, rather than gathering the merged dim here."""
+        if e.op != "reshape" or not isinstance(ins[0], Sharding) or ins[0].unreduced:
+            return False
+        return mesh_axes(self.want(e.outputs[0])) < mesh_axes(ins[0])
+
     def run_local(self, e: Eqn, op, bufs, in_lay, out_lay) -> None:
         """``e``'s kernel on the blocks each device holds (layouts ``in_lay`` to ``out_lay``)."""
         src = self.source(e)
@@ -164,9 +175,12 @@ class OpEmitter:
         self.builder.emit(by_shape_class(self.devices, [L for L in in_lay if L is not None] + out_lay, make))
         for o, L, buf in zip(e.outputs, out_lay, outs):
             self.copies[o] = [Copy(L, buf)]
-        # no sum is split over mesh axes here: a kernel that blocks its sums by the block shapes
-        # is checked against itself run on each block's operands (simshard.report.opcheck)
-        self.checkpoint(e)
+        # a kernel that blocks its sums by the block shapes is checked against itself run on each
+        # block's operands (simshard.report.opcheck); a sum split over mesh axes (results left
+        # pending over them) reassociates over those axes
+        split = [axis_name(a) for L in out_lay if L.reduce_op in ("sum", "prod") for a in L.unreduced]
+        floats = any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs)
+        self.checkpoint(e, tuple(dict.fromkeys(split)) if floats else ())
 
 
 def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...]:
@@ -187,6 +201,11 @@ def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...
             if s is not None and s.unreduced and s.reduce_op in ("sum", "avg", "prod"):
                 axes += [axis_name(a) for a in s.unreduced]
     return tuple(dict.fromkeys(axes))
+
+
+def mesh_axes(s: Sharding) -> int:
+    """How many mesh axes (or sub-axes) shard the dims of ``s``."""
+    return sum(len(d.axes) for d in s.dims)
 
 
 def axis_name(a) -> str:

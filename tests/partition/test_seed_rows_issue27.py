@@ -57,3 +57,19 @@ def test_seed002_a_flatten_propagation_can_state_is_left_alone():
     x = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
     res = ss.run(lambda a: a.reshape(32), x, mesh=mesh, in_shardings=(ss.P("x", None),), backend="local")
     assert res.comm.total_bytes == 0 and strided_output(res.program, 0) is None
+
+
+def test_seed002_the_ops_after_the_flatten_keep_its_strided_layout():
+    """The seed's point: the flattened (batch, seq) feeds a matmul. Each device multiplies its own
+    rows (0 B, was 4,608 B), and a following sum over the flat dim is only the all-reduce of
+    partial sums (more in tests/partition/test_strided_flatten.py)."""
+    mesh = ss.Mesh({"dp": 2, "tp": 4})
+    x = np.arange(4 * 8 * 6, dtype=np.float32).reshape(4, 8, 6)
+    w = np.arange(30, dtype=np.float32).reshape(6, 5)
+    specs = ([ss.Replicate(), ss.Shard(1)], [ss.Replicate(), ss.Replicate()])
+    mm = ss.run(lambda x, w: x.reshape(-1, 6) @ w, x, w, in_shardings=specs, mesh=mesh, backend="local")
+    assert mm.comm.total_bytes == 0 and mm.verify.bitwise
+    np.testing.assert_array_equal(mm.outputs, x.reshape(-1, 6) @ w)
+    summed = ss.run(lambda x, w: (x.reshape(-1, 6) @ w).sum(0), x, w, in_shardings=specs, mesh=mesh, backend="local")
+    assert summed.verify.bitwise and {r.kind for r in summed.comm.records} == {"all_reduce"}
+    np.testing.assert_array_equal(summed.outputs, (x.reshape(-1, 6) @ w).sum(0))
