@@ -35,7 +35,7 @@ from .strategy import AutoStrategy
 
 DEFAULT_DEVICE = "h100"  # compute is priced on this device where the topology names none
 MODES = ("time", "communication")
-REPAIRS = 3  # solves again with a lower budget when the estimate's peak exceeds the budget
+REPAIRS = 3  # solves again with the model's budget corrected by the estimate's peak (``_fit``)
 EXPLAIN_SLACK = 5.0  # each runner-up's solve may take the search's own time and this many seconds more
 PLANNED_DEVICES = 16  # up to this many devices every reshard is planned; beyond, its closed form
 
@@ -72,7 +72,7 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
     search = Search(graph, mesh, costs, device, budget, ties)
     start = time.perf_counter()
     best, strategy, peak = _fit(search, lambda values: _strategy(f, program, search, values, mesh, None),
-                                abstract, topology, budget, time_limit, gap)
+                                abstract, topology, budget, time_limit, gap, mode)
     seconds = time.perf_counter() - start
     why = explain(search, best, budget, explain_top, limit=seconds + EXPLAIN_SLACK) if explain_top else ()
     report = SearchReport(best.objective / SCALE, breakdown(search, best.values), seconds, search.model.size,
@@ -80,21 +80,34 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
     return replace(strategy, report=report)
 
 
-def _fit(search: Search, make, abstract, topology: Topology, budget: int | None, time_limit, gap):
-    """Solve; with a budget, estimate the strategy's peak (``ss.estimate``: the schedules' own
-    buffers, which the model approximates) and, while it is over, solve again with the model's
-    budget lowered by the excess (``REPAIRS`` times at most, then a warning)."""
-    limit = budget
+def _fit(search: Search, make, abstract, topology: Topology, budget: int | None, time_limit, gap, mode: str):
+    """Solve; with a budget, estimate the strategy (``ss.estimate``: the schedules' own buffers,
+    which the model approximates) and correct the model's budget by what the estimate says,
+    ``REPAIRS`` times at most: while the peak is over, lowered by the excess; where it is under
+    (the model counts more than the schedule holds, and may have ruled out a faster strategy
+    that fits), raised by the slack, until a strategy goes over. Of those that fit, the one the
+    estimate finds fastest; none fitting: the last, and a warning."""
+    limit, fits = budget, []
     for _ in range(REPAIRS + 1):
         best = search.model.solve(time_limit=time_limit, gap=gap)
         strategy = make(best.values)
         if budget is None:
             return best, strategy, None
-        peak = estimate(strategy, *abstract, topology=topology).memory.max_peak
+        est = estimate(strategy, *abstract, topology=topology)
+        peak = est.memory.max_peak
         if peak <= budget:
-            return best, strategy, peak
-        limit -= peak - budget
+            seconds = est.time.total if mode == "communication" else est.step_seconds()
+            fits.append((seconds, len(fits), limit, best, strategy, peak))
+        elif fits:
+            break  # raised past what fits: keep the best that did
+        if peak == budget:
+            break
+        limit += budget - peak
         search.set_budget(limit)
+    if fits:
+        _, _, limit, best, strategy, peak = min(fits, key=lambda f: f[:2])
+        search.set_budget(limit)  # the explanations re-solve around the chosen strategy's model
+        return best, strategy, peak
     warnings.warn(f"autoshard: the strategy found needs {peak:,} bytes per device, over device_memory "
                   f"({budget:,}): the memory model misses the schedule's buffers by more than {REPAIRS} "
                   f"corrections could take back", stacklevel=3)

@@ -12,8 +12,9 @@ blocks) the planner's structured path takes these steps, in this order, and so d
    stays: a collective-permute of the block;
 5. axes the target drops: one all-gather over all of them, ``G - 1`` blocks.
 
-Each step's seconds are the alpha-beta model's (``costs.plan_seconds``): the busiest device's
-bytes over the link of the step's axes plus a latency per message. ``tests/autoshard/test_costs.py``
+Each step is timed as the estimate times its record (``collectives.collective_seconds``,
+``Topology.choice``: under NCCL the fastest of ring, tree and hierarchical), on the groups the
+mesh forms over the step's axes, as ``costs.plan_seconds`` times the planner's steps. ``tests/autoshard/test_costs.py``
 holds it equal to the planner's plan where that plan is one collective per axis. Elsewhere it is
 a model of the plan, not the plan: where axes move between several dims at once the planner's
 exchange may move fewer bytes (priced there on the slowest link), and relabelling steps may
@@ -28,6 +29,7 @@ import math
 
 from ..report.topology import Topology
 from ..sharding.dims import Sharding
+from .collectives import Collective, collective_seconds, groups_to_time
 
 
 def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topology) -> dict[tuple[str, ...], float]:
@@ -35,10 +37,15 @@ def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topo
     sizes = src.mesh.shape
     out: dict[tuple[str, ...], float] = {}
 
-    def step(axes, nbytes, messages):
-        link = topology.link(axes)
+    def step(kind, axes, nbytes, messages, minimum=None):
+        """A collective over ``axes`` whose busiest device moves ``nbytes`` in ``messages`` and
+        must receive ``minimum`` (``nbytes`` unless said)."""
         key = tuple(axes)
-        out[key] = out.get(key, 0.0) + nbytes / link.bandwidth + link.latency * messages
+        groups = groups_to_time(topology, src.mesh.groups_over(key))
+        minimum = nbytes if minimum is None else minimum
+        seconds = collective_seconds(topology, (Collective(kind, key, g, nbytes, nbytes, messages, minimum)
+                                                for g in groups))
+        out[key] = out.get(key, 0.0) + seconds
 
     where_dst = {a.name: d for d, ds in enumerate(dst.dims) for a in ds.axes}
     where = {a.name: d for d, ds in enumerate(src.dims) for a in ds.axes}
@@ -47,17 +54,17 @@ def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topo
     reduce = [a for a in pending if a not in where_dst]
     for a in scatter:
         g = sizes[a]
-        step((a,), block * (g - 1) / g, g - 1)
+        step("reduce_scatter", (a,), block * (g - 1) / g, g - 1)
         block /= g
         where[a] = where_dst[a]
     if reduce:
         g = math.prod(sizes[a] for a in reduce)
-        step(tuple(reduce), 2 * block * (g - 1) / g, 2 * (g - 1))
+        step("all_reduce", tuple(reduce), 2 * block * (g - 1) / g, 2 * (g - 1))
     for d, ds in enumerate(src.dims):  # a major axis leaving while a minor one stays: a relabel first
         names = [a.name for a in ds.axes]
         for k, a in enumerate(names):
             if where_dst.get(a) != d and any(where_dst.get(b) == d for b in names[k + 1:]):
-                step(tuple(names), block, 1)
+                step("collective_permute", tuple(names), block, 1, 0)
                 break
     for a, d in where_dst.items():
         if a not in where:
@@ -66,17 +73,17 @@ def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topo
     for a, d in list(where.items()):
         if a in where_dst and where_dst[a] != d:
             g = sizes[a]
-            step((a,), block * (g - 1) / g, g - 1)
+            step("all_to_all", (a,), block * (g - 1) / g, g - 1)
             where[a] = where_dst[a]
     for d, ds in enumerate(dst.dims):
         want = [a.name for a in ds.axes]
         have = [a for a in _order(src, d, where) if a in want]
         if have != want and len(want) > 1:
-            step(tuple(want), block, 1)
+            step("collective_permute", tuple(want), block, 1, 0)
     gone = [a for a in where if a not in where_dst]
     if gone:
         g = math.prod(sizes[a] for a in gone)
-        step(tuple(sorted(gone, key=src.mesh.axis_names.index)), block * (g - 1), g - 1)
+        step("all_gather", tuple(sorted(gone, key=src.mesh.axis_names.index)), block * (g - 1), g - 1)
     return out
 
 

@@ -1,16 +1,17 @@
 """Seconds the search weighs: an op's compute under a strategy, and moving a value between two
-layouts.
+layouts, each by the estimate's own function.
 
-* Compute: the op's FLOPs and bytes on the local blocks the strategy gives it
-  (``report.compute.op_flops``), on the device's roofline (``DeviceSpec.seconds``): the same
-  model the estimate applies to a schedule, so the two agree op for op.
+* Compute: the ``Work`` of the op on the local blocks the strategy gives it
+  (``report.compute.op_work``: FLOPs, bytes, kernel kind, matmul shape, dtype), timed on the
+  device (``Work.seconds``: tiles, waves and split-K for a matmul on a device class, the
+  achieved bandwidth for element-wise work, nothing for layout ops; the roofline on a device
+  given by its peaks alone): what the estimate counts for each compute instruction.
 * A reshard: the reshard planner's plan (``partition.plan_reshard``, the exact steps a run would
-  take, pending reductions included), each collective step priced by the alpha-beta model of
-  ``report.topology``: the busiest device's bytes over the link of the step's axes, plus one
-  latency per message (a group's ``g - 1`` peers, or an exchange's rounds); an all-reduce as the
-  direct algorithm runs it (``report.collective_cost``): ``2(g-1)/g`` of the buffer in
-  ``2(g-1)`` messages. Nodes
-  (``Topology.nodes``) are not modelled here: the plan is priced flat on the axes' links.
+  take, pending reductions included), each collective step written as the record its busiest
+  device would produce and timed by ``Topology.choice`` (``collectives.py``): under the default
+  ``library="nccl"`` the fastest of ring, tree and hierarchical for its size and group, under
+  ``"direct"`` the algorithms simshard executes; groups spanning ``Topology.nodes`` as the
+  estimate spans them.
 
 Plans are cached per pair of layouts and shape for one search, and planned on a small shape of
 the same divisibility (``ReshardCosts``).
@@ -24,11 +25,12 @@ import numpy as np
 
 from ..ir.program import Aval, Eqn
 from ..partition import plan_reshard
-from ..report.compute import DeviceSpec, op_flops
+from ..report.compute import DeviceSpec, op_work
 from ..report.topology import Topology
 from ..sharding.dims import Sharding
 from .candidates import OpCandidate, local_bytes
 from .closed_form import closed_form_seconds
+from .collectives import Collective, collective_seconds, groups_to_time
 
 LAYOUT_FREE = ("scan",)  # structured ops priced through their bodies
 
@@ -38,15 +40,18 @@ def local_shape(s: Sharding, shape) -> tuple[int, ...]:
 
 
 def compute_seconds(eqn: Eqn, cand: OpCandidate, device: DeviceSpec) -> float:
-    """One device's time running ``eqn`` as ``cand`` lays it out (the roofline of its local op)."""
+    """One device's time running ``eqn`` as ``cand`` lays it out: the ``Work`` of its local op
+    (``report.compute.op_work``: its kind, matmul shape and dtype) timed on the device
+    (``Work.seconds``: the kernel model on a device class, else the roofline), as the estimate
+    times each compute instruction."""
     if eqn.op in LAYOUT_FREE:
         return 0.0
     ins = [local_shape(s, x.aval.shape) for s, x in zip(cand.operands, eqn.inputs)]
     outs = [local_shape(s, v.aval.shape) for s, v in zip(cand.results, eqn.outputs)]
-    flops = op_flops(eqn.op, ins, outs, eqn.kw)
-    nbytes = sum(local_bytes(s, x.aval) for s, x in zip(cand.operands, eqn.inputs))
-    nbytes += sum(local_bytes(s, v.aval) for s, v in zip(cand.results, eqn.outputs))
-    return device.seconds(flops, nbytes)
+    in_bytes = sum(local_bytes(s, x.aval) for s, x in zip(cand.operands, eqn.inputs))
+    out_bytes = sum(local_bytes(s, v.aval) for s, v in zip(cand.results, eqn.outputs))
+    dtype = np.dtype(eqn.outputs[0].aval.dtype).name if eqn.outputs else "float32"
+    return op_work(eqn.op, ins, outs, eqn.kw, dtype, in_bytes, out_bytes).seconds(device)
 
 
 class ReshardCosts:
@@ -86,18 +91,38 @@ class ReshardCosts:
 
 def plan_seconds(src: Sharding, dst: Sharding, shape, dtype, topology: Topology,
                  scale: float = 1.0) -> dict[tuple[str, ...], float]:
-    """The alpha-beta seconds of the planner's plan from ``src`` to ``dst`` per link (module
-    docstring), its bytes multiplied by ``scale``."""
+    """The seconds of the planner's plan from ``src`` to ``dst`` per link, each collective timed
+    as the estimate times its record (``collectives.collective_seconds``), its bytes multiplied
+    by ``scale``."""
     plan = plan_reshard(src, dst, shape, np.dtype(dtype))
     out: dict[tuple[str, ...], float] = {}
     for step in plan.steps:
         if step.collective is None:
             continue
         axes = tuple(step.axes) or tuple(src.mesh.axis_names)  # an exchange: priced on the slowest link
-        link = topology.link(axes)
-        busiest = max(max(step.received.values(), default=0), max(step.sent.values(), default=0))
-        messages = len(step.rounds) if step.rounds else max((len(g) - 1 for g in step.groups), default=1)
+        seconds = collective_seconds(topology, step_collectives(step, axes, scale, topology))
+        out[axes] = out.get(axes, 0.0) + seconds
+    return out
+
+
+def step_collectives(step, axes: tuple[str, ...], scale: float, topology: Topology) -> list[Collective]:
+    """A plan step's collective, one per group whose time may differ, as its busiest member
+    runs it: a group's largest bytes, minimum and messages (the direct algorithms': a group's
+    ``g - 1`` peers, an exchange's rounds, an all-reduce's reduce-scatter and all-gather)."""
+    if step.rounds:  # a permute or exchange: every device named in a pair, one group
+        devices = tuple(sorted({d for rnd in step.rounds for pair in rnd for d in pair}))
+        groups, messages = (devices,), len(step.rounds)
+    else:
+        groups = groups_to_time(topology, step.groups)
+        messages = max((len(g) - 1 for g in step.groups), default=1)
+    if step.kind == "all_reduce":
+        messages *= 2
+    out = []
+    for group in groups:
+        sent = max((step.sent.get(d, 0) for d in group), default=0) * scale
+        received = max((step.received.get(d, 0) for d in group), default=0) * scale
+        minimum = max((step.minimum.get(d, 0) for d in group), default=0) * scale
         if step.kind == "all_reduce":  # direct: a reduce-scatter then an all-gather (collective_cost)
-            busiest, messages = max(step.minimum.values(), default=0), 2 * messages
-        out[axes] = out.get(axes, 0.0) + busiest * scale / link.bandwidth + link.latency * messages
+            sent = received = minimum
+        out.append(Collective(step.collective, axes, tuple(group), sent, received, messages, minimum))
     return out

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..ir.program import Aval
-from ..report.compute import DeviceSpec
+from ..report.compute import DeviceSpec, Work
 from ..sharding.dims import Sharding
 from ..sharding.mesh import Mesh
 from .candidates import OpCandidate, drop_leading, lift, local_bytes, op_candidates, value_specs
@@ -104,14 +104,17 @@ class Search:
     def loop_cost(self, link) -> None:
         """What a scan's loop moves in local memory each iteration, as the estimate counts it: a
         stacked input's block read and its slice written (``xs``), a slice read and written into a
-        stacked output (``ys``: three slices), a carry copied (two blocks)."""
+        stacked output (``ys``: three slices), a carry copied (two blocks). These are layout ops
+        (``dynamic_slice``, ``dynamic_update_slice``, ``stop_gradient``), timed as the estimate
+        times them (``Work.seconds``: nothing on a device class, whose kernels fold them into
+        their loads; their bytes on a roofline device)."""
         src, aval, tgt = self.dist[link.source], self.graph.values[link.source], self.graph.values[link.target]
         for s, vs in src.items():
             # a slice written into a stacked output reads and writes the slice; a stacked input's
             # slice reads the whole block; a carry is copied
             whole = 2 * self.bytes(s, aval) if link.lifted else self.bytes(self.relayout(s, link), tgt)
             nbytes = self.bytes(s, aval) + whole
-            seconds = link.weight * link.iterations * self.device.seconds(0, nbytes)
+            seconds = link.weight * link.iterations * Work(0, nbytes, "layout").seconds(self.device)
             for v in vs:
                 self.model.add_cost(v, seconds * SCALE)
                 self.loops.append((v, seconds))

@@ -64,6 +64,18 @@ def test_two_axes_of_different_speed_give_megatron_inside_data_parallel_across()
     assert auto.step_seconds() <= hand.step_seconds()
 
 
+@pytest.mark.parametrize("budget", [None, 200_000])
+def test_the_searchs_objective_is_the_estimates_step_time_of_the_strategy(budget):
+    """Compute by the op's Work on the device class, reshards by Topology.choice (NCCL's tree or
+    ring as the size and group decide): the estimate's own functions, so where the partitioner
+    follows the candidates the search priced, the two agree to rounding."""
+    topo = topology(x=1e10, y=1e12)
+    st = search({"x": 2, "y": 4}, budget, topo)
+    est = ss.estimate(st, *SHAPES, topology=topo)
+    assert st.report.breakdown.total == pytest.approx(est.step_seconds(), rel=1e-9)
+    assert st.report.breakdown.compute == pytest.approx(est.compute_seconds(), rel=1e-9)
+
+
 @pytest.mark.parametrize("budget", [150_000, 180_000, 260_000])
 def test_the_budget_is_never_exceeded_by_the_estimate_of_the_strategy(budget):
     st = search({"x": 8}, budget, topology(x=1e11))
