@@ -22,6 +22,7 @@ import optree
 
 from ..calls.compiled import Compiled
 from ..calls.device_array import DeviceArray
+from .rendezvous import member
 
 CACHE_SIZE = 256  # compiled eager ops kept per devices object (least recently used dropped first)
 _CACHE: "weakref.WeakKeyDictionary[Any, OrderedDict]" = weakref.WeakKeyDictionary()
@@ -154,6 +155,10 @@ def call(fun: Callable, args: tuple, kwargs: dict, *, wrap: Callable[[DeviceArra
     """``fun(*args, **kwargs)`` run on the devices of the committed arrays among the arguments;
     each result a ``DeviceArray`` handed to ``wrap(device_array, host)`` (module docstring).
     ``static_argnums`` is accepted for ``ss.jit``'s sake: non-array arguments are static anyway."""
+    m = member()
+    if m is not None:  # per-rank code: the ranks meet and share one run of the op
+        return m.meet(getattr(fun, "__name__", repr(fun)), None, lambda _: call(
+            fun, args, kwargs, wrap=wrap, in_shardings=in_shardings, out_shardings=out_shardings, mesh=mesh))
     parts = split(args, kwargs)
     committed = [parts.leaves[i] for i in parts.dynamic if hasattr(parts.leaves[i], "device_array")]
     host = host_of_arrays(committed)

@@ -13,6 +13,7 @@ from .dtensor import (
 )
 from .dtensor_build import current_rank, rank
 from .dtensor_ops import MaxResult
+from .dtensor_spmd import run_per_rank
 from .dtensor_parallel import (
     ColwiseParallel, ParallelStyle, RowwiseParallel, SequenceParallel, distribute_module, parallelize_module,
 )
@@ -21,5 +22,5 @@ __all__ = [
     "ColwiseParallel", "CommDebugMode", "DTensor", "DTensorSpec", "MaxResult", "MeshView", "NormPartial", "Partial",
     "ParallelStyle", "Placement", "ReduceOp", "Replicate", "RowwiseParallel", "SequenceParallel", "Shard",
     "StridedShard", "current_rank", "distribute_module", "distribute_tensor", "init_device_mesh", "parallelize_module",
-    "rank", "redistribute", "register_reduce_op",
+    "rank", "redistribute", "register_reduce_op", "run_per_rank",
 ]

@@ -23,6 +23,7 @@ from simshard.sharding.placements import DTensorSpec, Partial, Placement, Replic
 from simshard.sharding.spelling import from_spelling
 
 from ..eager.hosts import host_of
+from ..eager.rendezvous import member
 
 _RANK: contextvars.ContextVar[int | None] = contextvars.ContextVar("simshard_dtensor_rank", default=None)
 
@@ -165,8 +166,9 @@ def _this_rank_only(local, devices: Sequence[int], spec: DTensorSpec, r: int, wh
         raise ShardingError(
             "missing-shards",
             f"{where}: inside rank({r}) one array is rank {r}'s shard, but [{', '.join(map(str, spec.placements))}] "
-            "gives other ranks other shards, which one controller playing one rank does not hold: give every "
-            "rank's shard (a list in device order, or a dict device -> array) outside the rank block")
+            "gives other ranks other shards, which one controller playing one rank does not hold: run the per-rank "
+            "code for every rank with run_per_rank(fn, mesh), or give every rank's shard (a list in device order, "
+            "or a dict device -> array) outside the rank block")
     return {d: local for d in devices}
 
 
@@ -194,6 +196,16 @@ def build_from_local(cls, local, device_mesh, placements, *, run_check=False, sh
     """``DTensor.from_local`` (its docstring): a ``cls`` over the shards, checked."""
     where = "from_local"
     r = current_rank()
+    m = member()
+    if r is not None and m is not None:  # per-rank code: every rank's shard, met in one DTensor
+        def every_rank(parts):
+            token = _RANK.set(None)
+            try:
+                return build_from_local(cls, parts, device_mesh, placements, run_check=run_check, shape=shape,
+                                        stride=stride)
+            finally:
+                _RANK.reset(token)
+        return m.meet("from_local", local, every_rank)
     host = host_of(device_mesh.parent if isinstance(device_mesh, MeshView) else device_mesh)
     blocks = _per_device(local, host.devices) if r is None else None  # one array alone is named here
     ndim = np.ndim(local) if r is not None else np.ndim(blocks[host.devices[0]])
