@@ -23,16 +23,35 @@ def distinct_rows(table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if n == 0 or table.shape[1] == 0:
         first = np.zeros(min(n, 1), dtype=np.int64)
         return table[:1], first, np.zeros(n, dtype=np.int64)
-    lo = table.min(axis=0)
-    span = table.max(axis=0) - lo + 1
+    # column by column: numpy reduces a [n, k] table's axis 0 and multiplies int matrices slowly
+    # (no BLAS for ints; tiny inner dims), each a large share of a call on thousands of devices
+    columns = np.ascontiguousarray(table.T)
+    lo = columns.min(axis=1)
+    span = columns.max(axis=1) - lo + 1
     if float(np.prod(span.astype(np.float64))) < 2.0 ** 62:
         stride = np.ones_like(span)
         stride[:-1] = np.cumprod(span[::-1])[::-1][1:]  # the first column most significant
-        key = (table - lo) @ stride
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        key = np.zeros(n, dtype=np.int64)
+        for column, low, step in zip(columns, lo.tolist(), stride.tolist()):
+            key += (column - low) * step  # every partial sum <= the key < 2**62: no overflow
+        first, inverse = _first_and_inverse(key, int(np.prod(span)))
     else:
         _, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
     return table[first], first, inverse.reshape(-1)
+
+
+def _first_and_inverse(key: np.ndarray, keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_index=True, return_inverse=True)[1:]`` for keys in
+    ``[0, keys)``: by counting, without a sort, where there are no more possible keys than rows
+    (the usual case: a few classes of devices among thousands)."""
+    if keys > len(key):
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse
+    present = np.bincount(key, minlength=keys) > 0
+    inverse = (np.cumsum(present) - 1)[key]  # a key's number among the distinct keys, ascending
+    first = np.full(keys, len(key), dtype=np.int64)
+    np.minimum.at(first, key, np.arange(len(key), dtype=np.int64))  # each key's first row
+    return first[present], inverse
 
 
 def rows_of(ids: np.ndarray, devices) -> np.ndarray:

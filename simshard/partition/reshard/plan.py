@@ -18,6 +18,7 @@ module) turns the steps into every device's instructions.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -139,12 +140,24 @@ def by_shape_class(devices: Sequence[int], layouts: Sequence[Layout], make) -> P
     """``device -> make(device)`` for an instruction that depends on a device only through its
     local shapes under ``layouts``: ``make`` runs once per class of devices with equal shapes
     under all of them (found with numpy, not device by device). ``devices`` ascending."""
-    ids = np.asarray(devices, dtype=np.int64)
+    ids = _device_ids(devices, [shapes_of(L) for L in layouts])
     cols = [shapes_of(L).classes for L in layouts]
     if all(int(c.max(initial=0)) == 0 for c in cols):  # one block shape everywhere: one class
         return PerDevice(ids, np.zeros(len(ids), dtype=np.int64), [make(devices[0])] if devices else [])
     _, first, inverse = distinct_rows(np.stack(cols, axis=1))
     return PerDevice(ids, inverse, [make(devices[i]) for i in first.tolist()])
+
+
+def _device_ids(devices: Sequence[int], shapes: Sequence[Shapes]) -> np.ndarray:
+    """``devices`` (ascending, without repeats) as an int array: a layout's own ``ids`` where
+    they are the same devices, 0..n-1 (both ends and the length agree), rather than converting
+    thousands of Python ints on every call."""
+    n = len(devices)
+    if n and devices[0] == 0 and devices[-1] == n - 1:
+        for s in shapes:
+            if s.ids.dtype == np.int64 and len(s.ids) == n and int(s.ids[-1]) == n - 1:
+                return s.ids
+    return np.asarray(devices, dtype=np.int64)
 
 
 def by_block(devices: Sequence[int], L: Layout, make) -> PerDevice:
@@ -210,12 +223,13 @@ class Step:
             return (self.pairs,)
         return ()
 
-    @property
+    @functools.cached_property
     def bytes(self) -> int:
-        """Total bytes received over all devices."""
+        """Total bytes received over all devices (summed once: the partitioner prices a step
+        several times, and its per-device mappings hold thousands of devices)."""
         return int(sum(self.received.values()))
 
-    @property
+    @functools.cached_property
     def minimum_bytes(self) -> float:
         return float(sum(self.minimum.values()))
 

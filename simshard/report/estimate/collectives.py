@@ -56,24 +56,36 @@ class _Held:
     def __init__(self, shares: list):
         numbers: dict[tuple, int] = {}
         self.values: list[tuple] = []
-        self.of: dict[int, int] = {}
-        for copy, members, block, _ in shares:
+        self.numbers: list[int] = []  # each share's number, in ``shares``' order
+        for copy, _, block, _ in shares:
             value = (shape_key(copy), block)
             k = numbers.get(value)
             if k is None:
                 k = numbers[value] = len(self.values)
                 self.values.append(value)
-            self.of.update(dict.fromkeys(members, k))
-        self.copies = {self.of[members[0]]: (copy, block) for copy, members, block, _ in shares if members}
+            self.numbers.append(k)
+        self.shares = shares
+        self.share_number = {id(share): k for share, k in zip(shares, self.numbers)}
+        self.copies = {k: (copy, block) for (copy, members, block, _), k in zip(shares, self.numbers) if members}
+        self.member_numbers: dict[int, int] | None = None  # member -> number, made when a group mixes copies
         self.patterns: dict[tuple, GroupCosts] = {}
+
+    def of(self, member: int) -> int:
+        """The number of what ``member`` holds (the per-member map made on first use: most
+        groups run one copy on one block, told by their share alone)."""
+        if self.member_numbers is None:
+            self.member_numbers = {}
+            for (_, members, _, _), k in zip(self.shares, self.numbers):
+                self.member_numbers.update(dict.fromkeys(members, k))
+        return self.member_numbers[member]
 
     def costs(self, kind: str, group: tuple, parts: list, memo: Memo) -> GroupCosts:
         """The costs of one group's positions (``group_costs``): groups that hold the same share
         one table."""
         if len(parts) == 1 and len(parts[0][1]) == len(group):  # the usual case: one copy and block throughout
-            pattern = (len(group), self.of[parts[0][1][0]])
+            pattern = (len(group), self.share_number[id(parts[0])])
         else:
-            pattern = (0, tuple(map(self.of.__getitem__, group)))
+            pattern = (0, tuple(map(self.of, group)))
         hit = self.patterns.get(pattern)
         if hit is None:
             numbers = (pattern[1],) * pattern[0] if pattern[0] else pattern[1]
