@@ -64,26 +64,19 @@ def translate(s: Sharding, to: Mesh) -> Sharding | None:
             cur = low
         return out
 
+    def conv_all(refs) -> tuple | None:
+        """Every axis ref of ``refs`` on ``to``, in order, or None where one does not convert."""
+        parts = [conv(r) for r in refs]
+        return None if any(c is None for c in parts) else tuple(a for c in parts for a in c)
+
     try:
-        dims = []
-        for d in s.dims:
-            axes = []
-            for r in d.axes:
-                c = conv(r)
-                if c is None:
-                    return None
-                axes += c
-            dims.append(DimSharding(tuple(axes)))
-        unr = []
-        for r in s.unreduced:
-            c = conv(r)
-            if c is None:
-                return None
-            unr += c
-        out = Sharding(to, tuple(dims), (), tuple(unr), s.reduce_op)
+        dims = [conv_all(d.axes) for d in s.dims]
+        unreduced = conv_all(s.unreduced)
+        if unreduced is None or any(axes is None for axes in dims):
+            return None
+        return Sharding(to, tuple(DimSharding(axes) for axes in dims), (), unreduced, s.reduce_op)
     except ShardingError:
         return None
-    return out
 
 
 def cross_mesh_plan(source: Sharding, target: Sharding, shape, item) -> Planned:
