@@ -90,6 +90,17 @@ def _corrupt(monkeypatch, op: str, device: int, params: dict):
     monkeypatch.setattr(sp, "partition", wrong)
 
 
+def _verify_corrupted(monkeypatch, program, op: str, device: int, corruption: dict, seed: int):
+    """The verification of ``program`` run on Gaussian inputs drawn from ``seed``, with ``device``'s
+    block of ``op``'s result corrupted as ``corruption`` says."""
+    fn, shapes, shardings = program
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with monkeypatch.context() as m:
+        _corrupt(m, op, device, corruption)
+        return ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+
+
 @pytest.mark.parametrize("op", sorted(PROGRAMS))
 def test_correct_runs_check_every_op_bitwise_on_gaussian_inputs(op):
     fn, shapes, shardings = PROGRAMS[op]
@@ -107,12 +118,7 @@ def test_correct_runs_check_every_op_bitwise_on_gaussian_inputs(op):
 @given(op=st.sampled_from(sorted(PROGRAMS)), how=st.sampled_from(CORRUPTIONS), device=st.integers(0, 1),
        at=st.integers(0, 1000), ulps=st.integers(1, 4), seed=st.integers(0, 2**16))
 def test_a_wrong_partition_differs_and_is_never_a_reassociation(monkeypatch, op, how, device, at, ulps, seed):
-    fn, shapes, shardings = PROGRAMS[op]
-    rng = np.random.default_rng(seed)
-    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    with monkeypatch.context() as m:
-        _corrupt(m, op, device, dict(how=how, at=at, ulps=ulps))
-        v = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+    v = _verify_corrupted(monkeypatch, PROGRAMS[op], op, device, dict(how=how, at=at, ulps=ulps), seed)
     assert not v.ok and not v.bitwise and v.reassociations == ()
     first = v.first_divergence
     assert first.what.endswith(op) and first.wrong and first.device == device and first.reassociated == ()
@@ -132,12 +138,7 @@ def test_a_split_sum_is_a_reassociation_over_its_axes(op):
 @given(op=st.sampled_from(sorted(SPLIT)), how=st.sampled_from(CORRUPTIONS), device=st.integers(0, 1),
        at=st.integers(0, 1000), ulps=st.integers(1, 4), seed=st.integers(0, 2**16))
 def test_a_wrong_partial_sum_differs_and_is_never_a_reassociation(monkeypatch, op, how, device, at, ulps, seed):
-    fn, shapes, shardings = SPLIT[op]
-    rng = np.random.default_rng(seed)
-    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    with monkeypatch.context() as m:
-        _corrupt(m, op, device, dict(how=how, at=at, ulps=ulps))
-        v = ss.run(fn, *args, mesh=ss.Mesh({"x": 2}), in_shardings=shardings, backend="local").verify
+    v = _verify_corrupted(monkeypatch, SPLIT[op], op, device, dict(how=how, at=at, ulps=ulps), seed)
     assert not v.ok
     first = v.first_divergence
     assert first.what.endswith(op) and first.wrong and first.reassociated == ()
