@@ -198,16 +198,17 @@ class _Partitioner(ValueCopies, OpChoice, OpEmitter):
             return None
         return held
 
-    def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = (), body: tuple = ()) -> None:
+    def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = (), body: tuple = (), operands: tuple = ()) -> None:
         """Record where each result of ``e`` lives right after ``e`` ran (its first copy); ``body``:
-        a loop's body's own checkpoints."""
+        a loop's body's own checkpoints; ``operands``: how its local kernel held each operand."""
         if self.checkpoints and self.checkpoints[-1].eqn == self.eqn_index:
             return  # recorded by emit_op, with what it reassociated
         src = self.source(e)
         for k, o in enumerate(e.outputs):
             if o in self.copies:
                 copy = self.copies[o][0]
-                self.checkpoints.append(Checkpoint(self.eqn_index, k, copy.buf, copy.spec, src, reassociated, body))
+                self.checkpoints.append(Checkpoint(self.eqn_index, k, copy.buf, copy.spec, src, reassociated,
+                                                   body, operands))
 
     def eqn(self, e: Eqn) -> None:
         """Partition one op: control flow and regions by their bodies, identities and reshards

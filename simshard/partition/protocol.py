@@ -46,5 +46,5 @@ class Partitioner(Protocol):
     def source(self, e: Eqn) -> str:
         """How instructions name the op they come from."""
 
-    def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = (), body: tuple = ()) -> None:
+    def checkpoint(self, e: Eqn, reassociated: tuple[str, ...] = (), body: tuple = (), operands: tuple = ()) -> None:
         """Record where each result of ``e`` lives right after it ran."""

@@ -19,7 +19,7 @@ from ..ops.factors import REDUCTION
 from ..sharding.dims import Sharding
 from ..sharding.layout import Layout
 from ..sharding.reduce_ops import REDUCE_OPS
-from ..spmd import Compute, Literal, Pad
+from ..spmd import Compute, HeldOperand, Literal, Pad
 from .builder import PerDevice
 from .choose import Candidate
 from .copies import Copy
@@ -39,14 +39,16 @@ class OpEmitter:
         in_lay = [layout_of(s, i.aval.shape) if isinstance(i, Value) else None
                   for s, i in zip(chosen.in_shardings, e.inputs)]
         in_shapes = [local_shapes(L) if L is not None else None for L in in_lay]  # per operand: device -> shape
-        if chosen.rule is not None:
-            self.pad_reductions(e, chosen, in_lay, bufs, in_shapes, src)
+        held = held_operands(e, chosen, in_lay)
+        self.pad_reductions(held, bufs, in_shapes, src)
         out_lay = [layout_of(s, o.aval.shape) for s, o in zip(chosen.out_shardings, e.outputs)]
         outs = self.builder.bufs(len(e.outputs))
         self.emit_kernel(e, bufs, outs, in_lay, in_shapes, out_lay, chosen.halo, src)
         for o, s, buf in zip(e.outputs, chosen.out_shardings, outs):
             self.copies[o] = [Copy(s, buf)]
-        self.checkpoint(e, reassociated(e, chosen.rule, chosen.assignment, chosen.in_shardings, combined))
+        # a row block (halo) reads rows its layout does not hold: no record of its operands
+        self.checkpoint(e, reassociated(e, chosen.rule, chosen.assignment, chosen.in_shardings, combined),
+                        operands=held if chosen.halo is None else ())
 
     def operand_buffers(self, e: Eqn, chosen: Candidate, src: str) -> tuple[list[int], list[str]]:
         """Each operand's buffer laid out as chosen, and the pending sums these reshards combine
@@ -64,28 +66,20 @@ class OpEmitter:
                 bufs.append(self.literal(i))
         return bufs, combined
 
-    def pad_reductions(self, e: Eqn, chosen: Candidate, in_lay, bufs: list[int], in_shapes: list, src: str) -> None:
+    def pad_reductions(self, held: tuple[HeldOperand, ...], bufs: list[int], in_shapes: list, src: str) -> None:
         """Pad operand dims that carry a sharded reduction factor up to the block size with the
-        reduction's identity (``bufs`` and ``in_shapes`` updated in place)."""
-        rule = chosen.rule
-        red = {f for f in rule.of_kind(REDUCTION) if chosen.assignment.get(f)}
-        if not red:
-            return
-        ident_op = REDUCE_OPS[rule.reduce_op]
-        for t, i in enumerate(e.inputs):
-            if not isinstance(i, Value):
+        reduction's identity, as ``held`` says (``bufs`` and ``in_shapes`` updated in place)."""
+        for t, h in enumerate(held):
+            if not h.padded:
                 continue
-            dims = [k for k, fs in enumerate(rule.operands[t]) if set(fs) & red]
-            if not dims:
-                continue
-            sh = shapes_of(in_lay[t])
+            dims = list(h.padded)
+            sh = shapes_of(h.layout)
             padded = sh.dims.copy()
-            padded[:, dims] = np.asarray(in_lay[t].block_shape, dtype=np.int64)[dims]
+            padded[:, dims] = np.asarray(h.layout.block_shape, dtype=np.int64)[dims]
             if np.array_equal(padded, sh.dims):
                 continue
             new = self.builder.buf()
-            val = ident_op.identity(i.aval.dtype)
-            self.builder.emit(PerDevice.of_table(sh.ids, padded, lambda row, t=t, new=new, val=val: Pad(
+            self.builder.emit(PerDevice.of_table(sh.ids, padded, lambda row, t=t, new=new, val=h.pad: Pad(
                 0, src, src=bufs[t], dst=new, shape=row, value=val)))
             bufs[t] = new
             in_shapes[t] = ShapeView(sh.ids, padded)
@@ -180,7 +174,21 @@ class OpEmitter:
         # pending over them) reassociates over those axes
         split = [axis_name(a) for L in out_lay if L.reduce_op in ("sum", "prod") for a in L.unreduced]
         floats = any(np.dtype(o.aval.dtype).kind in "fc" for o in e.outputs)
-        self.checkpoint(e, tuple(dict.fromkeys(split)) if floats else ())
+        self.checkpoint(e, tuple(dict.fromkeys(split)) if floats else (), operands=tuple(HeldOperand(L) for L in in_lay))
+
+
+def held_operands(e: Eqn, chosen: Candidate, in_lay) -> tuple[HeldOperand, ...]:
+    """How each operand of ``e`` run as ``chosen`` is held when its kernel runs: laid out as
+    chosen (``in_lay``, None for a literal), its dims that carry a sharded reduction factor padded
+    to the block size with the reduction's identity (uneven or empty blocks then reduce right;
+    padding never reaches a result, reduced dims are not in it)."""
+    rule = chosen.rule
+    red = {f for f in rule.of_kind(REDUCTION) if chosen.assignment.get(f)} if rule is not None else set()
+    held = []
+    for t, (i, L) in enumerate(zip(e.inputs, in_lay)):
+        dims = tuple(k for k, fs in enumerate(rule.operands[t]) if set(fs) & red) if red and L is not None else ()
+        held.append(HeldOperand(L, dims, REDUCE_OPS[rule.reduce_op].identity(i.aval.dtype) if dims else None))
+    return tuple(held)
 
 
 def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...]:

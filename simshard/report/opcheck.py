@@ -18,7 +18,9 @@ buffer of another shape is reported as such).
 An op whose kernel orders its float sums by its operands' shapes (``shape_dependent_sums``: a
 BLAS matmul, numpy's sums) and that splits no sum over mesh axes is compared with itself run on
 each device's own block of its inputs (``local_reference``: the same local shapes, so the same
-kernel blocking), bit for bit. A kernel's blocking is never a licence.
+kernel blocking), bit for bit. A kernel's blocking is never a licence. A device's operands are
+taken as the partitioner held them (``Checkpoint.operands``: their exact layouts, strided ones
+included, and their padding), never derived again from the op's factors.
 
 Only a float op whose sum-like reduction the partition split over mesh axes
 (``Checkpoint.reassociated``, recorded by the partitioner) adds in another order than the op run
@@ -26,7 +28,8 @@ whole; when such an op's values differ (all finite, within what reordering a sum
 check says so and gives the ULP distance: ``Check.legitimate``, not a wrong partition. Where the
 devices hold its partial sums pending, each partial must moreover be bitwise the op on that
 device's own operands (``check_partials``), so only the order the partials are added in is
-excused. With exact inputs (``exact_inputs``: integers, exact sums) those ops compare bitwise too.
+excused; every partial is so checked, also where their sum came out bitwise (a wrong partial's
+few ULP can round away in the sum). With exact inputs (``exact_inputs``: integers, exact sums) those ops compare bitwise too.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ import numpy as np
 from ..sharding.layout import layout
 from ..ops import get_op
 from ..ir.program import Literal
-from ..ops.factors import REDUCTION
 from ..sharding.reduce_ops import REDUCE_OPS
 from .verify import Check, bit_equal, compare, plain_value, ulp_distance
 
@@ -75,9 +77,10 @@ def check_ops(spmd, values: Mapping[int, Mapping[int, np.ndarray]], args: Sequen
             what = f"op {cp.source}" + (f" (result {j})" if len(e.outputs) > 1 else "")
             ref = _reference(e, ins, j, cp, exp)
             check, actual = _check_value(what, cp, ref, shards, lambda j=j, e=e, ins=ins: _scale(e, ins, j))
-            if check.legitimate and not check.bitwise and not inherited & set(cp.reassociated):
-                # (a partial over an axis its operand was itself pending over is no kernel of the
-                # op on assembled operands: the ULP bound of the reassociation stands for it)
+            if check.legitimate and not inherited & set(cp.reassociated):
+                # every device's partial, even where their sum came out bitwise (a wrong partial's
+                # few ULP can round away in the sum). A partial over an axis its operand was itself
+                # pending over is no kernel of the op on assembled operands: the ULP bound stands
                 check = check_partials(check, e, ins, j, cp, exp, shards)
             checks.append(check)
             if actual is not None:
@@ -97,11 +100,10 @@ def _reference(e, ins: Sequence, j: int, cp, exp: np.ndarray) -> np.ndarray:
             return exp
     if not op.shape_dependent_sums or op.structured or cp.reassociated:
         return exp
-    lay = layout(cp.sharding, exp.shape)
-    if lay.unreduced:
+    if layout(cp.sharding, exp.shape).unreduced:
         return exp
     try:
-        return local_reference(e, ins, j, lay)
+        return local_reference(e, ins, j, cp)
     except (ValueError, TypeError, IndexError):
         return exp
 
@@ -132,17 +134,16 @@ def loop_reference(e, ins: Sequence, cp) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(c) for c in carry) + tuple(np.stack(y) for y in ys)
 
 
-def local_reference(e, ins: Sequence, j: int, lay) -> np.ndarray:
+def local_reference(e, ins: Sequence, j: int, cp) -> np.ndarray:
     """Result ``j`` of ``e`` as each device's block should hold it when no sum of ``e`` is split
-    over mesh axes: per device, the op's kernel run on that block's own operands (the slices of
-    ``ins`` its factors select, whole along reduced dims), so the same local shapes and the same
-    kernel blocking as the device's, and bitwise equal to it when the partition is right. A
-    kernel that orders its sums by the block shapes (``shape_dependent_sums``) may differ from
-    the op run whole; that difference is no licence. Raises ValueError when the op's factors do
-    not map a block to operand slices (a dim of several factors cut in part)."""
+    over mesh axes: per device, the op's kernel run on that device's own operands as it held them
+    (``device_references``), so the same local shapes and the same kernel blocking as the
+    device's, and bitwise equal to it when the partition is right. A kernel that orders its sums
+    by the block shapes (``shape_dependent_sums``) may differ from the op run whole; that
+    difference is no licence. Raises ValueError where the checkpoint has no record of them."""
     shape = tuple(e.outputs[j].aval.shape)
     out = np.zeros(shape, dtype=np.dtype(e.outputs[j].aval.dtype))
-    for d, block, got in device_references(e, ins, j, lay):
+    for d, block, got in device_references(e, ins, j, cp):
         if shape:
             out[np.ix_(*block)] = got
         else:
@@ -150,54 +151,52 @@ def local_reference(e, ins: Sequence, j: int, lay) -> np.ndarray:
     return out
 
 
-def device_references(e, ins: Sequence, j: int, lay, split: Sequence[str] = ()):
-    """Per device of ``lay``: (device, its block's global indices, the op's kernel on the block's
-    own operands). ``split``: mesh axes the op's one reduction factor is cut over (major first,
-    in even blocks), each device then summing its own block of it: its partial sum."""
+def device_references(e, ins: Sequence, j: int, cp):
+    """Per device of checkpoint ``cp``'s layout: (device, its block's global indices, the op's
+    kernel on the device's own operands). Each operand is taken as the partitioner held it when
+    the op ran (``cp.operands``: its exact layout, a strided one's index sets included, and its
+    padding), never derived again from the op's factors, so a device whose reduction runs over
+    its part of the operands (a partial sum, pending in ``cp``) gets its partial. Raises
+    ValueError where the checkpoint has no such record or an operand was itself pending (a
+    device's partial of it is no slice of the assembled operand)."""
+    held = cp.operands
+    if len(held) != len(ins):
+        raise ValueError(f"op {e.op}: no record of how its operands were held")
+    if any(h.layout is not None and h.layout.unreduced for h in held):
+        raise ValueError(f"op {e.op}: an operand was pending")
     op = get_op(e.op)
-    rule = op.factor_rule([i.aval for i in e.inputs], [o.aval for o in e.outputs], **e.kw)
-    shape = tuple(e.outputs[j].aval.shape)
-    reduced = rule.of_kind(REDUCTION)
-    if split and len(reduced) != 1:
-        raise ValueError(f"op {e.op}: {len(reduced)} reduction factors, one split over {split}")
+    lay = layout(cp.sharding, tuple(e.outputs[j].aval.shape))
     for d in lay.devices:
-        block = [np.asarray(ix) for ix in lay.index_map[d]]
-        picks: dict[str, np.ndarray] = {}
-        for dim, (fs, ix) in enumerate(zip(rule.results[j], block)):
-            if len(fs) == 1:
-                picks[fs[0]] = ix
-            elif len(ix) != shape[dim]:
-                raise ValueError(f"op {e.op}: result dim {dim} of factors {fs} cut in part")
-        if split:
-            picks[reduced[0]] = _split_block(lay.mesh, d, split, rule.sizes[reduced[0]])
-        operands = [_slice(np.asarray(a), dims, picks, e.op) for a, dims in zip(ins, rule.operands)]
+        block = lay.indices(d)
+        operands = [_held_block(np.asarray(a), h, d) for a, h in zip(ins, held)]
         outs = [tuple(len(ix) for ix in block) if k == j else tuple(o.aval.shape) for k, o in enumerate(e.outputs)]
         params = op.local_params(dict(e.kw), [a.shape for a in operands], outs)
         yield d, block, np.asarray(op.kernel(*operands, **params)[j])
 
 
-def _split_block(mesh, device: int, axes: Sequence[str], size: int) -> np.ndarray:
-    """The indices of a factor of ``size`` cut evenly over ``axes`` (major first) that ``device`` holds."""
-    count, at = 1, 0
-    for a in axes:
-        count, at = count * mesh.axis_size(a), at * mesh.axis_size(a) + mesh.axis_index(device, a)
-    if size % count:
-        raise ValueError(f"a factor of {size} cut unevenly over {tuple(axes)}")
-    step = size // count
-    return np.arange(at * step, (at + 1) * step)
+def _held_block(operand: np.ndarray, held, device: int) -> np.ndarray:
+    """``device``'s block of ``operand`` as ``held`` (a ``HeldOperand``) says it held it: the
+    layout's index sets, the padded dims filled up to the block size with the padding value."""
+    if held.layout is None or not operand.shape:
+        return operand
+    block = operand[np.ix_(*held.layout.indices(device))]
+    widths = [(0, 0)] * block.ndim
+    for dim in held.padded:
+        widths[dim] = (0, held.layout.block_shape[dim] - block.shape[dim])
+    return np.pad(block, widths, constant_values=held.pad) if held.padded else block
 
 
 def check_partials(check: Check, e, ins: Sequence, j: int, cp, exp: np.ndarray, shards) -> Check:
     """``check`` of a reassociated op, or where a device's partial sum is not the op's kernel on
     that device's own operands (bit for bit), a wrong check naming the device: a reassociation
     holds only where every partial is exact. Where the partials are not left pending in the
-    checkpoint, or the factors do not map them to operand slices, ``check`` (its ULP bound)."""
+    checkpoint, or it has no record of the operands they were computed on, ``check``."""
     lay = layout(cp.sharding, exp.shape)
     names = tuple(a if isinstance(a, str) else str(a).replace(chr(34), "") for a in lay.unreduced)
     if not lay.unreduced or names != tuple(cp.reassociated):
         return check
     try:
-        refs = list(device_references(e, ins, j, lay, names))
+        refs = list(device_references(e, ins, j, cp))
     except (ValueError, TypeError, IndexError):
         return check
     for d, block, ref in refs:
@@ -208,19 +207,6 @@ def check_partials(check: Check, e, ins: Sequence, j: int, cp, exp: np.ndarray, 
             at = tuple(int(ix[i]) for ix, i in zip(block, first)) if got.problem == "values" else first
             return dataclasses.replace(got, first_index=at)
     return check
-
-
-def _slice(operand: np.ndarray, dims, picks: Mapping[str, np.ndarray], name: str) -> np.ndarray:
-    """The part of ``operand`` a block reads: along each dim the indices its factor picks (whole
-    where no factor of the dim is picked: a reduced dim)."""
-    for dim, fs in enumerate(dims):
-        got = [f for f in fs if f in picks]
-        if not got:
-            continue
-        if len(fs) != 1:
-            raise ValueError(f"op {name}: operand dim {dim} of factors {fs} cut in part")
-        operand = np.take(operand, picks[fs[0]], axis=dim)
-    return operand
 
 
 class _Assembled(NamedTuple):

@@ -8,7 +8,7 @@
 * ``ids``: the ids control instructions' runs use (``ids_of``, ``block_ids``, ``placed``);
   ``numbering``: a step table numbered, as new instructions with their final ids;
 * ``schedule``: ``Schedule`` (one device's program), ``Schedules`` (a program's, held per class
-  of devices), ``SpmdProgram``, ``Checkpoint``;
+  of devices), ``SpmdProgram``, ``Checkpoint`` (with ``HeldOperand``: how an op's operands were held);
   ``wire_format``: their exact msgpack round-trip.
 """
 
@@ -19,13 +19,13 @@ from .instructions import (
 )
 from .numbering import numbered, numbered_positions, slot_values
 from .resolve import Instructions, block_varies, resolved, resolved_block, varies, varying_fields, varying_slots
-from .schedule import Checkpoint, Schedule, ScheduleClass, Schedules, SpmdProgram, shown
+from .schedule import Checkpoint, HeldOperand, Schedule, ScheduleClass, Schedules, SpmdProgram, shown
 from .varying import VARYING_FIELDS, Varying, field_of
 from .wire_format import decode, encode, packed, unpacked
 
 __all__ = [
     "AllGather", "AllReduce", "AllToAll", "CONTROL", "Checkpoint", "CollectivePermute", "Compute", "Free", "Group",
-    "INSTRUCTIONS", "Instr", "Instructions", "Literal", "Loop", "NestedPlace", "Pad", "ReduceScatter", "Schedule",
+    "HeldOperand", "INSTRUCTIONS", "Instr", "Instructions", "Literal", "Loop", "NestedPlace", "Pad", "ReduceScatter", "Schedule",
     "ScheduleClass", "Schedules", "Slice", "SpmdProgram", "Switch", "VARYING_FIELDS", "Varying", "WHILE_IDS", "While", "block_ids", "block_varies",
     "blocks_of", "decode", "encode", "field_of", "ids_of", "nested_ids", "numbered", "numbered_positions", "packed",
     "pair_members", "participants", "placed", "resolved", "resolved_block", "shown", "slot_values", "unpacked",

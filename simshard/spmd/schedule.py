@@ -155,6 +155,17 @@ def shown(v) -> str:
     return str(v)
 
 
+class HeldOperand(NamedTuple):
+    """How one operand of an op was held on the devices when its local kernel ran: ``layout``
+    (each device's index sets, the partitioner's own, strided ones included; None for a literal,
+    held whole) and the dims it padded at their end to the layout's block size with ``pad`` (a
+    sharded reduction's identity). The op-by-op check runs the op on exactly these operands."""
+
+    layout: Any
+    padded: tuple[int, ...] = ()
+    pad: Any = None
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """Where one program value lives right after the op producing it has run: buffer ``buf`` on
@@ -162,7 +173,9 @@ class Checkpoint:
     unreduced axes when the value is still a pending reduction). ``eqn`` indexes
     ``program.eqns`` and ``output`` that eqn's outputs; ``source`` names the op as instructions do
     (``"%5 dot_general"``). ``reassociated``: mesh axes over which a sum-like reduction of this op
-    was sharded (its float additions then run in another order than in the op run whole)."""
+    was sharded (its float additions then run in another order than in the op run whole).
+    ``operands``: how each operand was held when the op's local kernel ran (``HeldOperand``), or
+    () where the op ran otherwise (a structured op, a row block with halo rows, an identity)."""
 
     eqn: int
     output: int
@@ -173,6 +186,7 @@ class Checkpoint:
     # a scan's: its body's own checkpoints (their ``eqn`` index the body's equations), from which
     # the op-by-op check makes each device's reference of the loop
     body: tuple["Checkpoint", ...] = ()
+    operands: tuple[HeldOperand, ...] = ()
 
 
 @dataclass(frozen=True)

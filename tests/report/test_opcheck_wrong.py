@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import simshard as ss
@@ -135,6 +135,7 @@ def test_a_split_sum_is_a_reassociation_over_its_axes(op):
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(op="reduce_sum", how="ulp", device=0, at=3, ulps=2, seed=1719)  # the all-reduce rounds the 2 ULP away
 @given(op=st.sampled_from(sorted(SPLIT)), how=st.sampled_from(CORRUPTIONS), device=st.integers(0, 1),
        at=st.integers(0, 1000), ulps=st.integers(1, 4), seed=st.integers(0, 2**16))
 def test_a_wrong_partial_sum_differs_and_is_never_a_reassociation(monkeypatch, op, how, device, at, ulps, seed):
@@ -142,6 +143,64 @@ def test_a_wrong_partial_sum_differs_and_is_never_a_reassociation(monkeypatch, o
     assert not v.ok
     first = v.first_divergence
     assert first.what.endswith(op) and first.wrong and first.reassociated == ()
+
+
+def test_the_2_ulp_of_a_wrong_partial_round_away_in_the_sum_and_still_differ(monkeypatch):
+    """The property test's example: device 0's partial moved by 2 ULP at element 3 gives a sum
+    bitwise equal to the op run whole, so only the check of every partial, done whether or not
+    their sum came out bitwise, finds it (and names the device)."""
+    v = _verify_corrupted(monkeypatch, SPLIT["reduce_sum"], "reduce_sum", 0, dict(how="ulp", at=3, ulps=2), 1719)
+    summed = next(c for c in v.checks if c.what == "output 0")
+    assert summed.bitwise  # the corruption rounded away in the all-reduce
+    first = v.first_divergence
+    assert not v.ok and first.what.endswith("reduce_sum") and first.wrong and first.device == 0
+    assert "partial sum against the op on its own operands" in first.note
+
+
+# seed 002's flatten (issue 27): a (Replicate, Shard(1)) (B, S, H) value flattened to (B*S, H) is
+# held in a strided layout (stripes of the flat dim per "tp" device); a sum over the flat dim is
+# each device's sum of its stripes, pending over "tp"
+STRIDED = (lambda x, w: (x.reshape(-1, 6) @ w).sum(0), ((4, 8, 6), (6, 5)),
+           ([ss.Replicate(), ss.Shard(1)], [ss.Replicate(), ss.Replicate()]))
+STRIDED_MESH = ss.Mesh({"dp": 2, "tp": 4})
+
+
+def _strided_run(seed: int):
+    fn, shapes, specs = STRIDED
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    return ss.run(fn, *args, mesh=STRIDED_MESH, in_shardings=specs, backend="local")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_partials_over_a_strided_layout_are_checked_always_and_raise_no_false_alarm(seed):
+    """Every device's partial sum over its stripes is bitwise the op on the operands as the
+    partitioner held them (``Checkpoint.operands``, the strided index sets), never a block
+    guessed from the op's factors, which a flatten's stripes are not: on Gaussian inputs the
+    sum reassociates and nothing is wrong."""
+    res = _strided_run(seed)
+    (cp,) = [c for c in res.spmd.checkpoints if c.source.endswith("reduce_sum")]
+    assert cp.reassociated == ("tp",) and cp.operands and not cp.operands[0].layout.is_contiguous()
+    v = res.verify
+    assert v.ok and not v.wrong_ops
+    (check,) = [c for c in v.op_checks if c.what.endswith("reduce_sum")]
+    assert check.legitimate and check.reassociated in ((), ("tp",))
+
+
+@pytest.mark.parametrize("device", [0, 3])
+@pytest.mark.parametrize("seed", [7, 8])
+def test_a_wrong_partial_over_a_strided_layout_differs_naming_its_device(monkeypatch, device, seed):
+    """The same flatten and sum on "tp" alone (no replicas to disagree): a device's partial one
+    ULP off is wrong, whether or not the all-reduce rounds it away."""
+    fn, shapes, _ = STRIDED
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with monkeypatch.context() as m:
+        _corrupt(m, "reduce_sum", device, dict(how="ulp", at=1, ulps=1))
+        v = ss.run(fn, *args, mesh=ss.Mesh({"tp": 4}), in_shardings=([ss.Shard(1)], [ss.Replicate()]),
+                   backend="local").verify
+    first = v.first_divergence
+    assert not v.ok and first.what.endswith("reduce_sum") and first.wrong and first.device == device
 
 
 def _scanned(x, ws):
