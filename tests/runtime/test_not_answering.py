@@ -27,12 +27,42 @@ X = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
 TIMEOUT = 1.0
 
 
+STOP_SECONDS = 30.0  # the most a stop may take to reach every thread of a process (a loaded machine)
+
+# reading a process's threads' states needs Linux's /proc
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="waits for a stop in /proc")
+
+
+def thread_states(pid: int) -> list[str]:
+    """The state letter of each thread of process ``pid`` (``T``: stopped), from /proc."""
+    states = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+    return states
+
+
+def wait_stopped(pid: int) -> None:
+    """Return once every thread of ``pid`` is stopped. ``kill(SIGSTOP)`` returns before that: the
+    kernel wakes one thread, which stops the others only once it is scheduled, and meanwhile the
+    others run on (measured on this loaded 2-core machine: up to ~20 ms, long enough for a
+    process to answer a small run sent at once, so the run ended without an error)."""
+    deadline = time.monotonic() + STOP_SECONDS
+    while not all(s in "Tt" for s in thread_states(pid)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} not stopped {STOP_SECONDS:g} s after SIGSTOP: {thread_states(pid)}")
+        time.sleep(0.001)
+
+
 @contextlib.contextmanager
 def stopped(devices: RayMesh, device: int):
-    """``device``'s process stopped (SIGSTOP) for the block, then let go (or gone, if restarted)."""
+    """``device``'s process stopped (SIGSTOP, every thread of it) for the block, then let go (or
+    gone, if restarted)."""
     pid = devices.pid(device)
     os.kill(pid, signal.SIGSTOP)
     try:
+        wait_stopped(pid)
         yield
     finally:
         with contextlib.suppress(ProcessLookupError):
