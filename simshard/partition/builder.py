@@ -281,7 +281,7 @@ class ScheduleBuilder:
         # each device's class by row: the classes numbered by their first members' class codes
         number = np.zeros(int(self._codes.max(initial=0)) + 1, dtype=np.int64)
         number[self._codes[rows_of(self._ids, [c.members[0] for c in classes])]] = np.arange(len(classes))
-        return Schedules(self.devices, classes, class_of=number[self._codes])
+        return Schedules(self.devices, classes, class_of=number[self._codes], ids=self._ids)
 
 
 def _hashable(v):

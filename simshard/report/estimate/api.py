@@ -20,7 +20,7 @@ from ..topology import Topology
 from . import walk as walking  # the module, not its function: a test counts the walks through it
 from .blocks import Block, input_block_codes
 from .memo import Memo, value_key
-from .state import DeviceState, DeviceTable
+from .state import DeviceState, DeviceTable, Members
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     schedules = spmd.schedules
-    ids = np.asarray(schedules.devices, dtype=np.int64)
+    ids = schedules.device_ids()
     if input_blocks is None:
         codes, distinct = input_block_codes(spmd)  # in the schedules' order
     else:
@@ -102,7 +102,7 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
         state.start(kind.inputs, distinct[code])
         start[rows] = len(states)
         states.append(state)
-        members = ids[rows].tolist()
+        members = Members(ids[rows])
         lists[members[0]] = kind.instrs
         classes.append(members)
     devices = DeviceTable(ids, start, states)

@@ -40,24 +40,21 @@ def run_collective(devices: Devices, classes: Classes, here: Mapping[int, Instr]
     found = patterns(first.kind, step, COSTS[first.kind], memo)
     pattern = found.of_group[step.groups]  # each member's
     position = devices[classes[0][0]].state.position
-    signatures, sig = _per_member(step, found, pattern, lambda c: c.signatures, lambda c: c.positions)
-    blocks, block = _per_member(step, found, pattern, lambda c: c.blocks, lambda c: c.distinct_blocks)
+    signatures, sig = _per_member(found, pattern, 1)
+    blocks, block = _per_member(found, pattern, 0)
     _write_results(devices, classes, lists, here, step, blocks, block)
     _class_records(memo, first, position, step, found, signatures, sig)
 
 
-def _per_member(step: StepMembers, found: Patterns, pattern: np.ndarray, by_position: Callable,
-                distinct: Callable) -> tuple[list, np.ndarray]:
-    """The distinct values of one per-position field of the patterns' costs (signatures, result
-    blocks), numbered, and each member's number: its pattern's value where a pattern has one,
-    else the value at its position."""
+def _per_member(found: Patterns, pattern: np.ndarray, what: int) -> tuple[list, np.ndarray]:
+    """The distinct result blocks (``what`` 0) or signatures (1) of the patterns' costs,
+    numbered, and each member's number: its pattern's where a pattern has one, else the one of
+    its kind of position (by its position)."""
     numbers: dict = {}
     tables = []
     for c in found.costs:
-        if len(distinct(c)) == 1:
-            tables.append(numbers.setdefault(next(iter(distinct(c))), len(numbers)))
-        else:
-            tables.append(np.asarray([numbers.setdefault(v, len(numbers)) for v in by_position(c)], dtype=np.int64))
+        codes = [numbers.setdefault(r[what], len(numbers)) for r in c.results]
+        tables.append(codes[0] if len(set(codes)) == 1 else np.asarray(codes, dtype=np.int64)[c.kinds])
     if all(isinstance(t, int) for t in tables):
         return list(numbers), np.asarray(tables, dtype=np.int64)[pattern]
     out = np.empty(len(pattern), dtype=np.int64)

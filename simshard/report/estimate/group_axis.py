@@ -25,6 +25,7 @@ from .blocks import Block, EstimateError
 from .group_costs import GroupCosts, costs_of, shape_key
 from .local import own, tables
 from .memo import Memo
+from .state import member_ids
 
 
 class GroupTable:
@@ -88,7 +89,7 @@ def step_members(devices, classes, here: Mapping[int, Instr], memo: Memo) -> Ste
     for c in classes:
         ins = here[c[0]]
         block = devices[c[0]].state.read(ins.src, ins, c[0])
-        members = np.asarray(c, dtype=np.int64)
+        members = member_ids(c)
         fields = tables(ins)
         group = ins.group
         others = [t for t in fields if t is not group]
@@ -152,7 +153,7 @@ def patterns(kind: str, step: StepMembers, cost: Callable, memo: Memo) -> Patter
         lengths, inverse = np.unique(table.lengths[used], return_inverse=True)
         of_group[used] = inverse.reshape(-1)
         costs = [_costs(kind, (0,) * n, step, cost, memo) for n in lengths.tolist()]
-        if all(len(c.positions) == 1 and len(c.distinct_blocks) == 1 for c in costs):
+        if all(c.uniform(0) and c.uniform(1) for c in costs):
             return Patterns(of_group, costs, None)
         return Patterns(of_group, costs, _positions(step, used)[0])
     position, held_rows = _positions(step, used)
@@ -196,7 +197,7 @@ def _costs(kind: str, numbers: tuple[int, ...], step: StepMembers, cost: Callabl
     key = (kind, tuple(step.keys[k] for k in distinct), tuple(first[k] for k in numbers))
     hit = memo.group_costs.get(key)
     if hit is None:
-        hit = memo.group_costs[key] = costs_of(kind, [step.held[k] for k in numbers], cost)
+        hit = memo.group_costs[key] = costs_of(kind, [step.held[k] for k in numbers], cost, len(distinct) == 1)
     return hit
 
 
