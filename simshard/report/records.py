@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, eq=False)
 class ClassRecord:
-    """One collective step as the class ``devices`` ran it: every member's record is ``record``
-    with its own device, group (``groups[k]`` for ``devices[k]``) and per-peer rows
+    """One collective step as the class ``devices`` (ascending) ran it: every member's record is
+    ``record`` with its own device, group (``groups[k]`` for ``devices[k]``) and per-peer rows
     (``peers(device, group)``, made when asked; None: ``record.peers`` for every member)."""
 
     record: "CommRecord"
@@ -74,7 +74,7 @@ class Repeat:
 
 class Weighted(NamedTuple):
     """A distinct record, the instruction-id offsets of its copies (``(0,)`` for a record run
-    once) and the devices that ran it (its class's members, or its own device)."""
+    once) and the devices that ran it (its class's members, ascending, or its own device)."""
 
     record: "CommRecord"
     offsets: tuple[int, ...]

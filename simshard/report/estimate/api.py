@@ -18,9 +18,10 @@ from ..compute import DeviceCompute, device_of
 from ..memory import MemoryClass, MemoryReport, figures
 from ..topology import Topology
 from . import walk as walking  # the module, not its function: a test counts the walks through it
+from ...sharding.rows import distinct_columns
 from .blocks import Block, input_block_codes
 from .memo import Memo, value_key
-from .state import DeviceState, DeviceTable, Members
+from .state import DeviceState, DeviceTable, Members, ascending
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,9 @@ def _classes(schedules: Schedules, codes: np.ndarray) -> list[tuple[ScheduleClas
             firsts.append(c)
     radix = int(codes.max(initial=0)) + 1
     key = kind_of[schedules.class_index()] * radix + codes
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(inverse.reshape(-1), kind="stable")
-    bounds = np.flatnonzero(np.diff(inverse.reshape(-1)[order])) + 1
+    first, inverse = distinct_columns([key])  # by counting where the keys are few
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
     out = [(group, firsts[int(key[group]) // radix], part, int(codes[group]))
            for group, part in zip(first.tolist(), np.split(order, bounds))]
     return [rest for _, *rest in sorted(out, key=lambda row: row[0])]
@@ -148,5 +149,6 @@ def _memory_classes(devices, walked) -> list[MemoryClass]:
     for c in walked:
         m = devices[c[0]].memory()
         row = by.setdefault(figures(m), [m, []])
-        row[1].extend(c)
-    return [MemoryClass(m, tuple(sorted(members))) for m, members in by.values()]
+        row[1].append(c)
+    return [MemoryClass(m, ascending(members[0]) if len(members) == 1 else tuple(sorted(d for c in members for d in c)))
+            for m, members in by.values()]

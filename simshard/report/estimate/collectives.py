@@ -82,13 +82,19 @@ def _class_records(memo: Memo, ins: Instr, position: int, step: StepMembers, fou
                    signatures: list[Signature], sig: np.ndarray) -> None:
     """The step's class records: members with equal figures (``Signature``) share one, in
     ascending device order, their per-peer rows made from their group's costs when listed."""
-    order = np.argsort(step.devices, kind="stable")
+    ordered = bool(np.all(step.devices[1:] > step.devices[:-1]))
+    order = None if ordered else np.argsort(step.devices, kind="stable")
     peers = PeerRows(GroupsCosts(step.table, found))
     axes = tuple(getattr(ins, "axes", ()))
-    ordered = sig[order]
     for k, s in enumerate(signatures):
-        mine = order if len(signatures) == 1 else order[ordered == k]
-        devs = tuple(step.devices[mine].tolist())
+        if len(signatures) == 1:
+            mine = slice(None) if ordered else order
+        else:
+            mine = np.flatnonzero(sig == k) if ordered else order[sig[order] == k]
+        if len(signatures) == 1 and ordered and len(step.lists) == 1:
+            devs = tuple(step.lists[0])  # the class itself (its Python ints made once, by the walk)
+        else:
+            devs = tuple(step.devices[mine].tolist())
         groups = tuple(step.table.objects[step.groups[mine]].tolist())
         record = CommRecord(
             device=devs[0], instr=ins.id, position=position, source=ins.source, kind=ins.kind, axes=axes,

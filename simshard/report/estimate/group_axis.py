@@ -75,6 +75,7 @@ class StepMembers(NamedTuple):
     table: GroupTable
     held: list[tuple[Instr, Block]]
     keys: list[tuple]  # each held number's (``shape_key`` of its copy, block): what a cost reads
+    lists: list[list[int]]  # the classes themselves, in ``devices``' order
 
 
 def step_members(devices, classes, here: Mapping[int, Instr], memo: Memo) -> StepMembers:
@@ -114,7 +115,7 @@ def step_members(devices, classes, here: Mapping[int, Instr], memo: Memo) -> Ste
     bounds = np.cumsum([0] + [len(p[0]) for p in parts]).tolist()
     return StepMembers(np.concatenate([p[0] for p in parts]),
                        np.concatenate([remap[p[1]] if remap is not None else p[1] for p, remap in zip(parts, remaps)]),
-                       np.concatenate([p[2] for p in parts]), bounds, table, held, keys)
+                       np.concatenate([p[2] for p in parts]), bounds, table, held, keys, list(classes))
 
 
 def _joined_tables(sources: list, memo: Memo) -> tuple[GroupTable, list]:

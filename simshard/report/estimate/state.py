@@ -104,6 +104,14 @@ def member_ids(c: list[int]) -> np.ndarray:
     return c.ids if isinstance(c, Members) else np.asarray(c, dtype=np.int64)
 
 
+def ascending(c: list[int]) -> tuple[int, ...]:
+    """A class's devices as an ascending tuple (its list as it is where its array is ascending,
+    as a class the estimate starts with is: no sort of thousands)."""
+    if isinstance(c, Members) and bool(np.all(c.ids[1:] > c.ids[:-1])):
+        return tuple(c)
+    return tuple(sorted(c))
+
+
 Devices = Mapping[int, Device]
 Classes = list[list[int]]  # the devices sharing a state; the first member's list in ``Lists``
 Lists = dict[int, Sequence[Instr]]  # a class's first member -> the instruction list the class runs
