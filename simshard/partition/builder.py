@@ -215,7 +215,7 @@ class ScheduleBuilder:
         if not np.array_equal(per.ids, self._ids):
             per = PerDevice.of(self.devices, {d: per[d] for d in self.devices})
         per = per.distinct_values()
-        used = np.unique(per.codes)
+        used = np.flatnonzero(np.bincount(per.codes, minlength=len(per.values)))  # by counting, not a sort
         if len(used) == 1:
             self.emit_same(make(per.values[int(used[0])]))
         else:
