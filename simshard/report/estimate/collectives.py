@@ -20,7 +20,7 @@ import numpy as np
 from ...spmd import Instr
 from ..collective_cost import AllToAllGroup, all_gather_cost, all_reduce_cost, all_to_all_cost, reduce_scatter_cost
 from ..comm import CommRecord
-from ..records import ClassRecord
+from ..records import ClassRecord, GroupsByNumber
 from .blocks import Block
 from .group_axis import GroupsCosts, Patterns, StepMembers, patterns, step_members
 from .group_costs import PeerRows, Signature
@@ -95,7 +95,7 @@ def _class_records(memo: Memo, ins: Instr, position: int, step: StepMembers, fou
             devs = tuple(step.lists[0])  # the class itself (its Python ints made once, by the walk)
         else:
             devs = tuple(step.devices[mine].tolist())
-        groups = tuple(step.table.objects[step.groups[mine]].tolist())
+        groups = GroupsByNumber(step.table.objects, step.groups[mine])  # listed when read
         record = CommRecord(
             device=devs[0], instr=ins.id, position=position, source=ins.source, kind=ins.kind, axes=axes,
             group=groups[0], bytes_sent=s.bytes_sent, bytes_received=s.bytes_received,

@@ -99,7 +99,7 @@ def step_members(devices, classes, here: Mapping[int, Instr], memo: Memo) -> Ste
             _, first, inverse = distinct_rows(codes)
             reps = members[first].tolist()
         else:
-            inverse, reps = np.zeros(len(members), dtype=np.int64), [c[0]]
+            inverse, reps = None, [c[0]]
         kinds = []
         for d in reps:
             copy = own(ins, tuple(t.code(d) for t in fields), d, memo) if fields else ins
@@ -109,13 +109,15 @@ def step_members(devices, classes, here: Mapping[int, Instr], memo: Memo) -> Ste
                 held.append((copy, block))
                 keys.append(key)
         codes = group.codes[rows_of(group.ids, members)] if isinstance(group, Varying) else np.zeros(len(members), np.int64)
-        parts.append((members, codes, np.asarray(kinds, dtype=np.int64)[inverse]))
+        parts.append((members, codes, np.full(len(members), kinds[0], dtype=np.int64) if inverse is None
+                      else np.asarray(kinds, dtype=np.int64)[inverse]))
         sources.append(group)
     table, remaps = _joined_tables(sources, memo)
     bounds = np.cumsum([0] + [len(p[0]) for p in parts]).tolist()
-    return StepMembers(np.concatenate([p[0] for p in parts]),
-                       np.concatenate([remap[p[1]] if remap is not None else p[1] for p, remap in zip(parts, remaps)]),
-                       np.concatenate([p[2] for p in parts]), bounds, table, held, keys, list(classes))
+    columns = [[p[0] for p in parts], [remap[p[1]] if remap is not None else p[1] for p, remap in zip(parts, remaps)],
+               [p[2] for p in parts]]
+    devices, groups, numbers = (c[0] if len(c) == 1 else np.concatenate(c) for c in columns)  # one class: as it is
+    return StepMembers(devices, groups, numbers, bounds, table, held, keys, list(classes))
 
 
 def _joined_tables(sources: list, memo: Memo) -> tuple[GroupTable, list]:
