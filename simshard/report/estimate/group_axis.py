@@ -74,7 +74,7 @@ class StepMembers(NamedTuple):
     bounds: list[int]
     table: GroupTable
     held: list[tuple[Instr, Block]]
-    keys: list[tuple]  # each held number's (``shape_key`` of its copy, block): what a cost reads
+    keys: list[tuple]  # each held number's (``shape_key`` of its copy, its group's length, block): what a cost reads
     lists: list[list[int]]  # the classes themselves, in ``devices``' order
 
 
@@ -103,7 +103,7 @@ def step_members(devices, classes, here: Mapping[int, Instr], memo: Memo) -> Ste
         kinds = []
         for d in reps:
             copy = own(ins, tuple(t.code(d) for t in fields), d, memo) if fields else ins
-            key = (shape_key(copy), block)
+            key = (shape_key(copy), len(copy.group), block)  # its group's length: the minimum reads it
             kinds.append(numbers.setdefault(key, len(held)))
             if kinds[-1] == len(held):
                 held.append((copy, block))
@@ -183,9 +183,10 @@ def _positions(step: StepMembers, used: np.ndarray) -> tuple[np.ndarray, list[tu
         at = np.minimum(np.searchsorted(ordered, rows), len(ordered) - 1)
         missing = ordered[at] != rows
         if missing.any():
-            d = int(rows[missing][0])
-            raise EstimateError(f"device {d} is in a collective's group {step.table.values[int(numbers[missing.any(axis=1)][0])]} "
-                                "but does not run the step")
+            ins, d = step.held[0][0], int(rows[missing][0])
+            group = step.table.values[int(numbers[missing.any(axis=1)][0])]
+            raise EstimateError(f"[{ins.id}] {ins.kind} from {ins.source!r}: device {d} is in the group {group} "
+                                "but does not run this step")
         members = order[at]
         position[members] = np.arange(length)[None, :]
         out.append((numbers, step.numbers[members]))
