@@ -157,3 +157,21 @@ def test_a_step_resolves_its_instruction_once_whatever_its_number_of_groups(monk
         a, b = large.comm.estimate(topo), per_device.estimate(topo)
         assert (a.total, a.algorithms) == (b.total, b.algorithms)
     assert small.comm.total_records == 8
+
+
+def test_a_group_member_that_does_not_run_the_step_is_an_error_naming_it():
+    """Every device of a collective's group runs the step; a schedule where one does not is
+    refused, naming the instruction, the device and the group (not a KeyError)."""
+    from simshard.report.estimate import EstimateError
+    from simshard.report.estimate.blocks import Block
+    from simshard.report.estimate.collectives import COSTS
+    from simshard.report.estimate.group_axis import GroupTable, StepMembers, patterns
+    from simshard.report.estimate.memo import Memo
+    from simshard.spmd.instructions import AllReduce
+
+    ins = AllReduce(7, "%3 dot_general", src=0, dst=1, group=(0, 1, 2), reduce_op="sum", axes=("y",))
+    held = (ins, Block((4,), np.dtype(np.float32)))
+    step = StepMembers(np.array([0, 1]), np.array([0, 0]), np.array([0, 0]), [0, 2], GroupTable([(0, 1, 2)]),
+                       [held], [("key",)], [[0, 1]])
+    with pytest.raises(EstimateError, match=r"\[7\] all_reduce from '%3 dot_general': device 2 is in the group \(0, 1, 2\)"):
+        patterns("all_reduce", step, COSTS["all_reduce"], Memo())
