@@ -118,6 +118,9 @@ def compare_table(summaries: Sequence[StrategySummary]) -> Table:
                "(then fewest bytes, least memory); strategies ranked by it"
                if not owns else f"* cheapest of its group by the program's {owns[0]['model']} cost (table below), "
                "then least estimated time, fewest bytes, least memory")
+    if any(s.step_s is not None for s in summaries):
+        caption += ("\nexposed: the communication not hidden behind compute; a traced estimate models no "
+                    "overlap, so it is all of it and step = compute + communication")
     inexact = [s for s in summaries if cheapest_mark(s) == " *~"]
     if inexact:
         caption += "".join(f"\n*~ {s.name} is the cheapest but not bitwise: verified up to reassociation of float "

@@ -34,10 +34,13 @@ from ..spmd.varying import Varying
 class PerDevice(Mapping):
     """device -> value, held as one value per class of devices and a class number per device
     (``codes``, a row per device in ascending id): how steps say what each device runs without a
-    Python object per device. ``map`` makes one new value per class."""
+    Python object per device. ``map`` makes one new value per class. ``distinct``: the values
+    are known to differ (``by_rows``'s name their groups), so ``distinct_values`` compares none
+    (a step over 128 groups of 64 would hash each group's devices)."""
 
-    def __init__(self, ids: np.ndarray, codes: np.ndarray, values: Sequence):
+    def __init__(self, ids: np.ndarray, codes: np.ndarray, values: Sequence, distinct: bool = False):
         self.ids, self.codes, self.values = ids, codes, tuple(values)
+        self.distinct_known = distinct
 
     @staticmethod
     def of(devices: Sequence[int], per: Mapping[int, object]) -> "PerDevice":
@@ -63,10 +66,12 @@ class PerDevice(Mapping):
 
     @staticmethod
     def by_rows(ids: np.ndarray, rows: np.ndarray, values: Sequence) -> "PerDevice":
-        """Class ``i`` for the devices at ``rows[i]`` (an array [classes, members] of rows)."""
+        """Class ``i`` for the devices at ``rows[i]`` (an array [classes, members] of rows: the
+        devices of disjoint groups), its value ``values[i]``, which names its group (the group,
+        or a tuple that starts with it: values of different groups differ)."""
         codes = np.empty(len(ids), dtype=np.int64)
         codes[rows] = np.arange(len(rows))[:, None]
-        return PerDevice(ids, codes, values)
+        return PerDevice(ids, codes, values, distinct=True)
 
     @staticmethod
     def of_table(ids: np.ndarray, table: np.ndarray, make: Callable[[tuple], object]) -> "PerDevice":
@@ -80,7 +85,7 @@ class PerDevice(Mapping):
 
     def distinct_values(self) -> "PerDevice":
         """The same mapping with one class per distinct value (by equality)."""
-        return self._distinct_by(_hashable)
+        return self if self.distinct_known else self._distinct_by(_hashable)
 
     def distinct(self) -> "PerDevice":
         """The same mapping with one class per distinct object (classes that got one object
@@ -210,7 +215,7 @@ class ScheduleBuilder:
         if not np.array_equal(per.ids, self._ids):
             per = PerDevice.of(self.devices, {d: per[d] for d in self.devices})
         per = per.distinct_values()
-        used = np.unique(per.codes)
+        used = np.flatnonzero(np.bincount(per.codes, minlength=len(per.values)))  # by counting, not a sort
         if len(used) == 1:
             self.emit_same(make(per.values[int(used[0])]))
         else:
@@ -281,7 +286,7 @@ class ScheduleBuilder:
         # each device's class by row: the classes numbered by their first members' class codes
         number = np.zeros(int(self._codes.max(initial=0)) + 1, dtype=np.int64)
         number[self._codes[rows_of(self._ids, [c.members[0] for c in classes])]] = np.arange(len(classes))
-        return Schedules(self.devices, classes, class_of=number[self._codes])
+        return Schedules(self.devices, classes, class_of=number[self._codes], ids=self._ids)
 
 
 def _hashable(v):

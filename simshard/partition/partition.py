@@ -81,7 +81,10 @@ def program_devices(program: Program) -> tuple[int, ...]:
     """The devices a program runs on: those of its widest mesh. Every other mesh views the same
     devices or some of them (a value that ends on fewer devices, the FHE seed's fewer
     ciphertexts: the others hold none of it)."""
-    sets = {frozenset(m.device_ids) for m in {s.mesh for s in program.shardings.values()}}  # each mesh once
+    meshes = {s.mesh for s in program.shardings.values()}
+    if len(meshes) == 1 and next(iter(meshes)).in_order:  # one mesh, its ids sorted: no set or sort of them
+        return next(iter(meshes)).device_ids
+    sets = {frozenset(m.device_ids) for m in meshes}  # each mesh once
     widest = max(sets, key=len, default=frozenset())
     if any(not d <= widest for d in sets):
         raise ShardingError("wrong-mesh", "all meshes of a program must view the same devices (or some of them)")

@@ -369,7 +369,7 @@ def _slowest_member(topology: Topology, w: Weighted) -> tuple[float, int, str]:
     among equals): timed once per distinct group, which the time can depend on (nodes)."""
     if w.klass is None or topology.nodes is None:
         choice = topology.choice(w.record)
-        return choice.seconds, max(w.devices), choice.algorithm
+        return choice.seconds, w.devices[-1], choice.algorithm  # the last: devices are ascending
     times: dict[int, tuple] = {}
     best = (-1.0, -1, "")
     for d, group in zip(w.devices, w.klass.groups):

@@ -35,8 +35,8 @@ class DeviceMemory:
 
 @dataclass(frozen=True)
 class MemoryClass:
-    """Devices whose memory figures are equal: each of ``devices`` has ``memory`` (the first
-    member's record) with its own device number."""
+    """Devices whose memory figures are equal: each of ``devices`` (ascending) has ``memory``
+    (the first member's record) with its own device number."""
 
     memory: DeviceMemory
     devices: tuple[int, ...]
@@ -64,7 +64,7 @@ class MemoryReport:
             self.classes = tuple(MemoryClass(ms[0], tuple(m.device for m in ms)) for ms in by.values())
             self._devices = listed
         else:
-            self.classes = tuple(sorted(classes, key=lambda c: min(c.devices)))
+            self.classes = tuple(sorted(classes, key=lambda c: c.devices[0]))  # devices ascending
             self._devices = None
 
     @property

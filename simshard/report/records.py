@@ -16,22 +16,55 @@ equal field for field to the records the estimate would make one device at a tim
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
+
+import numpy as np
 
 if TYPE_CHECKING:
     from .comm import CommRecord
 
 
+class GroupsByNumber(Sequence):
+    """Each member's group, held as a number per member and the groups by number (an object
+    array of tuples, each group's one tuple shared by its members): the per-member sequence is
+    made only when read (a class record of 8,192 members, 128 groups, makes none)."""
+
+    __slots__ = ("groups", "numbers")
+
+    def __init__(self, groups: np.ndarray, numbers: np.ndarray):
+        self.groups, self.numbers = groups, numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self.groups[self.numbers[i]].tolist())
+        return self.groups[self.numbers[i]]
+
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
+        return iter(self.groups[self.numbers].tolist())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (tuple, GroupsByNumber)) and tuple(self) == tuple(other)
+
+    __hash__ = None  # compared by value, not a key
+
+    def __repr__(self) -> str:
+        return f"GroupsByNumber({len(self.numbers)} members, {len(self.groups)} groups)"
+
+
 @dataclass(frozen=True, eq=False)
 class ClassRecord:
-    """One collective step as the class ``devices`` ran it: every member's record is ``record``
-    with its own device, group (``groups[k]`` for ``devices[k]``) and per-peer rows
+    """One collective step as the class ``devices`` (ascending) ran it: every member's record is
+    ``record`` with its own device, group (``groups[k]`` for ``devices[k]``) and per-peer rows
     (``peers(device, group)``, made when asked; None: ``record.peers`` for every member)."""
 
     record: "CommRecord"
     devices: tuple[int, ...]
-    groups: tuple[tuple[int, ...], ...]
+    groups: Sequence[tuple[int, ...]]  # a tuple, or ``GroupsByNumber``
     peers: Callable[[int, tuple[int, ...]], tuple] | None = None
 
     def expand(self, offset: int = 0) -> Iterator["CommRecord"]:
@@ -74,7 +107,7 @@ class Repeat:
 
 class Weighted(NamedTuple):
     """A distinct record, the instruction-id offsets of its copies (``(0,)`` for a record run
-    once) and the devices that ran it (its class's members, or its own device)."""
+    once) and the devices that ran it (its class's members, ascending, or its own device)."""
 
     record: "CommRecord"
     offsets: tuple[int, ...]
@@ -124,4 +157,4 @@ def weighted(items: Iterable, offsets: tuple[int, ...] = (0,)) -> Iterator[Weigh
             yield Weighted(it, offsets, (it.device,))
 
 
-__all__ = ["ClassRecord", "Repeat", "Weighted", "device_major", "expanded", "has_classes", "weighted"]
+__all__ = ["ClassRecord", "GroupsByNumber", "Repeat", "Weighted", "device_major", "expanded", "has_classes", "weighted"]

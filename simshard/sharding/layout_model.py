@@ -48,7 +48,8 @@ class Layout:
     def block_shape(self) -> tuple[int, ...]:
         """The padded local shape: per dim the largest block any device holds (ceil(d/n) for the flat rule)."""
         if self.boxes is not None:
-            return tuple(self.boxes.sizes.max(axis=0, initial=0).tolist())
+            sizes = self.boxes.sizes  # per dim a column's max (numpy reduces axis 0 of [n, k] slowly)
+            return tuple(int(sizes[:, k].max(initial=0)) for k in range(sizes.shape[1]))
         return tuple(
             max((len(self.index_map[d][k]) for d in self.devices), default=0) for k in range(len(self.shape))
         )

@@ -99,7 +99,9 @@ class Mesh:
                 "invalid-mesh", f"mesh {dict(zip(names, sizes))} has {size} devices; at most {MAX_DEVICES} are supported"
             )
         ids = tuple(range(size)) if device_ids is None else tuple(int(d) for d in device_ids)
-        if len(ids) != size or sorted(ids) != list(range(size)):
+        if device_ids is None:  # 0..n-1 in order: no check, and its order known (no sort of 8,192 ids)
+            object.__setattr__(self, "_order_key", ("iota", size))
+        elif len(ids) != size or sorted(ids) != list(range(size)):
             raise ShardingError(
                 "invalid-mesh",
                 f"device_ids must be a permutation of 0..{size - 1} for a mesh of {size} devices, got {list(ids)}",
@@ -300,6 +302,11 @@ class Mesh:
         sizes over the same device order, whatever the names of the meshes and the types of
         their axes (a sharding on one means the same placement on the other)."""
         return self.same_axes(other) and (self.device_ids is other.device_ids or self._order == other._order)
+
+    @property
+    def in_order(self) -> bool:
+        """Whether ``device_ids`` are 0..n-1 in order (the usual mesh: its ids are sorted)."""
+        return self._order[0] == "iota"
 
     @property
     def _order(self):

@@ -10,6 +10,8 @@ same way (lexicographically, first column most significant)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -23,21 +25,31 @@ def distinct_rows(table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if n == 0 or table.shape[1] == 0:
         first = np.zeros(min(n, 1), dtype=np.int64)
         return table[:1], first, np.zeros(n, dtype=np.int64)
-    # column by column: numpy reduces a [n, k] table's axis 0 and multiplies int matrices slowly
-    # (no BLAS for ints; tiny inner dims), each a large share of a call on thousands of devices
-    columns = np.ascontiguousarray(table.T)
-    lo = columns.min(axis=1)
-    span = columns.max(axis=1) - lo + 1
-    if float(np.prod(span.astype(np.float64))) < 2.0 ** 62:
-        stride = np.ones_like(span)
-        stride[:-1] = np.cumprod(span[::-1])[::-1][1:]  # the first column most significant
-        key = np.zeros(n, dtype=np.int64)
-        for column, low, step in zip(columns, lo.tolist(), stride.tolist()):
-            key += (column - low) * step  # every partial sum <= the key < 2**62: no overflow
-        first, inverse = _first_and_inverse(key, int(np.prod(span)))
-    else:
-        _, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
-    return table[first], first, inverse.reshape(-1)
+    first, inverse = distinct_columns(list(table.T), table)
+    return table[first], first, inverse
+
+
+def distinct_columns(columns, table=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inverse)`` of the rows that ``columns`` (int arrays of one length n > 0, the
+    first most significant) form, as ``distinct_rows`` gives them: read column by column, never
+    as an [n, k] table (numpy gathers, stacks and reduces a table of a few columns row by row,
+    slowly: a large share of a call on thousands of devices). ``table``: the same as [n, k], if
+    the caller has it (for rows whose columns overflow one 63-bit key)."""
+    lo = [int(c.min()) for c in columns]
+    span = [int(c.max()) - low + 1 for c, low in zip(columns, lo)]
+    if math.prod(span) < 2 ** 62:
+        key = np.zeros(len(columns[0]), dtype=np.int64)
+        for column, low, n in zip(columns, lo, span):  # the first column most significant
+            key *= n
+            key += column - low  # every partial key < the product of the spans so far: no overflow
+        return _first_and_inverse(key, math.prod(span))
+    if table is None:
+        table = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
+    _, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+FEW_KEYS = 16  # up to this many distinct keys, each one's first row is found by a pass over the keys
 
 
 def _first_and_inverse(key: np.ndarray, keys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,6 +61,9 @@ def _first_and_inverse(key: np.ndarray, keys: int) -> tuple[np.ndarray, np.ndarr
         return first, inverse
     present = np.bincount(key, minlength=keys) > 0
     inverse = (np.cumsum(present) - 1)[key]  # a key's number among the distinct keys, ascending
+    found = np.flatnonzero(present)
+    if len(found) <= FEW_KEYS:  # a pass per key: cheaper than ``minimum.at`` over thousands of rows
+        return np.asarray([int(np.argmax(key == k)) for k in found.tolist()], dtype=np.int64), inverse
     first = np.full(keys, len(key), dtype=np.int64)
     np.minimum.at(first, key, np.arange(len(key), dtype=np.int64))  # each key's first row
     return first[present], inverse

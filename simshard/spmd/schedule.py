@@ -72,12 +72,20 @@ class Schedules(Sequence):
     per-device ``Schedule`` objects are made on first access to one (made once, then shared);
     compares, hashes and pickles as the tuple of them."""
 
-    __slots__ = ("devices", "classes", "_class_of", "_made")
+    __slots__ = ("devices", "classes", "_class_of", "_made", "_ids")
 
     def __init__(self, devices: tuple[int, ...], classes: tuple[ScheduleClass, ...], made: tuple | None = None,
-                 class_of: np.ndarray | None = None):
+                 class_of: np.ndarray | None = None, ids: np.ndarray | None = None):
         self.devices, self.classes, self._made = devices, classes, made
         self._class_of = class_of  # each device's class, in ``devices``' order (found when not given)
+        self._ids = ids  # ``devices`` as an int64 array (made when first asked, unless given)
+
+    def device_ids(self) -> np.ndarray:
+        """``devices`` as an int64 array, made once (8,192 Python ints convert slowly, and the
+        estimate reads them as an array)."""
+        if self._ids is None:
+            self._ids = np.asarray(self.devices, dtype=np.int64)
+        return self._ids
 
     @staticmethod
     def of(schedules) -> "Schedules":
@@ -92,7 +100,7 @@ class Schedules(Sequence):
         """Each device's class (its index in ``classes``), in ``devices``' order."""
         if self._class_of is not None:
             return self._class_of
-        ids = np.asarray(self.devices, dtype=np.int64)
+        ids = self.device_ids()
         order = np.argsort(ids, kind="stable")
         out = np.empty(len(ids), dtype=np.int64)
         for k, c in enumerate(self.classes):

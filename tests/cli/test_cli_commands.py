@@ -438,6 +438,8 @@ def test_compare_ranks_estimates_by_step_time(capsys, tmp_path, monkeypatch):
     assert rows[:len(strategies)] == [s["name"] for s in ranked]  # the table lists them by step time
     for col in ("compute", "comm.", "exposed", "step"):
         assert col in r.out
+    assert "models no" in r.out and "overlap" in r.out  # the caption says exposed is all the communication
+    assert all(s["exposed_comm_s"] == s["estimated_time_s"] for s in strategies)
     assert "hold no share of x (idle)" in r.out  # the batch of 64 over 8,192 devices
 
 

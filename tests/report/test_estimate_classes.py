@@ -105,3 +105,73 @@ def test_devices_are_named_as_runs_and_strides():
     assert fmt_devices(range(0, 8192, 8)) == "1,024 devices: 0, 8, 16, 24, ... every 8 to 8184"
     assert fmt_devices([d for d in range(8192) if d % 64 < 2]) == "256 devices: 0-1, 64-65, 128-129, 192-193, ... every 64 to 8129"
     assert fmt_devices([0, 1, 5, 9, 100, 200, 300]) == "7 devices: 0-1, 5, 9, 100, ... (2 more runs)"
+
+
+def _plain(records):  # the estimate lists no per-peer rows for a group over 64 (docs/estimate.md)
+    return [replace(r, peers=()) for r in records]
+
+
+@pytest.mark.parametrize("shapes, shardings, out", [
+    # an all-reduce over y of [3, 130] partial sums: 390 elements over 8 chunks, the first 6 longer
+    ([(48, 64), (64, 130)], (P("x", "y"), P("y", None)), P("x", None)),
+    # an all-gather over x of 10 rows in 16 blocks: positions of one group hold different blocks
+    ([(10, 8), (8, 16)], (P("x", None), P(None, "y")), P(None, "y")),
+    # a reduce-scatter over y of 13 rows: members get different rows
+    ([(13, 64), (64, 13)], (P(None, "y"), P("y", None)), P("y", None)),
+    # an all-reduce over y of 10 rows over x=16: groups of one row and groups of none, two patterns
+    ([(10, 64), (64, 16)], (P("x", "y"), P("y", None)), P("x", None)),
+])
+def test_the_group_axis_records_equal_an_executed_run_on_a_mesh_of_128(shapes, shardings, out):
+    """The step's members as arrays over its 16 or 8 groups (``group_axis``): where positions of
+    a group differ (uneven chunks, blocks, splits) each member's figures and result block are
+    read by its position, where groups differ they fall into patterns, and the report expanded
+    per device equals the executed run's."""
+    args = ss.exact_inputs(shapes, seed=1)
+    kw = dict(mesh=ss.Mesh({"x": 16, "y": 8}), in_shardings=shardings, out_shardings=out)
+    ran = ss.run(lambda a, w: a @ w, *args, backend="local", **kw)
+    est = ss.estimate(lambda a, w: a @ w, *args, **kw)
+    assert est.comm.records == ran.comm.records and est.memory == ran.memory
+    assert len(est.comm.items) < est.comm.total_records  # kept per class, not per device
+
+
+def test_a_step_resolves_its_instruction_once_whatever_its_number_of_groups(monkeypatch):
+    """The work of a collective step does not grow with its groups: the 128 groups of 64 devices
+    resolve the all-reduce once, as the 2 groups of 4 do, and make no [groups, length] table (every
+    position holds the same); the report on 8,192 devices still equals its per-device expansion."""
+    from simshard.report.estimate import group_axis
+
+    calls, tables = [], []
+    own = group_axis.own
+    monkeypatch.setattr(group_axis, "own", lambda *a: calls.append(a) or own(*a))
+    matrix = group_axis.GroupTable.matrix
+    monkeypatch.setattr(group_axis.GroupTable, "matrix", lambda self, n: tables.append(n) or matrix(self, n))
+    small = mlp_estimate({"x": 2, "y": 4})
+    resolved = len(calls)
+    large = mlp_estimate({"x": 128, "y": 64})
+    assert len(calls) - resolved == resolved == 1 and not tables
+    per_device = CommReport(large.comm.records)
+    assert len(per_device.records) == 8192 == large.comm.total_records
+    assert large.comm.summary("device") == per_device.summary("device")
+    assert (large.comm.total_received, large.comm.total_min_bytes) == (per_device.total_received, per_device.total_min_bytes)
+    for topo in TOPOLOGIES:
+        a, b = large.comm.estimate(topo), per_device.estimate(topo)
+        assert (a.total, a.algorithms) == (b.total, b.algorithms)
+    assert small.comm.total_records == 8
+
+
+def test_a_group_member_that_does_not_run_the_step_is_an_error_naming_it():
+    """Every device of a collective's group runs the step; a schedule where one does not is
+    refused, naming the instruction, the device and the group (not a KeyError)."""
+    from simshard.report.estimate import EstimateError
+    from simshard.report.estimate.blocks import Block
+    from simshard.report.estimate.collectives import COSTS
+    from simshard.report.estimate.group_axis import GroupTable, StepMembers, patterns
+    from simshard.report.estimate.memo import Memo
+    from simshard.spmd.instructions import AllReduce
+
+    ins = AllReduce(7, "%3 dot_general", src=0, dst=1, group=(0, 1, 2), reduce_op="sum", axes=("y",))
+    held = (ins, Block((4,), np.dtype(np.float32)))
+    step = StepMembers(np.array([0, 1]), np.array([0, 0]), np.array([0, 0]), [0, 2], GroupTable([(0, 1, 2)]),
+                       [held], [("key",)], [[0, 1]])
+    with pytest.raises(EstimateError, match=r"\[7\] all_reduce from '%3 dot_general': device 2 is in the group \(0, 1, 2\)"):
+        patterns("all_reduce", step, COSTS["all_reduce"], Memo())

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from simshard.sharding.rows import distinct_rows, row_of, rows_of
+from simshard.sharding.rows import FEW_KEYS, distinct_columns, distinct_rows, row_of, rows_of
 
 
 @settings(max_examples=200, deadline=None)
@@ -21,6 +21,30 @@ def test_distinct_rows_are_np_uniques(data):
     assert np.array_equal(rows, want) and np.array_equal(first, want_first)
     assert np.array_equal(inverse, want_inverse.reshape(-1))
     assert np.array_equal(rows[inverse], table)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_distinct_columns_are_np_uniques_with_few_keys_or_many(data):
+    """Column by column, as ``distinct_rows`` gives them: where the possible keys are no more than
+    the rows, each key's first row found by a pass per key (up to ``FEW_KEYS`` distinct) or by
+    ``minimum.at`` (more), else by a sort."""
+    n = data.draw(st.integers(1, 300), label="rows")
+    spans = data.draw(st.lists(st.integers(1, 40), min_size=1, max_size=3), label="spans")
+    columns = [data.draw(hnp.arrays(np.int64, n, elements=st.integers(-5, -5 + k - 1)), label=f"column {j}")
+               for j, k in enumerate(spans)]
+    first, inverse = distinct_columns(columns)
+    table = np.stack(columns, axis=1)
+    _, want_first, want_inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
+    assert np.array_equal(first, want_first) and np.array_equal(inverse, want_inverse.reshape(-1))
+
+
+def test_the_first_rows_of_many_distinct_keys_and_of_few_agree():
+    key = np.arange(400) % 50  # 50 distinct keys over 400 rows: minimum.at; then 10: a pass per key
+    for column in (key, key % 10):
+        first, inverse = distinct_columns([column])
+        assert first.tolist() == list(range(int(column.max()) + 1)) and np.array_equal(inverse, column)
+    assert 10 <= FEW_KEYS < 50
 
 
 def test_columns_too_wide_for_one_number_still_sort():

@@ -18,9 +18,10 @@ from ..compute import DeviceCompute, device_of
 from ..memory import MemoryClass, MemoryReport, figures
 from ..topology import Topology
 from . import walk as walking  # the module, not its function: a test counts the walks through it
+from ...sharding.rows import distinct_columns
 from .blocks import Block, input_block_codes
 from .memo import Memo, value_key
-from .state import DeviceState, DeviceTable
+from .state import DeviceState, DeviceTable, Members, ascending
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
     """Walk ``spmd``'s schedules on blocks. ``input_blocks`` (device -> its input blocks) default
     to the local shapes of the program's inputs under ``spmd.in_shardings``."""
     schedules = spmd.schedules
-    ids = np.asarray(schedules.devices, dtype=np.int64)
+    ids = schedules.device_ids()
     if input_blocks is None:
         codes, distinct = input_block_codes(spmd)  # in the schedules' order
     else:
@@ -102,7 +103,7 @@ def estimate_spmd(spmd: SpmdProgram, input_blocks: Mapping[int, Sequence[Block]]
         state.start(kind.inputs, distinct[code])
         start[rows] = len(states)
         states.append(state)
-        members = ids[rows].tolist()
+        members = Members(ids[rows])
         lists[members[0]] = kind.instrs
         classes.append(members)
     devices = DeviceTable(ids, start, states)
@@ -128,9 +129,9 @@ def _classes(schedules: Schedules, codes: np.ndarray) -> list[tuple[ScheduleClas
             firsts.append(c)
     radix = int(codes.max(initial=0)) + 1
     key = kind_of[schedules.class_index()] * radix + codes
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(inverse.reshape(-1), kind="stable")
-    bounds = np.flatnonzero(np.diff(inverse.reshape(-1)[order])) + 1
+    first, inverse = distinct_columns([key])  # by counting where the keys are few
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
     out = [(group, firsts[int(key[group]) // radix], part, int(codes[group]))
            for group, part in zip(first.tolist(), np.split(order, bounds))]
     return [rest for _, *rest in sorted(out, key=lambda row: row[0])]
@@ -148,5 +149,6 @@ def _memory_classes(devices, walked) -> list[MemoryClass]:
     for c in walked:
         m = devices[c[0]].memory()
         row = by.setdefault(figures(m), [m, []])
-        row[1].extend(c)
-    return [MemoryClass(m, tuple(sorted(members))) for m, members in by.values()]
+        row[1].append(c)
+    return [MemoryClass(m, ascending(members[0]) if len(members) == 1 else tuple(sorted(d for c in members for d in c)))
+            for m, members in by.values()]

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...spmd import SpmdProgram
 from ...sharding.layout import layout_of
-from ...sharding.rows import distinct_rows
+from ...sharding.rows import distinct_columns
 
 
 class EstimateError(ValueError):
@@ -49,30 +49,39 @@ def input_blocks(spmd: SpmdProgram) -> dict[int, list[Block]]:
 def input_block_codes(spmd: SpmdProgram) -> tuple[np.ndarray, list[tuple[Block, ...]]]:
     """Each device's inputs as a number (devices with equal input blocks share it, in device
     order) and the distinct input blocks by number: read from the layouts' boxes (every device's
-    local shape as an array) where they have them, so an 8,192-device mesh makes a few blocks."""
+    local shape as an array) where they have them, dim by dim (a dim every device holds the same
+    length of is that length), so an 8,192-device mesh makes a few blocks."""
     avals = [v.aval for v in spmd.program.inputs] if spmd.program is not None else None
     if avals is None:
         raise EstimateError("estimate_spmd needs input_blocks for a schedule without its program")
-    devices = np.asarray(spmd.devices, dtype=np.int64)
-    columns, dtypes, ranks = [], [], []
-    for aval, spec in zip(avals, spmd.in_shardings):
-        shape = tuple(int(n) for n in aval.shape)
-        dtypes.append(np.dtype(aval.dtype))
-        ranks.append(len(shape))
-        lay = None if spec is None else layout_of(spec, aval.shape)
-        if lay is None:
-            columns.append(np.tile(np.asarray(shape, dtype=np.int64), (len(devices), 1)))
-        elif lay.boxes is not None:
-            columns.append(lay.boxes.sizes[lay.boxes.rows(devices)])
-        else:
-            columns.append(np.asarray([lay.local_shape(int(d)) for d in devices], dtype=np.int64).reshape(len(devices), -1))
-    table = np.concatenate(columns, axis=1) if columns else np.zeros((len(devices), 0), dtype=np.int64)
-    rows, _, codes = distinct_rows(table) if len(devices) else (table, None, np.zeros(0, dtype=np.int64))
-    distinct = []
-    for row in rows.tolist():
-        blocks, at = [], 0
-        for dtype, rank in zip(dtypes, ranks):
-            blocks.append(Block(tuple(row[at:at + rank]), dtype))
-            at += rank
-        distinct.append(tuple(blocks))
+    devices = spmd.schedules.device_ids()
+    if not len(devices):
+        return np.zeros(0, dtype=np.int64), []
+    dims = [_dim_lengths(aval.shape, None if spec is None else layout_of(spec, aval.shape), devices)
+            for aval, spec in zip(avals, spmd.in_shardings)]
+    varying = [n for lengths in dims for n in lengths if not isinstance(n, int)]
+    if varying:
+        first, codes = distinct_columns(varying)
+        firsts = first.tolist()
+    else:
+        firsts, codes = [0], np.zeros(len(devices), dtype=np.int64)
+    distinct = [tuple(Block(tuple(n if isinstance(n, int) else int(n[f]) for n in lengths), np.dtype(aval.dtype))
+                      for lengths, aval in zip(dims, avals)) for f in firsts]
     return codes, distinct
+
+
+def _dim_lengths(shape, lay, devices: np.ndarray) -> list:
+    """An input's local length per dim: an int where every device of ``devices`` holds the same,
+    else an array of each device's (read from the layout's boxes where it has them)."""
+    if lay is None:
+        return [int(n) for n in shape]
+    if lay.boxes is None:
+        table = np.asarray([lay.local_shape(int(d)) for d in devices], dtype=np.int64).reshape(len(devices), -1)
+        columns = list(table.T)
+    else:
+        boxes = lay.boxes
+        columns = [boxes.hi[:, j] - boxes.lo[:, j] for j in range(len(shape))]
+        if not np.array_equal(boxes.ids, devices):
+            rows = boxes.rows(devices)
+            columns = [c[rows] for c in columns]
+    return [int(c[0]) if len(c) and c.min() == c.max() else c for c in columns]

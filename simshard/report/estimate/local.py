@@ -15,7 +15,7 @@ from ...sharding.rows import distinct_rows, rows_of
 from ..compute import op_work
 from .blocks import Block, EstimateError
 from .memo import ComputeResult, Memo, value_key
-from .state import Classes, Device, DeviceState, Devices, Lists, regroup
+from .state import Classes, Device, DeviceState, Devices, Lists, member_ids, regroup
 
 
 def run_local(dev: Device, ins: Instr, memo: Memo) -> None:
@@ -143,7 +143,7 @@ def copies(ins: Instr, c: list[int], memo: Memo) -> list[tuple[Instr, list[int]]
     if len(c) == 1:  # a class of one (a strategy that sets every device apart): its own copy
         d = c[0]
         return [(own(ins, tuple(t.code(d) for t in fields), d, memo), [d])]
-    members = np.asarray(c, dtype=np.int64)
+    members = member_ids(c)
     codes = np.stack([t.codes[rows_of(t.ids, members)] for t in fields], axis=1)  # [members, tables]
     distinct, first, inverse = distinct_rows(codes)  # np.unique(axis=0)'s, without its slow row sort
     order = np.argsort(inverse, kind="stable")  # members by copy, each copy's in c's order

@@ -67,7 +67,7 @@ class Memo:
     """The named caches of one estimate (``estimate_spmd`` makes one, the walk and its loops'
     walks share it), and the log of records the walk appends to."""
 
-    __slots__ = ("blocks", "results", "copies", "routes", "group_costs", "records")
+    __slots__ = ("blocks", "results", "copies", "routes", "group_costs", "group_tables", "records")
 
     def __init__(self) -> None:
         self.blocks: dict[tuple, Block] = {}  # (shape, dtype) -> its one Block
@@ -75,6 +75,9 @@ class Memo:
         self.copies: dict[tuple, Instr] = {}  # (instruction, its Varying fields' codes) -> the resolved copy
         self.routes: dict[tuple, Any] = {}  # a permute's pairs -> their ``Routes``
         self.group_costs: dict[tuple, Any] = {}  # (kind, group length, what its positions hold) -> ``GroupCosts``
+        # id of a collective's groups (a Varying table, or one group) -> (it, its ``GroupTable``):
+        # by identity, the entry holding the table (a table of 128 groups is hashed by no one)
+        self.group_tables: dict[int, tuple] = {}
         # not a cache: the walk's log of communication records, class records and repeats in
         # the order the steps ran (one per estimate, the loops' walks append to it too)
         self.records: list = []

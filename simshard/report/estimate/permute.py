@@ -119,7 +119,7 @@ def _record(memo: Memo, group: Group, step: Mapping[int, Instr], srcs: Mapping[i
             axes=tuple(getattr(ins, "axes", ())), group=group.devices, bytes_sent=sig.bytes_sent,
             bytes_received=sig.bytes_received, messages_sent=sig.messages_sent,
             messages_received=sig.messages_received, min_bytes=sig.min_bytes)
-        memo.records.append(ClassRecord(record, tuple(devs), (group.devices,) * len(devs), peers))
+        memo.records.append(ClassRecord(record, tuple(sorted(devs)), (group.devices,) * len(devs), peers))
 
 
 class PermutePeers:

@@ -87,6 +87,31 @@ class DeviceTable(Mapping):
         return len(self._ids)
 
 
+class Members(list):
+    """A class's devices as the walk reads them (a list), with the int64 array they were made
+    from: a collective step reads its members as an array, converted once per class, not per
+    step (8,192 Python ints convert slowly). Not changed in place (a class splits into new lists)."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self, ids: np.ndarray):
+        super().__init__(ids.tolist())
+        self.ids = ids
+
+
+def member_ids(c: list[int]) -> np.ndarray:
+    """A class's devices as an int64 array (its ``Members.ids`` where it has them)."""
+    return c.ids if isinstance(c, Members) else np.asarray(c, dtype=np.int64)
+
+
+def ascending(c: list[int]) -> tuple[int, ...]:
+    """A class's devices as an ascending tuple (its list as it is where its array is ascending,
+    as a class the estimate starts with is: no sort of thousands)."""
+    if isinstance(c, Members) and bool(np.all(c.ids[1:] > c.ids[:-1])):
+        return tuple(c)
+    return tuple(sorted(c))
+
+
 Devices = Mapping[int, Device]
 Classes = list[list[int]]  # the devices sharing a state; the first member's list in ``Lists``
 Lists = dict[int, Sequence[Instr]]  # a class's first member -> the instruction list the class runs
