@@ -46,6 +46,7 @@ class DeviceHost:
         bootstrap(runtime_dir)
         from simshard.ops.threads import pin_one_blas_thread  # after bootstrap (see __init__)
 
+        from ...core.kernel_threads import KernelThreads
         from .device import HostedDevice
 
         pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
@@ -56,6 +57,12 @@ class DeviceHost:
         self.control = None  # the driver's line (ControlServer), opened with the listener
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
         self.spinner = None  # polls the loop during runs where it has no selector (``_poll``)
+        self.polling = "off"  # how the loop waits for messages (``_poll``)
+        if len(self.devices) > 1:  # its devices compute at once, a thread each, as processes of their own would
+            kernels = KernelThreads(len(self.devices), on_busy=lambda: self._poll_while_computing(False),
+                                    on_idle=lambda: self._poll_while_computing(True))
+            for device in self.devices.values():
+                device.kernels = kernels
         self.held: dict[int, np.ndarray] = {}
         self._held_ids = itertools.count()
 
@@ -206,11 +213,23 @@ class DeviceHost:
             self.spinner.stop()
         self.spinner = None
         if busy_poll(loop, SPIN_SECONDS if wanted else 0.0):
-            return "selector" if wanted else "off"
-        if wanted:
+            self.polling = "selector" if wanted else "off"
+        elif wanted:
             self.spinner = Spinner(loop)
-            return "turns"
-        return "off"
+            self.polling = "turns"
+        else:
+            self.polling = "off"
+        return self.polling
+
+    def _poll_while_computing(self, wanted: bool) -> None:
+        """Stop a polling loop while this process's kernels compute on its threads (``wanted``
+        False: they need the cores it would spin on) and start it again when they are back."""
+        from ...wire.polling import pause_polling  # after bootstrap (see __init__)
+
+        if self.spinner is not None:
+            self.spinner.pause(not wanted)
+        elif self.polling == "selector":
+            pause_polling(asyncio.get_running_loop(), not wanted)
 
     # every call below is for one of this host's devices
     async def load(self, device: int, *args) -> int:
