@@ -2,13 +2,14 @@
 
 Devices that share a process run as tasks of one event loop: left on the loop's thread, their
 kernels run one after another, so a process of four devices computes on one core where four
-processes of one device compute on four (and where the machine is shared, its scheduler gives
-the one thread one share of the cores, against four for the four processes: measured on this
-2-core machine, loaded, the Megatron MLP 512x1024x4096 step on 4 devices per process ran at up
-to 1.15x torch gloo's 8 processes, docs/performance.md). ``KernelThreads`` runs a device's
-contraction on one of the process's threads instead, one thread per device: numpy's matmul lets
-go of the interpreter lock for the whole product, so the process's devices compute as many at
-once as separate processes would, while the loop goes on with its other devices' messages.
+processes of one device compute on four, and its devices' products form one chain that stalls
+whenever the process loses its core (measured on this 2-core machine, loaded: in a Megatron MLP
+512x1024x4096 step on 4 devices per process, each process ran its 8 products back to back and
+the two finished 113 and 160 ms into the step; docs/performance.md). ``KernelThreads`` runs a
+device's contraction on one of the process's threads instead, one thread per device: numpy's
+matmul lets go of the interpreter lock for the whole product, so the process's devices compute
+as many at once as separate processes would, while the loop goes on with its other devices'
+messages.
 
 Only contractions of at least ``MIN_FLOPS`` go to a thread: a hand-off costs a wakeup of the
 loop when the kernel ends (measured with asyncio's loop and uvloop's: a median 24 to 36 us on
@@ -33,6 +34,10 @@ from simshard.report.compute import op_work
 # 107 GFLOP/s one core's float32 matmul reached here (256x1024 @ 1024x1024 in 5.0 ms, one BLAS
 # thread), ten times the hand-off's 24 to 36 us (the module docstring)
 MIN_FLOPS = 50_000_000
+# at most this many threads per process (a process may hold hundreds of devices): numpy's OpenBLAS
+# keeps a fixed pool of buffers for the threads calling it at once (its build says MAX_THREADS=64,
+# two buffers each), and threads beyond the cores only share them
+MAX_THREADS = 32
 
 
 def contraction_flops(op: str, args: Sequence[np.ndarray], params: Mapping) -> int:
@@ -46,12 +51,13 @@ def contraction_flops(op: str, args: Sequence[np.ndarray], params: Mapping) -> i
 
 
 class KernelThreads:
-    """One thread per device of a process, for its heavy kernels (module docstring). ``on_busy``
-    is called when a kernel goes out while none was, ``on_idle`` when the last one comes back."""
+    """One thread per device of a process (up to ``MAX_THREADS``), for its heavy kernels (module
+    docstring). ``on_busy`` is called when a kernel goes out while none was, ``on_idle`` when the
+    last one comes back."""
 
     def __init__(self, threads: int, on_busy: Callable[[], None] = lambda: None,
                  on_idle: Callable[[], None] = lambda: None, min_flops: int = MIN_FLOPS):
-        self.pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="simshard-kernel")
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(threads, MAX_THREADS)), thread_name_prefix="simshard-kernel")
         self.on_busy, self.on_idle = on_busy, on_idle
         self.min_flops = min_flops
         self.out = 0  # kernels on threads now

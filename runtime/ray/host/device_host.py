@@ -10,7 +10,9 @@ is for.
 
 Devices of one host run as asyncio tasks of one event loop, as the local backend's do: a message
 between two of them goes straight into the receiver's mailbox (a copy, no Ray call), one to a
-device of another process goes over the socket to it or as a Ray call (``peers.py``).
+device of another process goes over the socket to it or as a Ray call (``peers.py``). Their
+heavy contractions run at once, on a thread per device (``core/kernel_threads.py``), as they
+would in processes of their own; the loop stops polling meanwhile.
 ``RayMesh(devices_per_process=k)`` chooses how many devices share a host.
 """
 
