@@ -56,6 +56,7 @@ PEER_WORKERS = HERE / "peer_workers.py"  # what a peer runs, in a subprocess of 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 MARK_BEGIN = "<!-- peers.py: begin -->"
 MARK_END = "<!-- peers.py: end -->"
+ROWS = ("collectives", "mlp", "tiny", "messages")  # the groups of rows, each run or not (--rows)
 USED: dict = {}  # (devices, devices per process) of a message chain on Ray -> what it ran on (``routes_used``)
 
 
@@ -248,7 +249,7 @@ def measure(args) -> dict:
 
     # the machine's speed drifts by up to 2x over minutes: for the collectives and the Megatron
     # MLP, every side runs in each of several rounds, one after another, and keeps its best
-    for nbytes in (small, large):
+    for nbytes in (small, large) if "collectives" in args.rows else ():
         label = f"{nbytes / (1 << 20):g} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
         rounds = [(simshard_collectives(nbytes, "ray"), simshard_collectives(nbytes, "local"),
                    run_peer(peer, "torch", {"what": "collectives", "nbytes": nbytes}),
@@ -258,7 +259,7 @@ def measure(args) -> dict:
         for kind in KINDS:
             add(f"{label} {kind.replace('_', '-')}, 8 ranks", r[kind], loc[kind], t.get(kind, t.get("error")),
                 j.get(kind, j.get("error")), r["used"])
-    for scale in ("small", "large"):
+    for scale in ("small", "large") if "mlp" in args.rows else ():
         shapes = mlp_shapes(scale, quick)
         rounds = [(run_peer(peer, "torch", {"what": "mlp", "mesh": [2, 4], "shapes": shapes}),
                    simshard_mlp(*shapes, "ray", per_process=1), simshard_mlp(*shapes, "ray"),
@@ -272,6 +273,16 @@ def measure(args) -> dict:
             t.get("resident", t.get("error")), j.get("resident", j.get("error")), r1["used"])
         add(f"Megatron MLP {name}, 2x4, end to end (put, run, gather)", r["end_to_end"], loc["end_to_end"],
             used=r["used"])
+    if "tiny" in args.rows:
+        add_tiny(args, add)
+    per_message, per_message_used = measure_messages(peer, add) if "messages" in args.rows else ({}, {})
+    return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
+            "load": load_start, "load_end": os.getloadavg()[0], "quick": quick, "rounds": args.rounds}
+
+
+def add_tiny(args, add) -> None:
+    """The tiny MLP step on 64 devices, 8 per process (torch's 64 processes with ``--torch64``)."""
+    quick, peer = args.quick, args.peer_python
     tiny = (64, 64, 256) if not quick else (16, 16, 32)
     r = simshard_mlp(*tiny, "ray", mesh_shape=(8, 8), per_process=8)
     loc = simshard_mlp(*tiny, "local", mesh_shape=(8, 8))
@@ -279,6 +290,10 @@ def measure(args) -> dict:
         {"error": "not run (--torch64)"}
     add(f"tiny MLP step {'x'.join(map(str, tiny))}, 64 devices (8x8; Ray: 8 per process)", r["resident"],
         loc["resident"], t.get("resident", t.get("error")), used=r["used"])
+
+
+def measure_messages(peer: str, add) -> tuple[dict, dict]:
+    """The one-message rows, and the per-message rounds (time per round, and what each ran on)."""
     t = run_peer(peer, "torch", {"what": "hop", "hops": 2000, "world": 2})
     add("one message in flight (2 devices, time per message)", simshard_message_hop("ray", 1),
         simshard_message_hop("local"), t.get("hop", t.get("error")), used=USED.get((2, 1)))
@@ -287,8 +302,7 @@ def measure(args) -> dict:
                    "ray (8 devices in 1 process)": simshard_message_round("ray", 8),
                    "local": simshard_message_round("local")}
     per_message_used = {"ray (1 device per process)": USED.get((8, 1)), "ray (8 devices in 1 process)": USED.get((8, 8))}
-    return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
-            "load": load_start, "quick": quick, "rounds": args.rounds}
+    return per_message, per_message_used
 
 
 def table(result: dict) -> str:
@@ -300,14 +314,16 @@ def table(result: dict) -> str:
         lines.append(f"| {r['work']} | " + " | ".join(cells) + f" | {_ratio(r['simshard ray'], r['torch gloo'])} | "
                      f"{_ratio(r['simshard ray'], r['jax'])} | {r.get('ray ran on') or '-'} |")
     lines.append("")
-    lines.append("Messages in rounds (a chain of 200 tiny collective-permutes around 8 devices, time per round: "
+    if result["per_message_round"]:
+        lines.append("Messages in rounds (a chain of 200 tiny collective-permutes around 8 devices, time per round: "
                  "each device sends one message and receives one, 8 at once): " +
                  "; ".join(f"{k} {_fmt(v)}" + (f" ({result['per_message_used'][k]})" if result.get("per_message_used", {}).get(k)
                                                 else "") for k, v in result["per_message_round"].items()) + ".")
-    lines.append("")
+        lines.append("")
     rounds = result.get("rounds", 1)
     lines.append(f"Measured {result['date']} on this machine ({os.cpu_count()} cores), load average "
-                 f"{result['load']:.2f} when the run started{' (--quick sizes)' if result['quick'] else ''}; "
+                 f"{result['load']:.2f} when the run started, {result.get('load_end', float('nan')):.2f} when it ended"
+                 f"{' (--quick sizes)' if result['quick'] else ''}; "
                  f"the collectives and Megatron rows: the best of {rounds} round{'s' * (rounds != 1)}, every side in each.")
     return "\n".join(lines)
 
@@ -330,6 +346,8 @@ def main(argv=None) -> None:
     ap.add_argument("--torch64", action="store_true", help="also run torch with 64 gloo processes (slow to start)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the collectives and Megatron MLP rows, every side in each (best kept)")
     ap.add_argument("--write", metavar="FILE", help="write the table into FILE between the peers.py markers")
+    ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS),
+                    help="which rows to run (default: all): " + ", ".join(ROWS))
     args = ap.parse_args(argv)
     result = measure(args)
     text = table(result)

@@ -3,7 +3,9 @@
 ``Executor(schedule, transport).run(inputs)`` (async) holds the device's numbered buffers, runs
 each instruction in order and returns the buffers the schedule names as outputs:
 
-* ``Compute``: ``OPS[op].kernel(*inputs, **params)`` (a tuple, one array per output buffer);
+* ``Compute``: ``OPS[op].kernel(*inputs, **params)`` (a tuple, one array per output buffer;
+  ``compute_steps.py``), a heavy contraction on a thread where ``kernels`` is given (the
+  process's ``KernelThreads``: devices sharing a process compute at once, ``kernel_threads.py``);
 * ``Literal``: a copy of the constant; ``Slice``: the listed local positions per dim;
   ``Pad``: pad at the end of each dim to ``shape`` with ``value``; ``Free``: drop buffers;
 * collectives: ``collectives.run_collective`` over a ``Channel`` keyed by the instruction id.
@@ -46,18 +48,18 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from simshard.ops.dynamic import update_into
-from simshard.ops.registry import OPS
 from simshard.report.comm import CommRecord
 from simshard.report.ledger import MemoryLedger, OverCapacity
 from simshard.report.memory import DeviceMemory
-from simshard.spmd import Instr, Schedule, updates_in_place
+from simshard.spmd import Instr, Schedule
 from simshard.spmd.dispatch import COLLECTIVE_KINDS, dispatch_table
 from simshard.units import fmt_bytes
 
 from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError
 from .collectives import Channel, check_algorithm, run_collective, signature
-from .diagnosis import Span, aval, describe, schedule_error
+from .compute_steps import ComputeSteps
+from .diagnosis import Span, describe, schedule_error
+from .kernel_threads import KernelThreads
 from .local_moves import OutOfBlock, pad_to, take
 from .records import record_rows
 from .transport import Transport
@@ -72,12 +74,12 @@ class Step(NamedTuple):
     waits: bool
 
 
-class Executor:
+class Executor(ComputeSteps):
     """One device running its Schedule (see the module docstring)."""
 
     def __init__(self, schedule: Schedule, transport: Transport, *, capacity: int | None = None,
                  algorithm: str = "direct", describe_peer: Callable[[int], str] | None = None,
-                 trace: frozenset[int] = frozenset()):
+                 trace: frozenset[int] = frozenset(), kernels: KernelThreads | None = None):
         self.schedule = schedule
         self.device = schedule.device
         self.transport = transport
@@ -88,6 +90,8 @@ class Executor:
         self.ledger: MemoryLedger[np.ndarray] = MemoryLedger()  # the buffers held, live bytes, peak
         self.buffers = self.ledger.buffers  # buffer number -> its array (the ledger's own dict)
         self.trace = frozenset(trace)
+        if kernels is not None:  # a device sharing its process: heavy contractions on a thread
+            self.kernels, self.STEPS = kernels, THREADED_STEPS
         self.traced: dict[int, np.ndarray] = {}  # buffer -> a copy of what was first written to it
         self.position = -1
         self.state = "not started"
@@ -277,49 +281,6 @@ class Executor:
     def _free_instr(self, ins) -> None:
         self._free(ins.bufs)
 
-    def _compute(self, ins) -> None:
-        op = OPS.get(ins.op)
-        if op is None:
-            raise self._fail(ExecutionError, f"device {self.device} {self.where()}: no op named {ins.op!r} in the registry")
-        if op.region_only:
-            raise self._fail(
-                ExecutionError,
-                f"device {self.device} {self.where()}: {ins.op} runs only inside a manual region; a schedule "
-                "must express it with collective instructions",
-            )
-        args = [self._read(b) for b in ins.inputs]
-        in_place = updates_in_place(ins)
-        if in_place and self._owns(ins.inputs[0], args[0]):
-            # a scan writing its stacked output: the update lands in the held buffer, nothing new
-            # is allocated (the memory accounting counts no new bytes, as on a device)
-            update_into(*args)
-            return
-        try:
-            outs = op.kernel(*args, **dict(ins.params))
-        except Exception as e:
-            shapes = ", ".join(aval(np.asarray(a)) for a in args)
-            raise self._fail(
-                ExecutionError, f"device {self.device} {self.where()} on ({shapes}): {type(e).__name__}: {e}"
-            ) from e
-        if not isinstance(outs, (tuple, list)) or len(outs) != len(ins.outputs):
-            got = f"{len(outs)} results" if isinstance(outs, (tuple, list)) else type(outs).__name__
-            raise self._fail(
-                ExecutionError,
-                f"device {self.device} {self.where()}: kernel returned {got} for {len(ins.outputs)} output buffers",
-            )
-        if in_place:  # the kernel copied (a buffer numpy shares): still an in-place update
-            self.buffers[ins.outputs[0]] = np.asarray(outs[0])
-            return
-        self._write(list(zip(ins.outputs, outs)))
-
-    def _owns(self, buf: int, x: np.ndarray) -> bool:
-        """Whether buffer ``buf``'s array ``x`` may be written in place: its own memory, writable,
-        held under no other buffer number (an identity copy shares its array), and not waiting
-        for a peer to read it from this process's memory (``Transport.lends``)."""
-        return (x.flags.writeable and x.base is None
-                and not any(a is x for b, a in self.buffers.items() if b != buf)
-                and not self.transport.lends(x))
-
     def _slice(self, x: np.ndarray, index) -> np.ndarray:
         try:
             return take(x, index)
@@ -384,7 +345,7 @@ class Executor:
 
     # each instruction kind run by this executor (checked against the instruction set at import)
     STEPS = dispatch_table({
-        "compute": Step(_compute, False),
+        "compute": Step(ComputeSteps.run_compute, False),
         "literal": Step(_literal, False),
         "slice": Step(_slice_instr, False),
         "pad": Step(_pad_instr, False),
@@ -397,4 +358,5 @@ class Executor:
 
 
 STEPS = Executor.STEPS
+THREADED_STEPS = {**STEPS, "compute": Step(ComputeSteps.run_compute_threaded, True)}
 

@@ -76,6 +76,14 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
     return True
 
 
+def pause_polling(loop: asyncio.AbstractEventLoop, paused: bool) -> None:
+    """Stop a selector loop's polling (``busy_poll``) while ``paused`` (the process's own threads
+    compute, on the cores it would spin on) and start it again after; the short switch interval
+    stays, so a thread handing back its result does not wait 5 ms for the interpreter lock."""
+    busy_poll(loop, 0.0 if paused else SPIN_SECONDS)
+    sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
+
+
 class Spinner:
     """Busy-polling for a loop with no selector to wrap: while ``hold`` is in effect (a run in
     progress; holds nest) a callback reschedules itself on every turn, so the loop polls for
@@ -86,6 +94,7 @@ class Spinner:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop, self.held = loop, 0
         self.turning = False  # whether the callback is scheduled (one at a time)
+        self.paused = False  # the process's own threads compute: no turns meanwhile (``pause``)
         # for as long as the process polls, as ``busy_poll``'s: set only between runs, the loop
         # thread would wait up to 5 ms for the lock after each system call that releases it (the
         # run's answer written to the driver), behind Ray's threads
@@ -93,19 +102,28 @@ class Spinner:
 
     def hold(self) -> None:
         self.held += 1
-        if not self.turning:
-            self.turning = True
-            self.loop.call_soon(self._turn)
+        self._start()
 
     def release(self) -> None:
         self.held = max(0, self.held - 1)
+
+    def pause(self, paused: bool) -> None:
+        """No turns while ``paused`` (the process's threads compute on the cores the loop would
+        spin on); turning again after, where a run is still held."""
+        self.paused = paused
+        self._start()
 
     def stop(self) -> None:
         """Polling off: the process's own switch interval again (a run in progress stops turning)."""
         self.held = 0
         sys.setswitchinterval(_SWITCH)
 
+    def _start(self) -> None:
+        if not self.turning and self.held > 0 and not self.paused:
+            self.turning = True
+            self.loop.call_soon(self._turn)
+
     def _turn(self) -> None:
-        self.turning = self.held > 0
+        self.turning = self.held > 0 and not self.paused
         if self.turning:
             self.loop.call_soon(self._turn)

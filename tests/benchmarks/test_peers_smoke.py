@@ -80,3 +80,13 @@ def test_the_table_has_ratios_and_is_rewritten_between_its_markers(tmp_path):
     body = doc.read_text()
     assert body.count(peers.MARK_BEGIN) == 1 and "30.0 ms" in body and "20.0 ms" not in body
     assert body.startswith("# Performance\n\nintro\n")
+
+
+def test_rows_left_out_are_not_run_and_the_table_says_nothing_of_them():
+    import argparse
+
+    args = argparse.Namespace(quick=True, peer_python=sys.executable, rounds=1, rows=[])
+    result = peers.measure(args)
+    assert result["rows"] == [] and result["per_message_round"] == {}
+    text = peers.table(result)
+    assert "Messages in rounds" not in text and "when it ended" in text

@@ -117,3 +117,58 @@ def test_a_spinner_polls_a_loop_while_held_and_lets_it_sleep_after(kind):
         a.close()
         b.close()
         loop.close()
+
+
+@pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
+def test_a_spinner_pauses_while_the_processs_kernels_compute(kind):
+    """While a run's kernels compute on the process's threads (``KernelThreads``) the loop stops
+    turning, so it does not spin on the cores they need; it turns again when they are back, and
+    not at all once the run has let go (even if the kernels come back after it)."""
+    from runtime_helpers import new_loop
+    from simshard.runtime.wire.polling import Spinner
+
+    loop = new_loop(kind)
+    spinner = Spinner(loop)
+
+    async def run():
+        seen = []
+        spinner.hold()
+        await asyncio.sleep(0)
+        seen.append(spinner.turning)
+        spinner.pause(True)  # kernels out
+        await asyncio.sleep(0.01)
+        seen.append(spinner.turning)
+        spinner.pause(False)  # back
+        seen.append(spinner.turning)
+        spinner.pause(True)
+        spinner.release()  # the run ends while a kernel is still out
+        spinner.pause(False)
+        await asyncio.sleep(0.01)
+        seen.append(spinner.turning)
+        return seen
+
+    try:
+        assert loop.run_until_complete(run()) == [True, False, True, False]
+    finally:
+        spinner.stop()
+        loop.close()
+
+
+def test_a_polling_selector_loop_sleeps_while_the_processs_kernels_compute():
+    """``pause_polling``: the selector's own (sleeping) select while kernels are out, the polling
+    one after; the short switch interval throughout (a kernel thread hands its result back)."""
+    from simshard.runtime.wire.polling import SWITCH_SECONDS, pause_polling
+
+    loop = asyncio.new_event_loop()
+    switch = sys.getswitchinterval()
+    try:
+        original = loop._selector.select
+        assert busy_poll(loop, 0.05)
+        pause_polling(loop, True)
+        assert loop._selector.select == original and sys.getswitchinterval() <= SWITCH_SECONDS
+        pause_polling(loop, False)
+        assert loop._selector.select != original and sys.getswitchinterval() <= SWITCH_SECONDS
+    finally:
+        busy_poll(loop, 0.0)
+        loop.close()
+    assert sys.getswitchinterval() == switch

@@ -207,3 +207,23 @@ def test_a_socket_that_will_not_open_leaves_its_peers_to_ray_calls(ray_session):
     for d in spmd.devices:
         assert [bits(a) for a in outputs[d]] == [bits(a) for a in local.outputs[d]], d
     assert remote.records == local.records
+
+
+def test_devices_of_a_process_compute_at_once_with_the_bits_of_local(hosts4):
+    """A process's four devices run their heavy products at the same time, a kernel thread each
+    (``core/kernel_threads.py``), as four processes would: the first products of a process's
+    devices overlap in time. Gaussian inputs: the bits are the local backend's."""
+    from test_kernel_threads import gaussian_inputs, matmul_schedule
+
+    from simshard.spmd import SpmdProgram
+
+    spmd = SpmdProgram(None, tuple(matmul_schedule(d) for d in range(8)), (), ())
+    inputs = gaussian_inputs(range(8))
+    local = run_local(spmd, inputs)
+    remote = hosts4.run_spmd(spmd, inputs, timeout=60.0)
+    for d in spmd.devices:
+        assert bits(remote.outputs[d][0]) == bits(local.outputs[d][0]), d
+    for group in hosts4.groups:
+        first = [remote.timeline[d][0] for d in group]
+        start, end = max(s.start for s in first), min(s.end for s in first)
+        assert start < end, [(s.start, s.end) for s in first]  # all four running at one moment

@@ -30,6 +30,11 @@ MESH4 = ss.Mesh({"x": 4})  # (2 processes of 2 devices)
 def test_messages_go_by_socket_and_the_loop_polls_on_either_event_loop(ray_session, loop):
     if loop == "uvloop":
         pytest.importorskip("uvloop")  # CI installs it (the dev extra): this case must run there
+    from test_kernel_threads import gaussian_inputs, matmul_schedule
+
+    from simshard.spmd import SpmdProgram
+
+    matmuls = SpmdProgram(None, tuple(matmul_schedule(d) for d in range(8)), (), ())
     spmd = every_collective(cols=6)
     rng = np.random.default_rng(11)
     inputs = {d: [rng.standard_normal((8, 6)).astype(np.float32)] for d in spmd.devices}
@@ -44,7 +49,16 @@ def test_messages_go_by_socket_and_the_loop_polls_on_either_event_loop(ray_sessi
             assert devices.polling(0) == ("turns" if loop == "uvloop" else "selector")
             remote = devices.run_spmd(spmd, inputs)
             outputs = dict(remote.outputs)
+            products = devices.run_spmd(matmuls, gaussian_inputs(range(8)), timeout=60.0)
+            product_outputs = dict(products.outputs)
     assert remote.routes == {"process": 24, "unix": 32}  # ordered pairs of the 8 devices
+    # heavy products on the process's kernel threads, the loop pausing its polling meanwhile
+    # (by turns on uvloop, its selector's on asyncio's): the bits of local, all at once
+    for d, expected in run_local(matmuls, gaussian_inputs(range(8))).outputs.items():
+        assert bits(product_outputs[d][0]) == bits(expected[0]), d
+    for group in ((0, 1, 2, 3), (4, 5, 6, 7)):
+        first = [products.timeline[d][0] for d in group]
+        assert max(s.start for s in first) < min(s.end for s in first)
     assert (remote.data_plane, remote.control_plane) == ("sockets", "sockets")
     for d in spmd.devices:
         assert [bits(a) for a in outputs[d]] == [bits(a) for a in local.outputs[d]], d

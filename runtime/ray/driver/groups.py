@@ -14,7 +14,8 @@ def auto_per_process(n: int, cpus: int | None = None) -> int:
     that each device process has a core of its own and polls for its messages instead of
     sleeping (``wire/polling.should_spin``). Where the processes would outnumber the cores, the
     devices' work is serialised on the cores all the same, and a process per device only adds
-    wakeups, context switches and worker starts (64 processes take ~25 s to start on 2 cores).
+    wakeups, context switches and worker starts (64 processes take ~25 s to start on 2 cores);
+    a process's devices still compute at once, a kernel thread each (``core/kernel_threads.py``).
     Measured with benchmarks/peers.py: 8 devices on 2 cores, the Megatron MLP 128x256x1024 step
     took 5.2 ms with 4 devices per process against 12.1 ms with 1 (docs/performance.md); on 16
     cores, 2.2 ms with 1 against 8.1 ms with 4 (issue 33's table)."""

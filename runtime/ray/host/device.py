@@ -62,6 +62,7 @@ class HostedDevice:
         self.finished: set[int] = set()  # closed runs this device completed
         self.shared = None  # SharedBlocks: this device's shared-memory files, kept from run to run
         self.floor = 0  # runs below this id are over (a restart): their messages are stale
+        self.kernels = None  # the host's KernelThreads where it holds other devices too
 
     def connect(self, peers: dict, floor: int | None = None, connections=()) -> None:
         """Every other device as a ``LocalPeer`` or ``RemotePeer``; runs below ``floor`` are over;
@@ -203,7 +204,7 @@ class HostedDevice:
         st.executor = Executor(
             program.schedule, transport, capacity=program.capacity, algorithm=program.algorithm,
             describe_peer=lambda d: transport.peer_where.get(d, "(its position is not known here)"),
-            trace=program.trace if trace_values else frozenset(),
+            trace=program.trace if trace_values else frozenset(), kernels=self.kernels,
         )
         return transport, st.executor
 

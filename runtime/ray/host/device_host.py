@@ -10,7 +10,9 @@ is for.
 
 Devices of one host run as asyncio tasks of one event loop, as the local backend's do: a message
 between two of them goes straight into the receiver's mailbox (a copy, no Ray call), one to a
-device of another process goes over the socket to it or as a Ray call (``peers.py``).
+device of another process goes over the socket to it or as a Ray call (``peers.py``). Their
+heavy contractions run at once, on a thread per device (``core/kernel_threads.py``), as they
+would in processes of their own; the loop stops polling meanwhile.
 ``RayMesh(devices_per_process=k)`` chooses how many devices share a host.
 """
 
@@ -46,6 +48,7 @@ class DeviceHost:
         bootstrap(runtime_dir)
         from simshard.ops.threads import pin_one_blas_thread  # after bootstrap (see __init__)
 
+        from ...core.kernel_threads import KernelThreads
         from .device import HostedDevice
 
         pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
@@ -56,6 +59,12 @@ class DeviceHost:
         self.control = None  # the driver's line (ControlServer), opened with the listener
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
         self.spinner = None  # polls the loop during runs where it has no selector (``_poll``)
+        self.polling = "off"  # how the loop waits for messages (``_poll``)
+        if len(self.devices) > 1:  # its devices compute at once, a thread each, as processes of their own would
+            kernels = KernelThreads(len(self.devices), on_busy=lambda: self._poll_while_computing(False),
+                                    on_idle=lambda: self._poll_while_computing(True))
+            for device in self.devices.values():
+                device.kernels = kernels
         self.held: dict[int, np.ndarray] = {}
         self._held_ids = itertools.count()
 
@@ -206,11 +215,23 @@ class DeviceHost:
             self.spinner.stop()
         self.spinner = None
         if busy_poll(loop, SPIN_SECONDS if wanted else 0.0):
-            return "selector" if wanted else "off"
-        if wanted:
+            self.polling = "selector" if wanted else "off"
+        elif wanted:
             self.spinner = Spinner(loop)
-            return "turns"
-        return "off"
+            self.polling = "turns"
+        else:
+            self.polling = "off"
+        return self.polling
+
+    def _poll_while_computing(self, wanted: bool) -> None:
+        """Stop a polling loop while this process's kernels compute on its threads (``wanted``
+        False: they need the cores it would spin on) and start it again when they are back."""
+        from ...wire.polling import pause_polling  # after bootstrap (see __init__)
+
+        if self.spinner is not None:
+            self.spinner.pause(not wanted)
+        elif self.polling == "selector":
+            pause_polling(asyncio.get_running_loop(), not wanted)
 
     # every call below is for one of this host's devices
     async def load(self, device: int, *args) -> int:
