@@ -78,14 +78,20 @@ def stage_inputs(cfg: Config, last: bool) -> tuple:
     return params, act, other
 
 
+def sync_estimate(params: dict, specs: dict, inner: Mesh, topology: ss.Topology) -> ss.Estimate:
+    """A stage's once-per-step work: the SGD update of its parameters, laid out as ``specs``."""
+    return ss.estimate(lambda g, p: optree.tree_map(lambda w, d: w - LR * d, p, g), params, params, mesh=inner,
+                       in_shardings=(specs, specs), out_shardings=specs, topology=topology)
+
+
 class StageCosts:
     """The ``StageCostFn`` of the DP for one program, mesh and budget (module docstring), caching
     each stage program's searches."""
 
     def __init__(self, cfg: Config, inner: Mesh, stages: int, axis: str, budget: int | None, topology: ss.Topology,
-                 **options):
+                 resolve: bool = True, **options):
         self.cfg, self.inner, self.stages, self.axis = cfg, inner, stages, axis
-        self.budget, self.topology, self.options = budget, topology, options
+        self.budget, self.topology, self.resolve, self.options = budget, topology, resolve, options
         # (layers, last, M, budget) -> its search; shared by every StageCosts of one program, mesh and topology
         key = (cfg, inner, repr(topology), tuple(sorted(options.items())))
         self.searched: dict[tuple, StageSearch | None] = _SEARCHED.setdefault(key, {})
@@ -97,6 +103,8 @@ class StageCosts:
         free = self.search(key, None)
         if self.budget is None or stage_bytes(free.microbatch, held) <= self.budget:
             return self.cost(free, held)
+        if not self.resolve:
+            return None
         tight = self.search(key, self.budget // held)
         return None if tight is None or stage_bytes(tight.microbatch, held) > self.budget else self.cost(tight, held)
 
@@ -130,10 +138,7 @@ class StageCosts:
         specs = found.in_shardings[:n]
         params = args[0]
         tree = optree.tree_structure(params)
-        spec_tree = optree.tree_unflatten(tree, list(specs))
-        sync = ss.estimate(lambda g, p: optree.tree_map(lambda w, d: w - LR * d, p, g), params, params,
-                           mesh=self.inner, in_shardings=(spec_tree, spec_tree), out_shardings=spec_tree,
-                           topology=self.topology)
+        sync = sync_estimate(params, optree.tree_unflatten(tree, list(specs)), self.inner, self.topology)
         x = args[1]
         boundary = local_bytes(found.in_shardings[n], Aval(x.shape, np.dtype(x.dtype)))
         return StageSearch(found, microbatch, sync, boundary)
@@ -174,8 +179,13 @@ def microbatch_counts(cfg: Config) -> tuple[int, ...]:
 
 def search_pipeline(program, mesh: Mesh | dict, axis: str, device_memory: int | None = None,
                     topology: ss.Topology | None = None, microbatches=None, schedule: str = "1f1b",
-                    **options) -> PipelineStrategy:
-    """Alpa's inter-op search of a ``gpt`` program over the mesh's ``axis`` (module docstring)."""
+                    resolve: bool = True, **options) -> PipelineStrategy:
+    """Alpa's inter-op search of a ``gpt`` program over the mesh's ``axis`` (module docstring).
+
+    ``microbatches``: the counts to try (default: every divisor of the batch). ``resolve``: where
+    a stage's strategy found without a budget does not fit ``device_memory``, search it again
+    under the budget (else leave that stage out: faster, as a budgeted search is a branch and
+    bound). ``options`` go to every stage's ``ss.autoshard``."""
     cfg = program.extras.get("config") if program.extras else None
     if not isinstance(cfg, Config):
         raise ValueError(f"program {program.name!r} has no layer structure to pipeline (only the gpt programs do)")
@@ -190,8 +200,11 @@ def search_pipeline(program, mesh: Mesh | dict, axis: str, device_memory: int | 
     if bad:
         raise ValueError(f"microbatch counts {bad} do not divide the batch of {cfg.batch}")
     inner = Mesh({a: n for a, n in mesh.shape.items() if a != axis}) if len(mesh.shape) > 1 else Mesh({"x": 1})
-    topology = TOPOLOGY if topology is None else topology
-    costs = StageCosts(cfg, inner, stages, axis, device_memory, topology, **options)
+    if topology is None:
+        topology = TOPOLOGY
+    elif topology.device is None:  # priced on autoshard's device where the topology names none
+        topology = ss.Topology(topology.links, topology.default, topology.nodes, TOPOLOGY.device)
+    costs = StageCosts(cfg, inner, stages, axis, device_memory, topology, resolve, **options)
     plan = plan_stages(cfg.layers, stages, counts, costs, schedule, device_memory)
     found = [c.strategy for c in plan.costs]
     estimate = StagedPipelineEstimate(
@@ -201,4 +214,5 @@ def search_pipeline(program, mesh: Mesh | dict, axis: str, device_memory: int | 
     return PipelineStrategy(plan, estimate, tuple(f.strategy for f in found), len(costs.asked))
 
 
-__all__ = ["PipelineStrategy", "StageCosts", "microbatch_counts", "search_pipeline", "stage_function"]
+__all__ = ["PipelineStrategy", "StageCosts", "microbatch_counts", "search_pipeline", "stage_function", "stage_inputs",
+           "sync_estimate"]
