@@ -10,7 +10,9 @@ over stages with ``ss.autoshard`` inside each, on a 4-layer ``tiny`` over ``pp=2
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import optree
@@ -27,6 +29,9 @@ from simshard.programs.gpt_pipeline import (TOPOLOGY, StageCosts, search_pipelin
                                             sync_estimate)
 from simshard.report.pipeline import Pipeline  # noqa: E402
 from simshard.report.staged import StageEstimate, StagedPipelineEstimate  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+from cli_helpers import main_in_process  # noqa: E402
 
 CFG = replace(gpt.CONFIGS["tiny"], name="tiny-4", layers=4, batch=8)
 MESH = {"pp": 2, "x": 2}
@@ -99,3 +104,21 @@ def test_a_program_without_layers_is_refused():
     from simshard.programs import mlp
     with pytest.raises(ValueError, match="no layer structure"):
         search_pipeline(mlp.PROGRAM, MESH, "pp")
+
+
+def test_simshard_autoshard_pipeline_prints_the_split_and_the_bubble(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    r = main_in_process(capsys, "autoshard", "gpt", "--mesh", "pp=2,x=2", "--pipeline", "pp", "--microbatches", "1,2",
+                        "--quiet")
+    assert r.code == 0, r.err
+    assert "2 stages" in r.out and "layers 1 + 1" in r.out and "bubble" in r.out and "sum of slots" in r.out
+    assert "stage 0: layers 0..0" in r.out and "stage 1: layers 1..1" in r.out and "params['unembed']" in r.out
+
+
+@pytest.mark.parametrize("args,match", [(("--mesh", "pp=4,x=2", "--pipeline", "pp"), "2 layers cannot fill 4"),
+                                        (("--mesh", "x=2,y=2", "--pipeline", "pp"), "'pp' is not an axis"),
+                                        (("--mesh", "pp=2,x=2", "--pipeline", "pp", "--microbatches", "a"),
+                                         "--microbatches expects")])
+def test_simshard_autoshard_pipeline_bad_input(capsys, args, match):
+    r = main_in_process(capsys, "autoshard", "gpt", *args, "--quiet")
+    assert r.code == 2 and match in r.err
