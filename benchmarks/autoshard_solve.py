@@ -71,8 +71,7 @@ def run_pipeline_case(case: str, microbatches: tuple[int, ...] | None = None) ->
     sizes = [int(n) for n in mesh_text.split("x")]
     mesh = ss.Mesh(dict(zip(("pp", "x", "y"), sizes)))
     start = time.perf_counter()
-    found = search_pipeline(gpt.program(config), mesh, "pp", topology=TOPOLOGY, microbatches=microbatches,
-                            explain_top=0)
+    found = search_pipeline(gpt.program(config), mesh, "pp", topology=TOPOLOGY, microbatches=microbatches)
     wall = time.perf_counter() - start
     est = found.estimate
     print(f"{case:<18} {mesh.size:>6} devices  search {wall:7.2f} s  {found.searches:>4} stage searches  layers "
