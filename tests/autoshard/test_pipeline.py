@@ -92,7 +92,8 @@ def test_a_large_head_gives_the_last_stage_fewer_layers(vocab, split):
 
 
 @pytest.mark.parametrize("mesh,axis,kw,match", [({"x": 2, "y": 2}, "pp", {}, "not an axis of the mesh"),
-                                                ({"pp": 8, "x": 1}, "pp", {}, "4 layers cannot fill 8"),
+                                                ({"pp": 8, "x": 2}, "pp", {}, "4 layers cannot fill 8"),
+                                                ({"pp": 2, "x": 1}, "pp", {}, "no axis of 2 or more devices"),
                                                 (MESH, "pp", {"microbatches": (3,)}, "do not divide the batch"),
                                                 (MESH, "pp", {"schedule": "zigzag"}, "schedule")])
 def test_bad_input_is_a_clear_error(mesh, axis, kw, match):
