@@ -11,6 +11,13 @@ A case is ``CONFIG:XxY[xZ]``: a configuration of the ``gpt`` program (``tiny``, 
 time (trace, building the integer program, solving it; with ``--device-memory GB`` also the
 estimate that checks the budget), its size, and the estimated step it found; ``--compare`` also
 estimates the hand-written strategies on the same mesh (slow on thousands of devices).
+
+    python benchmarks/autoshard_solve.py --pipeline gpt2-small:4x4x4 --microbatches 8,16,32
+
+``--pipeline CONFIG:PxXxY`` searches a pipelined step instead (``programs/gpt_pipeline.py``:
+Alpa's inter-op DP over ``P`` stages, each distinct stage searched by ``ss.autoshard`` on
+``x`` by ``y``) and prints its wall time, the stage searches it took, the split, ``M`` and the
+estimated step.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 import simshard as ss
 from simshard.programs import gpt
 from simshard.programs.auto import step_and_ties
+from simshard.programs.gpt_pipeline import search_pipeline
 
 CASES = ("gpt2-small:8x8", "7b:64x128", "7b:8x32x32")
 TOPOLOGY = ss.Topology({}, "nvlink", device="h100")
@@ -56,12 +64,37 @@ def run_case(case: str, memory_gb: float | None = None, compare: bool = False) -
     return figures
 
 
+def run_pipeline_case(case: str, microbatches: tuple[int, ...] | None = None) -> dict:
+    """Search one pipelined case, ``CONFIG:PxXxY`` (a pipeline axis ``pp`` of P stages, then ``x``
+    and ``y``): Alpa's inter-op DP with ``ss.autoshard`` inside each distinct stage."""
+    config, mesh_text = case.split(":")
+    sizes = [int(n) for n in mesh_text.split("x")]
+    mesh = ss.Mesh(dict(zip(("pp", "x", "y"), sizes)))
+    start = time.perf_counter()
+    found = search_pipeline(gpt.program(config), mesh, "pp", topology=TOPOLOGY, microbatches=microbatches)
+    wall = time.perf_counter() - start
+    est = found.estimate
+    print(f"{case:<18} {mesh.size:>6} devices  search {wall:7.2f} s  {found.searches:>4} stage searches  layers "
+          f"{'+'.join(map(str, found.plan.layers))}, M {found.plan.microbatches}  step {est.step_seconds() * 1e3:9.3f} ms "
+          f"(bubble {est.bubble_seconds() * 1e3:.3f})")
+    return {"devices": mesh.size, "seconds": wall, "searches": found.searches, "step_seconds": est.step_seconds(),
+            "strategy": found}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--case", action="append", help="CONFIG:XxY[xZ] (repeatable; default: the cases above)")
     p.add_argument("--device-memory", type=float, default=None, metavar="GB", help="the budget per device, GiB")
     p.add_argument("--compare", action="store_true", help="also estimate the hand-written strategies")
+    p.add_argument("--pipeline", action="append", metavar="CONFIG:PxXxY",
+                   help="a pipelined case (axis pp of P stages, then x and y; repeatable): only these run")
+    p.add_argument("--microbatches", metavar="M1,M2", help="with --pipeline: the microbatch counts (default: all)")
     args = p.parse_args()
+    if args.pipeline:
+        counts = None if args.microbatches is None else tuple(int(m) for m in args.microbatches.split(","))
+        for case in args.pipeline:
+            run_pipeline_case(case, counts)
+        return
     for case in args.case or CASES:
         run_case(case, args.device_memory, args.compare)
 

@@ -236,6 +236,17 @@ def _stage_layers(cfg: Config, params: dict, h):
     return h
 
 
+def stage_layers_scan(cfg: Config, params: dict, h):
+    """A stage's layers in ``ss.lax.scan`` (the pipeline search's stage: one search for any count)."""
+    layers = {k: params[k] for k in cfg.layer_params}
+    return ss.lax.scan(lambda h, p: (block(p, h, cfg.heads), None), h, layers)[0]
+
+
+def stage_loss(cfg: Config, params: dict, h, y):
+    """The last stage's forward: its layers (scanned), the final LayerNorm, the projection, the loss."""
+    return squared_error(layernorm(stage_layers_scan(cfg, params, h)) @ params["unembed"], y)
+
+
 def stage_step(cfg: Config):
     """``f(params, x, ct) -> (d params, d x)``: one microbatch through a middle stage's layers
     (forward), then back with the gradient ``ct`` the next stage returns (backward)."""

@@ -1,11 +1,12 @@
 """``simshard autoshard PROGRAM``: search a program's strategy with ``ss.autoshard`` (least estimated
 step time within ``--device-memory`` per device) and print it (PartitionSpecs, DTensor placements,
 Shardy text), the cost breakdown and why each large op is split as it is; then run and verify it,
-or with ``--estimate`` cost it from its schedules (``ss.estimate``) on a mesh of any size."""
+or with ``--estimate`` cost it from its schedules (``ss.estimate``) on a mesh of any size. With
+``--pipeline AXIS`` (gpt), Alpa's inter-op search over that axis instead (``cli/pipeline.py``)."""
 
 from __future__ import annotations
 
-from . import options
+from . import options, pipeline
 from .output import Output
 from .programs import chosen_mode, estimate_strategy, load_program, run_strategy
 from .summary import document, exit_code, mark_cheapest, summarize, write_json
@@ -19,6 +20,7 @@ def add_parser(sub) -> None:
     options.add_run_flags(p)
     p.add_argument("--time-limit", metavar="SECONDS", type=float, default=None,
                    help="stop the solver after this long with the best strategy found (reported not optimal)")
+    pipeline.add_flags(p)
     p.set_defaults(execute=execute)
 
 
@@ -28,6 +30,8 @@ def execute(args, out: Output) -> int:
     mode = chosen_mode(program, args.mode, program.default_mode)
     used = program.mesh_for(None, mesh)
     topology = options.topology(args.topology, args.bandwidth, args.latency, used.axis_names)
+    if args.pipeline is not None:
+        return pipeline.execute(args, out, program, mesh, topology)
     auto = program.auto(device_memory=args.device_memory, topology=topology, time_limit=args.time_limit)
     with out.spinner(f"{program.name}: searching") as stage:
         found = auto.search(used, mode)
