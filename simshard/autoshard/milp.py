@@ -22,6 +22,30 @@ class Solution:
     optimal: bool
 
 
+def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limit: float | None):
+    """The linear relaxation by ``scipy.optimize.linprog`` (HiGHS): ``milp`` with no integer
+    variable would solve the same, but first builds a Python object per variable for their
+    integrality (seconds on millions of transport cells). Rows ``lb <= a x <= ub`` become
+    equalities where ``lb == ub``, else ``a x <= ub`` and, where ``lb`` is positive or the row
+    has a negative term (else ``a x >= 0`` holds anyway), ``-a x <= -lb``."""
+    from scipy.optimize import linprog
+    from scipy.sparse import vstack
+
+    options = {} if time_limit is None else {"time_limit": time_limit}
+    bounds = np.c_[np.zeros(len(cost)), upper]
+    if not constraints:
+        return linprog(cost, bounds=bounds, method="highs", options=options)
+    a, lb, ub = constraints[0].A.tocsr(), np.asarray(constraints[0].lb, float), np.asarray(constraints[0].ub, float)
+    eq = lb == ub
+    negative = a.min(axis=1).toarray().ravel() < 0
+    below, above = ~eq & np.isfinite(ub), ~eq & np.isfinite(lb) & ((lb > 0) | negative)
+    a_ub = vstack([a[below], -a[above]], format="csr")
+    b_ub = np.concatenate([ub[below], -lb[above]])
+    return linprog(cost, A_ub=a_ub if len(b_ub) else None, b_ub=b_ub if len(b_ub) else None,
+                   A_eq=a[eq] if eq.any() else None, b_eq=lb[eq] if eq.any() else None,
+                   bounds=bounds, method="highs", options=options)
+
+
 class LinearModel:
     """Variables and rows, kept as numpy blocks: the search adds them an edge at a time (a block of
     transport cells and its rows at once, ``vars``/``rows``), so building a model of millions of
@@ -109,7 +133,7 @@ class LinearModel:
         integer, cost = self.integrality(), self.costs()
         bounds = Bounds(np.zeros(self.size), np.where(integer == 1, 1.0, np.inf))
         options = {"disp": False} | ({} if time_limit is None else {"time_limit": time_limit})
-        relaxed = milp(cost, integrality=np.zeros_like(integer), bounds=bounds, constraints=constraints, options=options)
+        relaxed = relaxation(cost, constraints, bounds.ub, time_limit)
         if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
             return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
         res = milp(cost, integrality=integer, bounds=bounds, constraints=constraints,
