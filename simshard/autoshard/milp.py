@@ -1,4 +1,5 @@
-"""A mixed-integer linear program, built row by row and solved by HiGHS (``scipy.optimize.milp``).
+"""A mixed-integer linear program, built in numpy blocks and solved by HiGHS (its relaxation by
+``scipy.optimize.linprog``, the branch and bound by ``scipy.optimize.milp``).
 
 Kept apart from what the variables mean (``model``): variables with a cost and bounds, binary
 or continuous; rows ``lb <= sum coeff * var <= ub``. scipy is imported when a model is solved,
@@ -68,11 +69,6 @@ class LinearModel:
     def size(self) -> int:
         return self.count
 
-    def var(self, cost: float = 0.0, binary: bool = True) -> int:
-        self.blocks.append((self.count, np.array([float(cost)]), binary))
-        self.count += 1
-        return self.count - 1
-
     def vars(self, costs: np.ndarray, binary: bool = True) -> int:
         """A block of ``len(costs)`` variables; returns the first's index (the rest follow it)."""
         costs = np.asarray(costs, dtype=np.float64).ravel()
@@ -82,13 +78,6 @@ class LinearModel:
 
     def add_cost(self, var: int, cost: float) -> None:
         self.added.append((var, float(cost)))
-
-    def row(self, terms, lb: float, ub: float) -> None:
-        """``lb <= sum(coeff * var for var, coeff in terms) <= ub``."""
-        terms = list(terms)
-        cols = np.fromiter((v for v, _ in terms), dtype=np.int64, count=len(terms))
-        coeffs = np.fromiter((c for _, c in terms), dtype=np.float64, count=len(terms))
-        self.rows(np.zeros(len(terms), dtype=np.int64), cols, coeffs, [lb], [ub])
 
     def rows(self, rows: np.ndarray, cols: np.ndarray, coeffs: np.ndarray, lb, ub) -> int:
         """A block of rows at once: entry ``k`` puts ``coeffs[k]`` at (row ``rows[k]``, counted
