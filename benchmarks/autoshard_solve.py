@@ -5,8 +5,11 @@ are GPT-2 small on 64 devices within 10 s and the 7B step on 8,192 devices withi
     python benchmarks/autoshard_solve.py --case 7b:64x128 --device-memory 80
     python benchmarks/autoshard_solve.py --case gpt2-small:8x8 --compare
 
-A case is ``CONFIG:XxY[xZ]``: a configuration of the ``gpt`` program (``tiny``, ``gpt2-small``,
-``7b``; layers in a scan, so the search does not grow with the layer count) on a mesh of axes
+A case is ``CONFIG[@LAYERS]:XxY[xZ]``: a configuration of the ``gpt`` program (``tiny``,
+``gpt2-small``, ``7b``), with ``LAYERS`` layers instead of its own where given (layers are in a
+scan, so the search does not grow with the layer count: ``gpt2-small@64`` and ``@128`` show it,
+the same variables and rows; counts that divide differently by the mesh's axes give the
+stacked parameters other layouts, a few more or fewer variables), on a mesh of axes
 ``x``, ``y`` (and ``z``), NVLink on every axis and an H100's compute. Prints the search's wall
 time (trace, building the integer program, solving it; with ``--device-memory GB`` also the
 estimate that checks the budget), its size, and the estimated step it found; ``--compare`` also
@@ -30,7 +33,7 @@ from simshard.programs import gpt
 from simshard.programs.auto import step_and_ties
 from simshard.programs.gpt_pipeline import search_pipeline
 
-CASES = ("gpt2-small:8x8", "7b:64x128", "7b:8x32x32")
+CASES = ("gpt2-small:8x8", "gpt2-small@64:8x8", "gpt2-small@128:8x8", "7b:64x128", "7b:8x32x32")
 TOPOLOGY = ss.Topology({}, "nvlink", device="h100")
 
 
@@ -42,19 +45,21 @@ def mesh_of(text: str) -> ss.Mesh:
 def run_case(case: str, memory_gb: float | None = None, compare: bool = False) -> dict:
     """Search one case, print its line, and return its figures."""
     config, mesh_text = case.split(":")
-    program, mesh = gpt.program(config), mesh_of(mesh_text)
+    name, _, layers = config.partition("@")
+    program, mesh = gpt.program(name, int(layers) if layers else None), mesh_of(mesh_text)
     budget = None if memory_gb is None else int(memory_gb * 2**30)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     f, args, ties = step_and_ties(program, "sgd")  # not programs.auto.search: it remembers searches
     found = ss.autoshard(f, *args, mesh=mesh, device_memory=budget, topology=TOPOLOGY, ties=ties, explain_top=0)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     r = found.report
-    print(f"{case:<18} {mesh.size:>6} devices  search {wall:6.2f} s (solve {r.solve_seconds:5.2f} s)  "
+    print(f"{case:<18} {mesh.size:>6} devices  search {wall:6.2f} s, cpu {cpu:6.2f} s (solve {r.solve_seconds:5.2f} s)  "
           f"{r.variables:>7} variables {r.rows:>6} rows  step {r.breakdown.total * 1e3:9.3f} ms "
           f"(compute {r.breakdown.compute * 1e3:.3f}, communication {r.breakdown.communication * 1e3:.3f})"
           + ("" if budget is None else f"  peak {r.estimated_peak / 2**30:.2f} GiB of {memory_gb:g}")
           + ("" if r.optimal else "  (not proven optimal)"))
-    figures = {"devices": mesh.size, "seconds": wall, "solve_seconds": r.solve_seconds, "variables": r.variables,
+    figures = {"devices": mesh.size, "seconds": wall, "cpu_seconds": cpu, "solve_seconds": r.solve_seconds,
+               "variables": r.variables, "rows": r.rows,
                "step_seconds": r.breakdown.total, "strategy": found}
     if compare:
         for s in list(program.strategies) + [program.auto(device_memory=budget, topology=TOPOLOGY, explain_top=0)]:
@@ -83,7 +88,7 @@ def run_pipeline_case(case: str, microbatches: tuple[int, ...] | None = None) ->
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--case", action="append", help="CONFIG:XxY[xZ] (repeatable; default: the cases above)")
+    p.add_argument("--case", action="append", help="CONFIG[@LAYERS]:XxY[xZ] (repeatable; default: the cases above)")
     p.add_argument("--device-memory", type=float, default=None, metavar="GB", help="the budget per device, GiB")
     p.add_argument("--compare", action="store_true", help="also estimate the hand-written strategies")
     p.add_argument("--pipeline", action="append", metavar="CONFIG:PxXxY",

@@ -38,7 +38,7 @@ Strategies over a mesh with axes ``x`` and ``y`` (what each moves is in its ``ab
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -190,9 +190,10 @@ ABOUT = {
 }
 
 
-def program(name: str = "tiny") -> ProgramDef:
-    """The training step of configuration ``name`` (``CONFIGS``) as a library program."""
-    cfg = CONFIGS[name]
+def program(name: str = "tiny", layers: int | None = None) -> ProgramDef:
+    """The training step of configuration ``name`` (``CONFIGS``) as a library program; ``layers``:
+    that many layers instead of the configuration's (the solve-time benchmark's scan check)."""
+    cfg = CONFIGS[name] if layers is None else replace(CONFIGS[name], layers=layers)
     f = forward(cfg)
     default = ss.Mesh({"x": 2, "y": 4})
     strategies = tuple(Strategy(s, ABOUT[s], in_shardings=layout(cfg, s, default, warn=False)[:2]) for s in ABOUT)

@@ -32,19 +32,26 @@ from ..sharding.dims import Sharding
 from .collectives import Collective, collective_seconds, groups_to_time
 
 
-def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topology) -> dict[tuple[str, ...], float]:
-    """Seconds per link from ``src`` to ``dst`` for a tensor whose ``src`` block is ``block`` bytes."""
+def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topology,
+                        memo: dict | None = None) -> dict[tuple[str, ...], float]:
+    """Seconds per link from ``src`` to ``dst`` for a tensor whose ``src`` block is ``block`` bytes.
+    ``memo``: a dict kept across calls on one mesh and topology, remembering each collective's
+    seconds (a search prices the same all-gather of the same block for many pairs of layouts)."""
     sizes = src.mesh.shape
     out: dict[tuple[str, ...], float] = {}
+    memo = {} if memo is None else memo
 
     def step(kind, axes, nbytes, messages, minimum=None):
         """A collective over ``axes`` whose busiest device moves ``nbytes`` in ``messages`` and
         must receive ``minimum`` (``nbytes`` unless said)."""
         key = tuple(axes)
-        groups = groups_to_time(topology, src.mesh.groups_over(key))
         minimum = nbytes if minimum is None else minimum
-        seconds = collective_seconds(topology, (Collective(kind, key, g, nbytes, nbytes, messages, minimum)
-                                                for g in groups))
+        known = (kind, key, nbytes, messages, minimum)
+        seconds = memo.get(known)
+        if seconds is None:
+            groups = groups_to_time(topology, src.mesh.groups_over(key))
+            seconds = memo[known] = collective_seconds(
+                topology, (Collective(kind, key, g, nbytes, nbytes, messages, minimum) for g in groups))
         out[key] = out.get(key, 0.0) + seconds
 
     where_dst = {a.name: d for d, ds in enumerate(dst.dims) for a in ds.axes}

@@ -67,6 +67,7 @@ class ReshardCosts:
         self.topology, self.mesh_size, self.planner = topology, mesh_size, planner
         self.cache: dict = {}
         self.canonical: dict[Sharding, Sharding] = {}
+        self.collectives: dict = {}  # the closed form's memo of each collective's seconds
 
     def intern(self, s: Sharding) -> Sharding:
         return self.canonical.setdefault(s, s)
@@ -78,7 +79,7 @@ class ReshardCosts:
         key = (id(src), id(dst), aval.shape, aval.dtype.itemsize)
         hit = self.cache.get(key)
         if hit is None and not self.planner:
-            hit = self.cache[key] = closed_form_seconds(src, dst, local_bytes(src, aval), self.topology)
+            hit = self.cache[key] = closed_form_seconds(src, dst, local_bytes(src, aval), self.topology, self.collectives)
         if hit is None:
             small = tuple(math.gcd(n, self.mesh_size) for n in aval.shape)
             scale = math.prod(aval.shape) / max(math.prod(small), 1)

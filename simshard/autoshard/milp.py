@@ -1,4 +1,5 @@
-"""A mixed-integer linear program, built row by row and solved by HiGHS (``scipy.optimize.milp``).
+"""A mixed-integer linear program, built in numpy blocks and solved by HiGHS (its relaxation by
+``scipy.optimize.linprog``, the branch and bound by ``scipy.optimize.milp``).
 
 Kept apart from what the variables mean (``model``): variables with a cost and bounds, binary
 or continuous; rows ``lb <= sum coeff * var <= ub``. scipy is imported when a model is solved,
@@ -22,16 +23,43 @@ class Solution:
     optimal: bool
 
 
+def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limit: float | None):
+    """The linear relaxation by ``scipy.optimize.linprog`` (HiGHS): ``milp`` with no integer
+    variable would solve the same, but first builds a Python object per variable for their
+    integrality (seconds on millions of transport cells). Rows ``lb <= a x <= ub`` become
+    equalities where ``lb == ub``, else ``a x <= ub`` and, where ``lb`` is positive or the row
+    has a negative term (else ``a x >= 0`` holds anyway), ``-a x <= -lb``."""
+    from scipy.optimize import linprog
+    from scipy.sparse import vstack
+
+    options = {} if time_limit is None else {"time_limit": time_limit}
+    bounds = np.c_[np.zeros(len(cost)), upper]
+    if not constraints:
+        return linprog(cost, bounds=bounds, method="highs", options=options)
+    a, lb, ub = constraints[0].A.tocsr(), np.asarray(constraints[0].lb, float), np.asarray(constraints[0].ub, float)
+    eq = lb == ub
+    negative = a.min(axis=1).toarray().ravel() < 0
+    below, above = ~eq & np.isfinite(ub), ~eq & np.isfinite(lb) & ((lb > 0) | negative)
+    a_ub = vstack([a[below], -a[above]], format="csr")
+    b_ub = np.concatenate([ub[below], -lb[above]])
+    return linprog(cost, A_ub=a_ub if len(b_ub) else None, b_ub=b_ub if len(b_ub) else None,
+                   A_eq=a[eq] if eq.any() else None, b_eq=lb[eq] if eq.any() else None,
+                   bounds=bounds, method="highs", options=options)
+
+
 class LinearModel:
+    """Variables and rows, kept as numpy blocks: the search adds them an edge at a time (a block of
+    transport cells and its rows at once, ``vars``/``rows``), so building a model of millions of
+    variables costs a few array operations per edge, not a Python call per coefficient."""
+
     def __init__(self):
-        self.cost: list[float] = []
-        self.integer: list[int] = []
-        self.upper: list[float] = []
-        self.rows: list[int] = []
-        self.cols: list[int] = []
-        self.coeffs: list[float] = []
+        self.blocks: list[tuple[int, np.ndarray, bool]] = []  # (first variable, costs, binary)
+        self.count = 0
+        self.added: list[tuple[int, float]] = []  # costs added to existing variables (``add_cost``)
+        self.entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, cols, coeffs)
         self.lb: list[float] = []
         self.ub: list[float] = []
+        self.matrix = None  # the rows as one CSR matrix, built at the first solve after a change
 
     @property
     def row_count(self) -> int:
@@ -39,26 +67,46 @@ class LinearModel:
 
     @property
     def size(self) -> int:
-        return len(self.cost)
+        return self.count
 
-    def var(self, cost: float = 0.0, binary: bool = True) -> int:
-        self.cost.append(float(cost))
-        self.integer.append(1 if binary else 0)
-        self.upper.append(1.0 if binary else np.inf)
-        return len(self.cost) - 1
+    def vars(self, costs: np.ndarray, binary: bool = True) -> int:
+        """A block of ``len(costs)`` variables; returns the first's index (the rest follow it)."""
+        costs = np.asarray(costs, dtype=np.float64).ravel()
+        self.blocks.append((self.count, costs, binary))
+        self.count += len(costs)
+        return self.count - len(costs)
 
     def add_cost(self, var: int, cost: float) -> None:
-        self.cost[var] += float(cost)
+        self.added.append((var, float(cost)))
 
-    def row(self, terms, lb: float, ub: float) -> None:
-        """``lb <= sum(coeff * var for var, coeff in terms) <= ub``."""
-        r = len(self.lb)
-        for v, c in terms:
-            self.rows.append(r)
-            self.cols.append(v)
-            self.coeffs.append(float(c))
-        self.lb.append(lb)
-        self.ub.append(ub)
+    def rows(self, rows: np.ndarray, cols: np.ndarray, coeffs: np.ndarray, lb, ub) -> int:
+        """A block of rows at once: entry ``k`` puts ``coeffs[k]`` at (row ``rows[k]``, counted
+        from this block's first, variable ``cols[k]``); row ``i`` bounded by ``lb[i]``, ``ub[i]``.
+        Returns the first row's index."""
+        first = len(self.lb)
+        self.matrix = None
+        self.entries.append((np.asarray(rows, dtype=np.int64) + first, np.asarray(cols, dtype=np.int64),
+                             np.asarray(coeffs, dtype=np.float64)))
+        self.lb.extend(float(x) for x in lb)
+        self.ub.extend(float(x) for x in ub)
+        return first
+
+    def costs(self) -> np.ndarray:
+        """Every variable's cost."""
+        out = np.empty(self.count)
+        for first, costs, _ in self.blocks:
+            out[first:first + len(costs)] = costs
+        if self.added:
+            at, add = zip(*self.added)
+            np.add.at(out, np.asarray(at, dtype=np.int64), np.asarray(add))
+        return out
+
+    def integrality(self) -> np.ndarray:
+        """1 for a binary, 0 for a continuous variable."""
+        out = np.empty(self.count, dtype=np.int64)
+        for first, costs, binary in self.blocks:
+            out[first:first + len(costs)] = 1 if binary else 0
+        return out
 
     def solve(self, time_limit: float | None = None, gap: float = 1e-4, extra=(), upto: int | None = None) -> Solution:
         """The optimum, with ``extra`` rows ``(terms, lb, ub)`` added for this solve only, and only
@@ -71,14 +119,13 @@ class LinearModel:
             raise ImportError("ss.autoshard solves an integer program with HiGHS through scipy: "
                               "pip install 'simshard[auto]'") from None
         constraints = self.constraints(extra, upto)
-        bounds = Bounds(np.zeros(self.size), np.asarray(self.upper))
+        integer, cost = self.integrality(), self.costs()
+        bounds = Bounds(np.zeros(self.size), np.where(integer == 1, 1.0, np.inf))
         options = {"disp": False} | ({} if time_limit is None else {"time_limit": time_limit})
-        integer = np.asarray(self.integer)
-        relaxed = milp(np.asarray(self.cost), integrality=np.zeros_like(integer), bounds=bounds,
-                       constraints=constraints, options=options)
+        relaxed = relaxation(cost, constraints, bounds.ub, time_limit)
         if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
             return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
-        res = milp(np.asarray(self.cost), integrality=integer, bounds=bounds, constraints=constraints,
+        res = milp(cost, integrality=integer, bounds=bounds, constraints=constraints,
                    options=options | {"mip_rel_gap": gap})
         if res.x is None:
             if res.status == 2 or relaxed.status == 2:
@@ -90,18 +137,20 @@ class LinearModel:
     def constraints(self, extra=(), upto: int | None = None) -> list:
         """The rows (the first ``upto``, and ``extra``) as scipy's ``LinearConstraint``."""
         from scipy.optimize import LinearConstraint
-        from scipy.sparse import csr_array
+        from scipy.sparse import csr_array, vstack
 
-        upto = len(self.lb) if upto is None else upto
-        keep = [j for j, r in enumerate(self.rows) if r < upto]
-        rows, cols, coeffs = [self.rows[j] for j in keep], [self.cols[j] for j in keep], [self.coeffs[j] for j in keep]
-        lb, ub = self.lb[:upto], self.ub[:upto]
-        for terms, lo, hi in extra:
-            rows += [len(lb)] * len(terms)
-            cols += [v for v, _ in terms]
-            coeffs += [c for _, c in terms]
-            lb.append(lo)
-            ub.append(hi)
-        if not lb:
+        if not self.lb and not extra:
             return []
-        return [LinearConstraint(csr_array((coeffs, (rows, cols)), shape=(len(lb), self.size)), lb, ub)]
+        if self.matrix is None:
+            rows, cols, coeffs = (np.concatenate([e[k] for e in self.entries]) if self.entries else np.zeros(0)
+                                  for k in range(3))
+            self.matrix = csr_array((coeffs, (rows, cols)), shape=(len(self.lb), self.size))
+        upto = len(self.lb) if upto is None else upto
+        matrix, lb, ub = self.matrix[:upto], self.lb[:upto], self.ub[:upto]
+        if extra:
+            rows = [r for r, (terms, _, _) in enumerate(extra) for _ in terms]
+            cols = [v for terms, _, _ in extra for v, _ in terms]
+            coeffs = [c for terms, _, _ in extra for _, c in terms]
+            matrix = vstack([matrix, csr_array((coeffs, (rows, cols)), shape=(len(extra), self.size))], format="csr")
+            lb, ub = lb + [lo for _, lo, _ in extra], ub + [hi for _, _, hi in extra]
+        return [LinearConstraint(matrix, lb, ub)]

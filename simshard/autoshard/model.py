@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import numpy as np
+
 from ..ir.program import Aval
 from ..report.compute import DeviceSpec, Work
 from ..sharding.dims import Sharding
@@ -72,8 +74,9 @@ class Search:
         self.free: dict[Key, tuple[tuple[Sharding, int], ...]] = {}
         self.ops: list[OpChoice] = []
         self.edges: list[Edge] = []
-        self.temps: dict[int, list[tuple[int, float]]] = {}
+        self.temps: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # site -> (variables, buffer bytes)
         self.sizes: dict = {}
+        self.price_cache: dict = {}
         self.loops: list[tuple[int, float]] = []  # (binary, seconds) of the loops' local copies
         self.groups: list[tuple[int, ...]] = []  # the one-hot sets of binaries: one chosen of each
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
@@ -121,18 +124,23 @@ class Search:
 
     def choose_layout(self, aval: Aval) -> Dist:
         specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh)]
-        vars_ = [self.model.var() for _ in specs]
-        self.model.row([(v, 1) for v in vars_], 1, 1)
+        vars_ = self.one_hot(np.zeros(len(specs)))
         self.groups.append(tuple(vars_))
         return {s: [v] for s, v in zip(specs, vars_)}
+
+    def one_hot(self, costs: np.ndarray) -> tuple[int, ...]:
+        """Binaries of these costs, exactly one of them chosen."""
+        first = self.model.vars(costs)
+        vars_ = tuple(range(first, first + len(costs)))
+        self.model.rows(np.zeros(len(vars_), dtype=np.int64), np.asarray(vars_), np.ones(len(vars_)), [1], [1])
+        return vars_
 
     def add_op(self, site: OpSite) -> None:
         rule, cands = op_candidates(site.eqn, self.mesh)
         cands = tuple(replace(c, operands=tuple(map(self.costs.intern, c.operands)),
                               results=tuple(map(self.costs.intern, c.results))) for c in cands)
         seconds = tuple(compute_seconds(site.eqn, c, self.device) for c in cands)
-        vars_ = tuple(self.model.var(site.weight * t * SCALE) for t in seconds)
-        self.model.row([(v, 1) for v in vars_], 1, 1)
+        vars_ = self.one_hot(np.asarray(seconds) * (site.weight * SCALE))
         self.groups.append(vars_)
         self.ops.append(OpChoice(site, rule, cands, vars_, seconds))
         for r, key in enumerate(site.results):
@@ -168,25 +176,48 @@ class Search:
             self.edge(key, need, 1, None)
 
     def edge(self, key: Key, need: Dist, weight: int, site: int | None) -> None:
+        """Price reading ``key`` as ``need`` asks: where both ends have several layouts, a block of
+        transport cells (one per pair, row ``i`` summing to the source's ``i``-th layout, column
+        ``j`` to the need's ``j``-th), added as whole arrays."""
         src, aval, m = self.dist[key], self.graph.values[key], self.model
         self.edges.append(Edge(key, src, need, aval, weight, site))
-        temps = self.temps.setdefault(site, []) if site is not None else []
-        srcs, needs = list(src.items()), list(need.items())
-        price = [[weight * self.costs.seconds(s, t, aval) * SCALE for t, _ in needs] for s, _ in srcs]
-        size = [self.bytes(t, aval) for t, _ in needs]
-        if len(srcs) == 1 or len(needs) == 1:  # one end fixed: the cost falls on the other's binaries
-            for i, (s, svars) in enumerate(srcs):
-                for j, (t, tvars) in enumerate(needs):
-                    for v in (tvars if len(srcs) == 1 else svars):
-                        m.add_cost(v, price[i][j])
-                        temps += [(v, size[j])] if t is not s else []
+        price, moved, size = self.prices(tuple(src), tuple(need), aval)
+        price = price * (weight * SCALE)
+        svars, nvars = list(src.values()), list(need.values())
+        k, n = price.shape
+        if k == 1 or n == 1:  # one end fixed: the cost falls on the other end's binaries
+            ends = nvars if k == 1 else svars
+            prices, buffers = (price[0], moved[0]) if k == 1 else (price[:, 0], moved[:, 0])
+            sizes = size if k == 1 else np.full(k, size[0])
+            for vs, p, buffer, nbytes in zip(ends, prices, buffers, sizes):
+                for v in vs:
+                    m.add_cost(v, p)
+                if buffer and site is not None:
+                    self.temps.setdefault(site, []).append((np.asarray(vs), np.full(len(vs), nbytes)))
             return
-        cells = [[m.var(price[i][j], binary=False) for j in range(len(needs))] for i in range(len(srcs))]
-        for i, (_, vs) in enumerate(srcs):
-            m.row([(c, 1) for c in cells[i]] + [(v, -1) for v in vs], 0, 0)
-        for j, (_, vs) in enumerate(needs):
-            m.row([(cells[i][j], 1) for i in range(len(srcs))] + [(v, -1) for v in vs], 0, 0)
-        temps += [(cells[i][j], size[j]) for i, (s, _) in enumerate(srcs) for j, (t, _) in enumerate(needs) if s is not t]
+        first = m.vars(price, binary=False)
+        cells = first + np.arange(k * n).reshape(k, n)
+        rows = [np.repeat(np.arange(k), n), np.repeat(np.arange(k), [len(vs) for vs in svars]),
+                k + np.tile(np.arange(n), k), k + np.repeat(np.arange(n), [len(vs) for vs in nvars])]
+        cols = [cells.ravel(), np.concatenate([np.asarray(vs) for vs in svars]),
+                cells.ravel(), np.concatenate([np.asarray(vs) for vs in nvars])]
+        coeffs = [np.ones(k * n), -np.ones(len(rows[1])), np.ones(k * n), -np.ones(len(rows[3]))]
+        m.rows(np.concatenate(rows), np.concatenate(cols), np.concatenate(coeffs), [0] * (k + n), [0] * (k + n))
+        if site is not None:
+            self.temps.setdefault(site, []).append((cells[moved], np.broadcast_to(size, (k, n))[moved]))
+
+    def prices(self, src: tuple[Sharding, ...], need: tuple[Sharding, ...], aval: Aval):
+        """The seconds of moving ``aval`` from each of ``src`` to each of ``need`` (a matrix),
+        which pairs move at all, and each need's block bytes; cached per layouts and shape (a
+        value read alike by several ops, a chain of element-wise ops, is priced once)."""
+        key = (tuple(map(id, src)), tuple(map(id, need)), aval.shape, aval.dtype.itemsize)
+        hit = self.price_cache.get(key)
+        if hit is None:
+            price = np.array([[self.costs.seconds(s, t, aval) for t in need] for s in src])
+            moved = np.array([[s is not t for t in need] for s in src], dtype=bool)
+            size = np.array([float(self.bytes(t, aval)) for t in need])
+            hit = self.price_cache[key] = (price, moved, size)
+        return hit
 
     def bytes(self, s: Sharding, aval: Aval) -> int:
         key = (id(s), aval.shape, aval.dtype.itemsize)
@@ -201,16 +232,29 @@ class Search:
 
     def memory_rows(self, budget: int) -> None:
         for point in self.graph.points:
-            terms = list(self.temps.get(point.site, ()))
-            for key in point.live:
-                aval = self.graph.values[key]
-                for s, vs in self.dist[key].items():
-                    terms += [(v, self.bytes(s, aval)) for v in vs]
-            self.model.row(terms, 0, budget + 0.5)  # whole bytes: the half absorbs the solver's tolerances
+            cols, coeffs = self.memory_terms(point)
+            self.model.rows(np.zeros(len(cols), dtype=np.int64), cols, coeffs, [0], [budget + 0.5])  # whole bytes: the half absorbs the solver's tolerances
+
+    def memory_terms(self, point) -> tuple[np.ndarray, np.ndarray]:
+        """The variables and bytes of what is live at ``point``: the blocks of its live values
+        (each layout's binaries) and the reshard buffers its op's operands need."""
+        cols = [v for v, _ in self.temps.get(point.site, ())]
+        coeffs = [c for _, c in self.temps.get(point.site, ())]
+        for key in point.live:
+            aval = self.graph.values[key]
+            for s, vs in self.dist[key].items():
+                cols.append(np.asarray(vs))
+                coeffs.append(np.full(len(vs), float(self.bytes(s, aval))))
+        if not cols:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return np.concatenate(cols).astype(np.int64), np.concatenate(coeffs)
 
 
 def chosen(dist: Dist, values) -> Sharding:
-    """The layout whose binaries sum to one in ``values``."""
+    """The layout whose binaries sum to one in ``values`` (else the largest sum)."""
+    for s, vs in dist.items():
+        if sum(values[v] for v in vs) > 0.5:
+            return s
     return max(dist, key=lambda s: sum(values[v] for v in dist[s]))
 
 

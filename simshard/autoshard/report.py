@@ -101,7 +101,7 @@ def breakdown(search: Search, values) -> Breakdown:
 def memory_peak(search: Search, values) -> int:
     peak = 0
     for point in search.graph.points:
-        total = sum(c * values[v] for v, c in search.temps.get(point.site, ()))
+        total = sum(float(values[v] @ c) for v, c in search.temps.get(point.site, ()))
         for key in point.live:
             total += local_bytes(chosen(search.dist[key], values), search.graph.values[key])
         peak = max(peak, int(round(total)))
