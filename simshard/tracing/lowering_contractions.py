@@ -15,10 +15,14 @@ from .lowering_reductions import reduce_axes
 from .lowering_shapes import expand_dims, squeeze, transpose
 
 
-def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul", out_sharding=None):
+def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul", out_sharding=None,
+                loops=False):
+    """``lax.dot_general``; ``loops``: computed as np.matmul does (ops/dot.py, ``_looped_matmul``)."""
     params = dict(contracting=tuple(map(tuple, contracting)), batch=tuple(map(tuple, batch)))
     if algorithm != "matmul":
         params["algorithm"] = algorithm
+    if loops:
+        params["loops"] = True
     if preferred_dtype is not None:
         params["preferred_dtype"] = np.dtype(preferred_dtype)
     return bind_out("dot_general", as_tracer(lhs), as_tracer(rhs), out_sharding=out_sharding, **params)
@@ -88,15 +92,17 @@ def matmul(a, b, out_sharding=None):
     """``np.matmul`` (and ``@``) as one ``dot_general`` on the operands as they are, never a
     broadcast copy of one (a weight shared by a batch stays one ``[d, e]`` array): see
     ``MatmulDims``. ``out_sharding`` types the ``dot_general``'s result, before the transpose to
-    numpy's order, as ``jnp.matmul`` applies it."""
+    numpy's order, as ``jnp.matmul`` applies it. A batched product is computed as numpy computes
+    it (``loops``: one 2-D product per output matrix), so the reference stays bit-identical to the
+    user's numpy."""
     a, b = as_tracer(a), as_tracer(b)
     if a.ndim == 0 or b.ndim == 0:
         raise TraceError(f"np.matmul: operands must not be scalars (shapes {a.shape} and {b.shape})")
-    dims, b_mat = matmul_dims(a, b), b.ndim > 1
+    dims, b_mat, batched = matmul_dims(a, b), b.ndim > 1, a.ndim > 2 or b.ndim > 2
     a = squeeze(a, dims.a_squeeze) if dims.a_squeeze else a
     b = squeeze(b, dims.b_squeeze) if dims.b_squeeze else b
     contracting = ((a.ndim - 1,), (b.ndim - 1 - b_mat,))
-    out = dot_general(a, b, contracting, (dims.a_batch, dims.b_batch), out_sharding=out_sharding)
+    out = dot_general(a, b, contracting, (dims.a_batch, dims.b_batch), out_sharding=out_sharding, loops=batched)
     out = transpose(out, dims.perm)
     return expand_dims(out, dims.expand) if dims.expand else out
 

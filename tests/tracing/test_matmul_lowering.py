@@ -98,6 +98,32 @@ def test_matmul_of_every_rank_pair_equals_numpy_bitwise_without_broadcast(shapes
     assert np.array_equal(got, want)
 
 
+@settings(max_examples=100, deadline=None)
+@given(matmul_shapes(), st.integers(2, 200), st.sampled_from([np.float32, np.float64]))
+def test_the_reference_of_a_batched_matmul_is_bit_identical_to_numpy_on_random_floats(shapes, k, dtype):
+    """Not only exact sums: the program's reference run computes each output matrix as the one
+    2-D product np.matmul makes (``loops``), neither merging the sequences into one product nor
+    copying the shared operand, so random floats round as in the user's numpy, bit for bit."""
+    sa, sb = shapes
+    sa = (k,) if len(sa) == 1 else sa[:-1] + (k,)
+    sb = (k,) if len(sb) == 1 else sb[:-2] + (k, sb[-1])
+    rng = np.random.default_rng(k)
+    a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
+    (got,) = evaluate(ss.trace(np.matmul, a, b), a, b)
+    want = np.matmul(a, b)
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_a_batch_split_over_devices_verifies_bitwise_on_random_floats():
+    """x [4, 8, 16] @ w [16, 32] with x's batch split over 2 devices: each device makes numpy's
+    per-sequence products, so the run is bitwise against plain numpy even on random floats."""
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 8, 16)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
+    res = ss.run(lambda x, w: x @ w, x, w, mesh=ss.Mesh({"x": 2}), in_shardings=(P("x", None, None), P()),
+                 backend="local")
+    assert res.verify.bitwise
+
+
 @settings(max_examples=60, deadline=None)
 @given(matmul_shapes())
 def test_matmul_lowers_as_jax_does(shapes):
