@@ -80,25 +80,31 @@ CONFIGS = {
 }
 
 
-def forward(cfg: Config, regather: bool = False):
-    """``f(params, x)``: the blocks in ``ss.lax.scan`` over the stacked layer parameters, the final
+def forward(cfg: Config, gather: str | None = None):
+    """The model: embeddings in, ``cfg.layers`` pre-LN blocks in one ``ss.lax.scan``, then a final
     LayerNorm and the vocabulary projection.
 
-    With ``regather``, each layer's weights, as its batched matmuls read them (broadcast to the
-    sequences), are computed in ``ss.checkpoint``: the backward pass computes them again from the
-    layer's sharded slice instead of keeping the forward pass's gathered copies, so FSDP gathers
-    every layer's weights again in the backward pass (ZeRO-3; PyTorch FSDP's
+    ``gather`` (FSDP's two ways): each layer's weights are gathered whole where the layer starts
+    (a constraint to replicated, the value its matmuls read). ``"keep"``: the gathered weights
+    are the forward pass's, kept for the backward pass as residuals of the scan (PyTorch FSDP's
+    ``reshard_after_forward=False``); ``"regather"``: the gather is in ``ss.checkpoint``, so the
+    backward pass computes it again from the layer's sharded slice (ZeRO-3; FSDP's
     ``reshard_after_forward=True``). The unembedding, used last, keeps its gathered copy, as
     FSDP's root module does."""
 
-    def use(p, batch):
-        if not regather:
+    def gathered(w):
+        return ss.with_sharding_constraint(w, P())
+
+    def use(p):
+        if gather is None:
             return p
-        return {k: ss.checkpoint(lambda w: np.broadcast_to(w, (batch,) + w.shape))(w) for k, w in p.items()}
+        if gather == "keep":
+            return {k: gathered(w) for k, w in p.items()}
+        return {k: ss.checkpoint(gathered)(w) for k, w in p.items()}
 
     def f(params, x):
         layers = {k: params[k] for k in cfg.layer_params}
-        h = ss.lax.scan(lambda h, p: (block(use(p, h.shape[0]), h, cfg.heads), None), x, layers)[0]
+        h = ss.lax.scan(lambda h, p: (block(use(p), h, cfg.heads), None), x, layers)[0]
         return layernorm(h) @ params["unembed"]
 
     return f
@@ -208,7 +214,8 @@ def program(name: str = "tiny", layers: int | None = None) -> ProgramDef:
         extras={"config": cfg},
         training=Training("the squared error of the logits against labels", lambda: _inputs(cfg),
                           lambda strategy, mesh: layout(cfg, strategy.name, mesh), forward=f,
-                          variants={"fsdp": forward(cfg, regather=True)}),
+                          variants={"fsdp": forward(cfg, gather="regather"),
+                                    "fsdp-no-reshard": forward(cfg, gather="keep")}),
     )
 
 

@@ -74,13 +74,16 @@ def _einsum_kernel(lhs, rhs, contracting, batch):
     return np.einsum(f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}", lhs, rhs)
 
 
-def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, algorithm="matmul", **_):
+def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, algorithm="matmul", loops=False, **_):
     """As numpy computes it, so the reference run is bit-identical to the user's numpy: by default
     operands arranged as [batch, free, contract] @ [batch, contract, free] (a plain 2-D product is
-    literally ``lhs @ rhs``); ``algorithm="einsum"`` for products the user wrote with np.einsum."""
+    literally ``lhs @ rhs``; np.tensordot's one 2-D product); ``loops`` for a product lowered from
+    np.matmul (``_looped_matmul``); ``algorithm="einsum"`` for products the user wrote with np.einsum."""
     dtype = preferred_dtype or result_dtype(lhs.dtype, rhs.dtype, algorithm)
     if algorithm == "einsum":
         return (np.asarray(_einsum_kernel(lhs, rhs, contracting, batch), dtype=dtype),)
+    if loops:
+        return (np.asarray(_looped_matmul(lhs, rhs, contracting, batch), dtype=dtype),)
     (lc, rc), (lb, rb) = contracting, batch
     lfree, rfree = _dims(lhs.ndim, rhs.ndim, contracting, batch)
     a = np.transpose(lhs, list(lb) + lfree + list(lc))
@@ -94,6 +97,30 @@ def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, algorithm="ma
     res = np.matmul(a2, b2)
     out_shape = bshape + tuple(a.shape[len(lb) : len(lb) + len(lfree)]) + tuple(b.shape[len(rb) + len(rc) :])
     return (np.asarray(res.reshape(out_shape), dtype=dtype),)
+
+
+def _looped_matmul(lhs, rhs, contracting, batch):
+    """np.matmul's own computation of a product lowered from it: each operand's last free dim is
+    its matrix's (m of lhs, n of rhs; 1 where it has none, a vector), its other free dims loop as
+    numpy's broadcast batch dims do, so every output matrix is the one 2-D product numpy makes
+    (a weight shared by a batch is not copied, nor are the sequences merged into one product)."""
+    (lc, rc), (lb, rb) = contracting, batch
+    lfree, rfree = _dims(lhs.ndim, rhs.ndim, contracting, batch)
+    nb = len(lb)
+    a = np.transpose(lhs, list(lb) + lfree + list(lc))
+    b = np.transpose(rhs, list(rb) + rfree[:-1] + list(rc) + rfree[-1:])
+    bshape = a.shape[:nb]
+    lshape, rshape = tuple(lhs.shape[d] for d in lfree), tuple(rhs.shape[d] for d in rfree)
+    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
+    lloop, m = lshape[:-1], lshape[-1:] or (1,)
+    rloop, n = rshape[:-1], rshape[-1:] or (1,)
+    a = a.reshape(bshape + lloop + (1,) * len(rloop) + m + (k,))
+    b = b.reshape(bshape + (1,) * len(lloop) + rloop + (k,) + n)
+    res = np.matmul(a, b)  # [batch, lhs loops, rhs loops, m, n]
+    i = nb + len(lloop)
+    j = i + len(rloop)
+    res = np.transpose(res, list(range(i)) + [j] + list(range(i, j)) + [j + 1])  # dot_general's order
+    return res.reshape(bshape + lshape + rshape)
 
 
 def _rule(in_avals, out_avals, *, contracting, batch, **_):

@@ -1,50 +1,110 @@
-"""numpy's contractions lowered to ``dot_general``: matmul (batched, broadcast), dot,
-tensordot, einsum (one or two operands)."""
+"""numpy's contractions lowered to ``dot_general``: matmul (batched, broadcast batch dims as
+free dims, never a broadcast copy), dot, tensordot, einsum (one or two operands)."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import TraceError
 from .explicit import api as explicit_api
-from .explicit import broadcast
-from .lowering_common import apply_out, as_tracer, bind_out, broadcast_to, explicit_mode, norm_axis
+from .explicit import mode
+from .lowering_common import apply_out, as_tracer, bind_out, explicit_mode, norm_axis
 from .lowering_reductions import reduce_axes
-from .lowering_shapes import expand_dims, transpose
+from .lowering_shapes import expand_dims, squeeze, transpose
 
 
-def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul", out_sharding=None):
+def dot_general(lhs, rhs, contracting, batch=((), ()), preferred_dtype=None, algorithm="matmul", out_sharding=None,
+                loops=False):
+    """``lax.dot_general``; ``loops``: computed as np.matmul does (ops/dot.py, ``_looped_matmul``)."""
     params = dict(contracting=tuple(map(tuple, contracting)), batch=tuple(map(tuple, batch)))
     if algorithm != "matmul":
         params["algorithm"] = algorithm
+    if loops:
+        params["loops"] = True
     if preferred_dtype is not None:
         params["preferred_dtype"] = np.dtype(preferred_dtype)
     return bind_out("dot_general", as_tracer(lhs), as_tracer(rhs), out_sharding=out_sharding, **params)
 
 
+class MatmulDims(NamedTuple):
+    """How ``np.matmul``'s operands go into one ``dot_general`` without broadcasting either.
+
+    A batch dim only one operand has, or one of extent 1 (unsharded) on the other side, is a free
+    dim of the operand that has it (the extent-1 dim is squeezed away); only batch dims both have,
+    of one extent (and, in explicit mode, one sharding), are ``dot_general`` batch dims. ``perm``
+    puts the ``dot_general`` result (batch dims, then ``a``'s free dims, then ``b``'s) in numpy's
+    order; ``expand`` puts back the result dims both operands had as extent 1."""
+
+    a_squeeze: tuple[int, ...]
+    b_squeeze: tuple[int, ...]
+    a_batch: tuple[int, ...]
+    b_batch: tuple[int, ...]
+    perm: tuple[int, ...]
+    expand: tuple[int, ...]
+
+
+def matmul_dims(a, b) -> MatmulDims:
+    """The ``dot_general`` form of ``a @ b`` (both of rank >= 1), as ``jnp.matmul`` lowers it;
+    batch dims that do not broadcast are an error naming both operands (JAX's ``ValueError`` in
+    explicit mode, where a batch dim sharded differently on the two sides is one too)."""
+    a_mat, b_mat = a.ndim > 1, b.ndim > 1
+    a_dims, b_dims = (a.shape[:-2] if a_mat else ()), (b.shape[:-2] if b_mat else ())
+    a_specs = mode.type_spec(a, a.ndim)[0][: len(a_dims)]
+    b_specs = mode.type_spec(b, b.ndim)[0][: len(b_dims)]
+    nb = max(len(a_dims), len(b_dims))
+    a_dims, a_specs = (None,) * (nb - len(a_dims)) + a_dims, ((),) * (nb - len(a_specs)) + a_specs
+    b_dims, b_specs = (None,) * (nb - len(b_dims)) + b_dims, ((),) * (nb - len(b_specs)) + b_specs
+    a_squeeze, b_squeeze, a_batch, b_batch, expand = [], [], [], [], []
+    batch, a_free, b_free = [], [], []  # result dims, in the order dot_general gives them
+    for i, (da, db, sa, sb) in enumerate(zip(a_dims, b_dims, a_specs, b_specs)):
+        if da is None:
+            b_free.append(i)
+        elif db is None:
+            a_free.append(i)
+        elif da == 1 and db == 1 and not sa and not sb:
+            a_squeeze.append(len(batch) + len(a_free) + len(a_squeeze))
+            b_squeeze.append(len(batch) + len(b_free) + len(b_squeeze))
+            expand.append(i)
+        elif da == 1 and not sa:
+            a_squeeze.append(len(batch) + len(a_free) + len(a_squeeze))
+            b_free.append(i)
+        elif db == 1 and not sb:
+            b_squeeze.append(len(batch) + len(b_free) + len(b_squeeze))
+            a_free.append(i)
+        elif da == db and sa == sb:
+            a_batch.append(len(batch) + len(a_free))
+            b_batch.append(len(batch) + len(b_free))
+            batch.append(i)
+        elif explicit_mode():
+            raise ValueError(f"Incompatible types for matmul arguments: {explicit_api.typeof(a)} and {explicit_api.typeof(b)}")
+        else:
+            raise TraceError(f"np.matmul: operands of shapes {a.shape} and {b.shape} have batch dims that do not "
+                             f"broadcast ({da} against {db} at result dim {i})")
+    a_free += [nb] if a_mat else []
+    b_free += [nb + a_mat] if b_mat else []
+    perm = tuple(int(p) for p in np.argsort(batch + a_free + b_free, kind="stable"))
+    return MatmulDims(tuple(a_squeeze), tuple(b_squeeze), tuple(a_batch), tuple(b_batch), perm, tuple(expand))
+
+
 def matmul(a, b, out_sharding=None):
+    """``np.matmul`` (and ``@``) as one ``dot_general`` on the operands as they are, never a
+    broadcast copy of one (a weight shared by a batch stays one ``[d, e]`` array): see
+    ``MatmulDims``. ``out_sharding`` types the ``dot_general``'s result, before the transpose to
+    numpy's order, as ``jnp.matmul`` applies it. A batched product is computed as numpy computes
+    it (``loops``: one 2-D product per output matrix), so the reference stays bit-identical to the
+    user's numpy."""
     a, b = as_tracer(a), as_tracer(b)
     if a.ndim == 0 or b.ndim == 0:
-        raise TraceError("np.matmul: operands must not be scalars")
-    if a.ndim == 1 and b.ndim == 1:
-        return dot_general(a, b, ((0,), (0,)), out_sharding=out_sharding)
-    if a.ndim == 1:
-        if b.ndim == 2:
-            return dot_general(a, b, ((0,), (b.ndim - 2,)), out_sharding=out_sharding)
-        return apply_out(matmul(expand_dims(a, 0), b)[..., 0, :], out_sharding, "matmul")
-    if b.ndim == 1:
-        return dot_general(a, b, ((a.ndim - 1,), (0,)), out_sharding=out_sharding)
-    if a.ndim == 2 and b.ndim == 2:
-        return dot_general(a, b, ((1,), (0,)), out_sharding=out_sharding)
-    # Batched: broadcast the batch dims, then one dot_general with batch dims.
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if explicit_mode():
-        a, b = broadcast.matmul_batch_operands(a, b, batch)
-    else:
-        a = broadcast_to(a, batch + a.shape[-2:])
-        b = broadcast_to(b, batch + b.shape[-2:])
-    nb = len(batch)
-    return dot_general(a, b, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))), out_sharding=out_sharding)
+        raise TraceError(f"np.matmul: operands must not be scalars (shapes {a.shape} and {b.shape})")
+    dims, b_mat, batched = matmul_dims(a, b), b.ndim > 1, a.ndim > 2 or b.ndim > 2
+    a = squeeze(a, dims.a_squeeze) if dims.a_squeeze else a
+    b = squeeze(b, dims.b_squeeze) if dims.b_squeeze else b
+    contracting = ((a.ndim - 1,), (b.ndim - 1 - b_mat,))
+    out = dot_general(a, b, contracting, (dims.a_batch, dims.b_batch), out_sharding=out_sharding, loops=batched)
+    out = transpose(out, dims.perm)
+    return expand_dims(out, dims.expand) if dims.expand else out
 
 
 def dot(a, b, out=None, out_sharding=None):

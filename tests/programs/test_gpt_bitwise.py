@@ -10,7 +10,11 @@ from simshard import programs
 
 
 def _outputs(res) -> dict[str, bool]:
-    return {c.what: c.bitwise for c in res.verify.checks}
+    return _outputs_of(res.verify)
+
+
+def _outputs_of(verify) -> dict[str, bool]:
+    return {c.what: c.bitwise for c in verify.checks}
 
 
 @pytest.mark.parametrize("strategy", ["dp", "megatron"])
@@ -27,10 +31,17 @@ def test_gpt_training_step_verifies_up_to_reassociation_even_data_parallel(strat
     assert res.verify.reassociations  # named: the sums the partition split
 
 
-def test_transformer_data_parallel_step_is_bitwise_and_megatron_reassociates():
-    """One sequence per device: dp's cross-device sum of the weight gradients adds them in numpy's
-    order; Megatron splits the heads' sums."""
+def test_transformer_data_parallel_step_reassociates_only_its_weight_gradients():
+    """One sequence per device. A weight's gradient is one contraction over batch and sequence
+    (``x @ w`` traced as jnp.matmul traces it: the weight is not broadcast to the batch, so its
+    gradient is no per-sequence sum of broadcast copies), which dp splits over the devices: each
+    device contracts its sequence, the all-reduce adds the 8 partial sums. So the loss is
+    bitwise and the weights' updates equal up to that reassociation, named as the backward
+    scan's over x and y; Megatron splits the heads' sums."""
     prog = programs.load("transformer")
-    assert prog.run("dp", mode="sgd", backend="local").verify.bitwise
+    dp = prog.run("dp", mode="sgd", backend="local").verify
+    assert dp.ok and not dp.wrong_ops and not dp.bitwise
+    assert _outputs_of(dp)["output 0"]  # the loss
+    assert dp.reassociations and all(c.reassociated == ("x", "y") for c in dp.reassociations)
     mega = prog.run("megatron", mode="sgd", backend="local").verify
     assert mega.ok and not mega.bitwise

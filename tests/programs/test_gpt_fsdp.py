@@ -42,11 +42,17 @@ def test_fsdp_regathers_in_the_backward_pass_and_saves_the_kept_copies(name, mes
         assert k["all_gather"] == (g - 1) * layers // g + unembed_in
         assert r["all_gather"] == 2 * (g - 1) * layers // g + unembed_in
         assert r["reduce_scatter"] == k["reduce_scatter"] > 0  # gradients reduce-scattered either way
-    # what keeping costs at the peak: each layer's gathered weights, as its batched matmuls read
-    # them (broadcast to the device's b/g sequences), held from the forward to the backward pass
-    b_local = cfg.batch // g
-    kept = 4 * cfg.layers * b_local * (4 * cfg.d**2 + 2 * cfg.d * cfg.d_ff)
-    assert keep.memory.max_peak - regather.memory.max_peak == kept
+    # what keeping costs at the peak: each layer's gathered weights, as its matmuls read them (a
+    # [d, e] weight, never broadcast to the sequences), held from the forward to the backward
+    # pass: 4 L (4 d^2 + 2 d f) bytes, 339,738,624 B for GPT-2 small on 2 x 2, where both steps
+    # peak in the backward scan (40.5 GiB, b/g = 128 times that, while each matmul broadcast its
+    # weight to the device's sequences). The tiny step keeping its weights peaks in its forward
+    # scan instead (every residual stack made, a layer's gathered weights in use): more than that.
+    kept = 4 * cfg.layers * (4 * cfg.d**2 + 2 * cfg.d * cfg.d_ff)
+    if name == "tiny":
+        assert keep.memory.max_peak - regather.memory.max_peak >= kept
+    else:
+        assert keep.memory.max_peak - regather.memory.max_peak == kept
 
 
 def _mesh(prog, mesh):

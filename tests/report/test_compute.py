@@ -87,10 +87,11 @@ def test_topology_with_a_device_round_trips_through_json():
     assert back == t and back.device == DEVICE_CLASSES["a100"]
 
 
-def test_on_a_kernel_model_device_a_matmul_runs_as_tiles_and_a_broadcast_weight_costs_nothing():
+def test_on_a_kernel_model_device_a_matmul_runs_as_tiles_and_a_shared_weight_is_one_gemm():
     """On the h100 class (report/kernels.py): a float32 contraction runs at the CUDA-core peak by
-    its tiles, the weight broadcast to the batch (numpy's matmul of [b, s, d] by [d, d]) is never
-    materialised, and element-wise work writes its result once at the achieved bandwidth."""
+    its tiles, numpy's matmul of [b, s, d] by [d, e] is one [b s, d] x [d, e] GEMM (traced as
+    jnp.matmul traces it: the weight contracted as it is, never broadcast to the batch), and
+    element-wise work writes its result once at the achieved bandwidth."""
     from simshard.report.compute import Work
     from simshard.report.kernels import Gemm, elementwise_seconds, gemm_seconds
 
@@ -99,9 +100,9 @@ def test_on_a_kernel_model_device_a_matmul_runs_as_tiles_and_a_broadcast_weight_
     est = ss.estimate(lambda a, w: np.tanh(a @ w), ss.ShapeDtype((8, 64, 128), F32), ss.ShapeDtype((128, 256), F32),
                       mesh=mesh, in_shardings=(P("x", None, None), P()))
     works = {w.kind: w for c in est.compute[:1] for w, _ in c.ops}
-    assert works["gemm"].gemm == (4, 64, 256, 128) and works["gemm"].dtype == "float32"
-    assert works["layout"].seconds(h100) == 0.0
-    expected = gemm_seconds(Gemm(64, 256, 128, 4, "float32"), h100) + elementwise_seconds(4 * 64 * 256, 4 * 64 * 256 * 4, h100)
+    assert works["gemm"].gemm == (1, 4 * 64, 256, 128) and works["gemm"].dtype == "float32"
+    assert "layout" not in works  # no broadcast of the weight to the batch
+    expected = gemm_seconds(Gemm(4 * 64, 256, 128, 1, "float32"), h100) + elementwise_seconds(4 * 64 * 256, 4 * 64 * 256 * 4, h100)
     assert est.compute[0].seconds(h100) == pytest.approx(expected)
     assert est.compute[0].matmul_flops == 2 * 4 * 64 * 256 * 128
     assert Work(10, 10, "gemm", (1, 8, 8, 8), "float32").seconds(DeviceSpec(1e12, 1e12)) == pytest.approx(1e-11)

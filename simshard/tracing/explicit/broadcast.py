@@ -1,5 +1,6 @@
 """Broadcasting with sharding types: ``jnp.broadcast_plain(..., out_sharding=)``, the shared
-broadcast that ``jnp.where`` applies to its three operands, and matmul's batch dims.
+broadcast that ``jnp.where`` applies to its three operands (matmul broadcasts nothing: its batch
+dims become free or batch dims of one ``dot_general``, ``lowering_contractions.matmul_dims``).
 
 * ``broadcast_plain``: numpy's rule as one ``broadcast_in_dim``, nothing said of sharding (what
   ``lowering.broadcast_to`` does in auto mode, and the fallback of the typed forms below);
@@ -8,9 +9,6 @@ broadcast that ``jnp.where`` applies to its three operands, and matmul's batch d
 * ``broadcast_arrays_typed``: when shapes differ, all operands go to one shape *and* one sharding,
   the consensus of theirs (so ``where(c, b, 0.0)`` with c ``P(X,None)`` and b ``P(None,Y)`` is
   ``P(X,Y)``, while ``where(c, b, d)`` with equal shapes keeps select's strict rule);
-* ``matmul_batch_operands``: ``jnp.matmul``'s batch-dim check (a batch dim sharded on one side
-  only is an error unless the other side's extent is 1) and the broadcast that gives both
-  operands the batch dims' result sharding.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from ...sharding.dims import Sharding
 from ...sharding.partition_spec import P
 from ..state import as_tracer, bind
 from . import mode
-from .api import check_duplicates, trace_mesh, apply_out, check_even, resolve, typeof
+from .api import check_duplicates, trace_mesh, apply_out, check_even, resolve
 from .errors import ShardingTypeError
 from .types import Spec, partitions, replicated, spec_of, to_sharding, type_str
 
@@ -139,42 +137,3 @@ def broadcast_arrays_typed(args: Sequence) -> list:
             out.append(retype(a, out_shape, spec))
     return out
 
-
-def matmul_batch_operands(a, b, batch: tuple[int, ...]):
-    """Check ``jnp.matmul``'s batch dims and broadcast both operands to them, typed as JAX types
-    the result: a dim of extent 1 (unsharded) on one side takes the other side's sharding."""
-    nb = len(batch)
-    ash, asp = _typed(a)
-    bsh, bsp = _typed(b)
-    pad_a, pad_b = nb - (a.ndim - 2), nb - (b.ndim - 2)
-    a_dims = (None,) * pad_a + ash[:-2]
-    b_dims = (None,) * pad_b + bsh[:-2]
-    a_specs = ((),) * pad_a + asp[:-2]
-    b_specs = ((),) * pad_b + bsp[:-2]
-    target = []
-    for da, db, sa, sb in zip(a_dims, b_dims, a_specs, b_specs):
-        if da is None:
-            target.append(sb)
-        elif db is None:
-            target.append(sa)
-        elif da == 1 and db == 1 and not sa and not sb:
-            target.append(())
-        elif da == 1 and not sa:
-            target.append(sb)
-        elif db == 1 and not sb:
-            target.append(sa)
-        elif da == db and sa == sb:
-            target.append(sa)
-        else:
-            raise ValueError(f"Incompatible types for matmul arguments: {typeof(a)} and {typeof(b)}")
-    out = []
-    for x, shape, spec in ((a, ash, asp), (b, bsh, bsp)):
-        full = tuple(batch) + shape[-2:]
-        want = tuple(target) + spec[-2:]
-        if shape == full and spec == want:
-            out.append(x)
-        elif any(want) and want != replicated(len(full)):
-            out.append(retype(x, full, want))
-        else:
-            out.append(broadcast_plain(x, full))
-    return out[0], out[1]
