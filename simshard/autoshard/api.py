@@ -139,11 +139,17 @@ def _topology(topology: Topology | None) -> Topology:
 def _strategy(f, program, search: Search, values, mesh: Mesh, report: SearchReport) -> AutoStrategy:
     ins = tuple(chosen(search.dist[k], values) for k in search.graph.inputs)
     outs = tuple(chosen(d, values) for d in search.output_layouts)
-    notes = {}
+    notes, reads = {}, {}
     for i, op in enumerate(search.ops):
-        results = op.candidates[picked(search, values, i)].results
-        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in results)
-    return AutoStrategy(f, mesh, ins, outs, notes, tuple(program.input_names),
+        cand = op.candidates[picked(search, values, i)]
+        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in cand.results)
+        held = [None if k is None else chosen(search.dist[k], values) for k in op.site.operands]
+        reads[(op.site.scope, op.site.index)] = tuple(None if h is None or t == h or t.unreduced else t
+                                                      for h, t in zip(held, cand.operands))
+    for scan in search.graph.scans:  # the loop's carries and stacked outputs, laid out as searched
+        notes[(scan.scope, scan.index)] = tuple(None if k is None else chosen(search.dist[k], values)
+                                                for k in scan.results)
+    return AutoStrategy(f, mesh, ins, outs, notes, reads, tuple(program.input_names),
                         tuple(v.aval.shape for v in program.inputs), report)
 
 

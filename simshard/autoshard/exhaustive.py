@@ -3,7 +3,7 @@
 ``exhaustive(search)`` walks the product of every one-hot choice of the search (each op's
 candidate, each free value's layout) and prices each combination directly, without the
 program's linearisation: compute of each op as chosen, the reshard seconds between each value's
-layout and each reader's, and the memory at every live point (the blocks live there and the
+layout and each layout its readers read it in (once per layout: the partitioner keeps the copy), and the memory at every live point (the blocks live there and the
 reshard buffers of the op's operands). Its optimum must equal the solver's. Exponential: for
 small programs only (``limit`` combinations at most).
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Search, chosen
+from .reads import moves
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,8 @@ def seconds(search: Search, values) -> float:
     t = sum(seconds * values[v] for v, seconds in search.loops)
     for op in search.ops:
         t += sum(op.site.weight * c * values[v] for v, c in zip(op.vars, op.compute))
-    for e in search.edges:
-        t += e.weight * search.costs.seconds(chosen(e.src, values), chosen(e.dst, values), e.aval)
+    for move in moves(search.edges, values, chosen):  # a layout made once serves every reader
+        t += move.weight * search.costs.seconds(move.src, move.dst, move.aval)
     return t
 
 

@@ -32,6 +32,7 @@ from .candidates import OpCandidate, drop_leading, lift, local_bytes, op_candida
 from .costs import ReshardCosts, compute_seconds
 from .graph import Graph, Key, OpSite
 from .milp import LinearModel
+from .reads import Reads
 
 SCALE = 1e6  # the objective in microseconds: the solver's tolerances are absolute
 
@@ -77,13 +78,15 @@ class Search:
         self.loops: list[tuple[int, float]] = []  # (binary, seconds) of the loops' local copies
         self.groups: list[tuple[int, ...]] = []  # the one-hot sets of binaries: one chosen of each
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
+        self.reads = Reads()  # every read's reshard terms, priced once per layout (``reads``)
+        self.held: dict[int, list[tuple[int, float]]] = {}  # site -> copies kept there (with a budget)
         for k in graph.free:
-            self.dist[k] = self.choose_layout(graph.values[k])
+            self.dist[k] = self.choose_layout(graph.values[k], k in graph.stacked)
         for i, site in enumerate(graph.ops):
             self.add_op(site)
         for link in graph.links:
             if link.alias:
-                self.dist[link.target] = {self.relayout(s, link): v for s, v in self.dist[link.source].items()}
+                self.alias(link)
         for link in graph.links:
             if link.iterations:
                 self.loop_cost(link)
@@ -91,15 +94,33 @@ class Search:
             self.read_operands(i, site)
         self.read_links()
         self.read_outputs(ties)
+        self.reads.price(self.model)
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
         if budget is not None:
             self.memory_rows(budget)
 
     def relayout(self, s: Sharding, link) -> Sharding:
-        """The target's layout of a link from the source's: stacked, sliced or the same."""
+        """The target's layout of a link from the source's: stacked, sliced or the same. A slice
+        of a stacked input is of the layout the loop reads it in: its stacked dim gathered whole
+        and its pending sums reduced first (``partition.loops``)."""
         if link.lifted:
             return self.costs.intern(lift(s))
-        return self.costs.intern(drop_leading(s)) if link.sliced else s
+        return self.costs.intern(drop_leading(held_whole(s))) if link.sliced else s
+
+    def alias(self, link) -> None:
+        """The target laid out as the source; a stacked input read by a loop pays, once per scan,
+        for its stacked dim gathered and its pending sums reduced (``held_whole``)."""
+        dist = self.dist[link.target] = {}
+        source, aval = self.dist[link.source], self.graph.values[link.source]
+        for s, vs in source.items():
+            dist.setdefault(self.relayout(s, link), []).extend(vs)
+        if link.sliced:
+            held = {s: self.costs.intern(held_whole(s)) for s in source}
+            self.edges.append(Edge(link.source, source, {held[s]: vs for s, vs in source.items()}, aval,
+                                   link.weight, None))
+            for s, vs in source.items():
+                price = link.weight * self.costs.seconds(s, held[s], aval) * SCALE
+                self.reads.add(link.source, link.weight, s, held[s], price, [(v, 1) for v in vs])
 
     def loop_cost(self, link) -> None:
         """What a scan's loop moves in local memory each iteration, as the estimate counts it: a
@@ -109,18 +130,20 @@ class Search:
         times them (``Work.seconds``: nothing on a device class, whose kernels fold them into
         their loads; their bytes on a roofline device)."""
         src, aval, tgt = self.dist[link.source], self.graph.values[link.source], self.graph.values[link.target]
+        if link.lifted:  # a slice written into a stacked output (of its own layout) reads and writes the slice
+            src, aval = {drop_leading(t): vs for t, vs in self.dist[link.target].items()}, aval
         for s, vs in src.items():
-            # a slice written into a stacked output reads and writes the slice; a stacked input's
-            # slice reads the whole block; a carry is copied
+            # a stacked input's slice reads the whole block; a carry is copied
             whole = 2 * self.bytes(s, aval) if link.lifted else self.bytes(self.relayout(s, link), tgt)
-            nbytes = self.bytes(s, aval) + whole
+            nbytes = self.bytes(held_whole(s) if link.sliced else s, aval) + whole
             seconds = link.weight * link.iterations * Work(0, nbytes, "layout").seconds(self.device)
             for v in vs:
                 self.model.add_cost(v, seconds * SCALE)
                 self.loops.append((v, seconds))
 
-    def choose_layout(self, aval: Aval) -> Dist:
-        specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh)]
+    def choose_layout(self, aval: Aval, stacked: bool = False) -> Dist:
+        """A free value's layouts, one binary each (``stacked``: its leading dim whole)."""
+        specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh) if not (stacked and s.dims[0].axes)]
         vars_ = [self.model.var() for _ in specs]
         self.model.row([(v, 1) for v in vars_], 1, 1)
         self.groups.append(tuple(vars_))
@@ -154,7 +177,10 @@ class Search:
         for link in self.graph.links:
             if link.alias:
                 continue
-            self.edge(link.source, self.dist[link.target], link.weight, None)
+            need = self.dist[link.target]
+            if link.lifted:  # a stacked output's slice
+                need = {self.costs.intern(drop_leading(t)): vs for t, vs in need.items()}
+            self.edge(link.source, need, link.weight, None)
 
     def read_outputs(self, ties: Sequence[tuple[int, int]]) -> None:
         """Outputs are read whole (no pending sum); a tied one where its input was read from."""
@@ -174,18 +200,21 @@ class Search:
         srcs, needs = list(src.items()), list(need.items())
         price = [[weight * self.costs.seconds(s, t, aval) * SCALE for t, _ in needs] for s, _ in srcs]
         size = [self.bytes(t, aval) for t, _ in needs]
-        if len(srcs) == 1 or len(needs) == 1:  # one end fixed: the cost falls on the other's binaries
+        if len(srcs) == 1 or len(needs) == 1:  # one end fixed: the terms are the other end's binaries
             for i, (s, svars) in enumerate(srcs):
                 for j, (t, tvars) in enumerate(needs):
-                    for v in (tvars if len(srcs) == 1 else svars):
-                        m.add_cost(v, price[i][j])
-                        temps += [(v, size[j])] if t is not s else []
+                    vs = tvars if len(srcs) == 1 else svars
+                    self.reads.add(key, weight, s, t, price[i][j], [(v, 1) for v in vs], site, size[j])
+                    temps += [(v, size[j]) for v in vs] if t is not s else []
             return
-        cells = [[m.var(price[i][j], binary=False) for j in range(len(needs))] for i in range(len(srcs))]
+        cells = [[m.var(0.0, binary=False) for _ in needs] for _ in srcs]
         for i, (_, vs) in enumerate(srcs):
             m.row([(c, 1) for c in cells[i]] + [(v, -1) for v in vs], 0, 0)
         for j, (_, vs) in enumerate(needs):
             m.row([(cells[i][j], 1) for i in range(len(srcs))] + [(v, -1) for v in vs], 0, 0)
+        for i, (s, _) in enumerate(srcs):
+            for j, (t, _) in enumerate(needs):
+                self.reads.add(key, weight, s, t, price[i][j], [(cells[i][j], 1)], site, size[j])
         temps += [(cells[i][j], size[j]) for i, (s, _) in enumerate(srcs) for j, (t, _) in enumerate(needs) if s is not t]
 
     def bytes(self, s: Sharding, aval: Aval) -> int:
@@ -200,13 +229,21 @@ class Search:
             self.model.ub[r] = budget + 0.5
 
     def memory_rows(self, budget: int) -> None:
+        self.held = self.reads.held(self.model, [p.site for p in self.graph.points])  # copies kept for later readers
         for point in self.graph.points:
-            terms = list(self.temps.get(point.site, ()))
+            terms = list(self.temps.get(point.site, ())) + self.held.get(point.site, [])
             for key in point.live:
                 aval = self.graph.values[key]
                 for s, vs in self.dist[key].items():
                     terms += [(v, self.bytes(s, aval)) for v in vs]
             self.model.row(terms, 0, budget + 0.5)  # whole bytes: the half absorbs the solver's tolerances
+
+
+def held_whole(s: Sharding) -> Sharding:
+    """A stacked input as a loop holds it: its leading dim whole, no pending sums."""
+    if not s.unreduced and not s.dims[0].axes:
+        return s
+    return Sharding(s.mesh, ((),) + tuple(d.axes for d in s.dims[1:]))
 
 
 def chosen(dist: Dist, values) -> Sharding:
