@@ -4,8 +4,9 @@
 candidate, each free value's layout) and prices each combination directly, without the
 program's linearisation: compute of each op as chosen, the reshard seconds between each value's
 layout and each layout its readers read it in (once per layout: the partitioner keeps the copy), and the memory at every live point (the blocks live there and the
-reshard buffers of the op's operands). Its optimum must equal the solver's. Exponential: for
-small programs only (``limit`` combinations at most).
+reshard buffers of the op's operands, the stacked inputs a loop gathers whole; a copy kept
+between two readers is the model's ``held``, not counted here). Its optimum must equal the
+solver's. Exponential: for small programs only (``limit`` combinations at most).
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def peak_bytes(search: Search, values) -> int:
         s, t = chosen(e.src, values), chosen(e.dst, values)
         if e.site is not None and s != t:
             buffers[e.site] = buffers.get(e.site, 0) + search.bytes(t, e.aval)
-    peak = 0
+    peak, inside = 0, search.loop_copies()
     for point in search.graph.points:
         live = sum(search.bytes(chosen(search.dist[k], values), search.graph.values[k]) for k in point.live)
-        peak = max(peak, live + buffers.get(point.site, 0))
+        kept = sum(c * values[v] for v, c in inside.get(point.site, []))  # stacked inputs a loop holds whole
+        peak = max(peak, live + buffers.get(point.site, 0) + int(round(kept)))
     return peak

@@ -80,6 +80,7 @@ class Search:
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
         self.reads = Reads()  # every read's reshard terms, priced once per layout (``reads``)
         self.held: dict[int, list[tuple[int, float]]] = {}  # site -> copies kept there (with a budget)
+        self.gathered: list[tuple[int, list]] = []  # (body scope, terms): stacked inputs a loop holds whole
         for k in graph.free:
             self.dist[k] = self.choose_layout(graph.values[k], k in graph.stacked)
         for i, site in enumerate(graph.ops):
@@ -115,12 +116,14 @@ class Search:
         for s, vs in source.items():
             dist.setdefault(self.relayout(s, link), []).extend(vs)
         if link.sliced:
-            held = {s: self.costs.intern(held_whole(s)) for s in source}
-            self.edges.append(Edge(link.source, source, {held[s]: vs for s, vs in source.items()}, aval,
-                                   link.weight, None))
+            held, need = {s: self.costs.intern(held_whole(s)) for s in source}, {}
             for s, vs in source.items():
+                need.setdefault(held[s], []).extend(vs)
                 price = link.weight * self.costs.seconds(s, held[s], aval) * SCALE
                 self.reads.add(link.source, link.weight, s, held[s], price, [(v, 1) for v in vs])
+                if held[s] is not s:  # the loop's whole copy, held while it runs
+                    self.gathered.append((link.target[0], [(v, self.bytes(held[s], aval)) for v in vs]))
+            self.edges.append(Edge(link.source, source, need, aval, link.weight, None))
 
     def loop_cost(self, link) -> None:
         """What a scan's loop moves in local memory each iteration, as the estimate counts it: a
@@ -228,10 +231,24 @@ class Search:
         for r in range(self.memory_start, self.model.row_count):
             self.model.ub[r] = budget + 0.5
 
+    def loop_copies(self) -> dict[int, list[tuple[int, float]]]:
+        """Site -> (binary, bytes) of the stacked inputs gathered whole for a loop the site runs in."""
+        out: dict[int, list[tuple[int, float]]] = {}
+        for i, site in enumerate(self.graph.ops):
+            scope, chain = site.scope, set()
+            while scope in self.graph.bodies:
+                chain.add(scope)
+                scope = self.graph.bodies[scope][0]
+            for body, terms in self.gathered:
+                if body in chain:
+                    out.setdefault(i, []).extend(terms)
+        return out
+
     def memory_rows(self, budget: int) -> None:
         self.held = self.reads.held(self.model, [p.site for p in self.graph.points])  # copies kept for later readers
+        inside = self.loop_copies()
         for point in self.graph.points:
-            terms = list(self.temps.get(point.site, ())) + self.held.get(point.site, [])
+            terms = list(self.temps.get(point.site, ())) + self.held.get(point.site, []) + inside.get(point.site, [])
             for key in point.live:
                 aval = self.graph.values[key]
                 for s, vs in self.dist[key].items():

@@ -100,8 +100,9 @@ def breakdown(search: Search, values) -> Breakdown:
 
 def memory_peak(search: Search, values) -> int:
     peak = 0
+    inside = search.loop_copies()
     for point in search.graph.points:
-        terms = list(search.temps.get(point.site, ())) + search.held.get(point.site, [])
+        terms = list(search.temps.get(point.site, ())) + search.held.get(point.site, []) + inside.get(point.site, [])
         total = sum(c * values[v] for v, c in terms)
         for key in point.live:
             total += local_bytes(chosen(search.dist[key], values), search.graph.values[key])
