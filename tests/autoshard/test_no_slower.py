@@ -34,9 +34,6 @@ def offered_meshes(program) -> list[dict]:
 
 # cases not run here, and why (measured on a 2-core machine shared with other jobs; docs/autoshard.md)
 NOT_RUN = {
-    "gpt-x2y4-forward-tight": "fails: under fsdp's estimated peak (116,744 B) the model fits no strategy, and "
-                              "after its budget is raised the estimate of what it finds needs 165,896 B: the memory "
-                              "model misses the loop's buffers (8 minutes to find out)",
     "gpt-x2y4-sgd-tight": "too slow for a test: the branch and bound under a budget (a 2.4 MB one ran over 30 "
                           "minutes without finishing, before the reads were shared)",
     "transformer-x2y4-sgd-tight": "too slow for a test: the branch and bound under this budget took 6.5 minutes "
