@@ -34,10 +34,10 @@ def offered_meshes(program) -> list[dict]:
 
 # cases not run here, and why (measured on a 2-core machine shared with other jobs; docs/autoshard.md)
 NOT_RUN = {
-    "gpt-x2y4-sgd-tight": "too slow for a test: the branch and bound under a budget (a 2.4 MB one ran over 30 "
-                          "minutes without finishing, before the reads were shared)",
-    "transformer-x2y4-sgd-tight": "too slow for a test: the branch and bound under this budget took 6.5 minutes "
-                                  "before the reads were shared",
+    "gpt-x2y4-sgd-tight": "too slow for a test: the search under fsdp's peak (1,020,428 B) ran 23 "
+                          "minutes without finishing",
+    "transformer-x2y4-sgd-tight": "too slow for a test: the search under dp's peak (320,972 B) ran 23 "
+                                  "minutes without finishing",
 }
 
 
