@@ -90,7 +90,9 @@ class Training:
     variants: Mapping[str, Callable] = field(default_factory=dict)
 
     def trains(self, strategy: Strategy) -> bool:
-        return self.strategies is None or strategy.name in self.strategies
+        """Whether ``strategy`` runs the training step: the listed ones, and a searched one
+        (``auto`` searches the step itself, whatever the hand-written strategies train)."""
+        return self.strategies is None or strategy.name in self.strategies or strategy.search is not None
 
     def model(self, strategy: Strategy, fn: Callable) -> Callable:
         """The model ``strategy`` trains: its variant, else ``forward``, else the program's ``fn``."""

@@ -37,6 +37,7 @@ DEFAULT_DEVICE = "h100"  # compute is priced on this device where the topology n
 MODES = ("time", "communication")
 REPAIRS = 3  # solves again with the model's budget corrected by the estimate's peak (``_fit``)
 EXPLAIN_SLACK = 5.0  # each runner-up's solve may take the search's own time and this many seconds more
+RAISE, RAISES = 1.25, 4  # where the model fits nothing within the budget: raised so, at most so often (``_solve``)
 PLANNED_DEVICES = 16  # up to this many devices every reshard is planned; beyond, its closed form
 
 
@@ -89,7 +90,7 @@ def _fit(search: Search, make, abstract, topology: Topology, budget: int | None,
     estimate finds fastest; none fitting: the last, and a warning."""
     limit, fits = budget, []
     for _ in range(REPAIRS + 1):
-        best = search.model.solve(time_limit=time_limit, gap=gap)
+        best, limit = _solve(search, budget, limit, time_limit, gap)
         strategy = make(best.values)
         if budget is None:
             return best, strategy, None
@@ -112,6 +113,22 @@ def _fit(search: Search, make, abstract, topology: Topology, budget: int | None,
                   f"({budget:,}): the memory model misses the schedule's buffers by more than {REPAIRS} "
                   f"corrections could take back", stacklevel=3)
     return best, strategy, peak
+
+
+def _solve(search: Search, budget: int | None, limit: int | None, time_limit, gap):
+    """The optimum under the model's budget ``limit``; where none fits the model but ``budget`` is
+    the user's, the model's budget raised by ``RAISE`` up to ``RAISES`` times (the model counts
+    more than a schedule holds: a value live to its last reader in program order), since the
+    estimate of what it finds is what must fit (``_fit``). Returns the solution and the limit."""
+    for _ in range(RAISES):
+        try:
+            return search.model.solve(time_limit=time_limit, gap=gap), limit
+        except ShardingError as e:
+            if budget is None or e.rule != "autoshard-infeasible":
+                raise
+            limit = int(limit * RAISE)
+            search.set_budget(limit)
+    return search.model.solve(time_limit=time_limit, gap=gap), limit
 
 
 def _check_ties(graph, ties) -> None:
@@ -139,11 +156,17 @@ def _topology(topology: Topology | None) -> Topology:
 def _strategy(f, program, search: Search, values, mesh: Mesh, report: SearchReport) -> AutoStrategy:
     ins = tuple(chosen(search.dist[k], values) for k in search.graph.inputs)
     outs = tuple(chosen(d, values) for d in search.output_layouts)
-    notes = {}
+    notes, reads = {}, {}
     for i, op in enumerate(search.ops):
-        results = op.candidates[picked(search, values, i)].results
-        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in results)
-    return AutoStrategy(f, mesh, ins, outs, notes, tuple(program.input_names),
+        cand = op.candidates[picked(search, values, i)]
+        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in cand.results)
+        held = [None if k is None else chosen(search.dist[k], values) for k in op.site.operands]
+        reads[(op.site.scope, op.site.index)] = tuple(None if h is None or t == h or t.unreduced else t
+                                                      for h, t in zip(held, cand.operands))
+    for scan in search.graph.scans:  # the loop's carries and stacked outputs, laid out as searched
+        notes[(scan.scope, scan.index)] = tuple(None if k is None else chosen(search.dist[k], values)
+                                                for k in scan.results)
+    return AutoStrategy(f, mesh, ins, outs, notes, reads, tuple(program.input_names),
                         tuple(v.aval.shape for v in program.inputs), report)
 
 

@@ -101,15 +101,30 @@ def plan_seconds(src: Sharding, dst: Sharding, shape, dtype, topology: Topology,
         if step.collective is None:
             continue
         axes = tuple(step.axes) or tuple(src.mesh.axis_names)  # an exchange: priced on the slowest link
-        seconds = collective_seconds(topology, step_collectives(step, axes, scale, topology))
+        seconds = collective_seconds(topology, step_collectives(step, axes, scale, topology, np.dtype(dtype).itemsize))
         out[axes] = out.get(axes, 0.0) + seconds
     return out
 
 
-def step_collectives(step, axes: tuple[str, ...], scale: float, topology: Topology) -> list[Collective]:
+def all_reduce_minimum(balanced: float, g: int, itemsize: int) -> float:
+    """The bytes the busiest member of an all-reduce of ``g`` must receive, as the estimate counts
+    them (``collective_cost.analytic_min_bytes``: balanced chunks of whole elements, so the member
+    with a chunk of ``ceil(n / g)`` receives ``(g - 1) ceil(n / g) + n - ceil(n / g)`` elements),
+    from the planner's ``2 (g - 1) / g`` of the block (``balanced``): they differ where ``g``
+    does not divide the block's ``n`` elements (a scalar's sum: 3 elements, not 1.5, on 4)."""
+    if g <= 1 or itemsize <= 0:
+        return balanced
+    n = round(balanced * g / (2 * (g - 1)) / itemsize)
+    c = -(-n // g)
+    return float(((g - 1) * c + n - c) * itemsize)
+
+
+def step_collectives(step, axes: tuple[str, ...], scale: float, topology: Topology,
+                     itemsize: int = 0) -> list[Collective]:
     """A plan step's collective, one per group whose time may differ, as its busiest member
     runs it: a group's largest bytes, minimum and messages (the direct algorithms': a group's
-    ``g - 1`` peers, an exchange's rounds, an all-reduce's reduce-scatter and all-gather)."""
+    ``g - 1`` peers, an exchange's rounds, an all-reduce's reduce-scatter and all-gather; its
+    minimum as the estimate counts it, ``all_reduce_minimum``)."""
     if step.rounds:  # a permute or exchange: every device named in a pair, one group
         devices = tuple(sorted({d for rnd in step.rounds for pair in rnd for d in pair}))
         groups, messages = (devices,), len(step.rounds)
@@ -124,6 +139,6 @@ def step_collectives(step, axes: tuple[str, ...], scale: float, topology: Topolo
         received = max((step.received.get(d, 0) for d in group), default=0) * scale
         minimum = max((step.minimum.get(d, 0) for d in group), default=0) * scale
         if step.kind == "all_reduce":  # direct: a reduce-scatter then an all-gather (collective_cost)
-            sent = received = minimum
+            sent = received = minimum = all_reduce_minimum(minimum / scale, len(group), itemsize) * scale
         out.append(Collective(step.collective, axes, tuple(group), sent, received, messages, minimum))
     return out

@@ -3,9 +3,10 @@
 ``exhaustive(search)`` walks the product of every one-hot choice of the search (each op's
 candidate, each free value's layout) and prices each combination directly, without the
 program's linearisation: compute of each op as chosen, the reshard seconds between each value's
-layout and each reader's, and the memory at every live point (the blocks live there and the
-reshard buffers of the op's operands). Its optimum must equal the solver's. Exponential: for
-small programs only (``limit`` combinations at most).
+layout and each layout its readers read it in (once per layout: the partitioner keeps the copy), and the memory at every live point (the blocks live there and the
+reshard buffers of the op's operands, the stacked inputs a loop gathers whole; a copy kept
+between two readers is the model's ``held``, not counted here). Its optimum must equal the
+solver's. Exponential: for small programs only (``limit`` combinations at most).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Search, chosen
+from .reads import moves
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ def seconds(search: Search, values) -> float:
     t = sum(seconds * values[v] for v, seconds in search.loops)
     for op in search.ops:
         t += sum(op.site.weight * c * values[v] for v, c in zip(op.vars, op.compute))
-    for e in search.edges:
-        t += e.weight * search.costs.seconds(chosen(e.src, values), chosen(e.dst, values), e.aval)
+    for move in moves(search.edges, values, chosen):  # a layout made once serves every reader
+        t += move.weight * search.costs.seconds(move.src, move.dst, move.aval)
     return t
 
 
@@ -62,8 +64,9 @@ def peak_bytes(search: Search, values) -> int:
         s, t = chosen(e.src, values), chosen(e.dst, values)
         if e.site is not None and s != t:
             buffers[e.site] = buffers.get(e.site, 0) + search.bytes(t, e.aval)
-    peak = 0
+    peak, inside = 0, search.loop_copies()
     for point in search.graph.points:
         live = sum(search.bytes(chosen(search.dist[k], values), search.graph.values[k]) for k in point.live)
-        peak = max(peak, live + buffers.get(point.site, 0))
+        kept = sum(c * values[v] for v, c in inside.get(point.site, []))  # stacked inputs a loop holds whole
+        peak = max(peak, live + buffers.get(point.site, 0) + int(round(kept)))
     return peak

@@ -3,15 +3,20 @@ them, and the points at which memory is live.
 
 A scan's body is one scope of its own, visited once: its ops weigh ``length`` times in the step
 time (every iteration runs the same strategy), so the search is as large for 96 layers as for
-one. Values are keyed by ``(scope, value id)``; a scan joins its scope to the body's:
+one. Values are keyed by ``(scope, value id)``; a scan joins its scope to the body's as the loop
+partitioner (``partition/loops.py``) lays the loop out:
 
-* the body's inputs take the layouts of the scan's operands (the loop partitioner lays them
-  out so): a carry's initial value and each constant as they are, a stacked input ``xs`` sliced
-  (its leading, scanned dim replicated);
-* the body's carry out feeds its carry in on every iteration but the last (``length - 1``
-  times), so a layout that changes across an iteration pays each time;
-* the scan's results are the body's outputs: its final carries as they are, its stacked ``ys``
-  with a replicated leading dim (``Link.lifted``).
+* a stacked input ``xs`` and a constant take their operand's layout as it is held (pending sums
+  included), a stacked one with its scanned dim gathered whole first (``Link.sliced``: priced
+  once per scan where the operand splits that dim);
+* a carry is laid out once for the whole loop as the scan's result is (``ScanSite``: a layout
+  of its own, non-pending, which the strategy annotates on the scan): the initial value is
+  resharded to it before the loop, the body's new carry to it on every iteration (``length``
+  times), and the scan's result is that layout;
+* a stacked output ``ys`` someone reads has a layout of its own too (its stacked dim whole):
+  every iteration writes its slice there, so the body's value is resharded to that slice
+  (``length`` times: a pending gradient is summed inside the loop, one layer at a time);
+  a ``ys`` nobody reads is not written.
 
 Memory is checked at every op of every scope (``LivePoint``): the values live there, and for a
 body also what the enclosing scope holds live across the scan.
@@ -42,10 +47,11 @@ class OpSite:
 
 @dataclass(frozen=True)
 class Link:
-    """``target`` (a body input or a scan result) takes the layout of ``source``: with a reshard
-    priced ``weight`` times (a carry from the body's end to its start), or (``alias``) as the
-    same layout, no choice of its own. ``lifted``: the target has one more leading dim than the
-    source (a stacked value), laid out replicated; ``sliced``: one fewer (a slice of ``xs``)."""
+    """``source`` read where ``target`` is laid out (a carry's initial or new value into the
+    carry's layout, a body's ``y`` into its stacked output's slice), a reshard priced ``weight``
+    times; or (``alias``) ``target`` takes the layout of ``source``, no choice of its own.
+    ``lifted``: the target has one more leading dim than the source (a stacked value, that dim
+    whole); ``sliced``: one fewer (a slice of ``xs``, its stacked dim gathered whole first)."""
 
     source: Key
     target: Key
@@ -54,6 +60,16 @@ class Link:
     sliced: bool = False  # source = target with a leading replicated dim (xs into the body)
     alias: bool = False
     iterations: int = 0  # a scan's: the loop reads (xs) or writes (ys) this value's block each time
+
+
+@dataclass(frozen=True)
+class ScanSite:
+    """A scan: where it is, and its results' keys (None for a stacked output nobody reads),
+    whose layouts the strategy annotates on it."""
+
+    scope: int
+    index: int
+    results: tuple[Key | None, ...]
 
 
 @dataclass(frozen=True)
@@ -75,6 +91,8 @@ class Graph:
     links: tuple[Link, ...]
     points: tuple[LivePoint, ...]
     bodies: dict[int, tuple[int, int]]  # scope -> (parent scope, index of its scan eqn)
+    scans: tuple[ScanSite, ...] = ()
+    stacked: frozenset[Key] = frozenset()  # free values whose leading (stacked) dim stays whole
 
 
 class _Builder:
@@ -85,6 +103,8 @@ class _Builder:
         self.links: list[Link] = []
         self.points: list[LivePoint] = []
         self.bodies: dict[int, tuple[int, int]] = {}
+        self.scans: list[ScanSite] = []
+        self.stacked: set[Key] = set()
         self.scopes = 0
 
     def scope(self, program: Program, weight: int, outside: frozenset[Key], where: str,
@@ -118,24 +138,40 @@ class _Builder:
 
     def scan(self, s: int, i: int, e: Eqn, weight: int, outside: frozenset[Key], path: str,
              unread: frozenset[int] = frozenset()) -> None:
+        """The body as a scope, joined to ``s`` as the loop partitioner joins it (module docstring)."""
         kw = e.kw
         body, n, carry, xs = kw["body"], kw["length"], kw["num_carry"], kw["num_xs"]
         b, bound = self.scopes, set()
         for j, (x, v) in enumerate(zip(e.inputs, body.inputs)):
-            if isinstance(x, Value):  # before the body's own links: a nested body may read it
-                scanned = carry <= j < carry + xs
-                self.links.append(Link((s, x.id), (b, v.id), weight, sliced=scanned, alias=True,
-                                       iterations=n if scanned or j < carry else 0))
-                bound.add(v.id)
+            if not isinstance(x, Value):
+                continue
+            if j < carry:  # the initial value resharded once to the carry's layout (a free value)
+                self.links.append(Link((s, x.id), (b, v.id), weight))
+                continue
+            scanned = j < carry + xs  # before the body's own links: a nested body may read it
+            self.links.append(Link((s, x.id), (b, v.id), weight, sliced=scanned, alias=True,
+                                   iterations=n if scanned else 0))
+            bound.add(v.id)
         dead = frozenset(b_out.id for j, (b_out, r) in enumerate(zip(body.outputs, e.outputs))
                          if j >= carry and r.id in unread)
         self.scope(body, weight * n, outside, f"{path} / ", frozenset(bound), dead)
         self.bodies[b] = (s, i)
-        for j in range(carry):
-            self.links.append(Link((b, body.outputs[j].id), (b, body.inputs[j].id), weight * max(n - 1, 0)))
+        results: list[Key | None] = []
         for j, (out, r) in enumerate(zip(body.outputs, e.outputs)):
-            self.links.append(Link((b, out.id), (s, r.id), weight, lifted=j >= carry, alias=True,
-                                   iterations=n if j >= carry else 0))
+            self.values[(s, r.id)] = r.aval
+            if j < carry:  # the new carry to its layout each iteration; the result is that layout
+                if out.id != body.inputs[j].id:
+                    self.links.append(Link((b, out.id), (b, body.inputs[j].id), weight * n))
+                self.links.append(Link((b, body.inputs[j].id), (s, r.id), weight, alias=True, iterations=n))
+            elif r.id in unread:
+                results.append(None)
+                continue
+            else:  # a stacked output: a layout of its own, each iteration's slice written there
+                self.free.append((s, r.id))
+                self.stacked.add((s, r.id))
+                self.links.append(Link((b, out.id), (s, r.id), weight * n, lifted=True, iterations=1))
+            results.append((s, r.id))
+        self.scans.append(ScanSite(s, i, tuple(results)))
 
 
 def last_uses(program: Program, unread: frozenset[int] = frozenset()) -> dict[int, int]:
@@ -157,7 +193,8 @@ def build_graph(program: Program) -> Graph:
     b = _Builder()
     top = b.scope(program, 1, frozenset(), "")
     return Graph(b.values, tuple(b.free), tuple((top, v.id) for v in program.inputs),
-                 tuple((top, v.id) for v in program.outputs), tuple(b.ops), tuple(b.links), tuple(b.points), b.bodies)
+                 tuple((top, v.id) for v in program.outputs), tuple(b.ops), tuple(b.links), tuple(b.points), b.bodies,
+                 tuple(b.scans), frozenset(b.stacked))
 
 
 def walk_eqns(program: Program, scope: int = 0) -> Iterator[tuple[int, int, Eqn]]:

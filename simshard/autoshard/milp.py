@@ -76,6 +76,17 @@ class LinearModel:
         self.count += len(costs)
         return self.count - len(costs)
 
+    def var(self, cost: float = 0.0, binary: bool = True) -> int:
+        """One variable (``vars`` of a single cost): returns its index."""
+        return self.vars(np.array([cost]), binary)
+
+    def row(self, terms, lb: float, ub: float) -> int:
+        """One row ``lb <= sum(coeff * var for var, coeff in terms) <= ub``: returns its index."""
+        terms = list(terms)
+        cols = np.array([v for v, _ in terms], dtype=np.int64)
+        coeffs = np.array([c for _, c in terms], dtype=np.float64)
+        return self.rows(np.zeros(len(terms), dtype=np.int64), cols, coeffs, [lb], [ub])
+
     def add_cost(self, var: int, cost: float) -> None:
         self.added.append((var, float(cost)))
 

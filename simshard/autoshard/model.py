@@ -34,6 +34,7 @@ from .candidates import OpCandidate, drop_leading, lift, local_bytes, op_candida
 from .costs import ReshardCosts, compute_seconds
 from .graph import Graph, Key, OpSite
 from .milp import LinearModel
+from .reads import Reads
 
 SCALE = 1e6  # the objective in microseconds: the solver's tolerances are absolute
 
@@ -74,19 +75,22 @@ class Search:
         self.free: dict[Key, tuple[tuple[Sharding, int], ...]] = {}
         self.ops: list[OpChoice] = []
         self.edges: list[Edge] = []
-        self.temps: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # site -> (variables, buffer bytes)
+        self.temps: dict[int, list[tuple[int, float]]] = {}  # site -> (variable, buffer bytes)
         self.sizes: dict = {}
         self.price_cache: dict = {}
         self.loops: list[tuple[int, float]] = []  # (binary, seconds) of the loops' local copies
         self.groups: list[tuple[int, ...]] = []  # the one-hot sets of binaries: one chosen of each
         self.output_layouts: list[Dist] = []  # per output, the layout it is returned in
+        self.reads = Reads()  # every read's reshard terms, priced once per layout (``reads``)
+        self.held: dict[int, list[tuple[int, float]]] = {}  # site -> copies kept there (with a budget)
+        self.gathered: list[tuple[int, list]] = []  # (body scope, terms): stacked inputs a loop holds whole
         for k in graph.free:
-            self.dist[k] = self.choose_layout(graph.values[k])
+            self.dist[k] = self.choose_layout(graph.values[k], k in graph.stacked)
         for i, site in enumerate(graph.ops):
             self.add_op(site)
         for link in graph.links:
             if link.alias:
-                self.dist[link.target] = {self.relayout(s, link): v for s, v in self.dist[link.source].items()}
+                self.alias(link)
         for link in graph.links:
             if link.iterations:
                 self.loop_cost(link)
@@ -94,15 +98,35 @@ class Search:
             self.read_operands(i, site)
         self.read_links()
         self.read_outputs(ties)
+        self.reads.price(self.model)
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
         if budget is not None:
             self.memory_rows(budget)
 
     def relayout(self, s: Sharding, link) -> Sharding:
-        """The target's layout of a link from the source's: stacked, sliced or the same."""
+        """The target's layout of a link from the source's: stacked, sliced or the same. A slice
+        of a stacked input is of the layout the loop reads it in: its stacked dim gathered whole
+        and its pending sums reduced first (``partition.loops``)."""
         if link.lifted:
             return self.costs.intern(lift(s))
-        return self.costs.intern(drop_leading(s)) if link.sliced else s
+        return self.costs.intern(drop_leading(held_whole(s))) if link.sliced else s
+
+    def alias(self, link) -> None:
+        """The target laid out as the source; a stacked input read by a loop pays, once per scan,
+        for its stacked dim gathered and its pending sums reduced (``held_whole``)."""
+        dist = self.dist[link.target] = {}
+        source, aval = self.dist[link.source], self.graph.values[link.source]
+        for s, vs in source.items():
+            dist.setdefault(self.relayout(s, link), []).extend(vs)
+        if link.sliced:
+            held, need = {s: self.costs.intern(held_whole(s)) for s in source}, {}
+            for s, vs in source.items():
+                need.setdefault(held[s], []).extend(vs)
+                price = link.weight * self.costs.seconds(s, held[s], aval) * SCALE
+                self.reads.add(link.source, link.weight, s, held[s], price, [(v, 1) for v in vs])
+                if held[s] is not s:  # the loop's whole copy, held while it runs
+                    self.gathered.append((link.target[0], [(v, self.bytes(held[s], aval)) for v in vs]))
+            self.edges.append(Edge(link.source, source, need, aval, link.weight, None))
 
     def loop_cost(self, link) -> None:
         """What a scan's loop moves in local memory each iteration, as the estimate counts it: a
@@ -112,18 +136,20 @@ class Search:
         times them (``Work.seconds``: nothing on a device class, whose kernels fold them into
         their loads; their bytes on a roofline device)."""
         src, aval, tgt = self.dist[link.source], self.graph.values[link.source], self.graph.values[link.target]
+        if link.lifted:  # a slice written into a stacked output (of its own layout) reads and writes the slice
+            src, aval = {drop_leading(t): vs for t, vs in self.dist[link.target].items()}, aval
         for s, vs in src.items():
-            # a slice written into a stacked output reads and writes the slice; a stacked input's
-            # slice reads the whole block; a carry is copied
+            # a stacked input's slice reads the whole block; a carry is copied
             whole = 2 * self.bytes(s, aval) if link.lifted else self.bytes(self.relayout(s, link), tgt)
-            nbytes = self.bytes(s, aval) + whole
+            nbytes = self.bytes(held_whole(s) if link.sliced else s, aval) + whole
             seconds = link.weight * link.iterations * Work(0, nbytes, "layout").seconds(self.device)
             for v in vs:
                 self.model.add_cost(v, seconds * SCALE)
                 self.loops.append((v, seconds))
 
-    def choose_layout(self, aval: Aval) -> Dist:
-        specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh)]
+    def choose_layout(self, aval: Aval, stacked: bool = False) -> Dist:
+        """A free value's layouts, one binary each (``stacked``: its leading dim whole)."""
+        specs = [self.costs.intern(s) for s in value_specs(aval, self.mesh) if not (stacked and s.dims[0].axes)]
         vars_ = self.one_hot(np.zeros(len(specs)))
         self.groups.append(tuple(vars_))
         return {s: [v] for s, v in zip(specs, vars_)}
@@ -162,7 +188,10 @@ class Search:
         for link in self.graph.links:
             if link.alias:
                 continue
-            self.edge(link.source, self.dist[link.target], link.weight, None)
+            need = self.dist[link.target]
+            if link.lifted:  # a stacked output's slice
+                need = {self.costs.intern(drop_leading(t)): vs for t, vs in need.items()}
+            self.edge(link.source, need, link.weight, None)
 
     def read_outputs(self, ties: Sequence[tuple[int, int]]) -> None:
         """Outputs are read whole (no pending sum); a tied one where its input was read from."""
@@ -181,30 +210,31 @@ class Search:
         ``j`` to the need's ``j``-th), added as whole arrays."""
         src, aval, m = self.dist[key], self.graph.values[key], self.model
         self.edges.append(Edge(key, src, need, aval, weight, site))
-        price, moved, size = self.prices(tuple(src), tuple(need), aval)
-        price = price * (weight * SCALE)
-        svars, nvars = list(src.values()), list(need.values())
+        temps = self.temps.setdefault(site, []) if site is not None else []
+        srcs, needs = list(src.items()), list(need.items())
+        seconds, _, size = self.prices(tuple(src), tuple(need), aval)
+        price = seconds * (weight * SCALE)
         k, n = price.shape
-        if k == 1 or n == 1:  # one end fixed: the cost falls on the other end's binaries
-            ends = nvars if k == 1 else svars
-            prices, buffers = (price[0], moved[0]) if k == 1 else (price[:, 0], moved[:, 0])
-            sizes = size if k == 1 else np.full(k, size[0])
-            for vs, p, buffer, nbytes in zip(ends, prices, buffers, sizes):
-                for v in vs:
-                    m.add_cost(v, p)
-                if buffer and site is not None:
-                    self.temps.setdefault(site, []).append((np.asarray(vs), np.full(len(vs), nbytes)))
+        if k == 1 or n == 1:  # one end fixed: the terms are the other end's binaries
+            for i, (s, svars) in enumerate(srcs):
+                for j, (t, tvars) in enumerate(needs):
+                    vs = tvars if k == 1 else svars
+                    self.reads.add(key, weight, s, t, price[i, j], [(v, 1) for v in vs], site, size[j])
+                    temps += [(v, size[j]) for v in vs] if t is not s else []
             return
-        first = m.vars(price, binary=False)
-        cells = first + np.arange(k * n).reshape(k, n)
+        cells = m.vars(np.zeros(k * n), binary=False) + np.arange(k * n).reshape(k, n)
+        svars, nvars = [vs for _, vs in srcs], [vs for _, vs in needs]
         rows = [np.repeat(np.arange(k), n), np.repeat(np.arange(k), [len(vs) for vs in svars]),
                 k + np.tile(np.arange(n), k), k + np.repeat(np.arange(n), [len(vs) for vs in nvars])]
         cols = [cells.ravel(), np.concatenate([np.asarray(vs) for vs in svars]),
                 cells.ravel(), np.concatenate([np.asarray(vs) for vs in nvars])]
         coeffs = [np.ones(k * n), -np.ones(len(rows[1])), np.ones(k * n), -np.ones(len(rows[3]))]
         m.rows(np.concatenate(rows), np.concatenate(cols), np.concatenate(coeffs), [0] * (k + n), [0] * (k + n))
-        if site is not None:
-            self.temps.setdefault(site, []).append((cells[moved], np.broadcast_to(size, (k, n))[moved]))
+        for i, (s, _) in enumerate(srcs):
+            for j, (t, _) in enumerate(needs):
+                self.reads.add(key, weight, s, t, price[i, j], [(int(cells[i, j]), 1)], site, size[j])
+                if s is not t:
+                    temps.append((int(cells[i, j]), size[j]))
 
     def prices(self, src: tuple[Sharding, ...], need: tuple[Sharding, ...], aval: Aval):
         """The seconds of moving ``aval`` from each of ``src`` to each of ``need`` (a matrix),
@@ -230,24 +260,36 @@ class Search:
         for r in range(self.memory_start, self.model.row_count):
             self.model.ub[r] = budget + 0.5
 
-    def memory_rows(self, budget: int) -> None:
-        for point in self.graph.points:
-            cols, coeffs = self.memory_terms(point)
-            self.model.rows(np.zeros(len(cols), dtype=np.int64), cols, coeffs, [0], [budget + 0.5])  # whole bytes: the half absorbs the solver's tolerances
+    def loop_copies(self) -> dict[int, list[tuple[int, float]]]:
+        """Site -> (binary, bytes) of the stacked inputs gathered whole for a loop the site runs in."""
+        out: dict[int, list[tuple[int, float]]] = {}
+        for i, site in enumerate(self.graph.ops):
+            scope, chain = site.scope, set()
+            while scope in self.graph.bodies:
+                chain.add(scope)
+                scope = self.graph.bodies[scope][0]
+            for body, terms in self.gathered:
+                if body in chain:
+                    out.setdefault(i, []).extend(terms)
+        return out
 
-    def memory_terms(self, point) -> tuple[np.ndarray, np.ndarray]:
-        """The variables and bytes of what is live at ``point``: the blocks of its live values
-        (each layout's binaries) and the reshard buffers its op's operands need."""
-        cols = [v for v, _ in self.temps.get(point.site, ())]
-        coeffs = [c for _, c in self.temps.get(point.site, ())]
-        for key in point.live:
-            aval = self.graph.values[key]
-            for s, vs in self.dist[key].items():
-                cols.append(np.asarray(vs))
-                coeffs.append(np.full(len(vs), float(self.bytes(s, aval))))
-        if not cols:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        return np.concatenate(cols).astype(np.int64), np.concatenate(coeffs)
+    def memory_rows(self, budget: int) -> None:
+        self.held = self.reads.held(self.model, [p.site for p in self.graph.points])  # copies kept for later readers
+        inside = self.loop_copies()
+        for point in self.graph.points:
+            terms = list(self.temps.get(point.site, ())) + self.held.get(point.site, []) + inside.get(point.site, [])
+            for key in point.live:
+                aval = self.graph.values[key]
+                for s, vs in self.dist[key].items():
+                    terms += [(v, self.bytes(s, aval)) for v in vs]
+            self.model.row(terms, 0, budget + 0.5)  # whole bytes: the half absorbs the solver's tolerances
+
+
+def held_whole(s: Sharding) -> Sharding:
+    """A stacked input as a loop holds it: its leading dim whole, no pending sums."""
+    if not s.unreduced and not s.dims[0].axes:
+        return s
+    return Sharding(s.mesh, ((),) + tuple(d.axes for d in s.dims[1:]))
 
 
 def chosen(dist: Dist, values) -> Sharding:

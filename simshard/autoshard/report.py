@@ -16,6 +16,7 @@ from ..units import fmt_bytes
 from .candidates import local_bytes
 from .model import SCALE, Search, chosen
 from .milp import Solution
+from .reads import moves
 
 
 @dataclass(frozen=True)
@@ -91,17 +92,18 @@ def breakdown(search: Search, values) -> Breakdown:
     compute = sum(op.site.weight * op.compute[picked(search, values, i)] for i, op in enumerate(search.ops))
     compute += sum(seconds * values[v] for v, seconds in search.loops)
     links: dict[tuple[str, ...], float] = {}
-    for e in search.edges:
-        s, t = chosen(e.src, values), chosen(e.dst, values)
-        for axes, sec in search.costs.by_link(s, t, e.aval).items():
-            links[axes] = links.get(axes, 0.0) + sec * e.weight
+    for move in moves(search.edges, values, chosen):  # each layout a value is resharded to, once
+        for axes, sec in search.costs.by_link(move.src, move.dst, move.aval).items():
+            links[axes] = links.get(axes, 0.0) + sec * move.weight
     return Breakdown(compute, tuple(sorted(links.items())), memory_peak(search, values))
 
 
 def memory_peak(search: Search, values) -> int:
     peak = 0
+    inside = search.loop_copies()
     for point in search.graph.points:
-        total = sum(float(values[v] @ c) for v, c in search.temps.get(point.site, ()))
+        terms = list(search.temps.get(point.site, ())) + search.held.get(point.site, []) + inside.get(point.site, [])
+        total = sum(c * values[v] for v, c in terms)
         for key in point.live:
             total += local_bytes(chosen(search.dist[key], values), search.graph.values[key])
         peak = max(peak, int(round(total)))

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 import optree
 
 from ..errors import ShardingError
-from ..ir.program import Program
+from ..ir.program import Eqn, Program, Value
 from ..ir import trace_stack
 from ..ops.evaluate import evaluate
 from ..sharding.dims import Sharding
@@ -38,6 +38,9 @@ class AutoStrategy:
     in_shardings: tuple[Sharding, ...]  # per input leaf
     out_shardings: tuple[Sharding, ...]  # per output leaf
     annotations: Mapping[Position, tuple[Sharding | None, ...]]
+    # per op, the layout each operand is read in where the search moves it (None: as held),
+    # made by a sharding constraint before the op (one per value and layout, shared by its readers)
+    reads: Mapping[Position, tuple[Sharding | None, ...]] = field(default_factory=dict)
     input_names: tuple[str, ...] = ()
     in_shapes: tuple[tuple[int, ...], ...] = ()
     report: Any = field(default=None, compare=False, repr=False)  # the search's SearchReport
@@ -57,7 +60,7 @@ class AutoStrategy:
             raise ShardingError("autoshard-mismatch", f"this strategy was found for {len(self.in_shardings)} inputs and "
                                 f"{len(self.out_shardings)} outputs; the call traces {len(program.inputs)} and "
                                 f"{len(program.outputs)}: call it with arguments shaped as autoshard's")
-        annotated = annotate(program, self.annotations, 0, [0])
+        annotated = annotate(program, Notes(self.annotations, self.reads, [0], [max_id(program)]), 0)
         out_tree = program.out_tree
         annotated = replace(annotated, in_shardings=self.in_shardings, out_shardings=self.out_shardings)
         object.__setattr__(annotated, "out_tree", out_tree)
@@ -94,17 +97,55 @@ class AutoStrategy:
         return "\n".join(lines)
 
 
-def annotate(program: Program, annotations: Mapping[Position, tuple], scope: int, counter: list[int]) -> Program:
-    """``program`` with the chosen layout of each op's results as its annotation, bodies
-    numbered depth first as ``graph.build_graph`` numbers them."""
-    eqns = []
+@dataclass(frozen=True)
+class Notes:
+    """What ``annotate`` writes into a program: the results' layouts and the operands' reads by
+    position, the body counter and the largest value id used (constraints take fresh ones)."""
+
+    results: Mapping[Position, tuple]
+    reads: Mapping[Position, tuple]
+    counter: list[int]
+    last_id: list[int]
+
+
+def annotate(program: Program, notes: Notes, scope: int) -> Program:
+    """``program`` with the chosen layout of each op's results as its annotation and each
+    operand the search moves read through a sharding constraint to its layout, so that the
+    partitioner runs each op as the search priced it (it would otherwise pick its candidate by
+    bytes: a scalar all-reduce of few bytes for an all-gather, say). Bodies are numbered depth
+    first as ``graph.build_graph`` numbers them."""
+    eqns: list[Eqn] = []
+    made: dict[tuple[int, Sharding], Value] = {}  # a value read in a layout: one constraint for every reader
     for i, e in enumerate(program.eqns):
         if e.op == "scan":
-            counter[0] += 1
-            body = annotate(e.kw["body"], annotations, counter[0], counter)
+            notes.counter[0] += 1
+            body = annotate(e.kw["body"], notes, notes.counter[0])
             e = replace(e, params=tuple((k, body if k == "body" else v) for k, v in e.params))
-        chosen = annotations.get((scope, i))
+        chosen = notes.results.get((scope, i))
         if chosen is not None:
             e = replace(e, shardings=tuple(chosen))
+        reads = notes.reads.get((scope, i), ())
+        if any(t is not None for t in reads):
+            ins = list(e.inputs)
+            for p, t in enumerate(reads):
+                if t is None or not isinstance(ins[p], Value):
+                    continue
+                if (ins[p].id, t) not in made:
+                    notes.last_id[0] += 1
+                    made[(ins[p].id, t)] = v = Value(notes.last_id[0], ins[p].aval)
+                    eqns.append(Eqn("sharding_constraint", (ins[p],), (v,), (("sharding", t),), (t,)))
+                ins[p] = made[(ins[p].id, t)]
+            e = replace(e, inputs=tuple(ins))
         eqns.append(e)
     return replace(program, eqns=tuple(eqns))
+
+
+def max_id(program: Program) -> int:
+    """The largest value id in ``program`` and its bodies."""
+    ids = [v.id for v in program.inputs]
+    for e in program.eqns:
+        ids += [v.id for v in e.outputs] + [x.id for x in e.inputs if isinstance(x, Value)]
+        for v in e.kw.values():
+            if isinstance(v, Program):
+                ids.append(max_id(v))
+    return max(ids, default=0)

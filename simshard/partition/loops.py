@@ -183,10 +183,12 @@ def _scan_outputs(partitioner: Partitioner, scan: _Scan, sub: Partitioner, bufs:
     its row at the counter. A y is written as its users want it (a gradient reduce-scattered
     into its parameter's layout); a residual, which only the derivative's scan reads, as the
     body last held it (a weight broadcast after its gather stays gathered, as an unrolled loop's
-    would)."""
+    would), unless the scan's result is annotated (``ss.autoshard`` lays every stacked output
+    out itself): then as annotated."""
     builder, src = partitioner.builder, scan.src
-    ys_specs = [_whole_first(partitioner.target(o)) if scan.e.outputs.index(o) < scan.first_residual else
-                Sharding(partitioner.target(o).mesh, (DimSharding(()),) + tuple(sub.copies[v][-1].spec.dims))
+    annotated = {o for o, s in zip(scan.e.outputs, scan.e.shardings) if s is not None}
+    ys_specs = [_whole_first(partitioner.target(o)) if scan.e.outputs.index(o) < scan.first_residual or o in annotated
+                else Sharding(partitioner.target(o).mesh, (DimSharding(()),) + tuple(sub.copies[v][-1].spec.dims))
                 for o, v in scan.ys]
     ys_bufs = [sub.builder.buf() for _ in scan.ys]
     for yb, spec, (o, _) in zip(ys_bufs, ys_specs, scan.ys):
