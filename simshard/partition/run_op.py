@@ -212,8 +212,10 @@ def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...
 
 
 def mesh_axes(s: Sharding) -> int:
-    """How many mesh axes (or sub-axes) shard the dims of ``s``."""
-    return sum(len(d.axes) for d in s.dims)
+    """How many mesh axes (or sub-axes) of two or more devices shard the dims of ``s``: a size-1
+    axis splits nothing (every device holds the whole dim), so a result that drops one, as
+    propagation may, loses no stripes."""
+    return sum(1 for d in s.dims for a in d.axes if s.mesh.axis_size(a) > 1)
 
 
 def axis_name(a) -> str:
