@@ -151,6 +151,8 @@ class OpEmitter:
         where they are functorial, rather than gathering the merged dim here."""
         if e.op != "reshape" or not isinstance(ins[0], Sharding) or ins[0].unreduced:
             return False
+        if not merges_sharded_dim(ins[0], e.inputs[0].aval.shape, e.outputs[0].aval.shape):
+            return False  # every sharded dim survives whole: a Sharding states the result
         return mesh_axes(self.want(e.outputs[0])) < mesh_axes(ins[0])
 
     def run_local(self, e: Eqn, op, bufs, in_lay, out_lay) -> None:
@@ -209,6 +211,14 @@ def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...
             if s is not None and s.unreduced and s.reduce_op in ("sum", "avg", "prod"):
                 axes += [axis_name(a) for a in s.unreduced]
     return tuple(dict.fromkeys(axes))
+
+
+def merges_sharded_dim(s: Sharding, shape, new_shape) -> bool:
+    """Whether a reshape of ``shape`` to ``new_shape`` merges (or splits) a dim that ``s`` shards
+    over two or more devices, rather than keeping it whole at the same place of the row-major order."""
+    kept = {(int(np.prod(new_shape[:j])), n) for j, n in enumerate(new_shape)}
+    return any((int(np.prod(shape[:k])), shape[k]) not in kept
+               for k, d in enumerate(s.dims) if any(s.mesh.axis_size(a) > 1 for a in d.axes))
 
 
 def mesh_axes(s: Sharding) -> int:
