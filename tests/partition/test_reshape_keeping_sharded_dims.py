@@ -4,7 +4,7 @@ an axis from it: only a merge of a sharded dim makes the strided layout no Shard
 (seed 002, ``test_strided_flatten``). Held as an exact layout instead, every op after it ran on
 per-device index maps and every reshard from it took the generic exchange planner, whose cost
 grows with the device pairs (a GPT-2 stage on 32 x 32 devices: minutes instead of seconds to
-estimate, docs/performance.md)."""
+estimate, docs/autoshard.md)."""
 
 from __future__ import annotations
 
