@@ -199,11 +199,10 @@ def search_pipeline(program, mesh: Mesh | dict, axis: str, device_memory: int | 
     bad = [m for m in counts if m < 1 or cfg.batch % m]
     if bad:
         raise ValueError(f"microbatch counts {bad} do not divide the batch of {cfg.batch}")
+    # each stage is searched on the rest of the mesh; a size-1 axis splits nothing, so it is left out
+    # of the search (a mesh of size-1 axes beside the pipeline axis: one device per stage)
     rest = {a: n for a, n in mesh.shape.items() if a != axis and n > 1}
-    if not rest:  # a size-1 axis: ss.autoshard's strategy fails in the partitioner's scan (not yet fixed)
-        raise ValueError(f"the mesh has no axis of 2 or more devices beside the pipeline axis {axis!r}: each stage "
-                         "is searched by ss.autoshard on the rest of the mesh, which needs one")
-    inner = Mesh(rest)
+    inner = Mesh(rest or {a: n for a, n in mesh.shape.items() if a != axis} or {"x": 1})
     if topology is None:
         topology = TOPOLOGY
     elif topology.device is None:  # priced on autoshard's device where the topology names none

@@ -151,6 +151,8 @@ class OpEmitter:
         where they are functorial, rather than gathering the merged dim here."""
         if e.op != "reshape" or not isinstance(ins[0], Sharding) or ins[0].unreduced:
             return False
+        if not merges_sharded_dim(ins[0], e.inputs[0].aval.shape, e.outputs[0].aval.shape):
+            return False  # every sharded dim survives whole: a Sharding states the result
         return mesh_axes(self.want(e.outputs[0])) < mesh_axes(ins[0])
 
     def run_local(self, e: Eqn, op, bufs, in_lay, out_lay) -> None:
@@ -211,9 +213,19 @@ def reassociated(e: Eqn, rule, assignment, in_sh, combined=()) -> tuple[str, ...
     return tuple(dict.fromkeys(axes))
 
 
+def merges_sharded_dim(s: Sharding, shape, new_shape) -> bool:
+    """Whether a reshape of ``shape`` to ``new_shape`` merges (or splits) a dim that ``s`` shards
+    over two or more devices, rather than keeping it whole at the same place of the row-major order."""
+    kept = {(int(np.prod(new_shape[:j])), n) for j, n in enumerate(new_shape)}
+    return any((int(np.prod(shape[:k])), shape[k]) not in kept
+               for k, d in enumerate(s.dims) if any(s.mesh.axis_size(a) > 1 for a in d.axes))
+
+
 def mesh_axes(s: Sharding) -> int:
-    """How many mesh axes (or sub-axes) shard the dims of ``s``."""
-    return sum(len(d.axes) for d in s.dims)
+    """How many mesh axes (or sub-axes) of two or more devices shard the dims of ``s``: a size-1
+    axis splits nothing (every device holds the whole dim), so a result that drops one, as
+    propagation may, loses no stripes."""
+    return sum(1 for d in s.dims for a in d.axes if s.mesh.axis_size(a) > 1)
 
 
 def axis_name(a) -> str:
