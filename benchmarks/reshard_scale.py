@@ -32,6 +32,8 @@ def case(x: int, y: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mesh", action="append", help="XxY (repeatable); default 8x8, 16x16, 16x32")
+    ap.add_argument("--rounds-up-to", type=int, default=512,
+                    help="also plan the exchange's rounds (what emitting it needs) up to this many devices")
     ap.add_argument("--profile", action="store_true", help="print the top functions by cumulative time")
     args = ap.parse_args()
     for text in args.mesh or ["8x8", "16x16", "16x32"]:
@@ -45,9 +47,12 @@ def main() -> None:
         if prof:
             prof.disable()
         cpu = time.process_time() - t
-        rounds = sum(len(s.rounds) for s in plan.steps)
-        print(f"{x * y:6d} devices: {cpu:8.2f} s CPU, steps {[s.kind for s in plan.steps]}, {rounds} rounds, "
-              f"paths {dict(plan.alternatives)}", flush=True)
+        priced = f"{x * y:6d} devices: priced in {cpu:8.2f} s CPU ({plan.bytes} B), steps {[s.kind for s in plan.steps]}"
+        if x * y <= args.rounds_up_to:
+            t = time.process_time()
+            rounds = sum(len(s.rounds) for s in plan.steps)
+            priced += f", {rounds} rounds planned in {time.process_time() - t:.2f} s CPU"
+        print(f"{priced}, paths {dict(plan.alternatives)}", flush=True)
         if prof:
             pstats.Stats(prof).sort_stats("cumtime").print_stats(12)
 
