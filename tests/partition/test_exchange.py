@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 import simshard as ss
 from simshard.sharding.axes import merge_adjacent
 from simshard.partition.reshard.exchange import plan_exchange
-from simshard.partition.reshard.plan import ReshardPlan
+from simshard.partition.reshard.deferred import Deferred
+from simshard.partition.reshard.plan import ReshardPlan, layout_of
 from simshard.partition.reshard.rounds import edge_colouring as _edge_colouring
 
 from .helpers import check_plan, meshes, shardings
@@ -117,3 +118,41 @@ def test_a_rounds_cuts_are_one_instruction_whose_source_and_positions_vary():
     for s in scheds:
         for i in s.instrs:
             assert not any(isinstance(getattr(i, n, None), Varying) for n in ("src", "index", "value")), (s.device, i)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_deferred_exchange_is_the_exchange_planned_now(data):
+    """Between shardings the exchange's rounds are planned on first use; the bytes known before
+    (each device receives what it lacks) and everything planned after equal the exchange planned
+    at once on the same layouts (``Layout``s are planned eagerly)."""
+    mesh = data.draw(meshes())
+    rank = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.sampled_from([1, 3, 4, 5, 8])) for _ in range(rank))
+    src = data.draw(shardings(mesh, rank, reduce_op="sum"))
+    dst = data.draw(shardings(mesh, rank, pending=False))
+    kept = [[a for a in d.axes if all(a.name != u.name for u in src.unreduced)] for d in dst.dims]
+    dst = ss.Sharding(mesh, tuple(merge_adjacent(d, mesh.shape) for d in kept),
+                      unreduced=src.unreduced, reduce_op=src.reduce_op)
+    deferred = plan_exchange(src, dst, shape, 4)
+    now = plan_exchange(layout_of(src, shape), layout_of(dst, shape), shape, 4)
+    assert not isinstance(now.data, Deferred) and isinstance(deferred.data, Deferred)
+    assert deferred.received == now.received and deferred.minimum == now.minimum  # before planning
+    assert dict(deferred.sent) == now.sent
+    assert deferred.rounds == now.rounds
+    assert deferred.data.shapes == now.data.shapes and deferred.data.rank == now.data.rank
+    assert repr(deferred.data.local) == repr(now.data.local)
+    for a, b in zip(deferred.data.rounds, now.data.rounds):
+        assert a.pieces == b.pieces and all(np.array_equal(x, y) for x, y in
+                                            zip((a.sources, a.targets, a.piece, a.starts, a.sizes), (b.sources, b.targets, b.piece, b.starts, b.sizes)))
+
+
+def test_pricing_an_exchange_plans_no_rounds():
+    """A reshard moving both axes of a 64 x 128 mesh onto one dim is priced (bytes per device,
+    what the partitioner compares) without planning its ~67 million transfers."""
+    mesh = ss.Mesh({"x": 64, "y": 128})
+    spec = lambda *dims: ss.Sharding(mesh, tuple(ss.DimSharding(d) for d in dims))
+    step = plan_exchange(spec(("y",), ("x",), ()), spec((), (), ("x", "y")), (512, 256, 8192), 4)
+    # blocks [4, 4, 8192] before and [512, 256, 1] after: 4 x 4 x 1 elements kept
+    assert step.received == {d: (4 * 4 * 8192 - 4 * 4) * 4 for d in range(8192)}
+    assert "planned" not in vars(step.data)

@@ -38,6 +38,7 @@ from ...sharding.dims import Sharding
 from .plan import Step, block_size, common_count, layout_of
 from .layout_checks import as_positions, positions
 from .reductions import contribution_class
+from .deferred import Deferred, DeferredSent
 from .rounds import CellHolders, Transfer, edge_colouring, relayed_rounds
 
 
@@ -91,8 +92,29 @@ class _Want(NamedTuple):
 
 
 def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
-    """The exchange step from ``before`` to ``after`` (None if some element has no holder)."""
+    """The exchange step from ``before`` to ``after`` (None if some element has no holder).
+    Between shardings with the same pending axes (every element has a holder in each
+    contribution class) the rounds are planned on first use (``deferred``): each device receives
+    exactly the elements it lacks, known without them."""
     shape = tuple(shape)
+    if isinstance(before, Sharding) and isinstance(after, Sharding) and before.unreduced == after.unreduced:
+        L, L2 = layout_of(before, shape), layout_of(after, shape)
+        if set(L.devices) == set(L2.devices):
+            lacking = {d: n * itemsize for d, n in _minimum(L, L2, L2.devices).items()}
+            later = Deferred(lambda: _planned(before, after, shape, itemsize))
+            return Step("exchange", before, after, shape, itemsize, (), (), sent=DeferredSent(later), received=lacking,
+                        minimum=lacking, data=later)
+    return _eager(before, after, shape, itemsize)
+
+
+def _planned(before, after, shape, itemsize: int) -> tuple:
+    """A deferred exchange's data and sent bytes per device."""
+    step = _eager(before, after, shape, itemsize)
+    return step.data, step.sent
+
+
+def _eager(before, after, shape, itemsize: int) -> Step | None:
+    """The exchange step with its rounds planned now."""
     whole = _whole_dims(before, after, shape)
     if whole:  # planned without them (every device holds them whole, before and after), then put back
         keep = [k for k in range(len(shape)) if k not in whole]
