@@ -64,6 +64,11 @@ DRIVER = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no shared memory directory here")
+# The reaper and the device processes clean up within a second or two on a quiet machine; on a
+# 2-core machine running the suite beside other work (load 15) a Ray teardown took over 10 s.
+CLEANUP_S = 30
+
+
 def test_a_driver_killed_with_kill_9_leaves_no_shared_memory_and_no_process():
     pytest.importorskip("ray")
     token = os.urandom(16).hex()  # the private Ray's processes carry it: they can be found
@@ -77,15 +82,15 @@ def test_a_driver_killed_with_kill_9_leaves_no_shared_memory_and_no_process():
     finally:
         driver.kill()
         driver.wait()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + CLEANUP_S
     while time.monotonic() < deadline:
         left = [n for n in os.listdir("/dev/shm") if n.startswith(prefix + "-")]
         alive = carrying(f"RAY_AUTH_TOKEN={token}")
         if not left and not alive:
             break
         time.sleep(0.2)
-    assert not left, f"10 s after the driver was killed, /dev/shm still holds {left}"
-    assert not alive, f"10 s after the driver was killed, its Ray's processes {alive} still run"
+    assert not left, f"{CLEANUP_S} s after the driver was killed, /dev/shm still holds {left}"
+    assert not alive, f"{CLEANUP_S} s after the driver was killed, its Ray's processes {alive} still run"
 
 
 def carrying(mark: str) -> dict[int, str]:
