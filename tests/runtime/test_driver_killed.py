@@ -63,12 +63,12 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no shared memory directory here")
 # The reaper and the device processes clean up within a second or two on a quiet machine; on a
 # 2-core machine running the suite beside other work (load 15) a Ray teardown took over 10 s.
 CLEANUP_S = 30
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no shared memory directory here")
 def test_a_driver_killed_with_kill_9_leaves_no_shared_memory_and_no_process():
     pytest.importorskip("ray")
     token = os.urandom(16).hex()  # the private Ray's processes carry it: they can be found
