@@ -159,7 +159,9 @@ def _strategy(f, program, search: Search, values, mesh: Mesh, report: SearchRepo
     notes, reads = {}, {}
     for i, op in enumerate(search.ops):
         cand = op.candidates[picked(search, values, i)]
-        notes[(op.site.scope, op.site.index)] = tuple(None if s.unreduced else s for s in cand.results)
+        # pending results annotated too: left open, the partitioner picks the op's candidate by bytes
+        # (gpt's x @ wo: an all-to-all and a weight gather, not the contraction split priced)
+        notes[(op.site.scope, op.site.index)] = tuple(cand.results)
         held = [None if k is None else chosen(search.dist[k], values) for k in op.site.operands]
         reads[(op.site.scope, op.site.index)] = tuple(None if h is None or t == h or t.unreduced else t
                                                       for h, t in zip(held, cand.operands))
