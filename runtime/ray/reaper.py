@@ -8,12 +8,16 @@ until its standard input ends, which happens when the driver exits however it ex
 moment to stop by itself, then kills every process that still carries the private instance's mark
 (``SIMSHARD_PRIVATE_RAY``: a random value the driver's environment holds while it starts Ray, so
 that every process of that Ray inherits it, and this one too, and nothing the driver starts
-later). It imports nothing but the standard library, and runs as a plain script.
+later). Then it removes the shared-memory files those processes owned: a device process removes
+its own when its driver's line ends, but one killed before it got to it (its driver gone under
+load, the grace over) leaves them, named by its pid (``wire/shared_memory.py``). It imports
+nothing but the standard library, and runs as a plain script.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -30,17 +34,46 @@ def carries(pid: int, mark: bytes) -> bool:
         return False
 
 
-def reap(mark: bytes) -> int:
-    """Kill every other process whose environment holds ``mark``; how many were killed."""
-    me, killed = os.getpid(), 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me and carries(int(entry), mark):
+def marked_pids(mark: bytes) -> list[int]:
+    """Every other process whose environment holds ``mark``."""
+    me = os.getpid()
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me and carries(int(e), mark)]
+
+
+def reap(mark: bytes) -> list[int]:
+    """Kill every other process whose environment holds ``mark``; the pids killed."""
+    killed = []
+    for pid in marked_pids(mark):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            pass
+    return killed
+
+
+SHM_DIR = "/dev/shm"
+OWNER = re.compile(r"simshard-[0-9a-f]{16}-p(\d{1,10})-")  # as wire/shared_memory.py names a file's owner
+GONE_SECONDS = 5.0  # how long killed processes get to disappear before their files are removed
+
+
+def remove_files_of(pids: list[int]) -> int:
+    """Unlink the simshard shared-memory files owned by ``pids`` once those processes are gone
+    (a file of a process still alive stays); how many were removed."""
+    deadline = time.monotonic() + GONE_SECONDS
+    while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    owners = {p for p in pids if not os.path.exists(f"/proc/{p}")}
+    removed = 0
+    for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else ():
+        found = OWNER.match(name)
+        if found and int(found.group(1)) in owners:
             try:
-                os.kill(int(entry), signal.SIGKILL)
-                killed += 1
+                os.unlink(os.path.join(SHM_DIR, name))
+                removed += 1
             except OSError:
                 pass
-    return killed
+    return removed
 
 
 MARK = "SIMSHARD_PRIVATE_RAY"
@@ -51,8 +84,10 @@ def main() -> None:
     if not mark or not os.path.isdir("/proc"):
         return
     sys.stdin.buffer.read()  # until the driver's end of the pipe closes: it has exited
+    marked = f"{MARK}={mark}".encode()
+    seen = marked_pids(marked)  # before the grace: Ray may end some of them itself meanwhile
     time.sleep(GRACE_SECONDS)
-    reap(f"{MARK}={mark}".encode())
+    remove_files_of(sorted(set(seen) | set(reap(marked))))
 
 
 if __name__ == "__main__":

@@ -105,3 +105,22 @@ def carrying(mark: str) -> dict[int, str]:
         except (OSError, ValueError):
             pass
     return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no shared memory directory here")
+def test_the_reaper_removes_the_files_of_the_processes_it_saw_gone_and_no_others():
+    from simshard.runtime.ray import reaper
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # a pid that is gone
+    tag = os.urandom(8).hex()
+    theirs, mine = (f"/dev/shm/simshard-{tag}-p{pid}-{tag}" for pid in (child.pid, os.getpid()))
+    for path in (theirs, mine):
+        open(path, "wb").close()
+    try:
+        assert reaper.remove_files_of([child.pid]) >= 1
+        assert not os.path.exists(theirs) and os.path.exists(mine)
+    finally:
+        for path in (theirs, mine):
+            if os.path.exists(path):
+                os.unlink(path)
