@@ -31,10 +31,9 @@ def test_edge_colouring_uses_max_degree_rounds(edges):
         seen |= {("s", s, c), ("t", t, c)}
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.data())
-def test_exchange_alone_moves_any_layout(data):
-    """Forced exchanges (pending reductions carried along unchanged) are exact and at the bound."""
+def draw_forced_exchange(data):
+    """Two layouts of one shape that only an exchange moves between: the target keeps the
+    source's pending reductions and uses none of their axes."""
     mesh = data.draw(meshes())
     rank = data.draw(st.integers(1, 3))
     shape = tuple(data.draw(st.sampled_from([1, 3, 4, 5, 8])) for _ in range(rank))
@@ -43,6 +42,14 @@ def test_exchange_alone_moves_any_layout(data):
     kept = [[a for a in d.axes if all(a.name != u.name for u in src.unreduced)] for d in dst.dims]
     dst = ss.Sharding(mesh, tuple(merge_adjacent(d, mesh.shape) for d in kept),
                       unreduced=src.unreduced, reduce_op=src.reduce_op)
+    return src, dst, shape
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_exchange_alone_moves_any_layout(data):
+    """Forced exchanges (pending reductions carried along unchanged) are exact and at the bound."""
+    src, dst, shape = draw_forced_exchange(data)
     step = plan_exchange(src, dst, shape, 4)
     plan = ReshardPlan(src, dst, shape, np.dtype(np.float32), (step,), dst)
     check_plan(plan, np.random.default_rng(0))
@@ -126,14 +133,7 @@ def test_a_deferred_exchange_is_the_exchange_planned_now(data):
     """Between shardings the exchange's rounds are planned on first use; the bytes known before
     (each device receives what it lacks) and everything planned after equal the exchange planned
     at once on the same layouts (``Layout``s are planned eagerly)."""
-    mesh = data.draw(meshes())
-    rank = data.draw(st.integers(1, 3))
-    shape = tuple(data.draw(st.sampled_from([1, 3, 4, 5, 8])) for _ in range(rank))
-    src = data.draw(shardings(mesh, rank, reduce_op="sum"))
-    dst = data.draw(shardings(mesh, rank, pending=False))
-    kept = [[a for a in d.axes if all(a.name != u.name for u in src.unreduced)] for d in dst.dims]
-    dst = ss.Sharding(mesh, tuple(merge_adjacent(d, mesh.shape) for d in kept),
-                      unreduced=src.unreduced, reduce_op=src.reduce_op)
+    src, dst, shape = draw_forced_exchange(data)
     deferred = plan_exchange(src, dst, shape, 4)
     now = plan_exchange(layout_of(src, shape), layout_of(dst, shape), shape, 4)
     assert not isinstance(now.data, Deferred) and isinstance(deferred.data, Deferred)
