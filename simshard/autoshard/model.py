@@ -212,7 +212,7 @@ class Search:
         self.edges.append(Edge(key, src, need, aval, weight, site))
         temps = self.temps.setdefault(site, []) if site is not None else []
         srcs, needs = list(src.items()), list(need.items())
-        seconds, _, size = self.prices(tuple(src), tuple(need), aval)
+        seconds, size = self.prices(tuple(src), tuple(need), aval)
         price = seconds * (weight * SCALE)
         k, n = price.shape
         if k == 1 or n == 1:  # one end fixed: the terms are the other end's binaries
@@ -237,16 +237,15 @@ class Search:
                     temps.append((int(cells[i, j]), size[j]))
 
     def prices(self, src: tuple[Sharding, ...], need: tuple[Sharding, ...], aval: Aval):
-        """The seconds of moving ``aval`` from each of ``src`` to each of ``need`` (a matrix),
-        which pairs move at all, and each need's block bytes; cached per layouts and shape (a
+        """The seconds of moving ``aval`` from each of ``src`` to each of ``need`` (a matrix) and
+        each need's block bytes; cached per layouts and shape (a
         value read alike by several ops, a chain of element-wise ops, is priced once)."""
         key = (tuple(map(id, src)), tuple(map(id, need)), aval.shape, aval.dtype.itemsize)
         hit = self.price_cache.get(key)
         if hit is None:
             price = np.array([[self.costs.seconds(s, t, aval) for t in need] for s in src])
-            moved = np.array([[s is not t for t in need] for s in src], dtype=bool)
             size = np.array([float(self.bytes(t, aval)) for t in need])
-            hit = self.price_cache[key] = (price, moved, size)
+            hit = self.price_cache[key] = (price, size)
         return hit
 
     def bytes(self, s: Sharding, aval: Aval) -> int:
