@@ -123,14 +123,14 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
 
 
 def routes_used(execution, mesh) -> str:
-    """What a simshard Ray row actually ran on: its messages' routes (ordered device pairs per
-    route), the run calls' route, how the device processes wait, and how many there were; a peer
-    reached by Ray calls where a socket was meant ("ray" among the routes) is flagged, so that a
-    silent fallback can never pass for a measurement."""
-    routes = ", ".join(f"{r} {n}" for r, n in sorted(execution.routes.items())) or "no peers"
-    text = (f"{routes}; calls {execution.control_plane}; polling {mesh.polling(mesh.devices[0])}; "
-            f"{len(mesh.groups)} processes")
-    if "ray" in execution.routes and execution.data_plane == "sockets":
+    """What a simshard Ray row actually ran on: its messages between devices per route taken (each
+    counted as it was sent), the device pairs per route, the run calls' route (and why, where they
+    were Ray calls: large input shards go through Ray's object store; a device's messages never
+    do), how the device processes wait, and how many there were. A message sent by Ray calls where
+    a socket was meant ("ray" among the messages' routes) is flagged, so that a silent fallback
+    can never pass for a measurement."""
+    text = f"{execution.describe_routes()}; polling {mesh.polling(mesh.devices[0])}; {len(mesh.groups)} processes"
+    if ("ray" in execution.messages or "ray" in execution.routes) and execution.data_plane == "sockets":
         text = "FALLBACK to Ray calls: " + text
         print(f"warning: {text}", file=sys.stderr)
     return text

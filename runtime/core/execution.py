@@ -40,13 +40,30 @@ class Execution:
     # kind over every attempt, how many attempts the run took, the devices restarted on the way,
     # and the routes its messages (data plane) and its run calls (control plane) took; ``routes``:
     # how many ordered pairs of its devices each route joined ("process", "unix", "tcp", "ray":
-    # ``ray/host/peers.route``), so that a peer reached by Ray calls shows in every result
+    # ``ray/host/peers.route``), so that a peer reached by Ray calls shows in every result;
+    # ``messages``: how many messages the devices sent by each route, counted as each was sent;
+    # ``control_reason``: why the run calls went as Ray calls (``ray/driver/lines.WhyRayCalls``)
     controller_calls: Mapping[str, int] = field(default_factory=dict)
     attempts: int = 1
     restarted: tuple[int, ...] = ()
     data_plane: str | None = None
     control_plane: str | None = None
     routes: Mapping[str, int] = field(default_factory=dict)
+    messages: Mapping[str, int] = field(default_factory=dict)
+    control_reason: str | None = None
+
+    def describe_routes(self) -> str | None:
+        """What went where, in words (None on the local backend): the messages between devices per
+        route taken (with the device pairs each route joins), then the run calls' route and, where
+        they went as Ray calls, why. A "ray" among the messages' routes is a peer reached by Ray
+        calls; run calls by Ray carry the driver's inputs and answers, never a device's messages."""
+        if self.data_plane is None:
+            return None
+        sent = ", ".join(f"{r} {n}" for r, n in sorted(self.messages.items())) or "none"
+        pairs = ", ".join(f"{r} {n}" for r, n in sorted(self.routes.items())) or "none"
+        calls = ("the driver's control lines" if self.control_plane == "sockets" else
+                 f"Ray actor calls ({self.control_reason})" if self.control_reason else f"{self.control_plane}")
+        return f"messages between devices: {sent} (device pairs: {pairs}); run calls: {calls}"
 
     @cached_property
     def records(self) -> tuple[CommRecord, ...]:

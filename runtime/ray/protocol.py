@@ -70,6 +70,7 @@ class DeviceSummary(NamedTuple):
     values: Any = None  # buffer -> first value (trace_values)
     undelivered: tuple = ()  # (source, key, note) of messages that arrived and were never received
     late: tuple = ()  # (destination, key, note) of messages that reached a receiver already finished
+    taken: tuple = ()  # (route, messages it sent by that route) pairs: ``RayTransport.taken``
 
     @property
     def ok(self) -> bool:

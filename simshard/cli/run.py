@@ -59,15 +59,14 @@ def execute(args, out: Output) -> int:
     mesh_text = ", ".join(f"{a}={n}" for a, n in used.shape.items())
     out.heading(f"{program.name} / {strategy.name}", strategy.about)
     execution = getattr(res, "execution", None)
-    plane, control = getattr(execution, "data_plane", None), getattr(execution, "control_plane", None)
-    routes = getattr(execution, "routes", None)
-    if plane and routes:  # the routes its messages took, device pairs per route: a fallback shows
-        plane += " (" + ", ".join(f"{route}: {n} device pairs" for route, n in sorted(routes.items())) + ")"
+    plane = getattr(execution, "data_plane", None)
+    # what went where: messages per route taken, device pairs per route, the run calls (a fallback shows)
+    routes = execution.describe_routes() if plane else None
     if estimated:
         out.line(f"mesh {mesh_text} ({used.size} devices), estimated without running")
     else:
         out.line(f"mesh {mesh_text} ({used.size} devices), backend {backend}"
-                 + (f" (data plane: {plane}; run calls: {control})" if plane else ""))
+                 + (f" (data plane: {plane}; {routes})" if plane else ""))
     if mode != "forward":
         out.line(f"mode {mode}: {program.describe_mode(mode)}")
     out.line(f"topology {options.describe_topology(topology)}")

@@ -4,6 +4,7 @@ into a document between its markers, again and again. Not a speed test."""
 
 import importlib.util
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -38,12 +39,15 @@ def test_simshard_measurements_return_times_on_the_local_backend():
 
 def test_simshard_on_ray_with_several_devices_per_process(ray_session):
     mlp = peers.simshard_mlp(16, 16, 32, "ray", mesh_shape=(2, 4), per_process=4)
-    # each simshard row says what it ran on: its messages' routes (ordered device pairs), the run
-    # calls' route, the processes' polling, so that a fallback to Ray calls cannot pass unseen
-    assert positive(mlp["resident"]) and mlp["used"].startswith("process 24, unix 32; calls sockets; polling ")
-    assert mlp["used"].endswith("; 2 processes")
+    # each simshard row says what it ran on: its messages per route taken, its routes' ordered
+    # device pairs, the run calls' route, the processes' polling, so that a fallback to Ray calls
+    # cannot pass unseen (the all-reduce over y stays within each process of 4 devices)
+    assert positive(mlp["resident"]) and re.fullmatch(
+        r"messages between devices: process \d+ \(device pairs: process 24, unix 32\); run calls: the "
+        r"driver's control lines; polling \w+; 2 processes", mlp["used"]), mlp["used"]
     assert positive(peers.simshard_message_hop("ray", per_process=1, hops=6))
-    assert peers.USED[(2, 1)].startswith("unix 2; calls sockets;")
+    assert peers.USED[(2, 1)].startswith("messages between devices: unix 6 (device pairs: unix 2); run calls: the "
+                                         "driver's control lines;"), peers.USED[(2, 1)]
 
 
 def test_a_peer_that_is_not_installed_is_reported_not_raised(tmp_path):

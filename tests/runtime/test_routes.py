@@ -80,6 +80,8 @@ def test_a_peer_reached_by_ray_calls_instead_of_its_socket_is_a_warning_naming_t
         x = np.arange(16.0).reshape(4, 4)
         remote = devices.compile(lambda a: a.sum(0), x, in_shardings=(ss.P("x", None),))(x)
         assert remote.execution.routes == {"process": 4, "ray": 8}  # ordered pairs of the 4 devices
+        # and the messages that crossed between the processes were sent as Ray calls, counted as sent
+        assert remote.execution.messages.get("ray", 0) > 0 and set(remote.execution.messages) <= {"process", "ray"}
 
 
 def test_a_control_line_that_does_not_open_is_a_warning_naming_the_devices(ray_session):
@@ -101,3 +103,33 @@ def test_devices_of_other_nodes_talk_by_tcp_with_every_frame_authenticated(ray_s
         res = step(x, w)
         assert np.array_equal(np.asarray(res.outputs[0] if isinstance(res.outputs, tuple) else res.outputs), x @ w)
         assert res.execution.routes == {"process": 4, "tcp": 8}
+        assert res.execution.messages.get("tcp", 0) > 0 and set(res.execution.messages) <= {"process", "tcp"}
+
+
+def test_large_inputs_send_the_run_calls_by_ray_and_the_messages_still_by_socket(ray_session):
+    """One device per process, an all-reduce of 1 MiB inputs (peers.py's collectives rows): the
+    driver's run calls go as Ray calls, saying why (the shards travel in Ray's object store), while
+    every message between the devices goes on the Unix socket, counted as each is sent; with small
+    inputs the run calls go on the control lines. Bits equal to the local backend's either way."""
+    from simshard.runtime.ray.driver.lines import WhyRayCalls
+    from simshard.spmd import AllReduce, Schedule, SpmdProgram
+
+    ids = (0, 1)
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SocketFallbackWarning)
+        with RayMesh(devices=ids, devices_per_process=1) as devices:
+            for rows, plane, reason in ((1024, "ray", WhyRayCalls.LARGE_INPUTS.value), (16, "sockets", None)):
+                spmd = SpmdProgram(None, tuple(Schedule(d, (0,), (AllReduce(1, "%1 ar", src=0, dst=1, group=ids,
+                                                                            axes=("x",)),), (1,)) for d in ids), (), ())
+                inputs = {d: [rng.standard_normal((rows, 256)).astype(np.float32)] for d in ids}
+                local = run_local(spmd, inputs)
+                res = devices.run_spmd(spmd, inputs)
+                sent = sum(1 for t in local.transfers.rows if t[2] == "sent" and t[0] != t[1])
+                assert (res.control_plane, res.control_reason) == (plane, reason), rows
+                assert res.routes == {"unix": 2} and res.messages == {"unix": sent} and sent > 0, res.messages
+                said = res.describe_routes()
+                assert said.startswith(f"messages between devices: unix {sent} (device pairs: unix 2); run calls: ")
+                assert said.endswith(f"Ray actor calls ({reason})" if reason else "the driver's control lines")
+                for d in ids:
+                    assert bits(res.outputs[d][0]) == bits(local.outputs[d][0]), (rows, d)

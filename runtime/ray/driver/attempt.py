@@ -18,7 +18,7 @@ from ...core.execution import Execution
 from ...core.executor import Span
 from ...core.transfer_log import TransferLog
 from ..protocol import DeviceSummary, RunPlan, Status
-from .connected import routes_used
+from .connected import messages_taken, routes_used
 from .failures import check_delivered, run_failure
 from .held import Held, HeldOutputs
 from .probe import NotAnswering, silent
@@ -140,4 +140,5 @@ class RunAttempt:
             timeline={d: tuple(map(Span._make, summaries[d].timeline)) for d in spmd.devices},
             data_plane=mesh.data_plane, control_plane=self.route.name,
             routes=routes_used(mesh.peer_routes, spmd.devices),
+            messages=messages_taken(summaries[d].taken for d in spmd.devices),
         )

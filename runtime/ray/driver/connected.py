@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from ..protocol import Connected
 
@@ -38,3 +38,13 @@ def routes_used(routes: Mapping[int, Mapping[int, str]], devices: Sequence[int])
     """How many ordered pairs of ``devices`` each route joins ("process", "unix", "tcp", "ray")."""
     among = set(devices)
     return dict(Counter(r for d in devices for p, r in routes.get(d, {}).items() if p in among))
+
+
+def messages_taken(taken: Iterable[Iterable[tuple[str, int]]]) -> dict[str, int]:
+    """The messages a run's devices sent per route, from each device's (route, messages) pairs
+    (``DeviceSummary.taken``)."""
+    out: Counter = Counter()
+    for pairs in taken:
+        for route, n in pairs:
+            out[route] += n
+    return dict(out)

@@ -10,11 +10,25 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
+from enum import Enum
 from typing import Any, Iterator, Mapping
 
 from ...wire.control_line import INLINE_MAX, ControlLine
 from ..start import import_ray
 from .held import Held
+
+
+class WhyRayCalls(str, Enum):
+    """Why a run's calls went as Ray actor calls rather than on the control lines (its value says
+    it in words, as ``Execution.control_reason`` and the benchmarks print it). None of these moves
+    the run's messages between devices: they take their own routes (``Execution.messages``)."""
+
+    LARGE_INPUTS = f"input shards of {INLINE_MAX >> 20} MiB or more go through Ray's object store"
+    INPUTS_IN_STORE = "input shards given as Ray objects"
+    NO_LINE = "a device process has no control line (on another node, or its line did not open: warned then)"
+    LINE_FAILED = "a device process's control line failed"
+    LINES_BUSY = "another thread's run or fetch was on the control lines"
+    RAY_DATA_PLANE = "the mesh runs on the ray data plane"
 
 
 class ControlFallbackWarning(RuntimeWarning):
@@ -61,23 +75,27 @@ class ControlLines:
             if mine:
                 self.lock.release()
 
-    def for_run(self, groups, shards: Mapping[int, list]) -> dict | None:
-        """The lines a run goes on (group -> line): every process it reaches has a line open and
-        every shard is kept there or small enough to go by value (``INLINE_MAX``); None otherwise
-        (the run is Ray calls, its shards in the object store)."""
+    def for_run(self, groups, shards: Mapping[int, list]) -> tuple[dict | None, WhyRayCalls | None]:
+        """The lines a run goes on (group -> line) and None, where every process it reaches has a
+        line open and every shard is kept there or small enough to go by value (``INLINE_MAX``);
+        otherwise None and why not (the run is Ray calls, its shards in the object store)."""
         ray = import_ray()
         for ins in shards.values():
             for a in ins:
-                if not isinstance(a, Held) and (isinstance(a, ray.ObjectRef) or getattr(a, "nbytes", 0) >= INLINE_MAX):
-                    return None
+                if isinstance(a, ray.ObjectRef):
+                    return None, WhyRayCalls.INPUTS_IN_STORE
+                if not isinstance(a, Held) and getattr(a, "nbytes", 0) >= INLINE_MAX:
+                    return None, WhyRayCalls.LARGE_INPUTS
         lines = {}
         for group in groups:
             if any(d in shards for d in group):
                 line = self.by_group.get(group)
-                if line is None or line.failed is not None:
-                    return None
+                if line is None:
+                    return None, WhyRayCalls.NO_LINE
+                if line.failed is not None:
+                    return None, WhyRayCalls.LINE_FAILED
                 lines[group] = line
-        return lines
+        return lines, None
 
     def of_hosts(self, actors: Mapping[int, Any], hosts) -> dict | None:
         """host handle -> its process's line, for each of ``hosts``; None where one has none open."""

@@ -16,6 +16,7 @@ from ..put_once import PutOnce
 from ..start import import_ray
 from .attempt import RunAttempt
 from .held import Held
+from .lines import WhyRayCalls
 from .routes import LineRoute, RayRoute
 
 
@@ -68,13 +69,17 @@ def run_with_retries(mesh, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]]
 
 def one_attempt(mesh, key, spmd, shards: Mapping[int, list], in_object_store, **how) -> Execution:
     """One run of the program on every device: on the control lines where it can
-    (``ControlLines.claim``, ``for_run``), else by Ray calls with ``in_object_store()``'s shards."""
+    (``ControlLines.claim``, ``for_run``), else by Ray calls with ``in_object_store()``'s shards, the
+    ``Execution`` saying why (``WhyRayCalls``)."""
     with mesh.lines.claim() as mine:
-        lines = mesh.lines.for_run(mesh.groups, shards) if mine else None
+        if mine:
+            lines, why = mesh.lines.for_run(mesh.groups, shards)
+        else:
+            lines, why = None, WhyRayCalls.LINES_BUSY if mesh.lines.enabled else WhyRayCalls.RAY_DATA_PLANE
         if lines is not None:
             attempt = RunAttempt(mesh, key, spmd, shards, LineRoute(lines, mesh.calls), **how)
         else:
             attempt = RunAttempt(mesh, key, spmd, in_object_store(), RayRoute(mesh.calls), **how)
         attempt.send()
         attempt.collect()
-        return attempt.result()
+        return replace(attempt.result(), control_reason=None if why is None else why.value)

@@ -234,4 +234,5 @@ class HostedDevice:
             values=dict(ex.traced),
             undelivered=undelivered,
             late=tuple(late),
+            taken=tuple(transport.taken.items()),
         )

@@ -11,12 +11,10 @@ import asyncio
 def route(peer) -> str:
     """How messages reach ``peer``: "process" (a device of this process), "unix" (this node's
     socket), "tcp" (another node's socket) or "ray" (actor calls: the ray data plane, or a
-    socket that would not open)."""
-    if isinstance(peer, LocalPeer):
-        return "process"
-    if isinstance(peer, SocketPeer):
-        return "tcp" if peer.connection.address.startswith("tcp:") else "unix"
-    return "ray"
+    socket that would not open). Read from the peer itself (``via``), not from its class: these
+    classes travel by value to the device processes, where the copy that built a peer and the one
+    a module imported after ``bootstrap`` sees are different classes."""
+    return peer.via
 
 
 class RemoteMethod:
@@ -33,6 +31,7 @@ class RemotePeer:
     """A device of another host, called like an actor of its own."""
 
     local = False
+    via = "ray"
 
     def __init__(self, handle, device: int):
         self.handle, self.device = handle, device
@@ -51,6 +50,7 @@ class SocketPeer(RemotePeer):
     def __init__(self, handle, device: int, connection):
         super().__init__(handle, device)
         self.connection = connection
+        self.via = "tcp" if connection.address.startswith("tcp:") else "unix"
 
 
 class LocalMethod:
@@ -68,6 +68,7 @@ class LocalPeer:
     ``target.deliver_now``), its other methods run as tasks of this event loop; no Ray call."""
 
     local = True
+    via = "process"
 
     def __init__(self, device):
         self.target = device

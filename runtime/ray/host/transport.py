@@ -52,6 +52,9 @@ class RayTransport(Transport):
         self._shared = shared  # SharedBlocks: the device's shared-memory files for large socket messages
         self.cancelled_in: tuple | None = None  # (source, key) of the receive an abort cancelled
         self.connections = connections  # the process's sockets to other processes (``lends``)
+        # route ("process", "unix", "tcp", "ray": ``peers.route``) -> messages this device sent by it
+        # in this run, counted where each message goes: what a run's messages took, not what was meant
+        self.taken: dict[str, int] = {}
 
     async def _deliver(self, msg: Message) -> None:
         if msg.dst == self.device:
@@ -61,6 +64,7 @@ class RayTransport(Transport):
         peer = self.peers.get(msg.dst)
         if peer is None:
             raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
+        self.taken[peer.via] = self.taken.get(peer.via, 0) + 1  # ``peers.route``
         if peer.local:  # a device of this process takes its own copy, as a self-send gets
             answer = peer.target.deliver_now(self.run_id, msg.src, msg.key, msg.array, msg.tag, msg.note, copy=True)
             if answer != "ok":  # kept for ``late``, as a Ray call's answer is
