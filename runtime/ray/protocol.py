@@ -69,8 +69,8 @@ class DeviceSummary(NamedTuple):
     timeline: tuple = ()  # its executor Spans, as tuples
     values: Any = None  # buffer -> first value (trace_values)
     undelivered: tuple = ()  # (source, key, note) of messages that arrived and were never received
-    late: tuple = ()  # (destination, key, note) of messages that reached a receiver already finished
-    taken: tuple = ()  # (route, messages it sent by that route) pairs: ``RayTransport.taken``
+    taken: tuple = ()  # (route, messages it sent to other devices by that route) pairs: ``RayTransport.taken``
+    received: int = 0  # messages it took from other devices (``RayTransport.received``)
 
     @property
     def ok(self) -> bool:

@@ -4,9 +4,11 @@ mismatches it caused in its peers, or a message no device received."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Mapping
 
 from ...core.executor import describe
+from ...core.transfer_log import Transfer
 from ...errors import DeviceLostError, ExecutionError, ScheduleMismatchError
 from ..protocol import DeviceSummary, Status
 from .held import who_said
@@ -69,9 +71,14 @@ def _device_died(spmd, summaries: Mapping[int, DeviceSummary], dead: Mapping[int
 
 def check_delivered(spmd, summaries: Mapping[int, DeviceSummary]) -> None:
     """A ``ScheduleMismatchError`` for the first message its receiver never took: one left in its
-    mailbox when it finished, or one that reached it after it had finished (as its sender heard)."""
+    mailbox when it finished, or one that reached it after it had finished (or never reached it).
+    The second kind shows in the counts: every message a device took from another was sent, so
+    fewer messages taken than sent over the whole run means some receiver never took one; only
+    then are the transfer rows read, to name it (``never_taken``)."""
     unreceived = [(src, d, k, note) for d in spmd.devices for src, k, note in summaries[d].undelivered]
-    unreceived += [(s, d, k, note) for s in spmd.devices for d, k, note in summaries[s].late]
+    sent = sum(n for d in spmd.devices for _, n in summaries[d].taken)
+    if not unreceived and sent != sum(summaries[d].received for d in spmd.devices):
+        unreceived = never_taken(spmd, summaries)
     if unreceived:
         src, d, k, note = unreceived[0]
         raise ScheduleMismatchError(
@@ -79,3 +86,22 @@ def check_delivered(spmd, summaries: Mapping[int, DeviceSummary]) -> None:
             f"device {d}, which finished without receiving it",
             devices=(src, d), positions={src: note, d: summaries[d].where},
         )
+
+
+def never_taken(spmd, summaries: Mapping[int, DeviceSummary]) -> list[tuple]:
+    """(source, destination, key, where the source was) of each message sent between two devices
+    and never taken by its receiver, from the devices' transfer rows (``Transfer``)."""
+    rows = [Transfer._make(r) for d in spmd.devices for r in summaries[d].transfers]
+    sent = Counter((r.device, r.peer, tuple(r.key)) for r in rows if r.direction == "sent" and r.device != r.peer)
+    taken = Counter((r.peer, r.device, tuple(r.key)) for r in rows if r.direction == "received" and r.device != r.peer)
+    return [(src, dst, key, sent_at(spmd.schedule(src), key[0])) for (src, dst, key) in sorted(sent - taken)]
+
+
+def sent_at(schedule, instr: int) -> str:
+    """Where a device was when it sent a message of instruction ``instr``, as its note says it
+    (``Executor._note``): the instruction's position in the schedule, or inside a loop or branch."""
+    for position, ins in enumerate(schedule.instrs):
+        if ins.id == instr:
+            src = f" from {ins.source!r}" if ins.source else ""
+            return f"at position {position} [{ins.id}] {ins.kind}{src}"
+    return f"in a loop or branch of its schedule, instruction id {instr}"

@@ -189,7 +189,7 @@ class HostedDevice:
             await asyncio.wait({st.task})
             if st.task.cancelled() or st.task.exception() is not None:
                 return self._stopped(st, transport, ex)
-            return await self._finished(run_id, st, transport, ex)
+            return self._finished(run_id, st, transport, ex)
         finally:
             transport.release()
             st.mailbox.close()
@@ -219,11 +219,10 @@ class HostedDevice:
         waits = [transport.lost] if transport.lost else list(transport.waiting)
         return DeviceSummary.failed(st.task.exception(), ex.where(), tuple(waits))
 
-    async def _finished(self, run_id: int, st: RunState, transport, ex) -> DeviceSummary:
+    def _finished(self, run_id: int, st: RunState, transport, ex) -> DeviceSummary:
         """The summary of a run this device completed; from here on a message to it is late."""
         undelivered = tuple((m.src, m.key, m.note) for m in st.mailbox.undelivered())
         self._close(run_id, ex.where(), completed=True)
-        late = await transport.late(transport.timeout if transport.timeout is not None else 5.0)
         return DeviceSummary(
             Status.OK, ex.where(),
             outputs=tuple(np.asarray(o) for o in st.task.result()),  # the host keeps them (DeviceHost.run)
@@ -233,6 +232,6 @@ class HostedDevice:
             timeline=tuple(ex.spans),
             values=dict(ex.traced),
             undelivered=undelivered,
-            late=tuple(late),
             taken=tuple(transport.taken.items()),
+            received=transport.received,
         )

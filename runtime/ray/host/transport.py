@@ -22,7 +22,6 @@ import numpy as np
 from ...core.mailbox import Message
 from ...core.transport import Transport
 from ...core.transport_errors import PeerLost, RecvTimeout, TransportError
-from ...wire.frames import Answer
 from ...wire.shared_memory import SHM_BYTES
 from ..put_once import PutOnce
 from ..start import INLINE_BYTES
@@ -43,10 +42,6 @@ class RayTransport(Transport):
         self.run_id = run_id
         self.mailbox = mailbox
         self.waiting: dict[tuple, float] = {}  # (source, key) -> since when
-        # (deliver call, destination, key, note) of every Ray message; (answer, ...) of every
-        # message a device of this process did not take (its answer is known at once)
-        self.sent: list[tuple] = []
-        self.frames: list[tuple] = []  # (connection, sequence number, destination, key, note) of every frame
         self.peer_where: dict[int, str] = {}  # what a silent peer said when asked
         self._puts_for, self._puts = None, PutOnce()  # the instruction whose arrays _puts holds
         self._shared = shared  # SharedBlocks: the device's shared-memory files for large socket messages
@@ -55,6 +50,10 @@ class RayTransport(Transport):
         # route ("process", "unix", "tcp", "ray": ``peers.route``) -> messages this device sent by it
         # in this run, counted where each message goes: what a run's messages took, not what was meant
         self.taken: dict[str, int] = {}
+        # messages this device took from other devices in this run: the driver checks that every
+        # message sent was taken (``failures.check_delivered``) by comparing the counts, so a device
+        # finishing asks its peers nothing (a round trip per peer process, and a wakeup of each)
+        self.received = 0
 
     async def _deliver(self, msg: Message) -> None:
         if msg.dst == self.device:
@@ -65,18 +64,16 @@ class RayTransport(Transport):
         if peer is None:
             raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
         self.taken[peer.via] = self.taken.get(peer.via, 0) + 1  # ``peers.route``
+        # no answer is awaited or kept: a message its receiver never took (it had finished, say) shows
+        # in the counts the driver compares (``received``)
         if peer.local:  # a device of this process takes its own copy, as a self-send gets
-            answer = peer.target.deliver_now(self.run_id, msg.src, msg.key, msg.array, msg.tag, msg.note, copy=True)
-            if answer != "ok":  # kept for ``late``, as a Ray call's answer is
-                self.sent.append((answer, msg.dst, msg.key, msg.note))
+            peer.target.deliver_now(self.run_id, msg.src, msg.key, msg.array, msg.tag, msg.note, copy=True)
             return
         if getattr(peer, "socket", False):  # a frame on the socket to the peer's process
-            self.frames.append((peer.connection, self._frame(peer, msg), msg.dst, msg.key, msg.note))
+            self._frame(peer, msg)
             return
         payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
-        # no ack awaited here; the answers are looked at once this device has finished (``late``)
-        ref = peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
-        self.sent.append((ref, msg.dst, msg.key, msg.note))
+        peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
 
     def _frame(self, peer, msg: Message) -> int:
         """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
@@ -109,29 +106,6 @@ class RayTransport(Transport):
             self._puts_for, self._puts = msg.key[0], PutOnce()
         return self._puts(msg.array)
 
-    async def late(self, timeout: float = 5.0) -> list[tuple]:
-        """(destination, key, note) of the messages whose receiver had already finished the
-        run when they arrived: a schedule mismatch that would otherwise pass unnoticed. A Ray
-        call's answer is its result; a socket frame's is known once a sync on its connection
-        has been answered (wire/sockets.py)."""
-        if not self.sent and not self.frames:
-            return []
-        connections = list(dict.fromkeys(c for c, *_ in self.frames))
-        calls = [r for r, *_ in self.sent if not isinstance(r, str)]  # a string: a local device's answer
-        waits = [c.sync() for c in connections] + calls
-        try:
-            answers = await asyncio.wait_for(asyncio.gather(*waits, return_exceptions=True), timeout)
-        except asyncio.TimeoutError:
-            return []  # a receiver too busy to answer: nothing known
-        finally:
-            self.release()
-        synced = {c for c, a in zip(connections, answers) if not isinstance(a, BaseException)}
-        late = [(dst, key, note) for c, seq, dst, key, note in self.frames
-                if c in synced and c.answer(seq) is Answer.FINISHED]
-        replies = iter(answers[len(connections):])
-        return late + [(dst, key, note) for r, dst, key, note in self.sent
-                       if (r if isinstance(r, str) else next(replies)) == "finished"]
-
     async def _collect(self, dst: int, src: int, key, timeout) -> Message:
         if src != self.device and src not in self.peers:
             raise TransportError(f"device {src} is not one of this mesh's devices {sorted(self.peers)}")
@@ -139,7 +113,10 @@ class RayTransport(Transport):
         try:
             if src in self.dead and not self.mailbox.has(src, key):
                 raise PeerLost(dst, src, key)
-            return await self.mailbox.get(src, key, timeout)
+            msg = await self.mailbox.get(src, key, timeout)
+            if src != self.device:
+                self.received += 1
+            return msg
         except PeerLost:
             self.lost = (src, key)
             raise
