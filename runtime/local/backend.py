@@ -3,7 +3,8 @@
 ``run_local(spmd, inputs)`` runs an ``SpmdProgram`` given each device's local input shards and
 returns an ``Execution`` (per-device outputs, communication records, memory report, transfer log).
 The devices exchange data through an ``InMemoryTransport`` with the same collective code the Ray
-backend uses. Nothing hangs: every receive has a timeout, and since the in-memory transport sees
+backend uses, and run their heavy contractions at once on the process's kernel threads, as the
+devices sharing a Ray process do (``core/kernel_threads.py``: one mechanism; the same bits). Nothing hangs: every receive has a timeout, and since the in-memory transport sees
 every device it reports a deadlock (or a wait on a device that has finished) the moment it
 happens, naming each device and the instruction it was at.
 """
@@ -22,6 +23,7 @@ from simshard.report.memory import MemoryReport, capacity_of
 
 from ..core.execution import Execution, check_inputs
 from ..core.executor import Executor
+from ..core.kernel_threads import shared_kernel_threads
 from ..core.gc_policy import fewer_collections
 from ..errors import ExecutionError, ScheduleMismatchError
 from .in_memory import InMemoryTransport
@@ -34,12 +36,12 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
     check_inputs(spmd, inputs)
     transport = InMemoryTransport(spmd.devices, timeout=timeout)
     executors: dict[int, Executor] = {}
-
+    kernels = shared_kernel_threads()
     for s in spmd.schedules:
         executors[s.device] = Executor(
             s, transport, capacity=capacity_of(device_memory, s.device), algorithm=algorithm,
             describe_peer=lambda d: executors[d].where() if d in executors else "not in this program",
-            trace=spmd.checkpoint_buffers if trace_values else frozenset(),
+            trace=spmd.checkpoint_buffers if trace_values else frozenset(), kernels=kernels,
         )
     # as in a device actor: the bits of a kernel do not depend on the backend, and the collector
     # does not pass over the whole heap every few hundred messages

@@ -115,3 +115,26 @@ def test_a_kernel_failing_on_a_thread_names_the_device_and_operands():
             run_devices(inputs, kernels)
     finally:
         kernels.close()
+
+
+def test_the_local_backend_runs_its_devices_products_at_once_on_one_shared_pool():
+    """The local backend uses the same mechanism as a Ray process of several devices: its devices'
+    heavy products overlap in time, on the process's one pool of kernel threads (a thread per core,
+    kept from run to run), with the bits of the loop's thread."""
+    import os
+
+    from simshard.runtime import run_local
+    from simshard.runtime.core.kernel_threads import shared_kernel_threads
+    from simshard.spmd import SpmdProgram
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: a pool of one thread runs the products one after another")
+    inputs = gaussian_inputs()
+    spmd = SpmdProgram(None, tuple(matmul_schedule(d) for d in inputs), (), ())
+    ran = run_local(spmd, inputs)
+    inline, _ = run_devices(inputs, None)
+    for d in inputs:
+        assert ran.outputs[d][0].tobytes() == inline[d][0].tobytes(), d
+    assert overlap(*(ran.timeline[d][0] for d in inputs)), ran.timeline
+    assert shared_kernel_threads() is shared_kernel_threads()
+    assert shared_kernel_threads().threads == min(len(os.sched_getaffinity(0)), 32)
