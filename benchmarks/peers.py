@@ -20,6 +20,10 @@ best of a few timed repetitions after a warm-up, each from a function returning 
   the devices; torch: each rank's shards; JAX: committed arrays), and end to end (put, run, gather).
 * a tiny MLP step on 64 devices ([8, 8]): simshard with 8 devices per process.
 * per-message overhead: a chain of tiny collective-permutes around 8 devices, time per round.
+* a pair (``--rows pair``): 2 devices, one process each, against 2 gloo ranks: the Megatron MLP on a
+  [1, 2] mesh at each device's share of the [2, 4] rows (64x256x512: each device the products of
+  128x256x1024's; 256x1024x2048: those of 512x1024x4096's) and a 1 MiB all-reduce: one process per
+  device with a core each, as on a many-core node, where a 2-core machine can give one.
 
 The collectives and the Megatron MLP run every side once in each of ``--rounds`` rounds (default
 3), one side after another, and keep each side's best: the machine's speed drifts over minutes,
@@ -56,7 +60,7 @@ PEER_WORKERS = HERE / "peer_workers.py"  # what a peer runs, in a subprocess of 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 MARK_BEGIN = "<!-- peers.py: begin -->"
 MARK_END = "<!-- peers.py: end -->"
-ROWS = ("collectives", "mlp", "tiny", "messages")  # the groups of rows, each run or not (--rows)
+ROWS = ("collectives", "mlp", "pair", "tiny", "messages")  # the groups of rows, each run or not (--rows)
 USED: dict = {}  # (devices, devices per process) of a message chain on Ray -> what it ran on (``routes_used``)
 
 
@@ -91,9 +95,9 @@ def mlp_shapes(scale: str, quick: bool) -> tuple[int, int, int]:
 # -- simshard ----------------------------------------------------------------------------------
 
 
-def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
-    """Seconds of one collective over 8 devices (steady state, devices' clocks)."""
-    ids = tuple(range(8))
+def simshard_collectives(nbytes: int, backend: str, reps: int = 3, n: int = 8, kinds=KINDS) -> dict:
+    """Seconds of one collective over ``n`` devices (steady state, devices' clocks)."""
+    ids = tuple(range(n))
     out, used = {}, set()
     rm = None
     if backend == "ray":
@@ -101,8 +105,8 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3) -> dict:
 
         rm = RayMesh(devices=ids, devices_per_process=1).start()
     try:
-        for kind in KINDS:
-            rows, cols = collective_shape(kind, 8, nbytes)
+        for kind in kinds:
+            rows, cols = collective_shape(kind, n, nbytes)
             rng = np.random.default_rng(1)
             inputs = {d: [rng.standard_normal((rows, cols)).astype(np.float32)] for d in ids}
             spmd = collective_program(kind, ids, rows, cols, reps)
@@ -273,11 +277,30 @@ def measure(args) -> dict:
             t.get("resident", t.get("error")), j.get("resident", j.get("error")), r1["used"])
         add(f"Megatron MLP {name}, 2x4, end to end (put, run, gather)", r["end_to_end"], loc["end_to_end"],
             used=r["used"])
+    if "pair" in args.rows:
+        add_pair(args, add)
     if "tiny" in args.rows:
         add_tiny(args, add)
     per_message, per_message_used = measure_messages(peer, add) if "messages" in args.rows else ({}, {})
     return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
             "load": load_start, "load_end": os.getloadavg()[0], "quick": quick, "rounds": args.rounds}
+
+
+def add_pair(args, add) -> None:
+    """The pair rows (module docstring), each side's best of ``--rounds`` rounds."""
+    peer, nbytes = args.peer_python, (1 << 14 if args.quick else 1 << 20)
+    for shapes in ((16, 32, 64),) if args.quick else ((64, 256, 512), (256, 1024, 2048)):
+        rounds = [(simshard_mlp(*shapes, "ray", mesh_shape=(1, 2), per_process=1),
+                   run_peer(peer, "torch", {"what": "mlp", "mesh": [1, 2], "shapes": shapes, "world": 2}))
+                  for _ in range(args.rounds)]
+        r, t = (best_of(side) for side in zip(*rounds))
+        add(f"Megatron MLP {'x'.join(map(str, shapes))}, 1x2, inputs on the devices, 2 processes (gloo: 2 ranks)",
+            r["resident"], None, t.get("resident", t.get("error")), used=r["used"])
+    rounds = [(simshard_collectives(nbytes, "ray", n=2, kinds=("all_reduce",)),
+               run_peer(peer, "torch", {"what": "collectives", "nbytes": nbytes, "world": 2})) for _ in range(args.rounds)]
+    r, t = (best_of(side) for side in zip(*rounds))
+    add(f"{nbytes >> 10} KiB all-reduce, 2 ranks" if nbytes < 1 << 20 else "1 MiB all-reduce, 2 ranks", r["all_reduce"],
+        None, t.get("all_reduce", t.get("error")), used=r["used"])
 
 
 def add_tiny(args, add) -> None:

@@ -57,6 +57,8 @@ class Ring:
         if self.tail >= start or start % RING_BYTES + n > RING_BYTES:
             # all read, or it would wrap: start at the beginning (where the pages are mapped already)
             start = -(-start // RING_BYTES) * RING_BYTES
+            if self.tail >= self.head:  # all read: the whole ring is free, not only what is past the tail
+                self.tail = start
         if start + n - self.tail > RING_BYTES:
             return None
         offset = start % RING_BYTES

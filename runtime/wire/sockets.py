@@ -131,6 +131,7 @@ class Connection:
         self.cma, self.lent = False, {}
         self._probe = np.frombuffer(bytearray(secret), dtype=np.uint8)  # what the probe points it at
         self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
+        self.settled_at = 0  # how far the ring was written when the last sync was sent
         self.seq = itertools.count()
         self.failed: BaseException | None = None
         # between nodes: this side's frames signed, the receiver's answers checked (``frame_auth``)
@@ -185,10 +186,10 @@ class Connection:
                         raise ConnectionError(f"an answer from the peer at {self.address} failed its MAC (changed, "
                                               "replayed or forged): the connection is closed")
                 answer = decode_answer(data)
-                fut = self.syncs.pop(seq, None) if answer is Answer.SYNC else None
-                if fut is not None:  # every frame before it was handed on, refusals answered already
+                if answer is Answer.SYNC:  # every frame before it was handed on, refusals answered already
                     self._synced(seq)
-                    if not fut.done():
+                    fut = self.syncs.pop(seq, None)  # (none for ``settle``'s)
+                    if fut is not None and not fut.done():
                         fut.set_result(Answer.SYNC)
                 elif answer is Answer.READ:
                     self.lent.pop(seq, None)
@@ -282,9 +283,19 @@ class Connection:
             return fut
         seq = next(self.seq)
         self.syncs[seq] = fut
-        self.marks[seq] = 0 if self.ring is None else self.ring.head
+        self.marks[seq] = self.settled_at = 0 if self.ring is None else self.ring.head
         self._write(FRAME.pack(seq, 0, 0))
         return fut
+
+    def settle(self) -> None:
+        """A sync nobody waits for, sent only where bodies went into the ring since the last one:
+        its answer frees their space in the ring (``_synced``). A run's end calls it, so the ring
+        is reused from run to run without any device waiting for a round trip."""
+        if self.ring is None or self.failed is not None or self.ring.head == self.settled_at:
+            return
+        seq = next(self.seq)
+        self.marks[seq] = self.settled_at = self.ring.head
+        self._write(FRAME.pack(seq, 0, 0))
 
     def answer(self, seq: int) -> "Answer | ErrorAnswer":
         """What the receiver said of frame ``seq`` (``Answer.OK`` unless it refused it), once a

@@ -35,6 +35,8 @@ def test_simshard_measurements_return_times_on_the_local_backend():
     assert positive(mlp["resident"]) and positive(mlp["end_to_end"]) and mlp["used"] == "local"
     assert positive(peers.simshard_message_round("local", rounds=5))
     assert positive(peers.simshard_message_hop("local", hops=6))
+    pair = peers.simshard_collectives(1 << 14, "local", reps=2, n=2, kinds=("all_reduce",))  # the pair rows' shape
+    assert set(pair) == {"all_reduce", "used"} and positive(pair["all_reduce"])
 
 
 def test_simshard_on_ray_with_several_devices_per_process(ray_session):

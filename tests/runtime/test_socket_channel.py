@@ -205,12 +205,27 @@ def test_mid_sized_bodies_go_through_the_ring_while_it_has_room(tmp_path, monkey
         conn.send(0, 1, 2, (len(arrays),), arrays[0], None, "")
         restarted = conn.ring.head % (1 << 20)
         await asyncio.wait_for(conn.sync(), 5)
+        # a settle (a run's end) frees the ring without anyone waiting: sent only after ring writes
+        tail = conn.ring.tail
+        conn.settle()
+        unsent = (conn.marks == {})
+        conn.send(0, 1, 2, (len(arrays) + 1,), arrays[1], None, "")  # small: not in the ring
+        conn.settle()
+        unsent &= conn.marks == {}
+        conn.send(0, 1, 2, (len(arrays) + 2,), arrays[2], None, "")
+        conn.settle()
+        for _ in range(500):
+            if conn.ring.tail > tail and not conn.marks:
+                break
+            await asyncio.sleep(0.01)
+        settled = (unsent, conn.ring.tail == conn.ring.head and conn.ring.tail > tail, conn.refused)
         conn.close()
         listener.close()
-        return got, offsets, files_after_sync, restarted
+        return got, offsets, files_after_sync, restarted, settled
 
-    got, head, files, restarted = _run(main())
-    assert [g[3] for g in got] == [(k,) for k in range(len(arrays) + 1)]
+    got, head, files, restarted, settled = _run(main())
+    assert settled == (True, True, {})
+    assert [g[3] for g in got] == [(k,) for k in range(len(arrays) + 3)]
     for g, a in zip(got, arrays + [arrays[0]]):
         assert g[4].dtype == a.dtype and g[4].tobytes() == a.tobytes()
     assert head == 400_000 + 400_064  # two big bodies in the ring; the next two found no room: the socket

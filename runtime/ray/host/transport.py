@@ -94,9 +94,13 @@ class RayTransport(Transport):
         self.mailbox.expect(src, key, out)
 
     def release(self) -> None:
-        """Forget the arrays this run wrote to shared memory (the files stay for the next)."""
+        """Forget the arrays this run wrote to shared memory (the files stay for the next), and
+        have the space of bodies put into a ring freed once their receivers answer (``settle``:
+        nothing waits for it)."""
         if self._shared is not None:
             self._shared.release()
+        for c in self.connections:
+            c.settle()
 
     def _payload(self, msg: Message):
         """The array as a Ray object, put once per instruction however many peers it goes to
