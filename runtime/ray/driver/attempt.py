@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from simshard.report.memory import MemoryReport
 
 from ...core.execution import Execution
-from ...core.executor import Span
+from ...core.diagnosis import Timeline
 from ...core.transfer_log import TransferLog
 from ..protocol import DeviceSummary, RunPlan, Status
 from .connected import messages_taken, routes_used
@@ -137,7 +137,7 @@ class RunAttempt:
             memory=MemoryReport(tuple(summaries[d].memory for d in spmd.devices)),
             transfers=TransferLog.of_rows([row for d in spmd.devices for row in summaries[d].transfers]),
             values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},
-            timeline={d: tuple(map(Span._make, summaries[d].timeline)) for d in spmd.devices},
+            timeline=Timeline({d: summaries[d].timeline for d in spmd.devices}),
             data_plane=mesh.data_plane, control_plane=self.route.name,
             routes=routes_used(mesh.peer_routes, spmd.devices),
             messages=messages_taken(summaries[d].taken for d in spmd.devices),
