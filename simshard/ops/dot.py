@@ -7,6 +7,7 @@ Factors follow Shardy's order: batch, lhs free, rhs free, contracting. The resul
 from __future__ import annotations
 
 import functools
+import math
 
 import string
 
@@ -89,9 +90,11 @@ def _kernel(lhs, rhs, *, contracting, batch, preferred_dtype=None, algorithm="ma
     a = np.transpose(lhs, list(lb) + lfree + list(lc))
     b = np.transpose(rhs, list(rb) + list(rc) + rfree)
     bshape = a.shape[: len(lb)]
-    m = int(np.prod(a.shape[len(lb) : len(lb) + len(lfree)], dtype=np.int64))
-    k = int(np.prod(a.shape[len(lb) + len(lfree) :], dtype=np.int64))
-    n = int(np.prod(b.shape[len(rb) + len(rc) :], dtype=np.int64))
+    # (math.prod: numpy's prod on a shape tuple costs microseconds per call, on every product a
+    # device runs)
+    m = math.prod(a.shape[len(lb) : len(lb) + len(lfree)])
+    k = math.prod(a.shape[len(lb) + len(lfree) :])
+    n = math.prod(b.shape[len(rb) + len(rc) :])
     a2 = a.reshape(bshape + (m, k))
     b2 = b.reshape(bshape + (k, n))
     res = np.matmul(a2, b2)
