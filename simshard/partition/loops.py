@@ -178,6 +178,17 @@ def _scan_body(partitioner: Partitioner, scan: _Scan, bufs: _ScanBuffers) -> Par
     return sub
 
 
+def _residual_spec(partitioner: Partitioner, sub: Partitioner, o, v) -> Sharding:
+    """A residual's stacked layout: the body's last copy of it with the layer dim in front, where
+    that copy is a tensor-dim sharding; a copy in an exact layout no sharding states (a reshape
+    that merged a minor sharded dim keeps its stripes, ``keeps_stripes``) cannot be stacked as it
+    lies, so the residual is written as its users want it (the body reshards it there)."""
+    held = sub.copies[v][-1].spec
+    if not isinstance(held, Sharding):
+        return _whole_first(partitioner.target(o))
+    return Sharding(partitioner.target(o).mesh, (DimSharding(()),) + tuple(held.dims))
+
+
 def _scan_outputs(partitioner: Partitioner, scan: _Scan, sub: Partitioner, bufs: _ScanBuffers) -> tuple[list[int], list]:
     """The stacked outputs' buffers (zeros made before the loop) and layouts, each step writing
     its row at the counter. A y is written as its users want it (a gradient reduce-scattered
@@ -187,9 +198,8 @@ def _scan_outputs(partitioner: Partitioner, scan: _Scan, sub: Partitioner, bufs:
     out itself): then as annotated."""
     builder, src = partitioner.builder, scan.src
     annotated = {o for o, s in zip(scan.e.outputs, scan.e.shardings) if s is not None}
-    ys_specs = [_whole_first(partitioner.target(o)) if scan.e.outputs.index(o) < scan.first_residual or o in annotated
-                else Sharding(partitioner.target(o).mesh, (DimSharding(()),) + tuple(sub.copies[v][-1].spec.dims))
-                for o, v in scan.ys]
+    ys_specs = [_residual_spec(partitioner, sub, o, v) if scan.e.outputs.index(o) >= scan.first_residual
+                and o not in annotated else _whole_first(partitioner.target(o)) for o, v in scan.ys]
     ys_bufs = [sub.builder.buf() for _ in scan.ys]
     for yb, spec, (o, _) in zip(ys_bufs, ys_specs, scan.ys):
         # zeros made on the device (the full op), not carried in the schedule as an array

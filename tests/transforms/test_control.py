@@ -247,3 +247,21 @@ def test_control_flow_nested_in_a_scan_body_is_partitioned_with_it():
     assert [e.op for e in body.eqns if e.op in ("switch", "scan")] == ["switch", "scan"]  # not unrolled
     grad = ss.run(lambda ws, x: ss.grad(lambda ws: np.sum(_nested(ws, x)[0]))(ws), ws, x, **kw)
     assert grad.verify.bitwise
+
+
+def _striped_layer(h, w):
+    """A layer whose residual is a reshape merging a dim sharded on its minor side: the body holds
+    it in an exact strided layout, which no tensor-dim sharding states."""
+    flat = (h @ w).reshape(-1)
+    return (flat * flat).reshape(h.shape), None
+
+
+@pytest.mark.parametrize("w_spec", [P(None, None, "x"), P(None, "x", None)])
+def test_a_scan_residual_held_in_a_strided_layout_is_stacked_and_the_step_runs_bitwise(w_spec):
+    def step(ws, x):
+        value, g = ss.value_and_grad(lambda ws, x: np.sum(ss.lax.scan(_striped_layer, x, ws)[0]))(ws, x)
+        return value, ws - 2.0**-10 * g
+
+    ws, x = ss.exact_inputs([(3, 8, 8), (4, 8)], seed=0, max_abs=1)
+    res = ss.run(step, ws, x, mesh=ss.Mesh({"x": 4}), in_shardings=(w_spec, P(None, "x")), backend="local")
+    assert res.verify.bitwise, res.verify.render()
