@@ -145,7 +145,8 @@ class LinearModel:
         """The optimum, with ``extra`` rows ``(terms, lb, ub)`` added for this solve only, and only
         the first ``upto`` rows (None: all) kept. The linear relaxation is solved first: where its
         optimum is integral it is the integer optimum (the search's usually is: its transport
-        edges are tight), and the branch and bound, with its heuristics, is skipped."""
+        edges are tight), and the branch and bound, with its heuristics, is skipped; where it is nearly
+        integral, only its fractional binaries may be searched (``within_gap``)."""
         try:
             from scipy.optimize import Bounds, milp
         except ImportError:  # the optional extra
