@@ -10,7 +10,8 @@ A case is ``CONFIG[@LAYERS]:XxY[xZ]``: a configuration of the ``gpt`` program (`
 scan, so the search does not grow with the layer count: ``gpt2-small@64`` and ``@128`` show it,
 the same variables and rows; counts that divide differently by the mesh's axes give the
 stacked parameters other layouts, a few more or fewer variables), on a mesh of axes
-``x``, ``y`` (and ``z``), NVLink on every axis and an H100's compute. Prints the search's wall
+``x``, ``y`` (and ``z``), NVLink on every axis and an H100's compute; an axis of size 1
+(``gpt2-small:8x1x8``) splits nothing and gives the search of the mesh without it. Prints the search's wall
 time (trace, building the integer program, solving it; with ``--device-memory GB`` also the
 estimate that checks the budget), its size, and the estimated step it found; ``--compare`` also
 estimates the hand-written strategies on the same mesh (slow on thousands of devices).

@@ -1,7 +1,10 @@
 """What the search chooses between: the layouts of a value and the strategies of an op.
 
 A value's candidates are its tensor-dimension shardings over whole mesh axes: each axis splits
-one dim or none (axes of one dim in mesh order), every split dividing its dim evenly.
+one dim or none (axes of one dim in mesh order), every split dividing its dim evenly. Axes of
+size 1 split nothing: a layout naming one is the layout without it, so candidates name only the
+axes of two or more devices (``split_axes``; each size-1 axis would multiply a value's layouts by
+its rank plus one, and an op's candidates by its factors plus one, all duplicates).
 
 An op's candidates are assignments of mesh axes to its rule's factors (Shardy's factor rules,
 ``ops/factors.py``): each axis to one shardable factor (``ops.check.shardable_factors``) or to
@@ -45,10 +48,16 @@ class OpCandidate:
         return " ".join(f"{f}[{sizes.get(f, '?')}]={'*'.join(a)}" for f, a in self.assignment)
 
 
+def split_axes(mesh: Mesh) -> tuple[str, ...]:
+    """The axes of ``mesh`` that split something (size 2 or more), in mesh order."""
+    return tuple(a for a in mesh.axis_names if mesh.shape[a] > 1)
+
+
 def value_specs(aval: Aval, mesh: Mesh) -> tuple[Sharding, ...]:
-    """Every even tensor-dimension sharding of ``aval`` over whole axes of ``mesh`` (replicated first)."""
+    """Every even tensor-dimension sharding of ``aval`` over whole axes of ``mesh`` (replicated
+    first), size-1 axes left out (``split_axes``)."""
     out = []
-    names = mesh.axis_names
+    names = split_axes(mesh)
     for choice in itertools.product(range(aval.ndim + 1), repeat=len(names)):
         dims = [[] for _ in range(aval.ndim)]
         for axis, d in zip(names, choice):
@@ -97,9 +106,10 @@ def op_candidates(eqn: Eqn, mesh: Mesh) -> tuple[FactorRule | None, tuple[OpCand
     factors = shardable_factors(rule, ins, outs, result_only=eqn.op in RESULT_ONLY)
     sizes = rule.sizes
     seen, out = set(), []
-    for choice in itertools.product(range(len(factors) + 1), repeat=len(mesh.axis_names)):
+    names = split_axes(mesh)
+    for choice in itertools.product(range(len(factors) + 1), repeat=len(names)):
         assignment: dict[str, tuple[str, ...]] = {}
-        for axis, f in zip(mesh.axis_names, choice):
+        for axis, f in zip(names, choice):
             if f < len(factors):
                 assignment[factors[f]] = assignment.get(factors[f], ()) + (axis,)
         if any(sizes[f] % math.prod(mesh.shape[a] for a in ax) for f, ax in assignment.items()):

@@ -125,9 +125,8 @@ def step_collectives(step, axes: tuple[str, ...], scale: float, topology: Topolo
     runs it: a group's largest bytes, minimum and messages (the direct algorithms': a group's
     ``g - 1`` peers, an exchange's rounds, an all-reduce's reduce-scatter and all-gather; its
     minimum as the estimate counts it, ``all_reduce_minimum``)."""
-    if step.rounds:  # a permute or exchange: every device named in a pair, one group
-        devices = tuple(sorted({d for rnd in step.rounds for pair in rnd for d in pair}))
-        groups, messages = (devices,), len(step.rounds)
+    if step.round_count:  # a permute or exchange: every device named in a pair, one group (counted, not planned)
+        groups, messages = (step.pair_devices,), step.round_count
     else:
         groups = groups_to_time(topology, step.groups)
         messages = max((len(g) - 1 for g in step.groups), default=1)

@@ -47,6 +47,28 @@ def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limi
                    bounds=bounds, method="highs", options=options)
 
 
+def within_gap(cost, integer, bounds, constraints, relaxed, options: dict, gap: float) -> Solution | None:
+    """The optimum where the relaxation is nearly integral, without the whole branch and bound:
+    the binaries the relaxation sets to 0 or 1 are held there and only the fractional ones are
+    searched (a program of a few dozen binaries where the search's has hundreds of thousands).
+    Its objective is an upper bound on the optimum and the relaxation's a lower one, so where the
+    two are within ``gap`` (relative, HiGHS's ``mip_rel_gap``) it is optimal to the tolerance the
+    branch and bound itself stops at; else (or where holding them leaves nothing feasible) None,
+    and the whole program is searched."""
+    from scipy.optimize import Bounds, milp
+
+    x = relaxed.x
+    held = (integer == 1) & (np.abs(x - np.round(x)) < 1e-7)
+    lb = np.where(held, np.round(x), bounds.lb)
+    ub = np.where(held, np.round(x), bounds.ub)
+    res = milp(cost, integrality=integer, bounds=Bounds(lb, ub), constraints=constraints, options=options)
+    if res.x is None or res.status != 0:
+        return None
+    if float(res.fun) - float(relaxed.fun) > gap * max(abs(float(res.fun)), 1e-9):
+        return None
+    return Solution(np.round(res.x, 9), float(res.fun), "within the gap of the relaxation (its integral binaries held)", True)
+
+
 class LinearModel:
     """Variables and rows, kept as numpy blocks: the search adds them an edge at a time (a block of
     transport cells and its rows at once, ``vars``/``rows``), so building a model of millions of
@@ -123,7 +145,8 @@ class LinearModel:
         """The optimum, with ``extra`` rows ``(terms, lb, ub)`` added for this solve only, and only
         the first ``upto`` rows (None: all) kept. The linear relaxation is solved first: where its
         optimum is integral it is the integer optimum (the search's usually is: its transport
-        edges are tight), and the branch and bound, with its heuristics, is skipped."""
+        edges are tight), and the branch and bound, with its heuristics, is skipped; where it is nearly
+        integral, only its fractional binaries may be searched (``within_gap``)."""
         try:
             from scipy.optimize import Bounds, milp
         except ImportError:  # the optional extra
@@ -136,6 +159,10 @@ class LinearModel:
         relaxed = relaxation(cost, constraints, bounds.ub, time_limit)
         if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
             return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
+        if relaxed.status == 0:
+            near = within_gap(cost, integer, bounds, constraints, relaxed, options | {"mip_rel_gap": gap}, gap)
+            if near is not None:
+                return near
         res = milp(cost, integrality=integer, bounds=bounds, constraints=constraints,
                    options=options | {"mip_rel_gap": gap})
         if res.x is None:

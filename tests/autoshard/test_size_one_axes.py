@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import simshard as ss
-from simshard.tracing.tracer import ShapeDtype
+from simshard.tracing.tracer import ShapeDtype, trace
 
 pytest.importorskip("scipy")
 
@@ -48,3 +48,30 @@ def test_the_searched_strategy_on_a_size_one_axis_estimates_and_runs_bitwise(mes
     res = ss.run(st, *args, backend="local", reference=step)
     assert res.verify.bitwise
 
+
+
+def test_candidates_leave_size_one_axes_out():
+    """A size-1 axis shards nothing: a value's layouts and an op's candidates on a mesh with one
+    are those of the mesh without it (each would otherwise be multiplied by its rank plus one)."""
+    from simshard.autoshard.candidates import op_candidates, value_specs
+    from simshard.ir.program import Aval
+
+    with_one, without = ss.Mesh({"x": 2, "one": 1, "y": 2}), ss.Mesh({"x": 2, "y": 2})
+    aval = Aval((B, D), np.dtype(np.float32))
+    axes = lambda specs: sorted(tuple(tuple(a.name for a in d.axes) for d in s.dims) for s in specs)
+    assert axes(value_specs(aval, with_one)) == axes(value_specs(aval, without))
+    assert all(a.name != "one" for s in value_specs(aval, with_one) for d in s.dims for a in d.axes)
+    eqn = trace(lambda a, b: a @ b, ShapeDtype((B, D), np.float32), ShapeDtype((D, D), np.float32),
+                mesh=with_one).eqns[0]
+    cands = [op_candidates(eqn, m)[1] for m in (with_one, without)]
+    assert len(cands[0]) == len(cands[1]) > 1
+    assert all("one" not in a for c in cands[0] for _, a in c.assignment)
+
+
+def test_size_one_axes_give_the_optimum_of_the_mesh_without_them():
+    found = {}
+    for name, mesh in (("with", {"one": 1, "x": 2, "y": 2, "two": 1}), ("without", {"x": 2, "y": 2})):
+        st = ss.autoshard(step, *SHAPES, mesh=mesh, topology=TOPOLOGY, ties=TIES, explain_top=0)
+        found[name] = st.report
+    assert found["with"].variables == found["without"].variables
+    assert found["with"].seconds == pytest.approx(found["without"].seconds, rel=1e-12)

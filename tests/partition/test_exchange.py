@@ -138,7 +138,12 @@ def test_a_deferred_exchange_is_the_exchange_planned_now(data):
     now = plan_exchange(layout_of(src, shape), layout_of(dst, shape), shape, 4)
     assert not isinstance(now.data, Deferred) and isinstance(deferred.data, Deferred)
     assert deferred.received == now.received and deferred.minimum == now.minimum  # before planning
+    # counted from the transfers' sources, before any colouring: what the search's prices read
     assert dict(deferred.sent) == now.sent
+    assert deferred.round_count == len(now.rounds) == now.round_count
+    assert deferred.pair_devices == tuple(sorted({d for rnd in now.rounds for pair in rnd for d in pair}))
+    relayed = any(bool(r.relayed.any()) for r in now.data.rounds)
+    assert relayed or "planned" not in vars(deferred.data)  # relays are counted off the planned rounds
     assert deferred.rounds == now.rounds
     assert deferred.data.shapes == now.data.shapes and deferred.data.rank == now.data.rank
     assert repr(deferred.data.local) == repr(now.data.local)
@@ -156,3 +161,26 @@ def test_pricing_an_exchange_plans_no_rounds():
     # blocks [4, 4, 8192] before and [512, 256, 1] after: 4 x 4 x 1 elements kept
     assert step.received == {d: (4 * 4 * 8192 - 4 * 4) * 4 for d in range(8192)}
     assert "planned" not in vars(step.data)
+
+
+def test_an_exchange_is_timed_without_colouring_its_rounds():
+    """The search times an exchange as the estimate times its rounds (``autoshard.costs``): bytes
+    sent, rounds, the devices they name. These come from the transfers' sources; the colouring
+    (the rounds themselves) is left for emission. On 4 x 4 devices, moving both axes onto one dim,
+    and on a relayed exchange (a broadcast), the prices equal those of the exchange planned now."""
+    from simshard.autoshard.collectives import collective_seconds
+    from simshard.autoshard.costs import step_collectives
+
+    topology = ss.Topology({}, "nvlink", device="h100")
+    mesh = ss.Mesh({"x": 4, "y": 4})
+    spec = lambda *dims: ss.Sharding(mesh, tuple(ss.DimSharding(d) for d in dims))
+    for src, dst, shape in ((spec(("y",), ("x",), ()), spec((), (), ("x", "y")), (8, 8, 32)),
+                            (spec(("x", "y")), spec(("x",)), (4,))):  # relayed (above)
+        deferred = plan_exchange(src, dst, shape, 4)
+        now = plan_exchange(layout_of(src, shape), layout_of(dst, shape), shape, 4)
+        axes = tuple(mesh.axis_names)
+        priced = step_collectives(deferred, axes, 1.0, topology, 4)
+        relayed = any(bool(r.relayed.any()) for r in now.data.rounds)
+        assert relayed == (len(shape) == 1) and (relayed or "planned" not in vars(deferred.data))
+        assert priced == step_collectives(now, axes, 1.0, topology, 4)
+        assert collective_seconds(topology, priced) > 0

@@ -25,6 +25,7 @@ themselves: ``rounds``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -34,12 +35,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...errors import ShardingError
 from ...sharding.dims import Sharding
 from .plan import Step, block_size, common_count, layout_of
 from .layout_checks import as_positions, positions
 from .reductions import contribution_class
-from .deferred import Deferred, DeferredSent
-from .rounds import CellHolders, Transfer, edge_colouring, relayed_rounds
+from .deferred import Counted, Deferred, DeferredSent
+from .rounds import CellHolders, Transfer, least_loaded, relays, transfers
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +53,15 @@ class ExchangeData:
     shapes: dict  # device -> its target block's local shape
     local: dict  # device -> [(source positions per dim, starts per dim)]
     rounds: tuple[Round, ...]
+
+    @property
+    def round_count(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def pair_devices(self) -> tuple[int, ...]:
+        """The devices named in a round's pairs, sorted."""
+        return tuple(sorted({d for r in self.rounds for pair in r.pairs for d in pair}))
 
 
 class Round(NamedTuple):
@@ -95,13 +106,14 @@ def plan_exchange(before, after, shape, itemsize: int) -> Step | None:
     """The exchange step from ``before`` to ``after`` (None if some element has no holder).
     Between shardings with the same pending axes (every element has a holder in each
     contribution class) the rounds are planned on first use (``deferred``): each device receives
-    exactly the elements it lacks, known without them."""
+    exactly the elements it lacks, known without them; what each sends and how many rounds there
+    are, once the transfers' sources are chosen (``_counted``), before they are coloured."""
     shape = tuple(shape)
     if isinstance(before, Sharding) and isinstance(after, Sharding) and before.unreduced == after.unreduced:
         L, L2 = layout_of(before, shape), layout_of(after, shape)
         if set(L.devices) == set(L2.devices):
             lacking = {d: n * itemsize for d, n in _minimum(L, L2, L2.devices).items()}
-            later = Deferred(lambda: _planned(before, after, shape, itemsize))
+            later = Deferred(lambda: _counted(before, after, shape, itemsize), lambda: _planned(before, after, shape, itemsize))
             return Step("exchange", before, after, shape, itemsize, (), (), sent=DeferredSent(later), received=lacking,
                         minimum=lacking, data=later)
     return _eager(before, after, shape, itemsize)
@@ -111,6 +123,32 @@ def _planned(before, after, shape, itemsize: int) -> tuple:
     """A deferred exchange's data and sent bytes per device."""
     step = _eager(before, after, shape, itemsize)
     return step.data, step.sent
+
+
+def _counted(before, after, shape, itemsize: int) -> Counted:
+    """A deferred exchange's sent bytes, round count and devices named, from its transfers'
+    sources (``rounds.least_loaded``): a device sends the cells it is the source of, and the
+    colouring makes as many rounds as the busiest device has transfers. Where cells are relayed
+    (``rounds.relays``), read off the planned rounds. Whole dims are left out, as ``_eager`` does."""
+    whole, times = _whole_dims(before, after, shape), 1
+    if whole:
+        keep = [k for k in range(len(shape)) if k not in whole]
+        times = math.prod(shape[k] for k in whole)
+        before, after, shape = _without(before, keep), _without(after, keep), tuple(shape[k] for k in keep)
+    L2 = layout_of(after, shape)
+    cut = _cells(layout_of(before, shape), L2, shape)
+    if cut is None:  # pragma: no cover - equal pending axes give every element a holder
+        raise ShardingError("no-plan", f"no exchange from {before} to {after}: some element has no holder")
+    sources = least_loaded(cut.wants, cut.holders, L2.devices)
+    if relays(cut.wants, sources):
+        data, sent = _planned(before, after, shape, itemsize)
+        return Counted({d: n * times for d, n in sent.items()}, data.round_count, data.pair_devices)
+    sent = dict.fromkeys(L2.devices, 0)
+    for s, w in zip(sources, cut.wants):
+        sent[s] += w.cell.size * times * itemsize
+    targets = [w.target for w in cut.wants]
+    busiest = max(max(Counter(sources).values(), default=0), max(Counter(targets).values(), default=0))
+    return Counted(sent, busiest, tuple(sorted(set(sources) | set(targets))))
 
 
 def _eager(before, after, shape, itemsize: int) -> Step | None:
@@ -196,7 +234,7 @@ def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
     cut = _cells(L, L2, shape)
     if cut is None:
         return None
-    rounds = tuple(_round(moves, cut.place, len(shape)) for moves in _transfers(cut.wants, cut.holders, devices))
+    rounds = tuple(_round(moves, cut.place, len(shape)) for moves in transfers(cut.wants, cut.holders, least_loaded(cut.wants, cut.holders, devices)))
     sent = dict.fromkeys(devices, 0)
     rec = dict.fromkeys(devices, 0)
     for r in rounds:
@@ -264,7 +302,7 @@ def _cells(L, L2, shape) -> _Cut | None:
         if cls not in bases:
             bases[cls] = np.array([c == cls for c in cls_src])
         rows = [row[d] for d in members]
-        for cut in _product(runs):
+        for cut in itertools.product(*runs):
             key = (cls, tuple(s for _, _, s in cut))
             if key not in holders:
                 ok = bases[cls].copy()
@@ -283,22 +321,6 @@ def _cells(L, L2, shape) -> _Cut | None:
                 else:
                     wants.append(_Want(d, cell))
     return _Cut(local, wants, holders, place)
-
-
-def _transfers(wants: list[_Want], holders: dict, devices) -> list[list[Transfer]]:
-    """The wants as rounds of transfers ``(source, the source's own copy or None, want)``."""
-    sources = _least_loaded(wants, holders, devices)
-    busiest_sender = max(Counter(sources).values(), default=0)
-    busiest_receiver = max(Counter(w.target for w in wants).values(), default=0)
-    if busiest_sender > busiest_receiver:
-        # a few devices hold what many lack (a broadcast): receivers pass cells on
-        return relayed_rounds(wants, holders)
-    # as many rounds as the busiest device has transfers
-    colours = edge_colouring(list(zip(sources, (w.target for w in wants))))
-    transfers = [[] for _ in range(max(colours, default=-1) + 1)]
-    for s, w, c in zip(sources, wants, colours):
-        transfers[c].append(Transfer(s, None, w))
-    return transfers
 
 
 def _minimum(L, L2, devices) -> dict[int, int]:
@@ -355,25 +377,6 @@ def _signatures(L, shape) -> tuple[list, list, list]:
     return arrid, sid, member
 
 
-def _least_loaded(wants: list[_Want], holders: dict, devices) -> list[int]:
-    """A source per wanted cell, sent directly: the least-loaded holder (by elements sent so far),
-    the first after the target (cyclically) among equals."""
-    load = dict.fromkeys(devices, 0)
-    n = len(devices)
-    sources = []
-    for t, cell in wants:
-        cands = holders[cell.holders].devices
-        if len(cands) == 1:
-            src = int(cands[0])
-        else:
-            loads = np.fromiter((load[int(c)] for c in cands), np.int64, len(cands))
-            least = cands[loads == loads.min()]
-            src = int(least[np.argmin((least - t) % n)])
-        load[src] += cell.size
-        sources.append(src)
-    return sources
-
-
 def _runs(block, sid) -> list | None:
     """Per dim, the runs ``(start, end, signature)`` of a target block's indices whose holders
     are the same (None for an empty block)."""
@@ -387,13 +390,3 @@ def _runs(block, sid) -> list | None:
         ends = np.concatenate([cuts, [len(I)]])
         runs.append([(int(a), int(b), int(s_ids[a])) for a, b in zip(starts, ends)])
     return runs
-
-
-def _product(runs):
-    if not runs:
-        yield ()
-        return
-    first, rest = runs[0], runs[1:]
-    for r in first:
-        for tail in _product(rest):
-            yield (r,) + tail

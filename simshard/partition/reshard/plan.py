@@ -223,6 +223,20 @@ class Step:
             return (self.pairs,)
         return ()
 
+    @property
+    def round_count(self) -> int:
+        """How many rounds ``rounds`` has (an exchange's counted without planning them)."""
+        if self.kind == "exchange":
+            return self.data.round_count
+        return 1 if self.kind == "collective_permute" else 0
+
+    @property
+    def pair_devices(self) -> tuple[int, ...]:
+        """The devices named in the pairs of ``rounds``, sorted (an exchange's without planning them)."""
+        if self.kind == "exchange":
+            return self.data.pair_devices
+        return tuple(sorted({d for pair in self.pairs for d in pair})) if self.kind == "collective_permute" else ()
+
     @functools.cached_property
     def bytes(self) -> int:
         """Total bytes received over all devices (summed once: the partitioner prices a step
@@ -257,7 +271,7 @@ class Step:
         over = f" over {','.join(self.axes)}" if self.axes else ""
         g = f" groups of {len(self.groups[0])}" if self.groups else ""
         if self.kind == "exchange":
-            g = f" in {len(self.data.rounds)} rounds"
+            g = f" in {self.round_count} rounds"
         cost = f": {self.bytes} B received (minimum {self.minimum_bytes:.0f}, ratio {self.ratio:.2f})" if self.collective else " (local)"
         return f"{self.kind}{where}{over}{g}{cost} -> {_spec_str(self.after)}"
 

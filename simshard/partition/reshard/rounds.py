@@ -5,10 +5,16 @@ colouring with as many rounds as the busiest device has transfers (``edge_colour
 where a few devices hold what many lack (a broadcast), rounds in which a device that has
 received a cell passes it on (``relayed_rounds``), so copies double each round. A want is a
 device (``target``) lacking a ``cell`` (``exchange``'s wants); a ``Transfer`` sends a want's cell.
+
+Each want is given its source first (``least_loaded``); the bytes each device sends and the number
+of rounds follow from that choice alone where no cell is relayed (the colouring has exactly as
+many rounds as the busiest device has transfers, Koenig), so an exchange can be priced without
+colouring its transfers (``deferred``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -137,3 +143,42 @@ def edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
         ms[c] = e
         mt[c] = e
     return colour
+
+
+def least_loaded(wants: list, holders: dict, devices) -> list[int]:
+    """A source per wanted cell, sent directly: the least-loaded holder (by elements sent so far),
+    the first after the target (cyclically) among equals."""
+    load = dict.fromkeys(devices, 0)
+    n = len(devices)
+    sources = []
+    for t, cell in wants:
+        cands = holders[cell.holders].devices
+        if len(cands) == 1:
+            src = int(cands[0])
+        else:
+            loads = np.fromiter((load[int(c)] for c in cands), np.int64, len(cands))
+            least = cands[loads == loads.min()]
+            src = int(least[np.argmin((least - t) % n)])
+        load[src] += cell.size
+        sources.append(src)
+    return sources
+
+
+def relays(wants: list, sources: list[int]) -> bool:
+    """Whether the wants are sent by relays (``relayed_rounds``): a few devices hold what many lack
+    (a broadcast), so the busiest sender has more transfers than the busiest receiver."""
+    busiest_sender = max(Counter(sources).values(), default=0)
+    return busiest_sender > max(Counter(w.target for w in wants).values(), default=0)
+
+
+def transfers(wants: list, holders: dict, sources: list[int]) -> list[list[Transfer]]:
+    """The wants, each from its source (``least_loaded``), as rounds of transfers ``(source, the
+    source's own copy or None, want)``: relayed where ``relays``, else edge-coloured into as many
+    rounds as the busiest device has transfers."""
+    if relays(wants, sources):
+        return relayed_rounds(wants, holders)
+    colours = edge_colouring(list(zip(sources, (w.target for w in wants))))
+    out: list[list[Transfer]] = [[] for _ in range(max(colours, default=-1) + 1)]
+    for s, w, c in zip(sources, wants, colours):
+        out[c].append(Transfer(s, None, w))
+    return out
