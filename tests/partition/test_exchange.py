@@ -13,6 +13,7 @@ from simshard.partition.reshard.exchange import plan_exchange
 from simshard.partition.reshard.deferred import Deferred
 from simshard.partition.reshard.plan import ReshardPlan, layout_of
 from simshard.partition.reshard.rounds import edge_colouring as _edge_colouring
+from simshard.partition.reshard.rounds import shift_colouring
 
 from .helpers import check_plan, meshes, shardings
 
@@ -29,6 +30,35 @@ def test_edge_colouring_uses_max_degree_rounds(edges):
     for (s, t), c in zip(edges, colours):
         assert ("s", s, c) not in seen and ("t", t, c) not in seen
         seen |= {("s", s, c), ("t", t, c)}
+
+
+def _assert_proper_with_max_degree(edges, colours):
+    degree = max(max(np.bincount([s for s, _ in edges])), max(np.bincount([t for _, t in edges])))
+    assert max(colours) + 1 == degree
+    ends = {(side, e[side], c) for e, c in zip(edges, colours) for side in (0, 1)}
+    assert len(ends) == 2 * len(edges)  # no device sends (or receives) twice in a round
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=60))
+def test_the_colouring_by_shifts_is_proper_and_optimal_where_it_answers(edges):
+    colours = shift_colouring(edges)
+    if colours is not None:
+        _assert_proper_with_max_degree(edges, colours)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(2, 6), st.integers(1, 4), st.integers(1, 3), st.data())
+def test_shifts_colour_every_group_gathering_stripes(groups, size, cells, data):
+    """Devices in ``groups`` groups of ``size`` (strided, as a minor mesh axis makes them), each
+    receiving ``cells`` stripes from every other member of its group: a shift per distance in the
+    group, so the shifts reach the largest degree; the pairs listed in any order."""
+    edges = [(g + groups * i, g + groups * j) for g in range(groups) for i in range(size) for j in range(size)
+             if i != j for _ in range(cells)] or [(0, 1)]
+    edges = data.draw(st.permutations(edges))
+    colours = shift_colouring(edges)
+    assert colours is not None
+    _assert_proper_with_max_degree(edges, colours)
 
 
 def draw_forced_exchange(data):

@@ -86,9 +86,38 @@ def relayed_rounds(wants: list, holders: dict) -> list[list[Transfer]]:
     return rounds
 
 
+def shift_colouring(edges: list[tuple[int, int]]) -> list[int] | None:
+    """The edges coloured by their shift ``(receiver - sender) mod n``, or None where that takes
+    more colours than the largest degree. A shift pairs each sender with one receiver and each
+    receiver with one sender, so the ``k``-th edge of every pair of one shift can share a colour:
+    a shift takes as many colours as its pairs' most edges. Where these sum to the largest degree
+    (Koenig's bound: an exchange whose pairs are the same distance apart in every group, an
+    all-gather of stripes, a transpose), the colouring is optimal, found in a few array passes
+    instead of ``edge_colouring``'s alternating paths (quadratic in the devices: minutes on a
+    thousand)."""
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    if not len(e):
+        return []
+    n = int(e.max()) + 1
+    shift, pair = (e[:, 1] - e[:, 0]) % n, e[:, 0] * n + e[:, 1]
+    order = np.argsort(pair, kind="stable")
+    starts = np.r_[True, pair[order][1:] != pair[order][:-1]]
+    nth = np.empty(len(e), dtype=np.int64)  # each edge's rank among its pair's
+    nth[order] = np.arange(len(e)) - np.maximum.accumulate(np.where(starts, np.arange(len(e)), 0))
+    width = np.zeros(n, dtype=np.int64)  # colours each shift takes
+    np.maximum.at(width, shift, nth + 1)
+    if width.sum() != max(np.bincount(e[:, 0]).max(), np.bincount(e[:, 1]).max()):
+        return None
+    return ((np.cumsum(width) - width)[shift] + nth).tolist()
+
+
 def edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
     """Colour the edges of a bipartite multigraph (senders x receivers) with as many colours as
-    the largest degree (Koenig), flipping alternating paths when both ends' free colours differ."""
+    the largest degree (Koenig): by shifts where that reaches it (``shift_colouring``), else
+    flipping alternating paths when both ends' free colours differ."""
+    by_shift = shift_colouring(edges)
+    if by_shift is not None:
+        return by_shift
     at_s: dict[int, dict[int, int]] = {}  # sender -> colour -> edge index
     at_t: dict[int, dict[int, int]] = {}
     low: dict[tuple[str, int], int] = {}  # per node: no colour below this one is free
