@@ -101,6 +101,7 @@ class Search:
         self.reads.price(self.model)
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
         self.budget_rows: list[int] = []  # the rows bounded by the budget (``set_budget``)
+        self.unbudgeted = None  # the optimum without the budget's rows, once solved (``incumbent``)
         if budget is not None:
             self.memory_rows(budget)
 

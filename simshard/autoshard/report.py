@@ -62,6 +62,7 @@ class SearchReport:
     ops: tuple[OpExplanation, ...] = ()
     estimated_peak: int | None = None  # the estimate's peak bytes per device (with a budget)
     planned: bool = True  # reshards priced by planning each pair (else the closed form)
+    gap: float = 0.0  # not optimal: relative, between its objective and the best bound proven
 
     def text(self) -> str:
         b = self.breakdown
@@ -72,7 +73,7 @@ class SearchReport:
                  + (f" of {fmt_bytes(self.budget)}; estimated {fmt_bytes(self.estimated_peak)}"
                     if self.budget is not None else " (no budget given)"),
                  f"search: {self.variables} variables, {self.rows} constraints, solved in {self.solve_seconds:.2f} s"
-                 + ("" if self.optimal else " (not proven optimal)")
+                 + ("" if self.optimal else f" (not proven optimal: within {self.gap:.2%} of the best bound proven)")
                  + ("; reshards priced by the planner" if self.planned
                     else "; reshards priced by the planner's structured path in closed form (a large mesh)")]
         for e in self.ops:
