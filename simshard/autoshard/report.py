@@ -128,9 +128,11 @@ def _one(search: Search, i: int, best: Solution, free: Solution, base: dict, lim
     describe = op.candidates[c].describe(op.rule)
     try:
         alt = search.model.solve(extra=[([(op.vars[c], 1)], 0, 0)], time_limit=limit)
-    except ShardingError:
-        return OpExplanation(op.site.path, op.site.eqn.op, shapes, describe, None, None,
-                             "memory: every other split exceeds the budget" if len(op.vars) > 1 else "the op's rule")
+    except ShardingError as e:
+        why = ("memory: every other split exceeds the budget" if len(op.vars) > 1 else "the op's rule")
+        if e.rule != "autoshard-infeasible":  # stopped at its time limit before finding one
+            why = "unknown: the solver found no other split within its time limit"
+        return OpExplanation(op.site.path, op.site.eqn.op, shapes, describe, None, None, why)
     r = picked(search, alt.values, i)
     extra = (alt.objective - best.objective) / SCALE
     if picked(search, free.values, i) != c:
