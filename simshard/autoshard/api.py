@@ -28,6 +28,7 @@ from ..report.topology import LINK_CLASSES, Topology
 from ..sharding.mesh import Mesh
 from ..tracing.tracer import ShapeDtype, trace
 from .costs import ReshardCosts
+from . import incumbent
 from .graph import build_graph
 from .model import SCALE, Search, chosen
 from .report import SearchReport, breakdown, explain, picked
@@ -38,6 +39,10 @@ MODES = ("time", "communication")
 REPAIRS = 3  # solves again with the model's budget corrected by the estimate's peak (``_fit``)
 EXPLAIN_SLACK = 5.0  # each runner-up's solve may take the search's own time and this many seconds more
 RAISE, RAISES = 1.25, 4  # where the model fits nothing within the budget: raised so, at most so often (``_solve``)
+# under a budget, where no time_limit is given: the seconds the branch and bound may take, and those
+# the start's solves may (``_budgeted``); a tight budget makes the relaxation fractional and the
+# branch and bound long (minutes on gpt's SGD step): bounded, the result then says its gap
+BUDGET_LIMIT, START_LIMIT = 10.0, 120.0
 PLANNED_DEVICES = 16  # up to this many devices every reshard is planned; beyond, its closed form
 
 
@@ -54,7 +59,8 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
     back where they were read). ``planner``: price reshards by planning each pair (exact, a few
     milliseconds a pair) or by the planner's structured path in closed form; default: planned up
     to ``PLANNED_DEVICES`` devices. ``gap``: the relative optimality gap the solver may stop at;
-    ``time_limit``: seconds it may take (then the best strategy found, reported not optimal)."""
+    ``time_limit``: seconds each solve may take (then the best strategy found, reported not optimal
+    with its gap, and a warning); under a budget, default ``BUDGET_LIMIT`` (``_budgeted``)."""
     if mode not in MODES:
         raise ValueError(f"autoshard: mode is one of {', '.join(MODES)}, not {mode!r}")
     mesh = mesh if isinstance(mesh, Mesh) else Mesh(dict(mesh))
@@ -76,8 +82,12 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
                                 abstract, topology, budget, time_limit, gap, mode)
     seconds = time.perf_counter() - start
     why = explain(search, best, budget, explain_top, limit=seconds + EXPLAIN_SLACK) if explain_top else ()
+    if not best.optimal:
+        warnings.warn(f"autoshard: the search stopped before proving its strategy optimal ({best.status}): "
+                      f"it is within {best.gap:.2%} of the best bound proven; pass time_limit (seconds a "
+                      "solve may take) to search longer", stacklevel=2)
     report = SearchReport(best.objective / SCALE, breakdown(search, best.values), seconds, search.model.size,
-                          search.model.row_count, best.optimal, budget, why, peak, costs.planner)
+                          search.model.row_count, best.optimal, budget, why, peak, costs.planner, best.gap)
     return replace(strategy, report=report)
 
 
@@ -122,13 +132,29 @@ def _solve(search: Search, budget: int | None, limit: int | None, time_limit, ga
     estimate of what it finds is what must fit (``_fit``). Returns the solution and the limit."""
     for _ in range(RAISES):
         try:
-            return search.model.solve(time_limit=time_limit, gap=gap), limit
+            return _budgeted(search, time_limit, gap) if budget is not None else search.model.solve(
+                time_limit=time_limit, gap=gap), limit
         except ShardingError as e:
             if budget is None or e.rule != "autoshard-infeasible":
                 raise
             limit = int(limit * RAISE)
             search.set_budget(limit)
-    return search.model.solve(time_limit=time_limit, gap=gap), limit
+    return _budgeted(search, time_limit, gap), limit
+
+
+def _budgeted(search: Search, time_limit, gap):
+    """The budgeted optimum, its branch and bound started from ``incumbent.start``'s solution
+    and stopped after ``time_limit`` seconds (``BUDGET_LIMIT`` where None): then its best, not
+    optimal, with its gap to the best bound proven (``incumbent.lower_bound``)."""
+    first, optimal = incumbent.start(search, time_limit if time_limit is not None else START_LIMIT)
+    if optimal:
+        return first
+    limit = time_limit if time_limit is not None else BUDGET_LIMIT
+    best = search.model.solve(time_limit=limit, gap=gap, start=None if first is None else first.values)
+    if best.optimal:
+        return best
+    return replace(best, gap=(best.objective - incumbent.lower_bound(search, best)) / max(best.objective, 1e-300),
+                   status=f"stopped after {limit:g} s")
 
 
 def _check_ties(graph, ties) -> None:

@@ -1,5 +1,6 @@
 """A mixed-integer linear program, built in numpy blocks and solved by HiGHS (its relaxation by
-``scipy.optimize.linprog``, the branch and bound by ``scipy.optimize.milp``).
+``scipy.optimize.linprog``, the branch and bound by ``highspy``, HiGHS's own binding: unlike
+``scipy.optimize.milp`` it takes a feasible start, which a budgeted search needs, ``incumbent``).
 
 Kept apart from what the variables mean (``model``): variables with a cost and bounds, binary
 or continuous; rows ``lb <= sum coeff * var <= ub``. scipy is imported when a model is solved,
@@ -21,6 +22,7 @@ class Solution:
     objective: float
     status: str
     optimal: bool
+    gap: float = 0.0  # relative, between the objective and the best bound proven (0: optimal)
 
 
 def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limit: float | None):
@@ -47,7 +49,7 @@ def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limi
                    bounds=bounds, method="highs", options=options)
 
 
-def within_gap(cost, integer, bounds, constraints, relaxed, options: dict, gap: float) -> Solution | None:
+def within_gap(cost, integer, upper, constraints, relaxed, options: dict, gap: float) -> Solution | None:
     """The optimum where the relaxation is nearly integral, without the whole branch and bound:
     the binaries the relaxation sets to 0 or 1 are held there and only the fractional ones are
     searched (a program of a few dozen binaries where the search's has hundreds of thousands).
@@ -59,14 +61,53 @@ def within_gap(cost, integer, bounds, constraints, relaxed, options: dict, gap: 
 
     x = relaxed.x
     held = (integer == 1) & (np.abs(x - np.round(x)) < 1e-7)
-    lb = np.where(held, np.round(x), bounds.lb)
-    ub = np.where(held, np.round(x), bounds.ub)
+    lb = np.where(held, np.round(x), 0.0)
+    ub = np.where(held, np.round(x), upper)
     res = milp(cost, integrality=integer, bounds=Bounds(lb, ub), constraints=constraints, options=options)
     if res.x is None or res.status != 0:
         return None
     if float(res.fun) - float(relaxed.fun) > gap * max(abs(float(res.fun)), 1e-9):
         return None
     return Solution(np.round(res.x, 9), float(res.fun), "within the gap of the relaxation (its integral binaries held)", True)
+
+
+def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start) -> Solution:
+    """HiGHS's branch and bound (``highspy``), from ``start`` where given; stopped at ``time_limit``
+    seconds with the best solution found, reported not optimal with its gap."""
+    try:
+        import highspy
+    except ImportError:  # the optional extra
+        raise ImportError("ss.autoshard solves an integer program with HiGHS (highspy): "
+                          "pip install 'simshard[auto]'") from None
+    h, inf = highspy.Highs(), highspy.kHighsInf
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("mip_rel_gap", gap)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.col_cost_ = len(cost), cost
+    lp.col_lower_, lp.col_upper_ = np.zeros(len(cost)), np.where(np.isinf(upper), inf, upper)
+    matrix = constraints[0].A.tocsc() if constraints else None
+    lp.num_row_ = 0 if matrix is None else matrix.shape[0]
+    if matrix is not None:
+        lp.row_lower_ = np.nan_to_num(np.asarray(constraints[0].lb, float), neginf=-inf, posinf=inf)
+        lp.row_upper_ = np.nan_to_num(np.asarray(constraints[0].ub, float), neginf=-inf, posinf=inf)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in integer]
+    h.passModel(lp)
+    if start is not None:
+        h.setSolution(len(start), np.arange(len(start), dtype=np.int32), np.asarray(start, float))
+    h.run()
+    status, info = h.getModelStatus(), h.getInfo()
+    if info.primal_solution_status == 0:  # no feasible point
+        if status == highspy.HighsModelStatus.kInfeasible:
+            raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
+                                "memory per device than device_memory allows (or a tie cannot hold)")
+        raise ShardingError("autoshard-unsolved", f"the solver found no strategy: {h.modelStatusToString(status)}")
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    return Solution(np.round(np.asarray(h.getSolution().col_value), 9), float(info.objective_function_value),
+                    h.modelStatusToString(status), optimal, 0.0 if optimal else float(info.mip_gap))
 
 
 class LinearModel:
@@ -141,36 +182,39 @@ class LinearModel:
             out[first:first + len(costs)] = 1 if binary else 0
         return out
 
-    def solve(self, time_limit: float | None = None, gap: float = 1e-4, extra=(), upto: int | None = None) -> Solution:
+    def solve(self, time_limit: float | None = None, gap: float = 1e-4, extra=(), upto: int | None = None,
+              start: np.ndarray | None = None, allowed: np.ndarray | None = None) -> Solution:
         """The optimum, with ``extra`` rows ``(terms, lb, ub)`` added for this solve only, and only
-        the first ``upto`` rows (None: all) kept. The linear relaxation is solved first: where its
-        optimum is integral it is the integer optimum (the search's usually is: its transport
-        edges are tight), and the branch and bound, with its heuristics, is skipped; where it is nearly
-        integral, only its fractional binaries may be searched (``within_gap``)."""
+        the first ``upto`` rows (None: all) kept; ``allowed`` (a mask) keeps the binaries it is
+        false for at zero; ``start``: a solution the branch and bound starts from (ignored where
+        it does not fit). The linear relaxation is solved first: where its optimum is integral it
+        is the integer optimum (the search's usually is: its transport edges are tight), and the
+        branch and bound, with its heuristics, is skipped; where it is nearly integral, only its
+        fractional binaries may be searched (``within_gap``)."""
         try:
-            from scipy.optimize import Bounds, milp
+            import scipy  # noqa: F401  (the relaxation and the rows)
         except ImportError:  # the optional extra
-            raise ImportError("ss.autoshard solves an integer program with HiGHS through scipy: "
+            raise ImportError("ss.autoshard solves an integer program with HiGHS (scipy, highspy): "
                               "pip install 'simshard[auto]'") from None
         constraints = self.constraints(extra, upto)
         integer, cost = self.integrality(), self.costs()
-        bounds = Bounds(np.zeros(self.size), np.where(integer == 1, 1.0, np.inf))
-        options = {"disp": False} | ({} if time_limit is None else {"time_limit": time_limit})
-        relaxed = relaxation(cost, constraints, bounds.ub, time_limit)
+        upper = np.where(integer == 1, 1.0, np.inf)
+        if allowed is not None:
+            upper = np.where((integer == 1) & ~allowed, 0.0, upper)
+        if start is not None:  # a budgeted search: its relaxation is fractional, the branch and bound solves it
+            return branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start)
+        relaxed = relaxation(cost, constraints, upper, time_limit)
         if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
             return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
+        if relaxed.status == 2:
+            raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
+                                "memory per device than device_memory allows (or a tie cannot hold)")
         if relaxed.status == 0:
-            near = within_gap(cost, integer, bounds, constraints, relaxed, options | {"mip_rel_gap": gap}, gap)
+            options = {"disp": False, "mip_rel_gap": gap} | ({} if time_limit is None else {"time_limit": time_limit})
+            near = within_gap(cost, integer, upper, constraints, relaxed, options, gap)
             if near is not None:
                 return near
-        res = milp(cost, integrality=integer, bounds=bounds, constraints=constraints,
-                   options=options | {"mip_rel_gap": gap})
-        if res.x is None:
-            if res.status == 2 or relaxed.status == 2:
-                raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
-                                    "memory per device than device_memory allows (or a tie cannot hold)")
-            raise ShardingError("autoshard-unsolved", f"the solver found no strategy: {res.message}")
-        return Solution(np.round(res.x, 9), float(res.fun), res.message, res.status == 0)
+        return branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start)
 
     def constraints(self, extra=(), upto: int | None = None) -> list:
         """The rows (the first ``upto``, and ``extra``) as scipy's ``LinearConstraint``."""

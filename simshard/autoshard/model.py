@@ -100,6 +100,8 @@ class Search:
         self.read_outputs(ties)
         self.reads.price(self.model)
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
+        self.budget_rows: list[int] = []  # the rows bounded by the budget (``set_budget``)
+        self.unbudgeted = None  # the optimum without the budget's rows, once solved (``incumbent``)
         if budget is not None:
             self.memory_rows(budget)
 
@@ -256,7 +258,7 @@ class Search:
 
     def set_budget(self, budget: int) -> None:
         """Every memory row's bound set to ``budget`` bytes."""
-        for r in range(self.memory_start, self.model.row_count):
+        for r in self.budget_rows:
             self.model.ub[r] = budget + 0.5
 
     def loop_copies(self) -> dict[int, list[tuple[int, float]]]:
@@ -275,13 +277,27 @@ class Search:
     def memory_rows(self, budget: int) -> None:
         self.held = self.reads.held(self.model, [p.site for p in self.graph.points])  # copies kept for later readers
         inside = self.loop_copies()
+        blocks: dict[Key, int] = {}  # value -> a continuous variable equal to its block's bytes
         for point in self.graph.points:
             terms = list(self.temps.get(point.site, ())) + self.held.get(point.site, []) + inside.get(point.site, [])
             for key in point.live:
-                aval = self.graph.values[key]
-                for s, vs in self.dist[key].items():
-                    terms += [(v, self.bytes(s, aval)) for v in vs]
-            self.model.row(terms, 0, budget + 0.5)  # whole bytes: the half absorbs the solver's tolerances
+                if key not in blocks:
+                    blocks[key] = self.block_var(key)
+                terms.append((blocks[key], 1.0))
+            # whole bytes: the half absorbs the solver's tolerances
+            self.budget_rows.append(self.model.row(terms, 0, budget + 0.5))
+
+    def block_var(self, key: Key) -> int:
+        """A continuous variable equal to the bytes of ``key``'s block under its layout (a row
+        defines it): the memory rows read it, not the value's layout binaries, so a value live
+        at many points puts one term in each of their rows, not one per candidate of its producer."""
+        aval = self.graph.values[key]
+        block = self.model.var(0.0, binary=False)
+        terms = [(block, 1.0)]
+        for s, vs in self.dist[key].items():
+            terms += [(v, -float(self.bytes(s, aval))) for v in vs]
+        self.model.row(terms, 0, 0)
+        return block
 
 
 def held_whole(s: Sharding) -> Sharding:

@@ -62,6 +62,7 @@ class SearchReport:
     ops: tuple[OpExplanation, ...] = ()
     estimated_peak: int | None = None  # the estimate's peak bytes per device (with a budget)
     planned: bool = True  # reshards priced by planning each pair (else the closed form)
+    gap: float = 0.0  # not optimal: relative, between its objective and the best bound proven
 
     def text(self) -> str:
         b = self.breakdown
@@ -72,7 +73,7 @@ class SearchReport:
                  + (f" of {fmt_bytes(self.budget)}; estimated {fmt_bytes(self.estimated_peak)}"
                     if self.budget is not None else " (no budget given)"),
                  f"search: {self.variables} variables, {self.rows} constraints, solved in {self.solve_seconds:.2f} s"
-                 + ("" if self.optimal else " (not proven optimal)")
+                 + ("" if self.optimal else f" (not proven optimal: within {self.gap:.2%} of the best bound proven)")
                  + ("; reshards priced by the planner" if self.planned
                     else "; reshards priced by the planner's structured path in closed form (a large mesh)")]
         for e in self.ops:
@@ -127,9 +128,11 @@ def _one(search: Search, i: int, best: Solution, free: Solution, base: dict, lim
     describe = op.candidates[c].describe(op.rule)
     try:
         alt = search.model.solve(extra=[([(op.vars[c], 1)], 0, 0)], time_limit=limit)
-    except ShardingError:
-        return OpExplanation(op.site.path, op.site.eqn.op, shapes, describe, None, None,
-                             "memory: every other split exceeds the budget" if len(op.vars) > 1 else "the op's rule")
+    except ShardingError as e:
+        why = ("memory: every other split exceeds the budget" if len(op.vars) > 1 else "the op's rule")
+        if e.rule != "autoshard-infeasible":  # stopped at its time limit before finding one
+            why = "unknown: the solver found no other split within its time limit"
+        return OpExplanation(op.site.path, op.site.eqn.op, shapes, describe, None, None, why)
     r = picked(search, alt.values, i)
     extra = (alt.objective - best.objective) / SCALE
     if picked(search, free.values, i) != c:

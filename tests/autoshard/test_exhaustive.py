@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import simshard as ss
+from simshard.autoshard import incumbent
 from simshard.autoshard.costs import ReshardCosts
-from simshard.autoshard.exhaustive import exhaustive
+from simshard.autoshard.exhaustive import exhaustive, peak_bytes
 from simshard.autoshard.graph import build_graph
 from simshard.autoshard.model import SCALE, Search
 from simshard.errors import ShardingError
@@ -90,6 +91,28 @@ def test_optimum_equals_enumeration_within_budget(name, where):
     assert 0 < best.fitting < best.count  # the budget leaves strategies out
     solved = s.model.solve(gap=0)
     assert solved.objective / SCALE == pytest.approx(best.seconds, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("name", ["mlp", "scan"])
+@pytest.mark.parametrize("where", [0.0, 0.3, 0.7, 1.0])
+def test_the_budgeted_search_from_its_start_equals_enumeration(name, where):
+    """The start (``incumbent``; None where the restricted search fits nothing: the tightest
+    budgets) fits and costs no less than the optimum; the branch and bound from it reaches the
+    optimum; where the start claims optimality (the budget does not bind) it is."""
+    low, high = peak_range(search(name))
+    budget = int(low + where * (high - low))
+    s = search(name, budget)
+    best = exhaustive(s, budget)
+    first, proven = incumbent.start(s, None)
+    if first is not None:
+        assert first.objective / SCALE >= best.seconds * (1 - 1e-9)
+        assert peak_bytes(s, first.values) <= budget  # a strategy that fits, by the enumeration's count
+    if proven:
+        assert first.objective / SCALE == pytest.approx(best.seconds, rel=1e-9, abs=1e-15)
+    assert proven or where < 1.0  # at the largest peak nothing binds: the unbudgeted optimum fits
+    solved = s.model.solve(gap=0, start=None if first is None else first.values)
+    assert solved.objective / SCALE == pytest.approx(best.seconds, rel=1e-9, abs=1e-15)
+    assert incumbent.lower_bound(s, solved) <= solved.objective * (1 + 1e-12)
 
 
 def test_a_budget_below_every_strategy_is_refused_by_name():
