@@ -13,7 +13,7 @@ from simshard.partition.reshard.exchange import plan_exchange
 from simshard.partition.reshard.deferred import Deferred
 from simshard.partition.reshard.plan import ReshardPlan, layout_of
 from simshard.partition.reshard.rounds import edge_colouring as _edge_colouring
-from simshard.partition.reshard.rounds import shift_colouring
+from simshard.partition.reshard.rounds import path_colouring, shift_colouring
 
 from .helpers import check_plan, meshes, shardings
 
@@ -21,20 +21,13 @@ from .helpers import check_plan, meshes, shardings
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=60))
 def test_edge_colouring_uses_max_degree_rounds(edges):
-    colours = _edge_colouring(edges)
-    degree = 0
-    for d in range(8):
-        degree = max(degree, sum(s == d for s, _ in edges), sum(t == d for _, t in edges))
-    assert max(colours, default=-1) + 1 == degree
-    seen = set()
-    for (s, t), c in zip(edges, colours):
-        assert ("s", s, c) not in seen and ("t", t, c) not in seen
-        seen |= {("s", s, c), ("t", t, c)}
+    for colouring in (_edge_colouring, path_colouring):  # by shifts where they reach it, and by paths always
+        _assert_proper_with_max_degree(edges, colouring(edges))
 
 
 def _assert_proper_with_max_degree(edges, colours):
-    degree = max(max(np.bincount([s for s, _ in edges])), max(np.bincount([t for _, t in edges])))
-    assert max(colours) + 1 == degree
+    degree = max(max(np.bincount([s for s, _ in edges])), max(np.bincount([t for _, t in edges]))) if edges else 0
+    assert max(colours, default=-1) + 1 == degree
     ends = {(side, e[side], c) for e, c in zip(edges, colours) for side in (0, 1)}
     assert len(ends) == 2 * len(edges)  # no device sends (or receives) twice in a round
 

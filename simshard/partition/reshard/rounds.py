@@ -116,8 +116,12 @@ def edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
     the largest degree (Koenig): by shifts where that reaches it (``shift_colouring``), else
     flipping alternating paths when both ends' free colours differ."""
     by_shift = shift_colouring(edges)
-    if by_shift is not None:
-        return by_shift
+    return path_colouring(edges) if by_shift is None else by_shift
+
+
+def path_colouring(edges: list[tuple[int, int]]) -> list[int]:
+    """``edge_colouring`` by alternating paths: each edge takes a colour free at both ends, after
+    swapping the two ends' free colours along the path that blocks it."""
     at_s: dict[int, dict[int, int]] = {}  # sender -> colour -> edge index
     at_t: dict[int, dict[int, int]] = {}
     low: dict[tuple[str, int], int] = {}  # per node: no colour below this one is free
