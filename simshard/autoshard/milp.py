@@ -9,6 +9,8 @@ so the package imports without the ``auto`` extra and says which extra to instal
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +73,23 @@ def within_gap(cost, integer, upper, constraints, relaxed, options: dict, gap: f
     return Solution(np.round(res.x, 9), float(res.fun), "within the gap of the relaxation (its integral binaries held)", True)
 
 
+def quiet_highs(highspy):
+    """A ``Highs`` with its output off. Its C++ constructor prints a banner on the process's first
+    (to the C stdout, before any option can be set), which would land in the middle of what
+    ``simshard autoshard`` prints: that construction runs with descriptor 1 on /dev/null."""
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start) -> Solution:
     """HiGHS's branch and bound (``highspy``), from ``start`` where given; stopped at ``time_limit``
     seconds with the best solution found, reported not optimal with its gap."""
@@ -79,8 +98,7 @@ def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start) 
     except ImportError:  # the optional extra
         raise ImportError("ss.autoshard solves an integer program with HiGHS (highspy): "
                           "pip install 'simshard[auto]'") from None
-    h, inf = highspy.Highs(), highspy.kHighsInf
-    h.setOptionValue("output_flag", False)
+    h, inf = quiet_highs(highspy), highspy.kHighsInf
     h.setOptionValue("mip_rel_gap", gap)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))

@@ -43,3 +43,19 @@ def test_a_nearly_integral_relaxation_gives_the_optimum(monkeypatch, constant, s
     assert solution.objective == pytest.approx(constant + 1000.0, rel=1e-12)
     assert sorted(np.round(solution.values[:4]).tolist()) == [0.0, 0.0, 1.0, 1.0]
     assert len(calls) == 1 and (calls[0] is not None) == (searched == "fractional")
+
+
+def test_the_branch_and_bound_prints_nothing_in_a_fresh_process():
+    """HiGHS's banner (printed by its first constructor, to the C stdout) stays out of what a
+    process prints: ``simshard autoshard``'s output is the strategy and its costs only."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("highspy")
+    code = ("import numpy as np\n"
+            "from tests.autoshard.test_milp import two_choices\n"
+            "m = two_choices(0.0)\n"
+            "print(m.solve(start=np.array([1.0, 0, 0, 1, 1])).objective)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+    assert out.stdout.split() == ["1000.0"], out.stdout
