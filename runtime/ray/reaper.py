@@ -8,9 +8,10 @@ until its standard input ends, which happens when the driver exits however it ex
 moment to stop by itself, then kills every process that still carries the private instance's mark
 (``SIMSHARD_PRIVATE_RAY``: a random value the driver's environment holds while it starts Ray, so
 that every process of that Ray inherits it, and this one too, and nothing the driver starts
-later). Then it removes the shared-memory files those processes owned: a device process removes
-its own when its driver's line ends, but one killed before it got to it (its driver gone under
-load, the grace over) leaves them, named by its pid (``wire/shared_memory.py``). It imports
+later). Then it removes the shared-memory files whose owners are gone: a device process removes
+its own when its driver's line ends, but one killed before it got to it (by this script after
+the grace, or by Ray's raylet as the driver died) leaves them, named by its pid
+(``wire/shared_memory.py``). It imports
 nothing but the standard library, and runs as a plain script.
 """
 
@@ -57,21 +58,22 @@ OWNER = re.compile(r"simshard-[0-9a-f]{16}-p(\d{1,10})-")  # as wire/shared_memo
 GONE_SECONDS = 5.0  # how long killed processes get to disappear before their files are removed
 
 
-def remove_files_of(pids: list[int]) -> int:
-    """Unlink the simshard shared-memory files owned by ``pids`` once those processes are gone
-    (a file of a process still alive stays); how many were removed."""
+def remove_orphaned_files(pids: list[int]) -> int:
+    """Once ``pids`` are gone, unlink every simshard shared-memory file whose owner no longer runs
+    (a file of a process still alive stays); how many were removed. Not only those of ``pids``:
+    Ray's raylet may kill a device process before this script lists the instance's processes,
+    and a file whose owner is dead is nobody's (a peer that still maps it keeps its mapping)."""
     deadline = time.monotonic() + GONE_SECONDS
     while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    owners = {p for p in pids if not os.path.exists(f"/proc/{p}")}
     removed = 0
     for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else ():
         found = OWNER.match(name)
-        if found and int(found.group(1)) in owners:
+        if found and not os.path.exists(f"/proc/{int(found.group(1))}"):
             try:
                 os.unlink(os.path.join(SHM_DIR, name))
                 removed += 1
-            except OSError:
+            except OSError:  # another user's, or removed meanwhile
                 pass
     return removed
 
@@ -87,7 +89,7 @@ def main() -> None:
     marked = f"{MARK}={mark}".encode()
     seen = marked_pids(marked)  # before the grace: Ray may end some of them itself meanwhile
     time.sleep(GRACE_SECONDS)
-    remove_files_of(sorted(set(seen) | set(reap(marked))))
+    remove_orphaned_files(sorted(set(seen) | set(reap(marked))))
 
 
 if __name__ == "__main__":
