@@ -58,18 +58,28 @@ OWNER = re.compile(r"simshard-[0-9a-f]{16}-p(\d{1,10})-")  # as wire/shared_memo
 GONE_SECONDS = 5.0  # how long killed processes get to disappear before their files are removed
 
 
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (killed, its exit not yet collected by
+    a parent: it holds no mapping any more)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 def remove_orphaned_files(pids: list[int]) -> int:
     """Once ``pids`` are gone, unlink every simshard shared-memory file whose owner no longer runs
     (a file of a process still alive stays); how many were removed. Not only those of ``pids``:
     Ray's raylet may kill a device process before this script lists the instance's processes,
     and a file whose owner is dead is nobody's (a peer that still maps it keeps its mapping)."""
     deadline = time.monotonic() + GONE_SECONDS
-    while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
+    while any(map(running, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
     removed = 0
     for name in os.listdir(SHM_DIR) if os.path.isdir(SHM_DIR) else ():
         found = OWNER.match(name)
-        if found and not os.path.exists(f"/proc/{int(found.group(1))}"):
+        if found and not running(int(found.group(1))):
             try:
                 os.unlink(os.path.join(SHM_DIR, name))
                 removed += 1

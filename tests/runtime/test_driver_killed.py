@@ -110,7 +110,8 @@ def carrying(mark: str) -> dict[int, str]:
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no shared memory directory here")
 def test_the_reaper_removes_the_files_whose_owners_are_gone_and_no_others():
     """The files of the processes it killed, of one gone before it looked (Ray's raylet may kill a
-    device process first), and none of a process still running."""
+    device process first), of a zombie (killed, not yet collected), and none of a process still
+    running."""
     from simshard.runtime.ray import reaper
 
     gone = []
@@ -118,14 +119,19 @@ def test_the_reaper_removes_the_files_whose_owners_are_gone_and_no_others():
         child = subprocess.Popen([sys.executable, "-c", "pass"])
         child.wait()  # a pid that is gone
         gone.append(child.pid)
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # ended, its exit not collected yet
+    while reaper.running(zombie.pid):
+        time.sleep(0.01)
     tag = os.urandom(8).hex()
-    killed, unseen, mine = (f"/dev/shm/simshard-{tag}-p{pid}-{tag}" for pid in (*gone, os.getpid()))
-    for path in (killed, unseen, mine):
+    paths = [f"/dev/shm/simshard-{tag}-p{pid}-{tag}" for pid in (*gone, zombie.pid, os.getpid())]
+    for path in paths:
         open(path, "wb").close()
     try:
-        assert reaper.remove_orphaned_files([gone[0]]) >= 2
-        assert not os.path.exists(killed) and not os.path.exists(unseen) and os.path.exists(mine)
+        assert os.path.exists(f"/proc/{zombie.pid}")
+        assert reaper.remove_orphaned_files([gone[0]]) >= 3
+        assert [os.path.exists(p) for p in paths] == [False, False, False, True]  # killed, unseen, zombie; mine
     finally:
-        for path in (killed, unseen, mine):
+        zombie.wait()
+        for path in paths:
             if os.path.exists(path):
                 os.unlink(path)
