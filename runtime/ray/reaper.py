@@ -4,8 +4,9 @@ driver that started it, even one killed with kill -9.
 Ray makes its GCS and raylet share their driver's fate, but the agents the raylet starts (the
 dashboard agent, the runtime-env agent) outlive a killed driver by a minute or more, trying to
 report to a GCS that is gone. So ``ensure_ray`` starts this script beside a private Ray: it waits
-until its standard input ends, which happens when the driver exits however it exits, gives Ray a
-moment to stop by itself, then kills every process that still carries the private instance's mark
+until its standard input ends, which happens when the driver exits however it exits (meanwhile
+listing the instance's processes every second, ``family``: the marked ones and their children),
+gives Ray a moment to stop by itself, then kills those listed and every process that still carries the private instance's mark
 (``SIMSHARD_PRIVATE_RAY``: a random value the driver's environment holds while it starts Ray, so
 that every process of that Ray inherits it, and this one too, and nothing the driver starts
 later). Then it removes the shared-memory files whose owners are gone: a device process removes
@@ -21,6 +22,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 
 GRACE_SECONDS = 1.0  # what Ray's own shutdown gets before the stragglers are killed
@@ -50,6 +52,73 @@ def reap(mark: bytes) -> list[int]:
             killed.append(pid)
         except OSError:
             pass
+    return killed
+
+
+def stat(pid: int) -> tuple[int, int] | None:
+    """Process ``pid``'s parent and start time (clock ticks after boot: with the pid, it names one
+    process, however the pid is reused later); None where it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def family(mark: bytes) -> dict[int, int]:
+    """pid -> start time of every other process that holds ``mark`` and of their descendants. A
+    process may lose the mark from what /proc shows of its environment: Ray's agents set their
+    titles over it (setproctitle writes into the memory the environment was in), one run in five
+    here; their parent, the raylet, keeps it, so the watch (``main``) finds them as its children
+    while it lives."""
+    me, procs = os.getpid(), {}
+    for e in os.listdir("/proc"):
+        if e.isdigit() and (got := stat(int(e))) is not None:
+            procs[int(e)] = got
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = [pid for pid in procs if pid != me and carries(pid, mark)]
+    out: dict[int, int] = {}
+    while todo:
+        pid = todo.pop()
+        if pid not in out and pid != me:
+            out[pid] = procs[pid][1]
+            todo += children.get(pid, [])
+    return out
+
+
+def kill_known(known: dict[int, int]) -> list[int]:
+    """Kill each process of ``known`` (pid -> start time) still running as the same process."""
+    killed = []
+    for pid, start in known.items():
+        now = stat(pid)
+        if now is not None and now[1] == start:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except OSError:
+                pass
+    return killed
+
+
+WATCH_SECONDS = 1.0  # how often the watch lists the instance's processes while the driver lives
+SWEEP_SECONDS = 0.2  # between two sweeps of ``reap_until_none``
+REAP_SECONDS = 10.0  # how long it sweeps at most
+
+
+def reap_until_none(mark: bytes) -> list[int]:
+    """``reap`` again and again until two sweeps in a row find no process left (or
+    ``REAP_SECONDS`` have passed): a process that a dying raylet was still starting when the
+    first sweep ran (its dashboard and runtime-env agents, under load) is killed by a later one.
+    The pids killed."""
+    killed, quiet, deadline = [], 0, time.monotonic() + REAP_SECONDS
+    while quiet < 2 and time.monotonic() < deadline:
+        got = reap(mark)
+        killed += got
+        quiet = 0 if got else quiet + 1
+        time.sleep(SWEEP_SECONDS)
     return killed
 
 
@@ -95,11 +164,16 @@ def main() -> None:
     mark = os.environ.get(MARK)
     if not mark or not os.path.isdir("/proc"):
         return
-    sys.stdin.buffer.read()  # until the driver's end of the pipe closes: it has exited
     marked = f"{MARK}={mark}".encode()
-    seen = marked_pids(marked)  # before the grace: Ray may end some of them itself meanwhile
+    ended = threading.Event()  # the driver's end of the pipe closed: it has exited
+    threading.Thread(target=lambda: (sys.stdin.buffer.read(), ended.set()), daemon=True).start()
+    known = family(marked)  # at once: a driver may be killed within a second of starting Ray
+    while not ended.wait(WATCH_SECONDS):
+        known.update(family(marked))
+    known.update(family(marked))  # before the grace: Ray may end some of them itself meanwhile
     time.sleep(GRACE_SECONDS)
-    remove_orphaned_files(sorted(set(seen) | set(reap(marked))))
+    killed = kill_known(known) + reap_until_none(marked)
+    remove_orphaned_files(sorted(set(known) | set(killed)))
 
 
 if __name__ == "__main__":

@@ -135,3 +135,26 @@ def test_the_reaper_removes_the_files_whose_owners_are_gone_and_no_others():
         for path in paths:
             if os.path.exists(path):
                 os.unlink(path)
+
+
+def test_the_reaper_lists_the_children_of_marked_processes_that_lost_the_mark():
+    """Ray's agents set their titles over their environment (setproctitle), which can wipe the
+    mark from what /proc shows; their parent keeps it, and the watch lists them as its children."""
+    from simshard.runtime.ray import reaper
+
+    mark = f"SIMSHARD_TEST_MARK={os.urandom(8).hex()}"
+    parent_code = ("import subprocess, sys, time\n"
+                   "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env={})\n"
+                   "print(child.pid, flush=True)\n"
+                   "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, mark.split("=")[0]: mark.split("=")[1]})
+    try:
+        child = int(parent.stdout.readline())
+        assert not reaper.carries(child, mark.encode())
+        found = reaper.family(mark.encode())
+        assert set(found) == {parent.pid, child}
+        assert sorted(reaper.kill_known(found)) == sorted([parent.pid, child])
+    finally:
+        parent.kill()
+        parent.wait()
