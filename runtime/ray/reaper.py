@@ -43,16 +43,21 @@ def marked_pids(mark: bytes) -> list[int]:
     return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != me and carries(int(e), mark)]
 
 
-def reap(mark: bytes) -> list[int]:
-    """Kill every other process whose environment holds ``mark``; the pids killed."""
+def kill(pids) -> list[int]:
+    """SIGKILL each of ``pids``; those it reached."""
     killed = []
-    for pid in marked_pids(mark):
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
         except OSError:
             pass
     return killed
+
+
+def reap(mark: bytes) -> list[int]:
+    """Kill every other process whose environment holds ``mark``; the pids killed."""
+    return kill(marked_pids(mark))
 
 
 def stat(pid: int) -> tuple[int, int] | None:
@@ -91,16 +96,7 @@ def family(mark: bytes) -> dict[int, int]:
 
 def kill_known(known: dict[int, int]) -> list[int]:
     """Kill each process of ``known`` (pid -> start time) still running as the same process."""
-    killed = []
-    for pid, start in known.items():
-        now = stat(pid)
-        if now is not None and now[1] == start:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except OSError:
-                pass
-    return killed
+    return kill(pid for pid, start in known.items() if (now := stat(pid)) is not None and now[1] == start)
 
 
 WATCH_SECONDS = 1.0  # how often the watch lists the instance's processes while the driver lives
