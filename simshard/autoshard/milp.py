@@ -51,7 +51,7 @@ def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limi
                    bounds=bounds, method="highs", options=options)
 
 
-def within_gap(cost, integer, upper, constraints, relaxed, options: dict, gap: float) -> Solution | None:
+def within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap: float) -> Solution | None:
     """The optimum where the relaxation is nearly integral, without the whole branch and bound:
     the binaries the relaxation sets to 0 or 1 are held there and only the fractional ones are
     searched (a program of a few dozen binaries where the search's has hundreds of thousands).
@@ -59,18 +59,16 @@ def within_gap(cost, integer, upper, constraints, relaxed, options: dict, gap: f
     two are within ``gap`` (relative, HiGHS's ``mip_rel_gap``) it is optimal to the tolerance the
     branch and bound itself stops at; else (or where holding them leaves nothing feasible) None,
     and the whole program is searched."""
-    from scipy.optimize import Bounds, milp
-
     x = relaxed.x
     held = (integer == 1) & (np.abs(x - np.round(x)) < 1e-7)
-    lb = np.where(held, np.round(x), 0.0)
-    ub = np.where(held, np.round(x), upper)
-    res = milp(cost, integrality=integer, bounds=Bounds(lb, ub), constraints=constraints, options=options)
-    if res.x is None or res.status != 0:
+    try:
+        res = branch_and_bound(cost, integer, np.where(held, np.round(x), upper), constraints, time_limit, gap,
+                               None, lower=np.where(held, np.round(x), 0.0))
+    except ShardingError:  # nothing feasible with them held
         return None
-    if float(res.fun) - float(relaxed.fun) > gap * max(abs(float(res.fun)), 1e-9):
+    if not res.optimal or res.objective - float(relaxed.fun) > gap * max(abs(res.objective), 1e-9):
         return None
-    return Solution(np.round(res.x, 9), float(res.fun), "within the gap of the relaxation (its integral binaries held)", True)
+    return Solution(res.values, res.objective, "within the gap of the relaxation (its integral binaries held)", True)
 
 
 def quiet_highs(highspy):
@@ -90,9 +88,10 @@ def quiet_highs(highspy):
     return h
 
 
-def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start) -> Solution:
-    """HiGHS's branch and bound (``highspy``), from ``start`` where given; stopped at ``time_limit``
-    seconds with the best solution found, reported not optimal with its gap."""
+def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start, lower=None) -> Solution:
+    """HiGHS's branch and bound (``highspy``), from ``start`` where given, the variables between
+    ``lower`` (default 0) and ``upper``; stopped at ``time_limit`` seconds with the best solution
+    found, reported not optimal with its gap."""
     try:
         import highspy
     except ImportError:  # the optional extra
@@ -104,7 +103,8 @@ def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start) 
         h.setOptionValue("time_limit", float(time_limit))
     lp = highspy.HighsLp()
     lp.num_col_, lp.col_cost_ = len(cost), cost
-    lp.col_lower_, lp.col_upper_ = np.zeros(len(cost)), np.where(np.isinf(upper), inf, upper)
+    lp.col_lower_ = np.zeros(len(cost)) if lower is None else lower
+    lp.col_upper_ = np.where(np.isinf(upper), inf, upper)
     matrix = constraints[0].A.tocsc() if constraints else None
     lp.num_row_ = 0 if matrix is None else matrix.shape[0]
     if matrix is not None:
@@ -228,8 +228,7 @@ class LinearModel:
             raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
                                 "memory per device than device_memory allows (or a tie cannot hold)")
         if relaxed.status == 0:
-            options = {"disp": False, "mip_rel_gap": gap} | ({} if time_limit is None else {"time_limit": time_limit})
-            near = within_gap(cost, integer, upper, constraints, relaxed, options, gap)
+            near = within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap)
             if near is not None:
                 return near
         return branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start)
