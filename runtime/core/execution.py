@@ -14,6 +14,7 @@ from simshard.report.comm import CommRecord, CommReport
 from simshard.report.memory import MemoryReport
 
 from .placement import assemble_outputs
+from .records import record_rows
 from .transfer_log import TransferLog
 
 
@@ -22,13 +23,13 @@ class Execution:
     """What a run produced: each device's output shards, and what it cost."""
 
     def __repr__(self) -> str:  # short: asyncio may repr a finished task's result (its arrays)
-        return f"<Execution of {len(self.outputs)} devices, {len(self.record_rows)} collective records>"
+        return f"<Execution of {len(self.outputs)} devices, {sum(map(len, self.ran.values()))} collectives run>"
 
     spmd: SpmdProgram
     outputs: Mapping[int, tuple[np.ndarray, ...]]  # device -> its local output shards
-    # one CommRecord's fields per collective instruction per participating device (``records``
-    # makes the records when first read: a run that nobody asks about pays little for them)
-    record_rows: Sequence[tuple]
+    # device -> each collective it ran, as ``records.Ran`` fields in the order run (``records``
+    # makes the records from them when first read: a run that nobody asks about pays nothing more)
+    ran: Mapping[int, Sequence[tuple]]
     memory: MemoryReport
     transfers: TransferLog  # every message, as recorded by the transport
     # device -> buffer -> its contents right after it was written, for the SpmdProgram's
@@ -64,6 +65,13 @@ class Execution:
         calls = ("the driver's control lines" if self.control_plane == "sockets" else
                  f"Ray actor calls ({self.control_reason})" if self.control_reason else f"{self.control_plane}")
         return f"messages between devices: {sent} (device pairs: {pairs}); run calls: {calls}"
+
+    @cached_property
+    def record_rows(self) -> tuple[tuple, ...]:
+        """One ``CommRecord``'s fields per collective instruction per participating device, made
+        from what each device ran and the transfer log (``records.record_rows``)."""
+        counts, spmd = self.transfers.counts, self.spmd
+        return tuple(row for d in spmd.devices for row in record_rows(d, spmd.schedule(d), self.ran.get(d, ()), counts))
 
     @cached_property
     def records(self) -> tuple[CommRecord, ...]:

@@ -95,8 +95,7 @@ class Executor(ComputeSteps):
         self.traced: dict[int, np.ndarray] = {}  # buffer -> a copy of what was first written to it
         self.position = -1
         self.state = "not started"
-        self._rows: list[tuple] = []  # record_rows made so far
-        self._done: list[tuple] = []  # (instruction, position, in shape, out shape, itemsize) of each collective run
+        self.ran: list[tuple] = []  # ``Ran`` fields of each collective run, in the order run
         self.spans: list[tuple] = []  # a Span's fields per instruction run (``timeline``)
 
     # -- where am I ------------------------------------------------------------------------------
@@ -309,8 +308,8 @@ class Executor(ComputeSteps):
         except CollectiveError as e:
             raise self._fail(CollectiveError, f"device {me} {self.where()}: {e}") from None
         self._write_one(ins.dst, out)
-        # its record's row is made when ``record_rows`` is read, off the path between two messages
-        self._done.append((ins, self.position, () if x is None else x.shape, out.shape, out.dtype.itemsize))
+        # noted only: its record is made where it is read (``records``), off the path of the run
+        self.ran.append((ins.id, self.position, () if x is None else x.shape, out.shape, out.dtype.itemsize))
 
     def _note(self, ins) -> str:
         """Where this device is, in the few words a message carries (for the receiver's errors)."""
@@ -323,17 +322,10 @@ class Executor(ComputeSteps):
         return list(map(Span._make, self.spans))
 
     @property
-    def record_rows(self) -> list[tuple]:
-        """Each ``CommRecord``'s fields in order, one row per collective this device took part in,
-        in the order run (``records.record_rows``); the records are made where they are read."""
-        self._rows += record_rows(self.device, self._done, self.transport.log.counts)
-        self._done = []
-        return self._rows
-
-    @property
     def records(self) -> list[CommRecord]:
         """One ``CommRecord`` per collective this device took part in, in the order run."""
-        return [CommRecord(*row) for row in self.record_rows]
+        rows = record_rows(self.device, self.schedule, self.ran, self.transport.log.counts)
+        return [CommRecord(*row) for row in rows]
 
     # -- transport failures as schedule errors -------------------------------------------------------
     def transport_error(self, e: TransportError) -> ExecutionError:

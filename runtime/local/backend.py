@@ -67,11 +67,11 @@ async def execute_local(spmd: SpmdProgram, inputs: Mapping[int, Sequence[np.ndar
             devices=(m.src, m.dst), positions={m.src: m.note, m.dst: executors[m.dst].where()},
         )
     outputs = {d: tasks[d].result() for d in spmd.devices}
-    records = tuple(r for d in spmd.devices for r in executors[d].record_rows)
+    ran = {d: tuple(executors[d].ran) for d in spmd.devices}
     memory = MemoryReport(tuple(executors[d].memory() for d in spmd.devices))
     values = {d: dict(executors[d].traced) for d in spmd.devices} if trace_values else {}
     timeline = {d: tuple(executors[d].timeline) for d in spmd.devices}
-    return Execution(spmd, outputs, records, memory, transport.log, values, timeline)
+    return Execution(spmd, outputs, ran, memory, transport.log, values, timeline)
 
 
 def _root_cause(failed: dict[int, BaseException]) -> BaseException:

@@ -63,7 +63,7 @@ class DeviceSummary(NamedTuple):
     error: BaseException | None = None  # what failed it (status ERROR)
     waits: tuple = ()  # (source, key) of the receives it was blocked in when it stopped
     outputs: tuple[int, ...] = ()  # ids of its output shards, kept by its process
-    records: tuple = ()  # CommRecord fields per collective (the driver makes records when asked)
+    ran: tuple = ()  # ``records.Ran`` fields per collective run (the driver makes the records when asked)
     memory: Any = None  # its DeviceMemory
     transfers: tuple = ()  # its TransferLog rows
     timeline: tuple = ()  # its executor Spans, as tuples

@@ -76,3 +76,33 @@ def placed(block, first: int) -> tuple:
             b = replace(b, id_base=first + b.id_base)
         out.append(b)
     return tuple(out)
+
+
+def collective_run_as(ins, run_id: int):
+    """The collective that ran under id ``run_id`` within top-level instruction ``ins`` (itself, or
+    one in its blocks as the iteration or branch that ``run_id`` names runs it): what a run's
+    record of a collective resolves to, so that a device need only say which id it ran and where."""
+    if ins.kind not in CONTROL:
+        return ins
+    rel = run_id - ins.id_base
+    if ins.kind == "switch":
+        for branch in ins.branches:
+            n = block_ids(branch)
+            if rel < n:
+                return _in_block(placed(branch, run_id - rel), rel, run_id)
+            rel -= n
+        raise ValueError(f"id {run_id} is past switch {ins.id_base}'s branches")
+    block = ins.body if ins.kind == "loop" else ins.cond + ins.body
+    k, j = divmod(rel, block_ids(block))
+    return _in_block(placed(block, run_id - j), j, run_id)
+
+
+def _in_block(block: tuple, j: int, run_id: int):
+    """Instruction ``j`` of a placed block if it is one of its own, else the collective inside the
+    nested control instruction whose id range holds ``run_id``."""
+    if j < len(block):
+        return block[j]
+    for b in block:
+        if b.kind in CONTROL and b.id_base <= run_id < b.id_base + ids_of(b):
+            return collective_run_as(b, run_id)
+    raise ValueError(f"no instruction of the block runs under id {run_id}")

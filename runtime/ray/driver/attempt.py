@@ -133,7 +133,7 @@ class RunAttempt:
                                for d in spmd.devices}, mesh.arrays.fetch_held)
         return Execution(
             spmd, outputs,
-            record_rows=tuple(row for d in spmd.devices for row in summaries[d].records),
+            ran={d: summaries[d].ran for d in spmd.devices},
             memory=MemoryReport(tuple(summaries[d].memory for d in spmd.devices)),
             transfers=TransferLog.of_rows([row for d in spmd.devices for row in summaries[d].transfers]),
             values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},

@@ -226,7 +226,7 @@ class HostedDevice:
         return DeviceSummary(
             Status.OK, ex.where(),
             outputs=tuple(np.asarray(o) for o in st.task.result()),  # the host keeps them (DeviceHost.run)
-            records=tuple(ex.record_rows),  # CommRecord fields: the driver makes records when asked
+            ran=tuple(ex.ran),  # what it ran: the driver makes the records when they are asked for
             memory=ex.memory(),
             transfers=tuple(transport.log.rows),  # plain tuples: a summary of many messages pickles fast
             timeline=tuple(ex.spans),
