@@ -9,14 +9,14 @@ its heuristics run, and finds no strategy in that time. Cheaper solves give it o
    such;
 2. a layout family, solved the same way (without the budget's rows): every op that can split
    over the whole mesh on one factor does so (``whole_mesh``: batch, sequence, heads, a weight's
-   dims: whichever the model prices cheapest, op by op; free values as they like). Its values
-   are split as far as they go, so it holds little: it is checked against the budget with its
+   dims: whichever the model prices cheapest, op by op; free values as they like). Its ops'
+   results are split over every device, so it holds little: it is checked against the budget with its
    layouts held (``fixed``), and where it fits it is a start;
 3. the budgeted search restricted, in each one-hot set (an op's candidates, a free value's
    layouts), to the choices of (1) and (2): each op keeps its unbudgeted choice or its family's
    (the mixes between: a data-parallel step keeps its activations split as the family does and
    its parameters' updates replicated as the unbudgeted optimum does). Started from (2), so it
-   is never worse than the family; a few binaries a set, where presolve leaves little;
+   is never worse than the family; two binaries a set at most, where presolve leaves little;
 4. where (3) fits nothing, the same restricted to (1) and the choices holding the fewest bytes
    (each op or value may keep its unbudgeted choice or be split as far as it goes).
 
