@@ -102,6 +102,7 @@ class Search:
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
         self.budget_rows: list[int] = []  # the rows bounded by the budget (``set_budget``)
         self.unbudgeted = None  # the optimum without the budget's rows, once solved (``incumbent``)
+        self.family = None  # the whole-mesh family's optimum without the budget's rows (``incumbent``)
         if budget is not None:
             self.memory_rows(budget)
 
