@@ -244,8 +244,11 @@ def test_report_json_is_read_or_refused_naming_the_problem_at_once(kind, data):
 def test_a_report_field_of_the_wrong_type_is_named():
     doc = REPORTS["comm"][1]
     bad = dict(doc, records=[dict(doc["records"][0], bytes_sent="64")])
-    with pytest.raises(ReportFormatError, match="record 0: field 'bytes_sent' must be an integer, not \"64\""):
+    with pytest.raises(ReportFormatError, match="record 0: field 'bytes_sent' must be a 64-bit integer, not \"64\""):
         ss.CommReport.from_json(json.dumps(bad))
+    huge = dict(doc, records=[dict(doc["records"][0], bytes_received=10**400)])  # its ratio fits no float
+    with pytest.raises(ReportFormatError, match="record 0: field 'bytes_received' must be a 64-bit integer, not 1000"):
+        ss.CommReport.from_json(json.dumps(huge))
     with pytest.raises(ReportFormatError, match="nested too deeply"):
         ss.MemoryReport.from_json("[" * 100_000)
     assert ss.CommReport.from_json(json.dumps(doc)).records == (RECORD,)

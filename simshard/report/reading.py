@@ -15,8 +15,12 @@ class ReportFormatError(ValueError):
     """Report JSON that is not a report: what is wrong, and where."""
 
 
+INT64 = 2**63  # every figure a run records fits in 64 bits: a larger one is no report's (a ratio of
+# two such would not even fit a float)
+
+
 def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64
 
 
 def _ints(n: int | None) -> Callable[[Any], bool]:
@@ -33,9 +37,9 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "tuple[int, ...]": _ints(None),
     "tuple[tuple[int, int, int], ...]": lambda v: isinstance(v, list) and all(map(_ints(3), v)),
 }
-_SHOWN = {"int": "an integer", "int | None": "an integer or null", "str": "a string",
-          "tuple[str, ...]": "a list of strings", "tuple[int, ...]": "a list of integers",
-          "tuple[tuple[int, int, int], ...]": "a list of [peer, sent, received] integer triples"}
+_SHOWN = {"int": "a 64-bit integer", "int | None": "a 64-bit integer or null", "str": "a string",
+          "tuple[str, ...]": "a list of strings", "tuple[int, ...]": "a list of 64-bit integers",
+          "tuple[tuple[int, int, int], ...]": "a list of [peer, sent, received] 64-bit integer triples"}
 
 
 def read_entries(text, what: str, key: str) -> list:
