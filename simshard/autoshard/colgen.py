@@ -14,7 +14,9 @@ from its basis each round:
   the rows present. Else a lower bound on it is the restricted optimum plus, per edge, the least
   reduced cost of its cells (an edge's cells sum to at most one, a ``z`` is at most one at any
   optimum): where that is within ``PROVEN`` (relative) the degenerate tail of entering cells that
-  lower nothing is cut short;
+  lower nothing is cut short. Where any cell enters, those of reduced cost under ``MARGIN`` enter
+  with it (they would in the next rounds: on the 7B step over 8 x 32 x 32, 6 rounds of pricing
+  instead of more than 9, each a few seconds);
 * then every substituted row is checked at the solution: those violated are added (cuts), and
   the rounds go on. None violated: the solution is feasible for the whole program and optimal
   (to the bound) for a relaxation of it, so it is the whole relaxation's optimum.
@@ -36,6 +38,7 @@ from .milp import LinearModel, Solution, quiet_highs
 
 TOLERANCE = 1e-6  # a reduced cost below minus this enters (the objective is in microseconds)
 VIOLATED = 1e-7  # a substituted row's activity below minus this is violated (HiGHS's primal tolerance)
+MARGIN = 10.0  # where some column enters, those of reduced cost below this (microseconds) enter with it
 PROVEN = 1e-9  # the pricing stops where its bound is this close (relative) to the restricted optimum
 ROUNDS = 2000  # rounds at most; then the whole program is solved (never hit in the benchmarks)
 
@@ -177,9 +180,12 @@ def entering(r: Restricted, solution, objective: float) -> tuple[np.ndarray, flo
     y = np.zeros(p.rows.shape[0])
     y[r.rows] = solution.row_dual
     d = p.cost[p.lazy] - p.lazy_columns @ y
-    new = (r.col_of[p.lazy] < 0) & (d < -TOLERANCE)
+    absent = r.col_of[p.lazy] < 0
+    new = absent & (d < -TOLERANCE)
     least = np.zeros(p.groups)
     np.minimum.at(least, p.group[new], d[new])
+    if new.any():  # those about to enter too: fewer rounds of a degenerate tail
+        new = absent & (d < MARGIN)
     return p.lazy[new], objective + float(least.sum())
 
 
