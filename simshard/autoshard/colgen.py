@@ -106,7 +106,7 @@ def substituted(cost, upper, a, lb, ub, edge_of: np.ndarray, shared: Shared) -> 
     cols = np.flatnonzero(lazy)
     edges = int(edge_of.max()) + 1
     group = np.where(edge_of[cols] >= 0, edge_of[cols], edges + np.arange(len(cols)))
-    return Program(rows, rows.T.tocsr(), np.r_[lb[rest], np.zeros(len(shared.rows))],
+    return Program(rows, rows.tocsr(), np.r_[lb[rest], np.zeros(len(shared.rows))],
                    np.r_[ub[rest], np.full(len(shared.rows), np.inf)], len(rest), spread, upper, cols,
                    rows[:, cols].T.tocsr(), group, edges + len(cols), shared)
 
