@@ -29,6 +29,7 @@ transport row's cheapest cell, and every cell moving nothing.
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -253,6 +254,12 @@ def lazily(cost, integer, upper, constraint, edge_of: np.ndarray, time_limit) ->
     if not np.all(np.abs(binaries - np.round(binaries)) < 1e-7):
         return None
     x[shared.groups] += shared.mean @ x  # u = z + avg(t)
+    activity = a @ x
+    broken = int(np.sum((activity < lb - 1e-6) | (activity > ub + 1e-6)))
+    if broken:  # a check of the substitution and the cuts: never seen, but never silent
+        warnings.warn(f"autoshard: the lazily solved relaxation's solution breaks {broken} rows of the whole "
+                      "program; solving the whole program instead (slower)", stacklevel=4)
+        return None
     return Solution(np.round(x, 9), got.objective, f"the relaxation is integral ({got.rounds} rounds: "
                     f"{got.columns:,} of {len(p.lazy):,} columns, {got.cuts:,} of {len(shared.rows):,} shared "
                     "rows)", True)

@@ -141,24 +141,39 @@ def peak_range(s) -> tuple[int, int]:
     return min(peaks), max(peaks)
 
 
-def test_gpt_step_with_cuts_reaches_the_whole_optimum(restricted):
-    """``gpt``'s tiny SGD step on 2 x 2: shared rows are violated and added as cuts over rounds
-    (the small programs above need none); the optimum is the whole program's and every row of the
-    whole program holds at it (a cut given wrong entries once left 14 violated on the 7B step)."""
+def gpt_search() -> Search:
+    """``gpt``'s tiny SGD step on 2 x 2, whose lazy search adds cuts."""
+    import optree
+
     from simshard.programs import gpt
     from simshard.programs.auto import step_and_ties
 
     f, args, ties = step_and_ties(gpt.program("tiny"), "sgd")
     mesh = ss.Mesh({"x": 2, "y": 2})
-    import optree
-
     abstract = optree.tree_map(lambda a: ShapeDtype(a.shape, a.dtype) if isinstance(a, np.ndarray) else a, args)
     program = trace(f, *abstract, mesh=mesh)
     topology = ss.Topology({}, "nvlink", device="h100")
-    s = Search(build_graph(program), mesh, ReshardCosts(topology, mesh.size), device_of("h100"), None, ties)
+    return Search(build_graph(program), mesh, ReshardCosts(topology, mesh.size), device_of("h100"), None, ties)
+
+
+def test_gpt_step_with_cuts_reaches_the_whole_optimum(restricted):
+    """Shared rows are violated and added as cuts over rounds (the small programs above need
+    none); the optimum is the whole program's and every row of the whole program holds at it (a
+    cut given wrong entries once left 14 violated on the 7B step)."""
+    s = gpt_search()
     lazy = s.model.solve(gap=0)
     assert restricted[0].cuts > 0
     assert lazy.objective == pytest.approx(LinearModel.solve(s.model, gap=0).objective, rel=1e-9)
     constraint = s.model.constraints()[0]
     activity = constraint.A @ lazy.values
     assert np.all(activity >= np.asarray(constraint.lb) - 1e-7) and np.all(activity <= np.asarray(constraint.ub) + 1e-7)
+
+
+def test_a_solution_breaking_a_row_is_refused_with_a_warning(monkeypatch):
+    """Were the cuts' check wrong (here: it finds nothing), the solution breaking rows of the
+    whole program is not returned: a warning says so and the whole program is solved."""
+    s = gpt_search()
+    monkeypatch.setattr(colgen, "violated", lambda r, x: np.zeros(0, dtype=np.int64))
+    with pytest.warns(UserWarning, match="breaks .* rows of the whole program"):
+        found = s.model.solve(gap=0)
+    assert found.objective == pytest.approx(LinearModel.solve(s.model, gap=0).objective, rel=1e-9)
