@@ -33,7 +33,7 @@ from ..sharding.mesh import Mesh
 from .candidates import OpCandidate, drop_leading, lift, local_bytes, op_candidates, value_specs
 from .costs import ReshardCosts, compute_seconds
 from .graph import Graph, Key, OpSite
-from .colgen import LazyModel
+from .milp import LinearModel
 from .reads import Reads
 
 SCALE = 1e6  # the objective in microseconds: the solver's tolerances are absolute
@@ -70,7 +70,7 @@ class Search:
     def __init__(self, graph: Graph, mesh: Mesh, costs: ReshardCosts, device: DeviceSpec,
                  budget: int | None = None, ties: Sequence[tuple[int, int]] = ()):
         self.graph, self.mesh, self.costs, self.device = graph, mesh, costs, device
-        self.model = LazyModel()  # its transport cells priced lazily (``colgen``)
+        self.model = LinearModel()
         self.dist: dict[Key, Dist] = {}
         self.free: dict[Key, tuple[tuple[Sharding, int], ...]] = {}
         self.ops: list[OpChoice] = []
@@ -99,7 +99,7 @@ class Search:
         self.read_links()
         self.read_outputs(ties)
         self.reads.price(self.model)
-        self.memory_start = self.model.plain_rows = self.model.row_count  # rows from here on are the memory budget's
+        self.memory_start = self.model.row_count  # rows from here on are the memory budget's
         self.budget_rows: list[int] = []  # the rows bounded by the budget (``set_budget``)
         self.unbudgeted = None  # the optimum without the budget's rows, once solved (``incumbent``)
         if budget is not None:
@@ -224,7 +224,7 @@ class Search:
                     self.reads.add(key, weight, s, t, price[i, j], [(v, 1) for v in vs], site, size[j])
                     temps += [(v, size[j]) for v in vs] if t is not s else []
             return
-        cells = m.cells(k * n) + np.arange(k * n).reshape(k, n)
+        cells = m.vars(np.zeros(k * n), binary=False) + np.arange(k * n).reshape(k, n)
         svars, nvars = [vs for _, vs in srcs], [vs for _, vs in needs]
         rows = [np.repeat(np.arange(k), n), np.repeat(np.arange(k), [len(vs) for vs in svars]),
                 k + np.tile(np.arange(n), k), k + np.repeat(np.arange(n), [len(vs) for vs in nvars])]
