@@ -71,6 +71,10 @@ class Deferred:
         return self.planned[0].rounds
 
     @property
+    def view(self):
+        return self.planned[0].view
+
+    @property
     def round_count(self) -> int:
         return self.counted.rounds
 

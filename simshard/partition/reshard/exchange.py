@@ -42,6 +42,7 @@ from .layout_checks import as_positions, positions
 from .reductions import contribution_class
 from .deferred import Counted, Deferred, DeferredSent
 from .rounds import CellHolders, Transfer, least_loaded, relays, transfers
+from .exchange_view import View, in_view
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,9 +51,10 @@ class ExchangeData:
     holds itself, and the rounds of transfers."""
 
     rank: int
-    shapes: dict  # device -> its target block's local shape
+    shapes: dict  # device -> its target block's local shape (in the view, where there is one)
     local: dict  # device -> [(source positions per dim, starts per dim)]
     rounds: tuple[Round, ...]
+    view: View | None = None  # the blocks reshaped into it first, and out of it after (``exchange_view``)
 
     @property
     def round_count(self) -> int:
@@ -135,8 +137,8 @@ def _counted(before, after, shape, itemsize: int) -> Counted:
         keep = [k for k in range(len(shape)) if k not in whole]
         times = math.prod(shape[k] for k in whole)
         before, after, shape = _without(before, keep), _without(after, keep), tuple(shape[k] for k in keep)
-    L2 = layout_of(after, shape)
-    cut = _cells(layout_of(before, shape), L2, shape)
+    L, L2, shape, _ = in_view(layout_of(before, shape), layout_of(after, shape), shape)
+    cut = _cells(L, L2, shape)
     if cut is None:  # pragma: no cover - equal pending axes give every element a holder
         raise ShardingError("no-plan", f"no exchange from {before} to {after}: some element has no holder")
     sources = least_loaded(cut.wants, cut.holders, L2.devices)
@@ -157,8 +159,8 @@ def _eager(before, after, shape, itemsize: int) -> Step | None:
     if whole:  # planned without them (every device holds them whole, before and after), then put back
         keep = [k for k in range(len(shape)) if k not in whole]
         core = _cached_plan(_without(before, keep), _without(after, keep), tuple(shape[k] for k in keep))
-        if core is not None:
-            core = _with_whole_dims(core, shape, keep)
+        if core is not None:  # (planned in a view, it is planned whole: the view keeps whole dims whole)
+            core = _with_whole_dims(core, shape, keep) if core.data.view is None else _plan(before, after, shape)
     else:
         core = _plan(before, after, shape)
     if core is None:
@@ -231,6 +233,7 @@ def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
     devices = L2.devices
     if set(devices) != set(L.devices):
         return None
+    L, L2, shape, view = in_view(L, L2, shape)
     cut = _cells(L, L2, shape)
     if cut is None:
         return None
@@ -241,7 +244,7 @@ def _plan(before, after, shape: tuple[int, ...]) -> _Plan | None:
         for s, t, n in zip(r.sources.tolist(), r.targets.tolist(), r.sizes.tolist()):
             sent[s] += n
             rec[t] += n
-    data = ExchangeData(len(shape), {d: L2.local_shape(d) for d in devices}, cut.local, rounds)
+    data = ExchangeData(len(shape), {d: L2.local_shape(d) for d in devices}, cut.local, rounds, view)
     return _Plan(data, sent, rec, _minimum(L, L2, devices))
 
 

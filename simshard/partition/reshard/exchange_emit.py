@@ -20,7 +20,9 @@ def emit_exchange(step: Step, builder, src: int, dtype: np.dtype, source: str) -
     """Append the exchange ``step`` to ``builder``, moving buffer ``src``; the buffer the new
     block is assembled in."""
     data: ExchangeData = step.data
-    rank = data.rank
+    view, rank = data.view, data.rank
+    if view is not None:  # every source block reshaped into the view (element for element: ``exchange_view``)
+        src = _reshaped(builder, src, view.source_shapes, source)
     empty = (range(0),) * rank
     acc = builder.buf()
     zero = dtype.type(0)
@@ -61,7 +63,15 @@ def emit_exchange(step: Step, builder, src: int, dtype: np.dtype, source: str) -
         builder.emit_same(CollectivePermute(0, source, src=out, dst=inb, pairs=pairs, shape=(0,) * rank, dtype=dtype.name,
                                             axes=_round_axes(mesh, rnd)))
         acc = update(acc, inb, rnd.targets, rnd.starts)
-    return acc
+    return acc if view is None else _reshaped(builder, acc, view.target_shapes, source)
+
+
+def _reshaped(builder, buf: int, shapes: dict, source: str) -> int:
+    """A new buffer holding each device's ``buf`` reshaped to its ``shapes[device]``."""
+    out = builder.buf()
+    builder.emit_by(lambda d: tuple(shapes[d]), lambda d: Compute(
+        0, source, op="reshape", inputs=(buf,), outputs=(out,), params=(("new_shape", tuple(shapes[d])),)))
+    return out
 
 
 def _round_axes(mesh, r: Round) -> tuple[str, ...]:
