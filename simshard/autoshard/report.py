@@ -48,6 +48,7 @@ class OpExplanation:
     runner_up: str | None
     extra_seconds: float | None  # what the runner-up costs more, the whole step re-optimised
     decided_by: str
+    proven: bool = True  # the runner-up's solve finished (else its best at the time limit: the cost at most)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class SearchReport:
                     else "; reshards priced by the planner's structured path in closed form (a large mesh)")]
         for e in self.ops:
             alt = ("no other split" if e.runner_up is None
-                   else f"runner-up {e.runner_up} (+{e.extra_seconds * 1e3:.4g} ms)")
+                   else f"runner-up {e.runner_up} (+{e.extra_seconds * 1e3:.4g} ms"
+                   + (")" if e.proven else " at most: its solve stopped at the time limit, unproven)"))
             lines.append(f"  {e.where} {e.shapes}: {e.chosen}; {alt}; decided by {e.decided_by}")
         return "\n".join(lines)
 
@@ -115,7 +117,8 @@ def explain(search: Search, best: Solution, budget: int | None, top: int = 4,
             limit: float | None = None) -> tuple[OpExplanation, ...]:
     """The ``top`` ops of most compute (replicated), each with its runner-up (module docstring);
     each extra solve stopped after ``limit`` seconds (its best then, perhaps not the optimum)."""
-    free = search.model.solve(upto=search.memory_start, time_limit=limit) if budget is not None else best
+    free = best if budget is None else (search.unbudgeted if search.unbudgeted is not None  # (kept by ``incumbent``)
+                                        else search.model.solve(upto=search.memory_start, time_limit=limit))
     base = breakdown(search, best.values).components()
     heavy = sorted(range(len(search.ops)), key=lambda i: -search.ops[i].site.weight * search.ops[i].compute[0])
     return tuple(_one(search, i, best, free, base, limit) for i in heavy[:top] if search.ops[i].compute[0] > 0)
@@ -142,4 +145,5 @@ def _one(search: Search, i: int, best: Solution, free: Solution, base: dict, lim
         keys = set(diffs) | set(base)
         worst = max(keys, key=lambda k: diffs.get(k, 0.0) - base.get(k, 0.0))
         why = f"{worst} (+{(diffs.get(worst, 0.0) - base.get(worst, 0.0)) * 1e3:.4g} ms)"
-    return OpExplanation(op.site.path, op.site.eqn.op, shapes, describe, op.candidates[r].describe(op.rule), extra, why)
+    return OpExplanation(op.site.path, op.site.eqn.op, shapes, describe, op.candidates[r].describe(op.rule), extra, why,
+                         alt.optimal)
