@@ -81,7 +81,7 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
     best, strategy, peak = _fit(search, lambda values: _strategy(f, program, search, values, mesh, None),
                                 abstract, topology, budget, time_limit, gap, mode)
     seconds = time.perf_counter() - start
-    why = explain(search, best, budget, explain_top, limit=seconds + EXPLAIN_SLACK) if explain_top else ()
+    why = explain(search, best, budget, explain_top, limit=explain_limit(seconds, budget, time_limit)) if explain_top else ()
     if not best.optimal:
         warnings.warn(f"autoshard: the search stopped before proving its strategy optimal ({best.status}): "
                       f"it is within {best.gap:.2%} of the best bound proven; pass time_limit (seconds a "
@@ -140,6 +140,15 @@ def _solve(search: Search, budget: int | None, limit: int | None, time_limit, ga
             limit = int(limit * RAISE)
             search.set_budget(limit)
     return _budgeted(search, time_limit, gap), limit
+
+
+def explain_limit(seconds: float, budget: int | None, time_limit: float | None) -> float:
+    """Seconds each runner-up's solve may take: the search's own and ``EXPLAIN_SLACK`` more; under
+    a budget with no ``time_limit``, no more than a budgeted solve may (``BUDGET_LIMIT``): there a
+    runner-up's solve is as hard as the search's and would otherwise take minutes (its line says
+    when it stopped unproven)."""
+    limit = seconds + EXPLAIN_SLACK
+    return min(limit, BUDGET_LIMIT) if budget is not None and time_limit is None else limit
 
 
 def _budgeted(search: Search, time_limit, gap):

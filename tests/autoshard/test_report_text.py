@@ -14,3 +14,12 @@ def test_an_unproven_runner_up_says_so_and_a_proven_one_does_not():
     assert "runner-up b[4]=x (+2.5 ms); decided by memory" in report(True)
     unproven = report(False)
     assert "runner-up b[4]=x (+2.5 ms at most: its solve stopped at the time limit, unproven)" in unproven
+
+
+def test_runner_ups_under_a_budget_take_no_longer_than_a_budgeted_solve():
+    from simshard.autoshard.api import BUDGET_LIMIT, EXPLAIN_SLACK, explain_limit
+
+    assert explain_limit(40.0, None, None) == 40.0 + EXPLAIN_SLACK  # no budget: the search's time and slack
+    assert explain_limit(40.0, 1 << 20, None) == BUDGET_LIMIT  # a budget, no time_limit: bounded
+    assert explain_limit(1.0, 1 << 20, None) == 1.0 + EXPLAIN_SLACK
+    assert explain_limit(40.0, 1 << 20, 60.0) == 40.0 + EXPLAIN_SLACK  # the user's time_limit: as asked
