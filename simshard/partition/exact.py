@@ -78,6 +78,8 @@ def functorial_layouts(rule: FactorRule, operands: Sequence[Layout | None], shap
         for r, dims in enumerate(rule.results):
             index_map[r][d] = tuple(_product([held.get(f, np.arange(sizes[f])) for f in fs], [sizes[f] for f in fs])
                                     for fs in dims)
+    if not all(covers(m, shape) for m, shape in zip(index_map, result_shapes)):
+        return None  # some result element no device computes (operands split on factors that do not meet)
     pending = _pending_axes(mesh, contributed, index_map, math.prod(sizes[f] for f in summed))
     if pending is None or (pending and rule.reduce_op != "sum" and any(len(c) == 0 for c in contributed.values())):
         return None  # a max / min over an empty block has no identity to stand for it
@@ -132,6 +134,26 @@ def _product(sets: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
     for s, n in zip(sets, sizes):
         out = (out[:, None] * n + np.asarray(s, dtype=np.int64)[None, :]).reshape(-1)
     return out
+
+
+def covers(index_map: dict, shape: Sequence[int]) -> bool:
+    """Whether the devices' blocks (products of per-dim index arrays) hold every element of an
+    array of ``shape``. Per dim, the indices fall in classes by which distinct blocks hold them;
+    the array is covered when every product of one class per dim has a block in common. (A
+    matmul whose rows are split one way and whose columns another computes on each device only
+    its rows by its columns: the rest of the result is nobody's.)"""
+    blocks = list({tuple(ix.tobytes() for ix in b): b for b in index_map.values()}.values())
+    reach = {(1 << len(blocks)) - 1}  # the blocks holding some cell of the dims seen so far
+    words = (len(blocks) + 63) // 64
+    for k, n in enumerate(shape):
+        held = np.zeros((int(n), words), dtype=np.uint64)  # per index, the blocks holding it (bits)
+        for j, b in enumerate(blocks):
+            held[np.asarray(b[k], dtype=np.int64), j // 64] |= np.uint64(1 << (j % 64))
+        classes = {int.from_bytes(row.tobytes(), "little") for row in np.unique(held, axis=0)}
+        reach = {r & c for r in reach for c in classes}
+        if 0 in reach:
+            return False
+    return True
 
 
 def _shared(index_map: dict) -> dict:

@@ -69,3 +69,28 @@ def test_random_programs_run_bitwise(prog):
     out = out if out.rank == expected.ndim else None
     program = ss.propagate(ss.trace(fn, a, b, in_shardings=(in_a, in_b), out_shardings=out, mesh=mesh))
     run_partitioned(program, [a, b], expected)
+
+
+def test_a_product_whose_operands_split_on_factors_that_do_not_meet_is_not_run_where_they_lie():
+    """Found by hypothesis (tests/report/test_estimate.py): rows split unevenly one way (2 | 1 of
+    3) times a constant whose columns are split the other way computes, on each device, only its
+    rows by its columns: the rest of the result is nobody's. Such a layout is no result
+    (``exact.covers``): the operands are resharded instead, and the program runs bitwise."""
+    from simshard.partition.exact import covers
+
+    mesh = ss.Mesh({"x": 2})
+    row, col = ss.Sharding.parse('<@mesh, [{"x"}, {}]>', {"mesh": mesh}), ss.Sharding.parse('<@mesh, [{}, {"x"}]>', {"mesh": mesh})
+
+    def fn(a, b):
+        x = a
+        for _ in range(3):  # (as drawn: element-wise steps before the reshape)
+            x = np.sign(x) * 2.0 + x
+        return x.reshape(6, 1).reshape(3, 2) @ np.ones((2, 2), np.float32)
+
+    a = exact_values(np.random.default_rng(0), (3, 2))
+    program = ss.propagate(ss.trace(fn, a, a, in_shardings=(row, row), out_shardings=col, mesh=mesh))
+    run_partitioned(program, [a, a], fn(a, a))  # (the partitioner raised "no exchange from Layout(...)" here)
+    i = lambda *v: np.array(v, dtype=np.int64)
+    assert not covers({0: (i(0, 1), i(0)), 1: (i(2), i(1))}, (3, 2))
+    assert covers({0: (i(0, 1), i(0, 1)), 1: (i(2), i(0, 1))}, (3, 2))
+    assert covers({0: (i(0, 1, 2), i(0)), 1: (i(0, 1, 2), i(1)), 2: (i(0), i(0, 1))}, (3, 2))
