@@ -32,13 +32,13 @@ def record_rows(me: int, schedule, ran: Sequence[tuple], counts: Callable) -> li
     run, with the transport log's ``counts``; ``schedule``: ``me``'s, whose instructions they
     ran."""
     rows, top = [], schedule.instrs
-    for run_id, position, in_shape, out_shape, itemsize in ran:
-        ins = collective_run_as(top[position], run_id)
+    for r in map(Ran._make, ran):
+        ins = collective_run_as(top[r.position], r.run_id)
         group = participants(ins)
         if me not in group:
             continue
-        sent, received, messages_sent, messages_received, peers = counts(me, run_id)
-        rows.append((me, run_id, position, ins.source, ins.kind, tuple(getattr(ins, "axes", ())), group,
+        sent, received, messages_sent, messages_received, peers = counts(me, r.run_id)
+        rows.append((me, r.run_id, r.position, ins.source, ins.kind, tuple(getattr(ins, "axes", ())), group,
                      sent, received, messages_sent, messages_received,
-                     analytic_min_bytes(ins, me, in_shape, out_shape, itemsize), peers))
+                     analytic_min_bytes(ins, me, r.in_shape, r.out_shape, r.itemsize), peers))
     return rows

@@ -60,14 +60,23 @@ def reap(mark: bytes) -> list[int]:
     return kill(marked_pids(mark))
 
 
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first); None where the
+    process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def stat(pid: int) -> tuple[int, int] | None:
     """Process ``pid``'s parent and start time (clock ticks after boot: with the pid, it names one
     process, however the pid is reused later); None where it is gone."""
+    fields = stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[1]), int(fields[19])
-    except (OSError, IndexError, ValueError):
+        return None if fields is None else (int(fields[1]), int(fields[19]))
+    except (IndexError, ValueError):
         return None
 
 
@@ -126,11 +135,8 @@ GONE_SECONDS = 5.0  # how long killed processes get to disappear before their fi
 def running(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie (killed, its exit not yet collected by
     a parent: it holds no mapping any more)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
+    fields = stat_fields(pid)
+    return bool(fields) and fields[0] != b"Z"
 
 
 def remove_orphaned_files(pids: list[int]) -> int:

@@ -89,20 +89,22 @@ def collective_run_as(ins, run_id: int):
         for branch in ins.branches:
             n = block_ids(branch)
             if rel < n:
-                return _in_block(placed(branch, run_id - rel), rel, run_id)
+                return _in_block(branch, run_id - rel, run_id)
             rel -= n
         raise ValueError(f"id {run_id} is past switch {ins.id_base}'s branches")
     block = ins.body if ins.kind == "loop" else ins.cond + ins.body
-    k, j = divmod(rel, block_ids(block))
-    return _in_block(placed(block, run_id - j), j, run_id)
+    j = rel % (ins.stride if ins.kind == "loop" else block_ids(block))
+    return _in_block(block, run_id - j, run_id)
 
 
-def _in_block(block: tuple, j: int, run_id: int):
-    """Instruction ``j`` of a placed block if it is one of its own, else the collective inside the
-    nested control instruction whose id range holds ``run_id``."""
+def _in_block(block: tuple, first: int, run_id: int):
+    """The instruction under ``run_id`` of ``block`` run from id ``first`` (as ``placed`` would
+    place it, placing only that one, not the block): one of its own, or the collective inside
+    the nested control instruction whose id range holds ``run_id``."""
+    j = run_id - first
     if j < len(block):
-        return block[j]
+        return replace(block[j], id=run_id)
     for b in block:
-        if b.kind in CONTROL and b.id_base <= run_id < b.id_base + ids_of(b):
-            return collective_run_as(b, run_id)
+        if b.kind in CONTROL and first + b.id_base <= run_id < first + b.id_base + ids_of(b):
+            return collective_run_as(replace(b, id_base=first + b.id_base), run_id)
     raise ValueError(f"no instruction of the block runs under id {run_id}")
