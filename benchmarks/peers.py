@@ -250,6 +250,8 @@ def measure(args) -> dict:
     def add(work, ray=None, local=None, torch=None, jax=None, used=None):
         rows.append({"work": work, "simshard ray": ray, "simshard local": local, "torch gloo": torch, "jax": jax,
                      "ray ran on": used})
+        # each row as it is measured (stderr): a run cut off by a time limit still says what it had
+        print(row_line(rows[-1]), file=sys.stderr, flush=True)
 
     # the machine's speed drifts by up to 2x over minutes: for the collectives and the Megatron
     # MLP, every side runs in each of several rounds, one after another, and keeps its best
@@ -328,14 +330,21 @@ def measure_messages(peer: str, add) -> tuple[dict, dict]:
     return per_message, per_message_used
 
 
+COLUMNS = ("simshard ray", "simshard local", "torch gloo", "jax")
+
+
+def row_line(r: dict) -> str:
+    """One row of the table (``table``), as markdown."""
+    cells = [_fmt(r[c]) for c in COLUMNS]
+    return (f"| {r['work']} | " + " | ".join(cells) + f" | {_ratio(r['simshard ray'], r['torch gloo'])} | "
+            f"{_ratio(r['simshard ray'], r['jax'])} | {r.get('ray ran on') or '-'} |")
+
+
 def table(result: dict) -> str:
-    cols = ["simshard ray", "simshard local", "torch gloo", "jax"]
+    cols = list(COLUMNS)
     lines = ["| work | " + " | ".join(cols) + " | ray / gloo | ray / JAX | simshard ray ran on |",
              "|---" * (len(cols) + 4) + "|"]
-    for r in result["rows"]:
-        cells = [_fmt(r[c]) for c in cols]
-        lines.append(f"| {r['work']} | " + " | ".join(cells) + f" | {_ratio(r['simshard ray'], r['torch gloo'])} | "
-                     f"{_ratio(r['simshard ray'], r['jax'])} | {r.get('ray ran on') or '-'} |")
+    lines.extend(row_line(r) for r in result["rows"])
     lines.append("")
     if result["per_message_round"]:
         lines.append("Messages in rounds (a chain of 200 tiny collective-permutes around 8 devices, time per round: "

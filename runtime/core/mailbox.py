@@ -52,11 +52,17 @@ class Mailbox:
         # fires no later than the earliest deadline; left armed between receives (a later one
         # re-arms it for its own deadline when it fires early)
         self._watchdog: asyncio.TimerHandle | None = None
+        # the loop of the run this mailbox serves, asked once: ``get_running_loop`` makes a
+        # system call (getpid, its check against a fork) each time, one per message otherwise
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _slot(self, src: int, key: Key) -> asyncio.Future:
         fut = self._slots.get((src, key))
         if fut is None:
-            fut = asyncio.get_running_loop().create_future()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            fut = loop.create_future()
             self._slots[(src, key)] = fut
         return fut
 

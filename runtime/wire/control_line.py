@@ -32,12 +32,14 @@ from typing import Any, Awaitable, Callable, Mapping, NamedTuple, Sequence
 
 import cloudpickle  # answers by value (a dependency of the package, neither Ray nor simshard)
 
+from .stream_parts import Parser, PartReader
 from .admission import (HANDSHAKE_SECONDS, NONCE_BYTES, RESPONSE_BYTES, Admissions, accept_forever,
                         listening_socket, new_nonce, respond, verified)
 
 _REQUEST = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
 _LENGTH = struct.Struct("<Q")  # one out-of-band buffer's bytes
 _ANSWER = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, number of out-of-band buffers
+IOV_PARTS = 512  # parts of one sendmsg (the kernel takes up to IOV_MAX, 1,024 on Linux)
 INLINE_MAX = 1 << 20  # an input shard below this size goes on the line; a larger one through Ray's object store
 
 
@@ -94,6 +96,18 @@ def _frame(head: bytes, body: bytes, buffers: Sequence[pickle.PickleBuffer]) -> 
     return [head + b"".join(_LENGTH.pack(r.nbytes) for r in raws), body], raws
 
 
+def send_parts(sock: socket.socket, parts: Sequence) -> None:
+    """Write ``parts`` (bytes-like) on a blocking socket in as few system calls as it takes (one
+    ``sendmsg`` each time, of at most ``IOV_PARTS`` parts), without joining them."""
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        sent = sock.sendmsg(views[:IOV_PARTS])
+        while views and sent >= views[0].nbytes:
+            sent -= views.pop(0).nbytes
+        if sent:
+            views[0] = views[0][sent:]
+
+
 def _recv_exactly(sock: socket.socket, n: int) -> bytearray:
     """``n`` bytes from a blocking socket; EOFError at the end of the stream."""
     buf = bytearray(n)
@@ -125,6 +139,7 @@ class ControlLine:
             raise ConnectionError(f"the device process's control line ({address[1:]}) did not open: {e}") from e
         self.sock.settimeout(None)
         self.answers: dict[int, RawAnswer] = {}
+        self.reader = PartReader(self._answers())  # answers parsed off the stream, a read at a time
         self.failed: BaseException | None = None
 
     def fileno(self) -> int:
@@ -141,22 +156,30 @@ class ControlLine:
         body = pickle.dumps((name, tuple(args)), protocol=5, buffer_callback=buffers.append)
         parts, raws = _frame(_REQUEST.pack(tag, len(body), len(buffers)), body, buffers)
         try:
-            for part in (*parts, *raws):
-                self.sock.sendall(part)
+            send_parts(self.sock, [*parts, *raws])
         except OSError as e:
             self._break(e)
 
     def read(self) -> None:
-        """One answer off the socket (the caller saw it readable): into ``answers``, or ``failed``."""
+        """What has come on the socket (the caller saw it readable): every answer now whole into
+        ``answers``; ``failed`` at the end of the stream or on an error."""
         try:
-            tag, kind, nbody, nbuf = _ANSWER.unpack(_recv_exactly(self.sock, _ANSWER.size))
-            lengths = [n for (n,) in _LENGTH.iter_unpack(_recv_exactly(self.sock, _LENGTH.size * nbuf))]
-            body = _recv_exactly(self.sock, nbody)
-            buffers = [_recv_exactly(self.sock, n) for n in lengths]
+            got = self.sock.recv_into(self.reader.get_buffer())
+            if got == 0:
+                raise EOFError("the host process closed its end")
+            self.reader.buffer_updated(got)
         except (OSError, EOFError) as e:
             self._break(e)
-            return
-        self.answers[tag] = RawAnswer(Payload(kind), body, buffers)
+
+    def _answers(self) -> Parser:
+        while True:
+            tag, kind, nbody, nbuf = _ANSWER.unpack((yield _ANSWER.size))
+            lengths = [n for (n,) in _LENGTH.iter_unpack((yield _LENGTH.size * nbuf))]
+            body = yield nbody
+            buffers = []
+            for n in lengths:
+                buffers.append((yield n))
+            self.answers[tag] = RawAnswer(Payload(kind), body, buffers)
 
     def take(self, tag: int):
         """Call ``tag``'s answer, once it came: bytes the method returned, as they are (a run's
@@ -228,52 +251,42 @@ class ControlServer:
 
     async def start(self) -> str:
         self.sock = listening_socket(socket.AF_UNIX, self.address)
-        self._spawn(accept_forever(self.sock, self.admissions, lambda conn: self._spawn(self._serve(conn))))
+        self.spawn(accept_forever(self.sock, self.admissions, lambda conn: self.spawn(self._serve(conn))))
         return self.address
 
-    def _spawn(self, coro) -> None:
+    def spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     async def _serve(self, conn: socket.socket) -> None:
+        """Admit ``conn`` (the challenge), then answer the calls read off it until it closes."""
         loop = asyncio.get_running_loop()
-
-        async def exactly(n: int) -> memoryview:
-            buf = bytearray(n)
-            view, got = memoryview(buf), 0
-            while got < n:
-                k = await loop.sock_recv_into(conn, view[got:])
-                if k == 0:
-                    raise EOFError
-                got += k
-            return view
-
-        writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
+        transport = None
         driver = False
         try:
             nonce = new_nonce()
             await loop.sock_sendall(conn, nonce)
-            response = await asyncio.wait_for(exactly(RESPONSE_BYTES), HANDSHAKE_SECONDS)
+            response = await asyncio.wait_for(_exactly(loop, conn, RESPONSE_BYTES), HANDSHAKE_SECONDS)
             if not verified(self.secret, nonce, response):
                 return
             driver = True
-            while True:
-                tag, nbody, nbuf = _REQUEST.unpack(await exactly(_REQUEST.size))
-                lengths = [n for (n,) in _LENGTH.iter_unpack(await exactly(_LENGTH.size * nbuf))]
-                body = await exactly(nbody)
-                # read-only: the shards are the run's inputs, which nothing writes into
-                buffers = [(await exactly(n)).toreadonly() for n in lengths]
-                self._spawn(self._answer(conn, writing, tag, bytes(body), buffers))
+            gone = loop.create_future()
+            transport, _ = await loop.connect_accepted_socket(lambda: CallReader(self, gone), conn)
+            await gone
         except (OSError, EOFError, asyncio.TimeoutError):  # the driver went (or never answered)
             return
         finally:
-            conn.close()
+            if transport is not None:
+                transport.close()
+            else:
+                conn.close()
             self.admissions.leave()
             if driver and self.on_driver_gone is not None:
                 self.on_driver_gone()
 
-    async def _answer(self, conn: socket.socket, writing: asyncio.Lock, tag: int, body: bytes, buffers) -> None:
+    async def answer(self, transport, tag: int, body: bytes, buffers) -> None:
+        """Run call ``tag`` and write its answer whole (a transport's writes never interleave)."""
         out: list[pickle.PickleBuffer] = []
         try:
             method, args = pickle.loads(body, buffers=buffers)
@@ -286,20 +299,64 @@ class ControlServer:
         except Exception as e:
             kind, payload, out = Payload.RAISED, _error_bytes(e), []
         parts, raws = _frame(_ANSWER.pack(tag, kind, len(payload), len(out)), payload, out)
-        loop = asyncio.get_running_loop()
-        async with writing:
-            try:
-                await loop.sock_sendall(conn, b"".join(parts))
-                for raw in raws:
-                    await loop.sock_sendall(conn, raw)
-            except OSError:
-                pass  # the driver went
+        if not transport.is_closing():  # else the driver went
+            transport.writelines([b"".join(parts), *raws])
 
     def close(self) -> None:
         for task in list(self.tasks):
             task.cancel()
         if self.sock is not None:
             self.sock.close()
+
+
+class CallReader(asyncio.BufferedProtocol):
+    """The host's end of an admitted line: calls parsed off the stream (``stream_parts``), each
+    answered by a task of its own (runs go on concurrently); ``gone`` resolves when the line
+    closes."""
+
+    def __init__(self, server: ControlServer, gone: asyncio.Future):
+        self.server, self.gone = server, gone
+        self.transport = None
+        self.reader = PartReader(self._calls())
+
+    def _calls(self) -> Parser:
+        while True:
+            tag, nbody, nbuf = _REQUEST.unpack((yield _REQUEST.size))
+            lengths = [n for (n,) in _LENGTH.iter_unpack((yield _LENGTH.size * nbuf))]
+            body = bytes((yield nbody))
+            # read-only: the shards are the run's inputs, which nothing writes into
+            buffers = []
+            for n in lengths:
+                buffers.append(memoryview((yield n)).toreadonly())
+            self.server.spawn(self.server.answer(self.transport, tag, body, buffers))
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int):
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.reader.buffer_updated(nbytes)
+
+    def eof_received(self) -> None:
+        return None  # close: the driver closed its end
+
+    def connection_lost(self, exc) -> None:
+        if not self.gone.done():
+            self.gone.set_result(None)
+
+
+async def _exactly(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int) -> bytearray:
+    """``n`` bytes from a non-blocking socket (the admission's challenge); EOFError at its end."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = await loop.sock_recv_into(conn, view[got:])
+        if k == 0:
+            raise EOFError
+        got += k
+    return buf
 
 
 def _error_bytes(error: Exception) -> bytes:

@@ -81,17 +81,29 @@ assert REDUCE_OPS  # the reference above must cover every reduce op the runtime 
 
 
 def kill(mesh, device: int, within: float = 30.0) -> None:
-    """Kill ``device``'s process and wait until the mesh sees it gone: ``ray.kill`` returns at once,
-    and the process can still answer a ping meanwhile."""
+    """Kill ``device``'s process and wait until the mesh sees it gone and the process has ended:
+    ``ray.kill`` returns at once, the process can still answer a ping meanwhile, and Ray may call
+    the actor dead while its process still answers on its control line (a fetch from it then
+    succeeds)."""
     import time
 
     import ray
 
+    pid = mesh.pid(device)
     ray.kill(mesh.actors[device])
     deadline = time.monotonic() + within
-    while device not in mesh.lost(timeout=1.0):
+    while device not in mesh.lost(timeout=1.0) or _running(pid):
         assert time.monotonic() < deadline, f"device {device}'s process still answers {within:g} s after ray.kill"
         time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (not gone, not a zombie awaiting its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 # The event loops Ray may run a device process's actor on: asyncio's own, and uvloop's wherever
