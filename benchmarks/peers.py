@@ -144,7 +144,8 @@ def _mlp(x, w1, w2):
     return np.maximum(x @ w1, 0) @ w2
 
 
-def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int | None = None) -> dict:
+def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int | None = None,
+                 busy_poll: bool | None = None) -> dict:
     """Seconds per step, inputs resident (DeviceArrays in, outputs left on the devices) and end to
     end (numpy in, numpy out); on Ray, ``per_process`` devices per process (None: the default for
     this machine, ``auto_per_process``)."""
@@ -156,7 +157,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
     if backend == "ray":
         from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-        devices = RayMesh(mesh, devices_per_process=per_process).start()
+        devices = RayMesh(mesh, devices_per_process=per_process, busy_poll=busy_poll).start()
     else:
         devices = LocalMesh(mesh)
     try:
@@ -172,7 +173,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
             devices.close()
 
 
-def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int) -> float:
+def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int, busy_poll: bool | None = None) -> float:
     """Seconds per step of a chain of tiny collective-permutes over devices ``ids``, step ``k``
     moving a 4-element array along ``pairs(k)``."""
     scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=pairs(k),
@@ -184,7 +185,7 @@ def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int
         return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
     from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-    with RayMesh(devices=ids, devices_per_process=per_process) as rm:
+    with RayMesh(devices=ids, devices_per_process=per_process, busy_poll=busy_poll) as rm:
         key = rm.load(spmd, timeout=60.0)
         USED[(len(ids), per_process)] = routes_used(rm.execute(key, spmd, inputs), rm)
         return best(lambda: rm.execute(key, spmd, inputs), 3) / steps
@@ -196,10 +197,10 @@ def simshard_message_round(backend: str, per_process: int = 1, rounds: int = 200
     return _permute_chain(tuple(range(8)), lambda k: ring, rounds, backend, per_process)
 
 
-def simshard_message_hop(backend: str, per_process: int = 1, hops: int = 2000) -> float:
+def simshard_message_hop(backend: str, per_process: int = 1, hops: int = 2000, busy_poll: bool | None = None) -> float:
     """Seconds per message with one message in flight: devices 0 and 1 pass a tiny array back and
     forth, so each hop is one message's whole latency."""
-    return _permute_chain((0, 1), lambda k: ((k % 2, 1 - k % 2),), hops, backend, per_process)
+    return _permute_chain((0, 1), lambda k: ((k % 2, 1 - k % 2),), hops, backend, per_process, busy_poll)
 
 
 # -- peers, each in a subprocess -----------------------------------------------------------------

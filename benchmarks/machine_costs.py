@@ -1,0 +1,142 @@
+"""What a machine charges for the things a message between device processes is made of: a system
+call, a round trip on a raw Unix socket between two processes, a turn of an event loop, and a
+unit of Python. Read beside ``peers.py``: the same simshard hop costs a few system calls and some
+tens of microseconds of Python, so a machine whose system calls are dear (a sandboxed kernel such
+as gVisor's) shows it there first, and gloo (C++) pays for far fewer.
+
+``--polling`` also runs simshard's one-message hop and the Megatron MLP pair step with busy
+polling forced on and off (alternated), to check the per-machine default (``polling.should_spin``).
+
+    python benchmarks/machine_costs.py [--polling]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import select
+import socket
+import sys
+import time
+from pathlib import Path
+
+
+def per_call(fn, n: int, trials: int = 3) -> float:
+    """Seconds per call of ``fn`` (best of ``trials`` runs of ``n`` calls)."""
+    best = float("inf")
+    for _ in range(trials):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, time.perf_counter() - t)
+    return best / n
+
+
+def socket_hop(hops: int = 20000) -> float:
+    """Seconds per one-way message between two processes on a Unix socket pair, one byte at a time
+    in flight (blocking reads: the receiver sleeps in the kernel between messages)."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:  # the echoing side
+        a.close()
+        for _ in range(hops):
+            b.sendall(b.recv(1))
+        os._exit(0)
+    b.close()
+    t = time.perf_counter()
+    for _ in range(hops):
+        a.sendall(b"x")
+        a.recv(1)
+    dt = time.perf_counter() - t
+    os.waitpid(pid, 0)
+    a.close()
+    return dt / (2 * hops)
+
+
+def loop_turn(kind: str, turns: int = 100000) -> float | None:
+    """Seconds per turn of an event loop of ``kind`` (a chain of call_soon callbacks); None where
+    that loop is not installed."""
+    if kind == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            return None
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    done = loop.create_future()
+    left = [turns]
+
+    def step():
+        left[0] -= 1
+        if left[0]:
+            loop.call_soon(step)
+        else:
+            done.set_result(None)
+
+    loop.call_soon(step)
+    t = time.perf_counter()
+    loop.run_until_complete(done)
+    dt = time.perf_counter() - t
+    loop.close()
+    return dt / turns
+
+
+def python_unit(n: int = 2_000_000) -> float:
+    """Seconds per iteration of a plain Python loop (one add, one compare): the machine's speed at
+    the interpreter's work."""
+    t = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i
+    return (time.perf_counter() - t) / n
+
+
+def costs() -> dict:
+    ep = select.epoll()
+    r, w = os.pipe()
+    ep.register(r, select.EPOLLIN)
+    out = {"getppid (a system call that does nothing)": per_call(os.getppid, 200000),
+           "epoll_wait, nothing ready, no wait": per_call(lambda: ep.poll(0), 100000),
+           "Unix socket, one message one way between two processes": socket_hop(),
+           "asyncio event loop, one turn": loop_turn("asyncio"),
+           "uvloop event loop, one turn": loop_turn("uvloop"),
+           "plain Python loop, one iteration": python_unit()}
+    ep.close()
+    os.close(r)
+    os.close(w)
+    return out
+
+
+def polling_ab(rounds: int = 2) -> list[str]:
+    """simshard's hop and the MLP pair step (64x256x512, 2 processes), polling forced on and off,
+    alternated ``rounds`` times; the best of each."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import peers  # noqa: E402  (beside this file)
+
+    best: dict[tuple[str, bool], float] = {}
+    for _ in range(rounds):
+        for poll in (True, False):
+            hop = peers.simshard_message_hop("ray", 1, busy_poll=poll)
+            step = peers.simshard_mlp(64, 256, 512, "ray", mesh_shape=(1, 2), per_process=1, busy_poll=poll)["resident"]
+            for key, v in (("one message in flight", hop), ("MLP 64x256x512 pair step", step)):
+                best[(key, poll)] = min(best.get((key, poll), float("inf")), v)
+    return [f"{key}: polling on {best[(key, True)] * 1e6:.1f} us, off {best[(key, False)] * 1e6:.1f} us"
+            for key in dict.fromkeys(k for k, _ in best)]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--polling", action="store_true", help="also simshard's hop and MLP pair step, polling on and off")
+    args = ap.parse_args(argv)
+    print(f"{os.cpu_count()} cores, {sys.version.split()[0]}, {os.uname().release}", flush=True)
+    for what, seconds in costs().items():
+        print(f"{what}: " + ("not installed" if seconds is None else f"{seconds * 1e6:.3f} us"), flush=True)
+    if args.polling:
+        for line in polling_ab():
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
