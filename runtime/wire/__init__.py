@@ -6,7 +6,8 @@ line's answers): no Ray, no compiler; an import-linter contract in pyproject.tom
 Modules: ``frames`` (the frame protocol: ``Header``, ``Answer``), ``receiver`` (a socket's
 receiving end), ``sockets`` (``Listener``, ``Connection``), ``memory_reads`` (reads of a sender's
 memory, ``Lent``), ``shared_memory`` (``Ring``, ``SharedBlocks``, cleanup: ``remove_shared``),
-``control_line`` (the driver's socket to each process), ``admission`` (who may connect to a
+``control_line`` (the driver's socket to each process), ``stream_parts`` (frames parsed
+off a stream in as few reads as it allows), ``admission`` (who may connect to a
 listener, and how many at once), ``frame_auth`` (a MAC per frame between nodes) and ``polling``
 (busy-polling a device process's event loop).
 
