@@ -110,7 +110,8 @@ def costs() -> dict:
 
 
 def polling_ab(rounds: int = 2) -> list[str]:
-    """simshard's hop and the MLP pair step (64x256x512, 2 processes), polling forced on and off,
+    """simshard's hop, the MLP pair step (64x256x512, 2 processes) and the Megatron MLP step of
+    the peers' goal (128x256x1024 on 2x4, a process per device), polling forced on and off,
     alternated ``rounds`` times; the best of each."""
     sys.path.insert(0, str(Path(__file__).parent))
     import peers  # noqa: E402  (beside this file)
@@ -118,9 +119,12 @@ def polling_ab(rounds: int = 2) -> list[str]:
     best: dict[tuple[str, bool], float] = {}
     for _ in range(rounds):
         for poll in (True, False):
-            hop = peers.simshard_message_hop("ray", 1, busy_poll=poll)
-            step = peers.simshard_mlp(64, 256, 512, "ray", mesh_shape=(1, 2), per_process=1, busy_poll=poll)["resident"]
-            for key, v in (("one message in flight", hop), ("MLP 64x256x512 pair step", step)):
+            got = {"one message in flight": peers.simshard_message_hop("ray", 1, busy_poll=poll),
+                   "MLP 64x256x512 pair step": peers.simshard_mlp(64, 256, 512, "ray", mesh_shape=(1, 2), per_process=1,
+                                                                  busy_poll=poll)["resident"],
+                   "MLP 128x256x1024 2x4 step": peers.simshard_mlp(128, 256, 1024, "ray", per_process=1,
+                                                                   busy_poll=poll)["resident"]}
+            for key, v in got.items():
                 best[(key, poll)] = min(best.get((key, poll), float("inf")), v)
     return [f"{key}: polling on {best[(key, True)] * 1e6:.1f} us, off {best[(key, False)] * 1e6:.1f} us"
             for key in dict.fromkeys(k for k, _ in best)]

@@ -31,12 +31,14 @@ def torch_rank(rank: int, world: int, port: int, task: dict, out) -> None:
     dist.destroy_process_group()
 
 
-def timed_spans(dist, fn, trials=5) -> list[tuple[float, float]]:
-    """Each trial's (start, end) on this rank's wall clock, the ranks lined up by a barrier
-    before each: ``torch_worker`` takes the span from the first rank's start to the last
-    rank's end (the ranks leave a barrier at different times, so one rank's own interval
-    between barriers can miss work others did before it left)."""
-    fn()
+def timed_spans(dist, fn, trials=10, warmup=5) -> list[tuple[float, float]]:
+    """Each trial's (start, end) on this rank's wall clock, after ``warmup`` untimed calls (as
+    ``peers.best`` does for simshard), the ranks lined up by a barrier before each:
+    ``torch_worker`` takes the span from the first rank's start to the last rank's end (the
+    ranks leave a barrier at different times, so one rank's own interval between barriers can
+    miss work others did before it left)."""
+    for _ in range(warmup):
+        fn()
     spans = []
     for _ in range(trials):
         dist.barrier()
@@ -144,8 +146,9 @@ def jax_worker(task: dict) -> dict:
     devs = np.array(jax.devices()[:8])
     res = {}
 
-    def timed(fn, *args, trials=5):
-        jax.block_until_ready(fn(*args))
+    def timed(fn, *args, trials=10, warmup=5):  # as the other sides: ``timed_spans``, ``peers.best``
+        for _ in range(warmup):
+            jax.block_until_ready(fn(*args))
         b = float("inf")
         for _ in range(trials):
             t0 = time.perf_counter()

@@ -248,14 +248,18 @@ class ControlServer:
         self.sock: socket.socket | None = None
         self.tasks: set[asyncio.Task] = set()
         self.admissions = Admissions()  # connections held (the driver's is one)
+        self.loop: asyncio.AbstractEventLoop | None = None  # the host's loop, asked once (see ``spawn``)
 
     async def start(self) -> str:
+        self.loop = asyncio.get_running_loop()
         self.sock = listening_socket(socket.AF_UNIX, self.address)
         self.spawn(accept_forever(self.sock, self.admissions, lambda conn: self.spawn(self._serve(conn))))
         return self.address
 
     def spawn(self, coro) -> None:
-        task = asyncio.ensure_future(coro)
+        """``coro`` as a task of the host's loop, cancelled by ``close``: made on the loop itself,
+        since ``ensure_future`` asks for the running loop, a system call (getpid) each time."""
+        task = self.loop.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 

@@ -300,8 +300,9 @@ class DeviceHost:
         shards = [self._held(kept[pos]) if pos in kept else next(given)
                   for pos in range(sum(n for _, n in plan.counts))]
         tasks, i = {}, 0
+        loop = asyncio.get_running_loop()  # once, not once per device (each asks: a getpid call)
         for d, n in plan.counts:
-            tasks[d] = asyncio.ensure_future(self.devices[d].run(plan.key, plan.run_id, plan.trace_values,
+            tasks[d] = loop.create_task(self.devices[d].run(plan.key, plan.run_id, plan.trace_values,
                                                                  *shards[i:i + n]))
             i += n
         return tasks

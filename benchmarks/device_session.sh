@@ -1,0 +1,22 @@
+#!/bin/bash
+# One call on the lent many-core machine (issue 33): the machine, its costs and polling A/B, then
+# peers.py's rows, each step under its own time limit, every row printed as it is measured.
+#   bash ../shared/tools/device-bundle.sh          # here, once: prepares .device/
+#   run(command="bash benchmarks/device_session.sh", carry=[".device"], timeout_s=345)
+# Outputs land in $OUT (the device tool brings them back); steps: costs pair mlp collectives big.
+cd "$(dirname "$0")/.."
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+{ date -u; nproc; uname -r; uptime; python3 -c "import torch, jax, numpy, uvloop; print('torch', torch.__version__, 'jax', jax.__version__, 'numpy', numpy.__version__, 'uvloop', uvloop.__version__)"; lscpu | grep -E 'Model name|^CPU\(s\)'; } > "$O/machine.txt" 2>&1
+cat "$O/machine.txt"
+step() { local limit=$1 name=$2; shift 2; local S=$SECONDS
+  timeout "$limit" bash .device/run.sh "$@" 2>&1 | grep -v "logging.cc\|^    @\|^PC:\|SIGTERM\|RAW:\|^\[20" | tee "$O/$name.txt"
+  echo "[$name took $((SECONDS-S)) s; load $(cut -d' ' -f1-3 /proc/loadavg)]" | tee -a "$O/machine.txt"; }
+for s in ${STEPS:-costs pair mlp collectives}; do
+  case $s in
+    costs) step 90 costs python benchmarks/machine_costs.py --polling ;;
+    pair) step 75 pair python benchmarks/peers.py --rounds 1 --rows messages pair ;;
+    mlp) step 100 mlp python benchmarks/peers.py --rounds 1 --rows mlp ;;
+    collectives) step 120 collectives python benchmarks/peers.py --rounds 1 --rows collectives ;;
+    nouvloop) SIMSHARD_HIDE_UVLOOP=1 step 75 nouvloop python benchmarks/peers.py --rounds 1 --rows messages pair ;;
+  esac
+done
