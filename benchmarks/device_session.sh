@@ -3,7 +3,9 @@
 # peers.py's rows, each step under its own time limit, every row printed as it is measured.
 #   bash ../shared/tools/device-bundle.sh          # here, once: prepares .device/
 #   run(command="bash benchmarks/device_session.sh", carry=[".device"], timeout_s=345)
-# Outputs land in $OUT (the device tool brings them back); steps: costs pair mlp collectives big.
+# Outputs land in $OUT (the device tool brings them back). STEPS picks (default: costs pair mlp
+# collectives; 'big' is the 64 MiB collectives, 'nouvloop' the pair rows with uvloop hidden):
+# about 40, 75, 60, 75 and 120 s on the 16-core machine (2026-11-27).
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 { date -u; nproc; uname -r; uptime; python3 -c "import torch, jax, numpy, uvloop; print('torch', torch.__version__, 'jax', jax.__version__, 'numpy', numpy.__version__, 'uvloop', uvloop.__version__)"; lscpu | grep -E 'Model name|^CPU\(s\)'; } > "$O/machine.txt" 2>&1
@@ -16,7 +18,8 @@ for s in ${STEPS:-costs pair mlp collectives}; do
     costs) step 90 costs python benchmarks/machine_costs.py --polling ;;
     pair) step 75 pair python benchmarks/peers.py --rounds 1 --rows messages pair ;;
     mlp) step 100 mlp python benchmarks/peers.py --rounds 1 --rows mlp ;;
-    collectives) step 120 collectives python benchmarks/peers.py --rounds 1 --rows collectives ;;
+    collectives) step 90 collectives python benchmarks/peers.py --rounds 1 --rows collectives --sizes small ;;
+    big) step 150 big python benchmarks/peers.py --rounds 1 --rows collectives --sizes large ;;
     nouvloop) SIMSHARD_HIDE_UVLOOP=1 step 75 nouvloop python benchmarks/peers.py --rounds 1 --rows messages pair ;;
   esac
 done

@@ -267,7 +267,8 @@ def measure(args) -> dict:
 
     # the machine's speed drifts by up to 2x over minutes: for the collectives and the Megatron
     # MLP, every side runs in each of several rounds, one after another, and keeps its best
-    for nbytes in (small, large) if "collectives" in args.rows else ():
+    sizes = {"small": small, "large": large}
+    for nbytes in [sizes[k] for k in args.sizes] if "collectives" in args.rows else ():
         label = f"{nbytes / (1 << 20):g} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
         rounds = [(simshard_collectives(nbytes, "ray"), simshard_collectives(nbytes, "local"),
                    run_peer(peer, "torch", {"what": "collectives", "nbytes": nbytes}),
@@ -390,6 +391,8 @@ def main(argv=None) -> None:
     ap.add_argument("--torch64", action="store_true", help="also run torch with 64 gloo processes (slow to start)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the collectives and Megatron MLP rows, every side in each (best kept)")
     ap.add_argument("--write", metavar="FILE", help="write the table into FILE between the peers.py markers")
+    ap.add_argument("--sizes", nargs="+", choices=("small", "large"), default=["small", "large"],
+                    help="the collectives rows' sizes: small (1 MiB; --quick: 16 KiB), large (64 MiB; 64 KiB)")
     ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS),
                     help="which rows to run (default: all): " + ", ".join(ROWS))
     args = ap.parse_args(argv)
