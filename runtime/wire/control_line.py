@@ -39,6 +39,7 @@ from .admission import (HANDSHAKE_SECONDS, NONCE_BYTES, RESPONSE_BYTES, Admissio
 _REQUEST = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
 _LENGTH = struct.Struct("<Q")  # one out-of-band buffer's bytes
 _ANSWER = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, number of out-of-band buffers
+CHUNK = 1 << 20  # bytes of an answer written at a time (the host's flow control: ``CallReader.write``)
 IOV_PARTS = 512  # parts of one sendmsg (the kernel takes up to IOV_MAX, 1,024 on Linux)
 INLINE_MAX = 1 << 20  # an input shard below this size goes on the line; a larger one through Ray's object store
 
@@ -289,8 +290,8 @@ class ControlServer:
             if driver and self.on_driver_gone is not None:
                 self.on_driver_gone()
 
-    async def answer(self, transport, tag: int, body: bytes, buffers) -> None:
-        """Run call ``tag`` and write its answer whole (a transport's writes never interleave)."""
+    async def answer(self, line: "CallReader", tag: int, body: bytes, buffers) -> None:
+        """Run call ``tag`` and write its answer whole on ``line`` (``CallReader.write``)."""
         out: list[pickle.PickleBuffer] = []
         try:
             method, args = pickle.loads(body, buffers=buffers)
@@ -303,8 +304,7 @@ class ControlServer:
         except Exception as e:
             kind, payload, out = Payload.RAISED, _error_bytes(e), []
         parts, raws = _frame(_ANSWER.pack(tag, kind, len(payload), len(out)), payload, out)
-        if not transport.is_closing():  # else the driver went
-            transport.writelines([b"".join(parts), *raws])
+        await line.write([b"".join(parts), *raws])
 
     def close(self) -> None:
         for task in list(self.tasks):
@@ -322,6 +322,31 @@ class CallReader(asyncio.BufferedProtocol):
         self.server, self.gone = server, gone
         self.transport = None
         self.reader = PartReader(self._calls())
+        self.writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
+        self.drained: asyncio.Future | None = None  # while the transport's buffer is over its limit
+
+    async def write(self, parts: Sequence) -> None:
+        """Write ``parts`` as one frame, in chunks of ``CHUNK`` bytes, each once the transport has
+        room for it: an answer of large arrays is never copied whole into the transport's buffer
+        (nothing when the driver has gone)."""
+        async with self.writing:
+            for part in parts:
+                view = memoryview(part).cast("B")
+                for start in range(0, len(view), CHUNK):
+                    if self.drained is not None:
+                        await self.drained
+                    if self.transport.is_closing():
+                        return
+                    self.transport.write(view[start:start + CHUNK])
+
+    def pause_writing(self) -> None:
+        if self.drained is None:
+            self.drained = self.server.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self.drained is not None:
+            self.drained.set_result(None)
+            self.drained = None
 
     def _calls(self) -> Parser:
         while True:
@@ -332,7 +357,7 @@ class CallReader(asyncio.BufferedProtocol):
             buffers = []
             for n in lengths:
                 buffers.append(memoryview((yield n)).toreadonly())
-            self.server.spawn(self.server.answer(self.transport, tag, body, buffers))
+            self.server.spawn(self.server.answer(self, tag, body, buffers))
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -347,6 +372,7 @@ class CallReader(asyncio.BufferedProtocol):
         return None  # close: the driver closed its end
 
     def connection_lost(self, exc) -> None:
+        self.resume_writing()  # a writer waiting for room finds the transport closing
         if not self.gone.done():
             self.gone.set_result(None)
 

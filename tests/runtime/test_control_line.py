@@ -135,3 +135,31 @@ def test_a_connection_without_the_secret_is_closed(host):
     line.send(0, "run", ("p0",))
     assert control_line.wait([line], 0, 10.0) == [line] and line.failed is not None
     assert host.seen == []  # nothing ran
+
+
+def test_a_large_answer_goes_out_in_chunks_as_the_driver_reads_it(host, monkeypatch):
+    """Flow control: an answer of 64 MiB to a driver that is slow to read never sits whole in the
+    host's write buffer; it goes out a chunk at a time, as room is made, and arrives intact."""
+    seen = []
+    made = control_line.CallReader.connection_made
+
+    def connection_made(self, transport):  # the write buffer's size after every write
+        class Watched:
+            def __getattr__(self, name):
+                return getattr(transport, name)
+
+            def write(self, data):
+                transport.write(data)
+                seen.append(transport.get_write_buffer_size())
+
+        made(self, Watched())
+
+    monkeypatch.setattr(control_line.CallReader, "connection_made", connection_made)
+    line = ControlLine(host.address, SECRET)
+    n = 16 << 20  # float32s: 64 MiB
+    line.send(3, "fetch", ([n],))
+    time.sleep(0.3)  # the driver reads nothing yet: the host's buffer fills and it waits
+    (got,) = answer(line, 3, timeout=60.0)
+    assert np.array_equal(got, np.arange(n, dtype=np.float32))
+    assert seen and max(seen) <= 2 * control_line.CHUNK + (1 << 20)  # never the whole 64 MiB
+    line.close()
