@@ -129,6 +129,7 @@ class Connection:
         # whether the receiver reads mid-sized bodies from this process's memory (its answer to
         # the probe sent on opening), and what it has yet to read: seq -> the array
         self.cma, self.lent = False, {}
+        self.pid = os.getpid()  # named in each lent body's frame: asked once, not per frame (a system call)
         self._probe = np.frombuffer(bytearray(secret), dtype=np.uint8)  # what the probe points it at
         self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.settled_at = 0  # how far the ring was written when the last sync was sent
@@ -167,7 +168,7 @@ class Connection:
             to_listener, to_sender = frame_auth.keys(self.secret, nonce)
             self.signer, self.verifier = Signer(to_listener), Verifier(to_sender)
         if self.shared_prefix and memory_reads_possible():
-            probe = PROBE.pack(os.getpid(), self._probe.ctypes.data)
+            probe = PROBE.pack(self.pid, self._probe.ctypes.data)
             self._put((FRAME.pack(next(self.seq), 0, len(probe)) + probe,))
         for frame in self.waiting:
             self._put((frame,))
@@ -259,7 +260,7 @@ class Connection:
         """Let the receiver read ``array`` from this process's memory (``Storage.CMA``: pid,
         address), keeping it alive until the receiver says it has (see ``lends``)."""
         self.lent[seq] = array
-        return Stored(Storage.CMA, os.getpid(), array.ctypes.data)
+        return Stored(Storage.CMA, self.pid, array.ctypes.data)
 
     def lends(self, owner: np.ndarray) -> bool:
         """Whether the receiver has yet to read an array whose memory ``owner`` owns (it must not
