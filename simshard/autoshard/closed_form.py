@@ -73,10 +73,10 @@ def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topo
             if where_dst.get(a) != d and any(where_dst.get(b) == d for b in names[k + 1:]):
                 step("collective_permute", tuple(names), block, 1, 0)
                 break
-    for a, d in where_dst.items():
-        if a not in where:
-            block /= sizes[a]
-            where[a] = d
+    sliced = [a for a in where_dst if a not in where]  # axes the target adds: sliced, in its order
+    for a in sliced:
+        block /= sizes[a]
+        where[a] = where_dst[a]
     for a, d in list(where.items()):
         if a in where_dst and where_dst[a] != d:
             g = sizes[a]
@@ -84,7 +84,7 @@ def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topo
             where[a] = where_dst[a]
     for d, ds in enumerate(dst.dims):
         want = [a.name for a in ds.axes]
-        have = [a for a in _order(src, d, where) if a in want]
+        have = [a for a in _order(src, d, where, sliced, want) if a in want]
         if have != want and len(want) > 1:
             step("collective_permute", tuple(want), block, 1, 0)
     gone = [a for a in where if a not in where_dst]
@@ -94,9 +94,13 @@ def closed_form_seconds(src: Sharding, dst: Sharding, block: int, topology: Topo
     return out
 
 
-def _order(src: Sharding, d: int, where: dict[str, int]) -> list[str]:
+def _order(src: Sharding, d: int, where: dict[str, int], sliced: list[str], want: list[str]) -> list[str]:
     """The axes on dim ``d`` after the moves: the source's own first, in its order, then the rest
-    in mesh order."""
+    in mesh order; where the rest were all added by a local slice (``sliced``), in the order the
+    target wants them (``want``): the planner slices each device's block in that order at once,
+    moving nothing (from a dim held whole, ``{}`` to ``{"z", "y"}`` is a slice, not a permute)."""
     own = [a.name for a in src.dims[d].axes] if d < len(src.dims) else []
     rest = [a for a in src.mesh.axis_names if where.get(a) == d and a not in own]
+    if rest and set(rest) <= set(sliced):
+        rest.sort(key=lambda a: want.index(a) if a in want else len(want))
     return [a for a in own if where.get(a) == d] + rest
