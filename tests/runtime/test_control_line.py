@@ -163,3 +163,14 @@ def test_a_large_answer_goes_out_in_chunks_as_the_driver_reads_it(host, monkeypa
     assert np.array_equal(got, np.arange(n, dtype=np.float32))
     assert seen and max(seen) <= 2 * control_line.CHUNK + (1 << 20)  # never the whole 64 MiB
     line.close()
+
+
+def test_a_call_of_more_parts_than_one_sendmsg_takes_arrives_whole(host):
+    """A run with more input shards than one ``sendmsg`` writes (``IOV_PARTS``) goes in several,
+    each shard in order."""
+    line = ControlLine(host.address, SECRET)
+    shards = [np.full(3, i, dtype=np.float32) for i in range(control_line.IOV_PARTS + 90)]
+    line.send(5, "run", ("many", *shards))
+    got = pickle.loads(answer(line, 5))
+    assert got["sum"] == [3.0 * i for i in range(len(shards))]
+    line.close()
