@@ -4,8 +4,9 @@ unit of Python. Read beside ``peers.py``: the same simshard hop costs a few syst
 tens of microseconds of Python, so a machine whose system calls are dear (a sandboxed kernel such
 as gVisor's) shows it there first, and gloo (C++) pays for far fewer.
 
-``--polling`` also runs simshard's one-message hop and the Megatron MLP pair step with busy
-polling forced on and off (alternated), to check the per-machine default (``polling.should_spin``).
+``--polling`` also runs simshard's one-message hop and the Megatron MLP steps with busy polling
+forced on and off (alternated), to check the per-machine default (``polling.should_spin``), and
+the driver's share of the small step (``driver_share``).
 
     python benchmarks/machine_costs.py [--polling]
 """
@@ -130,6 +131,32 @@ def polling_ab(rounds: int = 2) -> list[str]:
             for key in dict.fromkeys(k for k, _ in best)]
 
 
+def driver_share(steps: int = 1000) -> str:
+    """The pair's small MLP step (64x256x512, 2 processes, inputs on the devices): wall time per
+    step and the driver's own CPU per step (its process's time: its Python, pickling, the system
+    calls that send each call and read each answer), the part of a step that gloo's ranks lack."""
+    import numpy as np  # noqa: E402  (here: the costs above need none of these)
+    import simshard as ss  # noqa: E402
+    from simshard.runtime.ray.driver.mesh import RayMesh  # noqa: E402
+
+    def mlp(x, w1, w2):
+        return np.maximum(x @ w1, 0) @ w2
+
+    rng = np.random.default_rng(0)
+    args = tuple(rng.integers(-2, 3, s).astype(np.float32) for s in ((64, 256), (256, 512), (512, 256)))
+    specs = (ss.P("x", None), ss.P(None, "y"), ss.P("y", None))
+    with RayMesh(ss.Mesh({"x": 1, "y": 2}), devices_per_process=1) as devices:
+        step = devices.compile(mlp, *args, in_shardings=specs, timeout=120.0)
+        resident = devices.put(args, specs)
+        for _ in range(50):
+            step(*resident).arrays
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(steps):
+            step(*resident).arrays
+        cpu, wall = (time.process_time() - cpu) / steps, (time.perf_counter() - wall) / steps
+    return f"MLP 64x256x512 pair step: {wall * 1e6:.0f} us a step, the driver's CPU {cpu * 1e6:.0f} us of it"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--polling", action="store_true", help="also simshard's hop and MLP pair step, polling on and off")
@@ -140,6 +167,7 @@ def main(argv=None) -> None:
     if args.polling:
         for line in polling_ab():
             print(line, flush=True)
+        print(driver_share(), flush=True)
 
 
 if __name__ == "__main__":
