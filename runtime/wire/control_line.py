@@ -97,6 +97,21 @@ def _frame(head: bytes, body: bytes, buffers: Sequence[pickle.PickleBuffer]) -> 
     return [head + b"".join(_LENGTH.pack(r.nbytes) for r in raws), body], raws
 
 
+def frames(head: struct.Struct, came: Callable[[tuple, bytearray, list], None]) -> Parser:
+    """The parser of one direction's frames (``stream_parts``): ``head`` (its last two fields the
+    body's bytes and the number of out-of-band buffers), their lengths, the body, the buffers;
+    each whole frame handed to ``came(head fields, body, buffers)``."""
+    while True:
+        fields = head.unpack((yield head.size))
+        nbody, nbuf = fields[-2:]
+        lengths = [n for (n,) in _LENGTH.iter_unpack((yield _LENGTH.size * nbuf))]
+        body = yield nbody
+        buffers = []
+        for n in lengths:
+            buffers.append((yield n))
+        came(fields, body, buffers)
+
+
 def send_parts(sock: socket.socket, parts: Sequence) -> None:
     """Write ``parts`` (bytes-like) on a blocking socket in as few system calls as it takes (one
     ``sendmsg`` each time, of at most ``IOV_PARTS`` parts), without joining them."""
@@ -140,7 +155,7 @@ class ControlLine:
             raise ConnectionError(f"the device process's control line ({address[1:]}) did not open: {e}") from e
         self.sock.settimeout(None)
         self.answers: dict[int, RawAnswer] = {}
-        self.reader = PartReader(self._answers())  # answers parsed off the stream, a read at a time
+        self.reader = PartReader(frames(_ANSWER, self._answer_came))  # answers parsed off the stream
         self.failed: BaseException | None = None
 
     def fileno(self) -> int:
@@ -172,15 +187,9 @@ class ControlLine:
         except (OSError, EOFError) as e:
             self._break(e)
 
-    def _answers(self) -> Parser:
-        while True:
-            tag, kind, nbody, nbuf = _ANSWER.unpack((yield _ANSWER.size))
-            lengths = [n for (n,) in _LENGTH.iter_unpack((yield _LENGTH.size * nbuf))]
-            body = yield nbody
-            buffers = []
-            for n in lengths:
-                buffers.append((yield n))
-            self.answers[tag] = RawAnswer(Payload(kind), body, buffers)
+    def _answer_came(self, head: tuple, body: bytearray, buffers: list) -> None:
+        tag, kind = head[:2]
+        self.answers[tag] = RawAnswer(Payload(kind), body, buffers)
 
     def take(self, tag: int):
         """Call ``tag``'s answer, once it came: bytes the method returned, as they are (a run's
@@ -321,7 +330,7 @@ class CallReader(asyncio.BufferedProtocol):
     def __init__(self, server: ControlServer, gone: asyncio.Future):
         self.server, self.gone = server, gone
         self.transport = None
-        self.reader = PartReader(self._calls())
+        self.reader = PartReader(frames(_REQUEST, self._call_came))
         self.writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
         self.drained: asyncio.Future | None = None  # while the transport's buffer is over its limit
 
@@ -348,16 +357,10 @@ class CallReader(asyncio.BufferedProtocol):
             self.drained.set_result(None)
             self.drained = None
 
-    def _calls(self) -> Parser:
-        while True:
-            tag, nbody, nbuf = _REQUEST.unpack((yield _REQUEST.size))
-            lengths = [n for (n,) in _LENGTH.iter_unpack((yield _LENGTH.size * nbuf))]
-            body = bytes((yield nbody))
-            # read-only: the shards are the run's inputs, which nothing writes into
-            buffers = []
-            for n in lengths:
-                buffers.append(memoryview((yield n)).toreadonly())
-            self.server.spawn(self.server.answer(self, tag, body, buffers))
+    def _call_came(self, head: tuple, body: bytearray, buffers: list) -> None:
+        # read-only: the shards are the run's inputs, which nothing writes into
+        shards = [memoryview(b).toreadonly() for b in buffers]
+        self.server.spawn(self.server.answer(self, head[0], bytes(body), shards))
 
     def connection_made(self, transport) -> None:
         self.transport = transport

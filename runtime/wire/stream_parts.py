@@ -3,9 +3,7 @@
 A frame of the control line is a sequence of parts whose sizes the earlier parts give (a fixed
 head, then its lengths, a body, out-of-band buffers). Reading each part with its own receive
 costs a system call per part, and on uvloop each ``sock_recv_into`` also registers and drops
-the socket with the kernel's poller (about eight system calls: measured with strace here), which
-is most of a small call's cost where system calls are dear (a sandboxed kernel such as gVisor's:
-tens of microseconds each).
+the socket with the kernel's poller (about eight system calls a part: measured with strace here).
 
 ``PartReader`` reads instead as a ``BufferedProtocol`` does (``get_buffer`` / ``buffer_updated``,
 so an event loop's transport drives it, or a blocking socket's ``recv_into`` does): every read
@@ -69,10 +67,9 @@ class PartReader:
                 took = min(staged, self.want)
                 part[:took] = self.stage[self.start:self.start + took]
                 self.start += took
-                self.part, self.filled = part, took
-                if took < self.want:
+                if took < self.want:  # the rest is read straight into it
+                    self.part, self.filled = part, took
                     return
-                self.part = None
                 self._give(part)
             elif staged >= self.want:
                 part = self.stage[self.start:self.start + self.want]  # a copy: the parser's own

@@ -89,21 +89,15 @@ def kill(mesh, device: int, within: float = 30.0) -> None:
 
     import ray
 
+    from simshard.runtime.ray.reaper import running  # ray only where a test kills a Ray device
+
     pid = mesh.pid(device)
     ray.kill(mesh.actors[device])
     deadline = time.monotonic() + within
-    while device not in mesh.lost(timeout=1.0) or _running(pid):
+    while device not in mesh.lost(timeout=1.0) or running(pid):
         assert time.monotonic() < deadline, f"device {device}'s process still answers {within:g} s after ray.kill"
         time.sleep(0.05)
 
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` still runs (not gone, not a zombie awaiting its parent)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # The event loops Ray may run a device process's actor on: asyncio's own, and uvloop's wherever
