@@ -135,18 +135,14 @@ def driver_share(steps: int = 1000) -> str:
     """The pair's small MLP step (64x256x512, 2 processes, inputs on the devices): wall time per
     step and the driver's own CPU per step (its process's time: its Python, pickling, the system
     calls that send each call and read each answer), the part of a step that gloo's ranks lack."""
-    import numpy as np  # noqa: E402  (here: the costs above need none of these)
+    sys.path.insert(0, str(Path(__file__).parent))
+    import peers  # noqa: E402  (beside this file)
     import simshard as ss  # noqa: E402
     from simshard.runtime.ray.driver.mesh import RayMesh  # noqa: E402
 
-    def mlp(x, w1, w2):
-        return np.maximum(x @ w1, 0) @ w2
-
-    rng = np.random.default_rng(0)
-    args = tuple(rng.integers(-2, 3, s).astype(np.float32) for s in ((64, 256), (256, 512), (512, 256)))
-    specs = (ss.P("x", None), ss.P(None, "y"), ss.P("y", None))
+    args, specs = peers.mlp_inputs(64, 256, 512)
     with RayMesh(ss.Mesh({"x": 1, "y": 2}), devices_per_process=1) as devices:
-        step = devices.compile(mlp, *args, in_shardings=specs, timeout=120.0)
+        step = devices.compile(peers.mlp, *args, in_shardings=specs, timeout=120.0)
         resident = devices.put(args, specs)
         for _ in range(50):
             step(*resident).arrays

@@ -146,8 +146,16 @@ def routes_used(execution, mesh) -> str:
     return text
 
 
-def _mlp(x, w1, w2):
+def mlp(x, w1, w2):
     return np.maximum(x @ w1, 0) @ w2
+
+
+def mlp_inputs(batch: int, d: int, d_ff: int) -> tuple[tuple, tuple]:
+    """The Megatron MLP's exact-arithmetic inputs and their shardings (batch over x, d_ff over y)."""
+    rng = np.random.default_rng(0)
+    args = (rng.integers(-2, 3, (batch, d)).astype(np.float32), rng.integers(-2, 3, (d, d_ff)).astype(np.float32),
+            rng.integers(-2, 3, (d_ff, d)).astype(np.float32))
+    return args, (P("x", None), P(None, "y"), P("y", None))
 
 
 def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int | None = None,
@@ -156,10 +164,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
     end (numpy in, numpy out); on Ray, ``per_process`` devices per process (None: the default for
     this machine, ``auto_per_process``)."""
     mesh = ss.Mesh({"x": mesh_shape[0], "y": mesh_shape[1]})
-    rng = np.random.default_rng(0)
-    args = (rng.integers(-2, 3, (batch, d)).astype(np.float32), rng.integers(-2, 3, (d, d_ff)).astype(np.float32),
-            rng.integers(-2, 3, (d_ff, d)).astype(np.float32))
-    specs = (P("x", None), P(None, "y"), P("y", None))
+    args, specs = mlp_inputs(batch, d, d_ff)
     if backend == "ray":
         from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
@@ -167,7 +172,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
     else:
         devices = LocalMesh(mesh)
     try:
-        step = devices.compile(_mlp, *args, in_shardings=specs, timeout=120.0)
+        step = devices.compile(mlp, *args, in_shardings=specs, timeout=120.0)
         resident = devices.put(args, specs)
         got = step(*resident).outputs
         timed = {"resident": best(lambda: step(*resident).arrays),
@@ -177,7 +182,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
         # which spin for a while after it (OpenBLAS: about a tenth of a second) on the cores the
         # device processes run on (measured here: the pair's small step 1.3 to 1.4 ms in that
         # window, 0.7 ms without it; docs/performance.md)
-        assert np.array_equal(got, _mlp(*args)), "simshard's MLP differs from numpy"
+        assert np.array_equal(got, mlp(*args)), "simshard's MLP differs from numpy"
         return timed
     finally:
         if backend == "ray":
