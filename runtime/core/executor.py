@@ -57,6 +57,7 @@ from simshard.units import fmt_bytes
 
 from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError
 from .collectives import Channel, check_algorithm, run_collective, signature
+from .collectives.prepared import Prepared
 from .compute_steps import ComputeSteps
 from .diagnosis import Span, describe, schedule_error
 from .kernel_threads import KernelThreads
@@ -79,7 +80,8 @@ class Executor(ComputeSteps):
 
     def __init__(self, schedule: Schedule, transport: Transport, *, capacity: int | None = None,
                  algorithm: str = "direct", describe_peer: Callable[[int], str] | None = None,
-                 trace: frozenset[int] = frozenset(), kernels: KernelThreads | None = None):
+                 trace: frozenset[int] = frozenset(), kernels: KernelThreads | None = None,
+                 prepared: Prepared | None = None):
         self.schedule = schedule
         self.device = schedule.device
         self.transport = transport
@@ -90,6 +92,8 @@ class Executor(ComputeSteps):
         self.ledger: MemoryLedger[np.ndarray] = MemoryLedger()  # the buffers held, live bytes, peak
         self.buffers = self.ledger.buffers  # buffer number -> its array (the ledger's own dict)
         self.trace = frozenset(trace)
+        # what each collective instruction alone decides, kept across runs where the caller keeps it
+        self.prepared = Prepared(self.device) if prepared is None else prepared
         if kernels is not None:  # a device sharing its process: heavy contractions on a thread
             self.kernels, self.STEPS = kernels, THREADED_STEPS
         self.traced: dict[int, np.ndarray] = {}  # buffer -> a copy of what was first written to it
@@ -293,16 +297,15 @@ class Executor(ComputeSteps):
             raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {e}") from None
 
     async def _collective(self, ins) -> None:
-        me = self.device
-        if ins.kind == "collective_permute":
-            is_source = any(s == me for s, _ in ins.pairs)
-            x = self._read(ins.src) if is_source else None
-            tag = signature(ins)
-        else:
-            x = self._read(ins.src)
+        me, prepared = self.device, self.prepared.of(ins)
+        x = self._read(ins.src) if prepared.reads else None
+        tag = prepared.tag
+        if tag is None:
             tag = signature(ins, x.dtype, x.shape if ins.kind == "all_reduce" else None)
-        # the note travels with each message sent: a permute's device that only receives needs none
-        ch = Channel(self.transport, me, ins.id, tag, note="" if x is None else self._note(ins))
+        # the note (where this device is, for the receiver's errors) travels with each message
+        # sent: a permute's device that only receives needs none
+        note = "" if x is None else f"at position {self.position}{prepared.what}"
+        ch = Channel(self.transport, me, ins.id, tag, note=note)
         try:
             out = await run_collective(ch, ins, x, self.algorithm)
         except CollectiveError as e:
@@ -310,11 +313,6 @@ class Executor(ComputeSteps):
         self._write_one(ins.dst, out)
         # noted only: its record is made where it is read (``records``), off the path of the run
         self.ran.append((ins.id, self.position, () if x is None else x.shape, out.shape, out.dtype.itemsize))
-
-    def _note(self, ins) -> str:
-        """Where this device is, in the few words a message carries (for the receiver's errors)."""
-        src = f" from {ins.source!r}" if ins.source else ""
-        return f"at position {self.position} [{ins.id}] {ins.kind}{src}"
 
     @property
     def timeline(self) -> list[Span]:

@@ -83,6 +83,7 @@ class Receiver(asyncio.BufferedProtocol):
         self.start = self.end = 0  # the unparsed bytes are stage[start:end]
         self.body: InPlace | None = None  # a body being read in place
         self.rings: dict[str, np.ndarray] = {}  # the sender's ring (shared_memory.Ring), mapped on its first use
+        self.dtypes: dict[str, np.dtype] = {}  # each dtype a frame has named, checked once (``dtype_of``)
         self.reads: list[int] = []  # frames whose lent bodies were read this turn (``_read``)
         self.transport = None
 
@@ -226,9 +227,7 @@ class Receiver(asyncio.BufferedProtocol):
         if bn <= have and not self._verified(head_end, head_end + bn):  # the whole frame is here: check it first
             return False
         header = decode_header(self.stage[self.start + self.pre:head_end])
-        dtype, shape, stored = header.dtype, header.shape, header.stored
-        if np.dtype(dtype).hasobject:  # raw bytes are never Python objects
-            raise ValueError(f"a frame's body is of dtype {dtype!r}, which holds Python objects")
+        dtype, shape, stored = self.dtype_of(header.dtype), header.shape, header.stored
         if stored is not None and self.macs:
             self._refuse("a frame naming shared memory or a process's memory, on a socket between nodes")
             return False
@@ -242,15 +241,26 @@ class Receiver(asyncio.BufferedProtocol):
             return True
         return self._body(header, array, head_end, bn, have)
 
+    def dtype_of(self, name: str) -> np.dtype:
+        """The dtype a frame names (``dtype.str``), refused where it holds Python objects: raw bytes
+        never are. Remembered: a connection's frames name a few dtypes, over and over."""
+        dtype = self.dtypes.get(name)
+        if dtype is None:
+            dtype = np.dtype(name)
+            if dtype.hasobject:
+                raise ValueError(f"a frame's body is of dtype {name!r}, which holds Python objects")
+            self.dtypes[name] = dtype
+        return dtype
+
     def _body(self, header: Header, array: np.ndarray | None, head_end: int, bn: int, have: int) -> bool:
         """Copy what came of a frame's body (``have`` of its ``bn`` bytes, after ``head_end``) into
         its array and hand it on; a large body not all here is received in place (False)."""
         at = self.start  # the frame's first byte
         if array is None:
-            array = np.empty(header.shape, dtype=header.dtype)
+            array = np.empty(header.shape, dtype=self.dtypes[header.dtype])
         if array.nbytes != bn:
             raise ValueError(f"a frame's body has {bn} bytes for a {header.dtype}{list(header.shape)} array")
-        flat = memoryview(array.reshape(-1).view(np.uint8)) if bn else memoryview(b"")
+        flat = array.data.cast("B") if bn else memoryview(b"")  # (C-contiguous: new, or a place offered)
         got = min(bn, have)
         if got:
             flat[:got] = self.stage[head_end:head_end + got]

@@ -331,3 +331,30 @@ def test_a_frame_header_is_plain_data_never_a_pickle(tmp_path):
     with pytest.raises((ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError)):
         decode_header(pickle.dumps((5, 3, 1, 2, Payload())))
     assert not marker.exists()
+
+
+def test_a_frame_naming_a_dtype_of_python_objects_is_refused_and_nothing_is_delivered():
+    """Raw bytes are never Python objects: a frame whose header names an object dtype (its body
+    would be pointers of the sender's) closes the connection before anything is handed on, the
+    frames after it included; a dtype is checked once per connection and remembered."""
+    from simshard.runtime.wire.receiver import Receiver
+
+    async def main():
+        got = []
+        listener = Listener(b"s" * 16, lambda *message: got.append(message) or "ok")
+        await listener.start()
+        conn = Connection(listener.address, b"s" * 16)
+        conn.send(7, 1, 2, (0, 0), np.array([None, 1], dtype=object), None, "")
+        conn.send(7, 1, 2, (1, 0), np.ones(3, np.float32), None, "")
+        with pytest.raises(ConnectionError):
+            await asyncio.wait_for(conn.sync(), 5)
+        conn.close()
+        listener.close()
+        return got
+
+    assert _run(main()) == []
+    receiver = Receiver(b"s" * 16, lambda *message: "ok")
+    assert receiver.dtype_of("<f4") is receiver.dtype_of("<f4") == np.dtype(np.float32)
+    with pytest.raises(ValueError, match="holds Python objects"):
+        receiver.dtype_of("|O")
+    assert "|O" not in receiver.dtypes

@@ -4,7 +4,7 @@ tag), and the names of the algorithms a collective may run under."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable
+from typing import Awaitable, Hashable
 
 import numpy as np
 
@@ -24,11 +24,11 @@ class Channel:
     tag: Hashable = None
     note: str = ""
 
-    async def send(self, peer: int, step: int, array: np.ndarray) -> None:
-        await self.transport.send(self.me, peer, (self.instr, step), array, tag=self.tag, note=self.note)
+    def send(self, peer: int, step: int, array: np.ndarray) -> Awaitable[None]:
+        return self.transport.send(self.me, peer, (self.instr, step), array, tag=self.tag, note=self.note)
 
-    async def recv(self, peer: int, step: int) -> np.ndarray:
-        return await self.transport.recv(self.me, peer, (self.instr, step), tag=self.tag)
+    def recv(self, peer: int, step: int) -> Awaitable[np.ndarray]:
+        return self.transport.recv(self.me, peer, (self.instr, step), tag=self.tag)
 
     def expect(self, peer: int, step: int, out: np.ndarray) -> None:
         self.transport.expect(self.me, peer, (self.instr, step), out)

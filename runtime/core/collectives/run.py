@@ -4,6 +4,8 @@ set's collective kinds."""
 
 from __future__ import annotations
 
+from typing import Awaitable
+
 import numpy as np
 
 from simshard.spmd.dispatch import COLLECTIVE_KINDS, dispatch_table
@@ -36,26 +38,26 @@ SIGNATURES = dispatch_table({
 }, "runtime/core/collectives/run.py (signature)", COLLECTIVE_KINDS)
 
 
-async def _run_all_gather(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
-    return await (ring_all_gather if algorithm == "ring" else all_gather)(ch, x, instr.group, instr.axis)
+def _run_all_gather(ch: Channel, instr, x, algorithm: str) -> Awaitable[np.ndarray]:
+    return (ring_all_gather if algorithm == "ring" else all_gather)(ch, x, instr.group, instr.axis)
 
 
-async def _run_reduce_scatter(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
-    return await (ring_reduce_scatter if algorithm == "ring" else reduce_scatter)(
+def _run_reduce_scatter(ch: Channel, instr, x, algorithm: str) -> Awaitable[np.ndarray]:
+    return (ring_reduce_scatter if algorithm == "ring" else reduce_scatter)(
         ch, x, instr.group, instr.axis, instr.splits, instr.reduce_op, getattr(instr, "reduce_order", ()))
 
 
-async def _run_all_reduce(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
+def _run_all_reduce(ch: Channel, instr, x, algorithm: str) -> Awaitable[np.ndarray]:
     chosen = {"ring": ring_all_reduce, "oneshot": oneshot_all_reduce}.get(algorithm, all_reduce)
-    return await chosen(ch, x, instr.group, instr.reduce_op)
+    return chosen(ch, x, instr.group, instr.reduce_op)
 
 
-async def _run_all_to_all(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
-    return await all_to_all(ch, x, instr.group, instr.split_axis, instr.splits, instr.concat_axis)
+def _run_all_to_all(ch: Channel, instr, x, algorithm: str) -> Awaitable[np.ndarray]:
+    return all_to_all(ch, x, instr.group, instr.split_axis, instr.splits, instr.concat_axis)
 
 
-async def _run_collective_permute(ch: Channel, instr, x, algorithm: str) -> np.ndarray:
-    return await collective_permute(ch, x, instr.pairs, instr.shape, instr.dtype)
+def _run_collective_permute(ch: Channel, instr, x, algorithm: str) -> Awaitable[np.ndarray]:
+    return collective_permute(ch, x, instr.pairs, instr.shape, instr.dtype)
 
 
 # each collective kind run under an algorithm (all-to-all and permute run direct under any)
@@ -65,10 +67,10 @@ RUNS = dispatch_table({
 }, "runtime/core/collectives/run.py (run_collective)", COLLECTIVE_KINDS)
 
 
-async def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: str = "direct") -> np.ndarray:
+def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: str = "direct") -> Awaitable[np.ndarray]:
     """Run a schedule's collective instruction on this device's buffer ``x``."""
     check_algorithm(algorithm)
     run = RUNS.get(instr.kind)
     if run is None:
         raise CollectiveError(f"{instr.kind} is not a collective")
-    return await run(ch, instr, x, algorithm)
+    return run(ch, instr, x, algorithm)

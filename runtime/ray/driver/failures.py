@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping
 
+from ...core.collectives.prepared import note
 from ...core.executor import describe
 from ...core.transfer_log import Transfer
 from ...errors import DeviceLostError, ExecutionError, ScheduleMismatchError
@@ -99,9 +100,8 @@ def never_taken(spmd, summaries: Mapping[int, DeviceSummary]) -> list[tuple]:
 
 def sent_at(schedule, instr: int) -> str:
     """Where a device was when it sent a message of instruction ``instr``, as its note says it
-    (``Executor._note``): the instruction's position in the schedule, or inside a loop or branch."""
+    (``prepared.note``): the instruction's position in the schedule, or inside a loop or branch."""
     for position, ins in enumerate(schedule.instrs):
         if ins.id == instr:
-            src = f" from {ins.source!r}" if ins.source else ""
-            return f"at position {position} [{ins.id}] {ins.kind}{src}"
+            return note(position, ins)
     return f"in a loop or branch of its schedule, instruction id {instr}"

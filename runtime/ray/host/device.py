@@ -15,6 +15,7 @@ import numpy as np
 
 from simshard.spmd import Schedule
 
+from ...core.collectives.prepared import Prepared
 from ...core.executor import Executor
 from ...core.mailbox import Mailbox, is_lent
 from ...core.transport_errors import DuplicateMessage, PeerLost
@@ -32,6 +33,7 @@ class LoadedProgram(NamedTuple):
     algorithm: str  # collective algorithm
     trace: frozenset  # checkpoint buffers to keep when a run traces values
     timeout: float | None  # receive timeout, seconds
+    prepared: Prepared  # what each collective instruction alone decides, made in its first run, kept for the next
 
 
 class RunState:
@@ -87,7 +89,7 @@ class HostedDevice:
         schedule = Schedule.from_bytes(data)
         if schedule.device != self.device:
             raise ValueError(f"device {self.device} was sent device {schedule.device}'s schedule")
-        self.programs[key] = LoadedProgram(schedule, capacity, algorithm, frozenset(trace), timeout)
+        self.programs[key] = LoadedProgram(schedule, capacity, algorithm, frozenset(trace), timeout, Prepared(self.device))
         return len(schedule.instrs)
 
     async def unload(self, key) -> None:
@@ -204,7 +206,7 @@ class HostedDevice:
         st.executor = Executor(
             program.schedule, transport, capacity=program.capacity, algorithm=program.algorithm,
             describe_peer=lambda d: transport.peer_where.get(d, "(its position is not known here)"),
-            trace=program.trace if trace_values else frozenset(), kernels=self.kernels,
+            trace=program.trace if trace_values else frozenset(), kernels=self.kernels, prepared=program.prepared,
         )
         return transport, st.executor
 
