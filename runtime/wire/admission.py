@@ -2,7 +2,7 @@
 
 An abstract Unix socket has no permissions: any local process of any user can connect to it (and
 a TCP port to anyone who reaches the node). So a listener (``sockets.Listener``,
-``control_line.ControlServer``) admits a connection only once it has proved it knows the mesh's
+``control_server.ControlServer``) admits a connection only once it has proved it knows the mesh's
 secret, without the secret ever crossing the socket: the listener sends a random nonce, the
 connecting side answers HMAC-SHA256(secret, nonce) (``respond``), the listener checks it in
 constant time (``verified``). One round trip, at connect time only.

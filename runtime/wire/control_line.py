@@ -5,8 +5,8 @@ A run is one call per device process and one summary back. As a Ray actor call i
 millisecond each way (task submission, the hop onto the actor's event loop, the reply through the
 object store), which a resident training step pays on every step while its devices compute for
 a few milliseconds. The call is one small message each way, so each host process also listens on
-an abstract Unix socket (``ControlServer``) and the driver keeps one connection to it
-(``ControlLine``): it writes the run's plan and the input shards it passes by value (small numpy
+an abstract Unix socket (``control_server.ControlServer``) and the driver keeps one connection
+to it (``ControlLine``, here, with the protocol both ends share): it writes the run's plan and the input shards it passes by value (small numpy
 arrays, as pickle-5 out-of-band buffers), the host answers with the run's summary, tagged with
 the run id. Fetching the outputs a process keeps goes the same way, their bytes out of band on
 the socket. Loading, aborting, asking where a device is and restarting stay Ray calls; hosts on
@@ -20,26 +20,21 @@ attempt) is dropped when the next one is read.
 
 from __future__ import annotations
 
-import asyncio
-import os
 import pickle
 import select
 import socket
 import struct
 import time
 from enum import Enum, IntEnum
-from typing import Any, Awaitable, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
-import cloudpickle  # answers by value (a dependency of the package, neither Ray nor simshard)
-
+from .admission import NONCE_BYTES, respond
 from .stream_parts import Parser, PartReader
-from .admission import (HANDSHAKE_SECONDS, NONCE_BYTES, RESPONSE_BYTES, Admissions, accept_forever,
-                        listening_socket, new_nonce, respond, verified)
 
-_REQUEST = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
+CALL_HEAD = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
 _LENGTH = struct.Struct("<Q")  # one out-of-band buffer's bytes
-_ANSWER = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, number of out-of-band buffers
-CHUNK = 1 << 20  # bytes of an answer written at a time (the host's flow control: ``CallReader.write``)
+ANSWER_HEAD = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, number of out-of-band buffers
+CHUNK = 1 << 20  # bytes of an answer written at a time (the host's flow control: ``control_server.CallReader.write``)
 IOV_PARTS = 512  # parts of one sendmsg (the kernel takes up to IOV_MAX, 1,024 on Linux)
 INLINE_MAX = 1 << 20  # an input shard below this size goes on the line; a larger one through Ray's object store
 
@@ -90,7 +85,7 @@ class HostError(Exception):
     """What a host's method raised, carried back on the line."""
 
 
-def _frame(head: bytes, body: bytes, buffers: Sequence[pickle.PickleBuffer]) -> tuple[list, list]:
+def frame_parts(head: bytes, body: bytes, buffers: Sequence[pickle.PickleBuffer]) -> tuple[list, list]:
     """A frame's parts: its head with the out-of-band buffers' lengths, its body, the buffers
     (their memory, not copies)."""
     raws = [b.raw() for b in buffers]
@@ -155,7 +150,7 @@ class ControlLine:
             raise ConnectionError(f"the device process's control line ({address[1:]}) did not open: {e}") from e
         self.sock.settimeout(None)
         self.answers: dict[int, RawAnswer] = {}
-        self.reader = PartReader(frames(_ANSWER, self._answer_came))  # answers parsed off the stream
+        self.reader = PartReader(frames(ANSWER_HEAD, self._answer_came))  # answers parsed off the stream
         self.failed: BaseException | None = None
 
     def fileno(self) -> int:
@@ -170,7 +165,7 @@ class ControlLine:
         buffers: list[pickle.PickleBuffer] = []
         name = method.value if isinstance(method, Request) else method  # a plain str: no class to unpickle
         body = pickle.dumps((name, tuple(args)), protocol=5, buffer_callback=buffers.append)
-        parts, raws = _frame(_REQUEST.pack(tag, len(body), len(buffers)), body, buffers)
+        parts, raws = frame_parts(CALL_HEAD.pack(tag, len(body), len(buffers)), body, buffers)
         try:
             send_parts(self.sock, [*parts, *raws])
         except OSError as e:
@@ -243,158 +238,3 @@ def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None) -> list[
             ln.read()
             for stale in [t for t in ln.answers if t != tag]:
                 del ln.answers[stale]  # a call given up on (an aborted run): nobody waits for it
-
-
-class ControlServer:
-    """A host process's end: accepts the driver's connection (which must answer the challenge
-    with the mesh's secret: ``admission``) and answers each call written on it with ``await
-    methods[name](*args)``, calls running concurrently, each answer written whole."""
-
-    def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]],
-                 on_driver_gone: Callable[[], None] | None = None):
-        self.secret, self.methods = secret, dict(methods)
-        self.on_driver_gone = on_driver_gone  # called when a driver's line ends (it closed it, or died)
-        self.address = "\0simshard-control-" + os.urandom(12).hex()  # abstract namespace: no file
-        self.sock: socket.socket | None = None
-        self.tasks: set[asyncio.Task] = set()
-        self.admissions = Admissions()  # connections held (the driver's is one)
-        self.loop: asyncio.AbstractEventLoop | None = None  # the host's loop, asked once (see ``spawn``)
-
-    async def start(self) -> str:
-        self.loop = asyncio.get_running_loop()
-        self.sock = listening_socket(socket.AF_UNIX, self.address)
-        self.spawn(accept_forever(self.sock, self.admissions, lambda conn: self.spawn(self._serve(conn))))
-        return self.address
-
-    def spawn(self, coro) -> None:
-        """``coro`` as a task of the host's loop, cancelled by ``close``: made on the loop itself,
-        since ``ensure_future`` asks for the running loop, a system call (getpid) each time."""
-        task = self.loop.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def _serve(self, conn: socket.socket) -> None:
-        """Admit ``conn`` (the challenge), then answer the calls read off it until it closes."""
-        loop = asyncio.get_running_loop()
-        transport = None
-        driver = False
-        try:
-            nonce = new_nonce()
-            await loop.sock_sendall(conn, nonce)
-            response = await asyncio.wait_for(_exactly(loop, conn, RESPONSE_BYTES), HANDSHAKE_SECONDS)
-            if not verified(self.secret, nonce, response):
-                return
-            driver = True
-            gone = loop.create_future()
-            transport, _ = await loop.connect_accepted_socket(lambda: CallReader(self, gone), conn)
-            await gone
-        except (OSError, EOFError, asyncio.TimeoutError):  # the driver went (or never answered)
-            return
-        finally:
-            if transport is not None:
-                transport.close()
-            else:
-                conn.close()
-            self.admissions.leave()
-            if driver and self.on_driver_gone is not None:
-                self.on_driver_gone()
-
-    async def answer(self, line: "CallReader", tag: int, body: bytes, buffers) -> None:
-        """Run call ``tag`` and write its answer whole on ``line`` (``CallReader.write``)."""
-        out: list[pickle.PickleBuffer] = []
-        try:
-            method, args = pickle.loads(body, buffers=buffers)
-            result = await self.methods[method](*args)
-            if isinstance(result, bytes):
-                kind, payload = Payload.BYTES, result
-            else:  # by value where plain pickle would refuse (an exception of a class defined where
-                # it was raised); arrays' memory out of band, written without a copy
-                kind, payload = Payload.OBJECT, cloudpickle.dumps(result, protocol=5, buffer_callback=out.append)
-        except Exception as e:
-            kind, payload, out = Payload.RAISED, _error_bytes(e), []
-        parts, raws = _frame(_ANSWER.pack(tag, kind, len(payload), len(out)), payload, out)
-        await line.write([b"".join(parts), *raws])
-
-    def close(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
-        if self.sock is not None:
-            self.sock.close()
-
-
-class CallReader(asyncio.BufferedProtocol):
-    """The host's end of an admitted line: calls parsed off the stream (``stream_parts``), each
-    answered by a task of its own (runs go on concurrently); ``gone`` resolves when the line
-    closes."""
-
-    def __init__(self, server: ControlServer, gone: asyncio.Future):
-        self.server, self.gone = server, gone
-        self.transport = None
-        self.reader = PartReader(frames(_REQUEST, self._call_came))
-        self.writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
-        self.drained: asyncio.Future | None = None  # while the transport's buffer is over its limit
-
-    async def write(self, parts: Sequence) -> None:
-        """Write ``parts`` as one frame, in chunks of ``CHUNK`` bytes, each once the transport has
-        room for it: an answer of large arrays is never copied whole into the transport's buffer
-        (nothing when the driver has gone)."""
-        async with self.writing:
-            for part in parts:
-                view = memoryview(part).cast("B")
-                for start in range(0, len(view), CHUNK):
-                    if self.drained is not None:
-                        await self.drained
-                    if self.transport.is_closing():
-                        return
-                    self.transport.write(view[start:start + CHUNK])
-
-    def pause_writing(self) -> None:
-        if self.drained is None:
-            self.drained = self.server.loop.create_future()
-
-    def resume_writing(self) -> None:
-        if self.drained is not None:
-            self.drained.set_result(None)
-            self.drained = None
-
-    def _call_came(self, head: tuple, body: bytearray, buffers: list) -> None:
-        # read-only: the shards are the run's inputs, which nothing writes into
-        shards = [memoryview(b).toreadonly() for b in buffers]
-        self.server.spawn(self.server.answer(self, head[0], bytes(body), shards))
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-
-    def get_buffer(self, sizehint: int):
-        return self.reader.get_buffer(sizehint)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.reader.buffer_updated(nbytes)
-
-    def eof_received(self) -> None:
-        return None  # close: the driver closed its end
-
-    def connection_lost(self, exc) -> None:
-        self.resume_writing()  # a writer waiting for room finds the transport closing
-        if not self.gone.done():
-            self.gone.set_result(None)
-
-
-async def _exactly(loop: asyncio.AbstractEventLoop, conn: socket.socket, n: int) -> bytearray:
-    """``n`` bytes from a non-blocking socket (the admission's challenge); EOFError at its end."""
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        k = await loop.sock_recv_into(conn, view[got:])
-        if k == 0:
-            raise EOFError
-        got += k
-    return buf
-
-
-def _error_bytes(error: Exception) -> bytes:
-    """``error`` pickled by value; one that cannot be, as a RuntimeError with its text."""
-    try:
-        return cloudpickle.dumps(error)
-    except Exception:
-        return cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))

@@ -1,5 +1,6 @@
-"""The driver's control line to a device process (runtime/wire/control_line.py), without Ray: a
-``ControlServer`` on an event loop in a thread, serving a stand-in for ``DeviceHost.run``."""
+"""The driver's control line to a device process (runtime/wire/control_line.py; the host's end,
+control_server.py), without Ray: a ``ControlServer`` on an event loop in a thread, serving a
+stand-in for ``DeviceHost.run``."""
 
 import asyncio
 import pickle
@@ -9,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from simshard.runtime.wire import control_line
-from simshard.runtime.wire.control_line import ControlLine, ControlServer, HostError
+from simshard.runtime.wire import control_line, control_server
+from simshard.runtime.wire.control_line import ControlLine, HostError
+from simshard.runtime.wire.control_server import ControlServer
 from runtime_helpers import EVENT_LOOPS, new_loop
 
 SECRET = b"s" * 16
@@ -141,7 +143,7 @@ def test_a_large_answer_goes_out_in_chunks_as_the_driver_reads_it(host, monkeypa
     """Flow control: an answer of 64 MiB to a driver that is slow to read never sits whole in the
     host's write buffer; it goes out a chunk at a time, as room is made, and arrives intact."""
     seen = []
-    made = control_line.CallReader.connection_made
+    made = control_server.CallReader.connection_made
 
     def connection_made(self, transport):  # the write buffer's size after every write
         class Watched:
@@ -154,7 +156,7 @@ def test_a_large_answer_goes_out_in_chunks_as_the_driver_reads_it(host, monkeypa
 
         made(self, Watched())
 
-    monkeypatch.setattr(control_line.CallReader, "connection_made", connection_made)
+    monkeypatch.setattr(control_server.CallReader, "connection_made", connection_made)
     line = ControlLine(host.address, SECRET)
     n = 16 << 20  # float32s: 64 MiB
     line.send(3, "fetch", ([n],))

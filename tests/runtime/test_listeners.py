@@ -18,7 +18,8 @@ import pytest
 
 from simshard.runtime.wire import admission
 from simshard.runtime.wire.admission import NONCE_BYTES, respond
-from simshard.runtime.wire.control_line import ControlLine, ControlServer
+from simshard.runtime.wire.control_line import ControlLine
+from simshard.runtime.wire.control_server import ControlServer
 from simshard.runtime.wire.sockets import Connection, Listener
 from runtime_helpers import EVENT_LOOPS, new_loop, run_on
 

@@ -113,8 +113,9 @@ class DeviceHost:
     async def listen(self, secret: bytes) -> tuple[str, str, str, str]:
         """Open this process's sockets: (its node id, its message address for this node's
         processes, its TCP message address for other nodes', the address of its control line for
-        a driver on its node: ``wire/control_line.py``)."""
-        from ...wire.control_line import ControlServer, Request  # after bootstrap (see __init__)
+        a driver on its node: ``wire/control_server.py``)."""
+        from ...wire.control_line import Request  # after bootstrap (see __init__)
+        from ...wire.control_server import ControlServer
         from ...wire.sockets import Listener
 
         if self.listener is None:
