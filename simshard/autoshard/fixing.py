@@ -88,7 +88,9 @@ def cheap(problem: Problem, shared: Shared) -> tuple[Problem, np.ndarray]:
 
     c = problem.constraints[0]
     matrix = c.A.tocsr()
-    kept = np.setdiff1d(np.arange(len(problem.cost)), shared.vars)
+    keep = np.ones(len(problem.cost), dtype=bool)
+    keep[shared.vars] = False
+    kept = np.flatnonzero(keep)
     terms = -matrix[shared.rows][:, kept]  # row r: its read's terms (the maximum's ``u`` left out)
     cost = problem.cost[kept] + terms.T @ shared.weights
     lb, ub = np.asarray(c.lb, float)[~shared.rows], np.asarray(c.ub, float)[~shared.rows]
