@@ -1,6 +1,7 @@
-"""A mixed-integer linear program, built in numpy blocks and solved by HiGHS (its relaxation by
-``scipy.optimize.linprog``, the branch and bound by ``highspy``, HiGHS's own binding: unlike
-``scipy.optimize.milp`` it takes a feasible start, which a budgeted search needs, ``incumbent``).
+"""A mixed-integer linear program, built in numpy blocks and solved by HiGHS (``highs``: its
+relaxation by ``scipy.optimize.linprog``, the branch and bound by ``highspy``); where it holds
+maxima (``maximum``: the shared reads), first reduced by the reduced costs of a cheaper
+relaxation without their rows (``fixing``).
 
 Kept apart from what the variables mean (``model``): variables with a cost and bounds, binary
 or continuous; rows ``lb <= sum coeff * var <= ub``. scipy is imported when a model is solved,
@@ -9,46 +10,14 @@ so the package imports without the ``auto`` extra and says which extra to instal
 
 from __future__ import annotations
 
-import os
-import sys
-from dataclasses import dataclass
+import time
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import ShardingError
-
-
-@dataclass(frozen=True)
-class Solution:
-    values: np.ndarray  # per variable
-    objective: float
-    status: str
-    optimal: bool
-    gap: float = 0.0  # relative, between the objective and the best bound proven (0: optimal)
-
-
-def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limit: float | None):
-    """The linear relaxation by ``scipy.optimize.linprog`` (HiGHS): ``milp`` with no integer
-    variable would solve the same, but first builds a Python object per variable for their
-    integrality (seconds on millions of transport cells). Rows ``lb <= a x <= ub`` become
-    equalities where ``lb == ub``, else ``a x <= ub`` and, where ``lb`` is positive or the row
-    has a negative term (else ``a x >= 0`` holds anyway), ``-a x <= -lb``."""
-    from scipy.optimize import linprog
-    from scipy.sparse import vstack
-
-    options = {} if time_limit is None else {"time_limit": time_limit}
-    bounds = np.c_[np.zeros(len(cost)), upper]
-    if not constraints:
-        return linprog(cost, bounds=bounds, method="highs", options=options)
-    a, lb, ub = constraints[0].A.tocsr(), np.asarray(constraints[0].lb, float), np.asarray(constraints[0].ub, float)
-    eq = lb == ub
-    negative = a.min(axis=1).toarray().ravel() < 0
-    below, above = ~eq & np.isfinite(ub), ~eq & np.isfinite(lb) & ((lb > 0) | negative)
-    a_ub = vstack([a[below], -a[above]], format="csr")
-    b_ub = np.concatenate([ub[below], -lb[above]])
-    return linprog(cost, A_ub=a_ub if len(b_ub) else None, b_ub=b_ub if len(b_ub) else None,
-                   A_eq=a[eq] if eq.any() else None, b_eq=lb[eq] if eq.any() else None,
-                   bounds=bounds, method="highs", options=options)
+from . import fixing
+from .highs import Solution, branch_and_bound, relaxation
 
 
 def within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap: float) -> Solution | None:
@@ -71,61 +40,34 @@ def within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap: floa
     return Solution(res.values, res.objective, "within the gap of the relaxation (its integral binaries held)", True)
 
 
-def quiet_highs(highspy):
-    """A ``Highs`` with its output off. Its C++ constructor prints a banner on the process's first
-    (to the C stdout, before any option can be set), which would land in the middle of what
-    ``simshard autoshard`` prints: that construction runs with descriptor 1 on /dev/null."""
-    sys.stdout.flush()
-    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
-    h.setOptionValue("output_flag", False)
-    return h
+def optimum(problem, time_limit: float | None, gap: float) -> Solution:
+    """The optimum of ``problem`` (``fixing.Problem``). The linear relaxation is solved first:
+    where its optimum is integral it is the integer optimum (the search's usually is: its
+    transport edges are tight), and the branch and bound, with its heuristics, is skipped; where
+    it is nearly integral, only its fractional binaries may be searched (``within_gap``)."""
+    cost, integer, upper, constraints = problem.cost, problem.integer, problem.upper, problem.constraints
+    relaxed = relaxation(cost, constraints, upper, time_limit)
+    if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
+        return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
+    if relaxed.status == 2:
+        raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
+                            "memory per device than device_memory allows (or a tie cannot hold)")
+    if relaxed.status == 0:
+        near = within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap)
+        if near is not None:
+            return near
+    return branch_and_bound(cost, integer, upper, constraints, time_limit, gap, None)
 
 
-def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start, lower=None) -> Solution:
-    """HiGHS's branch and bound (``highspy``), from ``start`` where given, the variables between
-    ``lower`` (default 0) and ``upper``; stopped at ``time_limit`` seconds with the best solution
-    found, reported not optimal with its gap."""
-    try:
-        import highspy
-    except ImportError:  # the optional extra
-        raise ImportError("ss.autoshard solves an integer program with HiGHS (highspy): "
-                          "pip install 'simshard[auto]'") from None
-    h, inf = quiet_highs(highspy), highspy.kHighsInf
-    h.setOptionValue("mip_rel_gap", gap)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.col_cost_ = len(cost), cost
-    lp.col_lower_ = np.zeros(len(cost)) if lower is None else lower
-    lp.col_upper_ = np.where(np.isinf(upper), inf, upper)
-    matrix = constraints[0].A.tocsc() if constraints else None
-    lp.num_row_ = 0 if matrix is None else matrix.shape[0]
-    if matrix is not None:
-        lp.row_lower_ = np.nan_to_num(np.asarray(constraints[0].lb, float), neginf=-inf, posinf=inf)
-        lp.row_upper_ = np.nan_to_num(np.asarray(constraints[0].ub, float), neginf=-inf, posinf=inf)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
-    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in integer]
-    h.passModel(lp)
-    if start is not None:
-        h.setSolution(len(start), np.arange(len(start), dtype=np.int32), np.asarray(start, float))
-    h.run()
-    status, info = h.getModelStatus(), h.getInfo()
-    if info.primal_solution_status == 0:  # no feasible point
-        if status == highspy.HighsModelStatus.kInfeasible:
-            raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
-                                "memory per device than device_memory allows (or a tie cannot hold)")
-        raise ShardingError("autoshard-unsolved", f"the solver found no strategy: {h.modelStatusToString(status)}")
-    optimal = status == highspy.HighsModelStatus.kOptimal
-    return Solution(np.round(np.asarray(h.getSolution().col_value), 9), float(info.objective_function_value),
-                    h.modelStatusToString(status), optimal, 0.0 if optimal else float(info.mip_gap))
+class Maximum(NamedTuple):
+    """A continuous ``var`` held at or above each of several term sets by the ``count`` rows from
+    ``first`` (``var - terms >= 0``), priced ``price`` (positive), so the optimum holds it at their
+    maximum: a reshard several reads can make, paid once (``reads``). It appears in no other row."""
+
+    var: int
+    price: float
+    first: int
+    count: int
 
 
 class LinearModel:
@@ -141,6 +83,11 @@ class LinearModel:
         self.lb: list[float] = []
         self.ub: list[float] = []
         self.matrix = None  # the rows as one CSR matrix, built at the first solve after a change
+        self.units: list[tuple[int, int]] = []  # (first, count): continuous, 0 or 1 in every integer solution
+        self.maxima: list[Maximum] = []  # the variables ``maximum`` made, and their rows
+        # fixing is tried only where no row from here on is kept (None: every row): rows after it
+        # (a memory budget's) make the cheap relaxation fractional, and its solve wasted
+        self.plain_rows: int | None = None
 
     @property
     def row_count(self) -> int:
@@ -150,10 +97,14 @@ class LinearModel:
     def size(self) -> int:
         return self.count
 
-    def vars(self, costs: np.ndarray, binary: bool = True) -> int:
-        """A block of ``len(costs)`` variables; returns the first's index (the rest follow it)."""
+    def vars(self, costs: np.ndarray, binary: bool = True, unit: bool = False) -> int:
+        """A block of ``len(costs)`` variables; returns the first's index (the rest follow it).
+        ``unit``: continuous, but 0 or 1 in every solution whose binaries are (transport cells
+        between one-hot ends): ``fixing`` may fix them by their reduced costs as it does binaries."""
         costs = np.asarray(costs, dtype=np.float64).ravel()
         self.blocks.append((self.count, costs, binary))
+        if unit and not binary:
+            self.units.append((self.count, len(costs)))
         self.count += len(costs)
         return self.count - len(costs)
 
@@ -167,6 +118,22 @@ class LinearModel:
         cols = np.array([v for v, _ in terms], dtype=np.int64)
         coeffs = np.array([c for _, c in terms], dtype=np.float64)
         return self.rows(np.zeros(len(terms), dtype=np.int64), cols, coeffs, [lb], [ub])
+
+    def maximum(self, price: float, terms: list) -> int:
+        """A continuous variable of cost ``price`` (positive) at least each of ``terms`` (each a
+        sequence of (variable, coefficient)): a row per term set. Returns the variable."""
+        u, first = self.var(price, binary=False), len(self.lb)
+        for t in terms:
+            self.row([(u, 1)] + [(v, -c) for v, c in t], 0, float("inf"))
+        self.maxima.append(Maximum(u, float(price), first, len(terms)))
+        return u
+
+    def zero_one(self) -> np.ndarray:
+        """True for a variable that is 0 or 1 in every integer solution: a binary, a ``unit``."""
+        out = self.integrality() == 1
+        for first, count in self.units:
+            out[first:first + count] = True
+        return out
 
     def add_cost(self, var: int, cost: float) -> None:
         self.added.append((var, float(cost)))
@@ -201,14 +168,13 @@ class LinearModel:
         return out
 
     def solve(self, time_limit: float | None = None, gap: float = 1e-4, extra=(), upto: int | None = None,
-              start: np.ndarray | None = None, allowed: np.ndarray | None = None) -> Solution:
+              start: np.ndarray | None = None, allowed: np.ndarray | None = None, fix: bool = True) -> Solution:
         """The optimum, with ``extra`` rows ``(terms, lb, ub)`` added for this solve only, and only
         the first ``upto`` rows (None: all) kept; ``allowed`` (a mask) keeps the binaries it is
         false for at zero; ``start``: a solution the branch and bound starts from (ignored where
-        it does not fit). The linear relaxation is solved first: where its optimum is integral it
-        is the integer optimum (the search's usually is: its transport edges are tight), and the
-        branch and bound, with its heuristics, is skipped; where it is nearly integral, only its
-        fractional binaries may be searched (``within_gap``)."""
+        it does not fit). Without a start, where the model holds maxima, the columns a cheaper
+        relaxation's reduced costs rule out of every solution no dearer than one found are
+        dropped first (``fixing``; ``fix=False``: not); then ``optimum``."""
         try:
             import scipy  # noqa: F401  (the relaxation and the rows)
         except ImportError:  # the optional extra
@@ -221,17 +187,17 @@ class LinearModel:
             upper = np.where((integer == 1) & ~allowed, 0.0, upper)
         if start is not None:  # a budgeted search: its relaxation is fractional, the branch and bound solves it
             return branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start)
-        relaxed = relaxation(cost, constraints, upper, time_limit)
-        if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
-            return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
-        if relaxed.status == 2:
-            raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
-                                "memory per device than device_memory allows (or a tie cannot hold)")
-        if relaxed.status == 0:
-            near = within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap)
-            if near is not None:
-                return near
-        return branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start)
+        problem = fixing.Problem(cost, integer, self.zero_one(), upper, constraints)
+        plain = self.plain_rows is None or (self.row_count if upto is None else upto) <= self.plain_rows
+        if not (fix and plain and self.maxima and constraints):
+            return optimum(problem, time_limit, gap)
+        began = time.perf_counter()
+
+        def left() -> float | None:  # ``time_limit`` shared with the cheap relaxation (a quarter at least)
+            return None if time_limit is None else max(time_limit - (time.perf_counter() - began), time_limit / 4)
+
+        fixed = fixing.solve(problem, self.maxima, lambda p: optimum(p, left(), gap), time_limit)
+        return fixed if fixed is not None else optimum(problem, left(), gap)
 
     def constraints(self, extra=(), upto: int | None = None) -> list:
         """The rows (the first ``upto``, and ``extra``) as scipy's ``LinearConstraint``."""

@@ -100,6 +100,7 @@ class Search:
         self.read_outputs(ties)
         self.reads.price(self.model)
         self.memory_start = self.model.row_count  # rows from here on are the memory budget's
+        self.model.plain_rows = self.memory_start  # ``fixing`` only without them
         self.budget_rows: list[int] = []  # the rows bounded by the budget (``set_budget``)
         self.unbudgeted = None  # the optimum without the budget's rows, once solved (``incumbent``)
         self.family = None  # the whole-mesh family's optimum without the budget's rows (``incumbent``)
@@ -225,7 +226,7 @@ class Search:
                     self.reads.add(key, weight, s, t, price[i, j], [(v, 1) for v in vs], site, size[j])
                     temps += [(v, size[j]) for v in vs] if t is not s else []
             return
-        cells = m.vars(np.zeros(k * n), binary=False) + np.arange(k * n).reshape(k, n)
+        cells = m.vars(np.zeros(k * n), binary=False, unit=True) + np.arange(k * n).reshape(k, n)
         svars, nvars = [vs for _, vs in srcs], [vs for _, vs in needs]
         rows = [np.repeat(np.arange(k), n), np.repeat(np.arange(k), [len(vs) for vs in svars]),
                 k + np.tile(np.arange(n), k), k + np.repeat(np.arange(n), [len(vs) for vs in nvars])]

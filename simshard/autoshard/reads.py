@@ -68,9 +68,7 @@ class Reads:
                 for v, c in distinct[0]:
                     model.add_cost(v, price * c)
                 continue
-            u = model.var(price, binary=False)
-            for terms in distinct:
-                model.row([(u, 1)] + [(v, -c) for v, c in terms], 0, float("inf"))
+            model.maximum(price, distinct)
 
     def held(self, model: LinearModel, order: list[int]) -> dict[int, list[tuple[int, float]]]:
         """Site -> (variable, bytes) of the copies kept there for a later reader: a copy two

@@ -27,7 +27,7 @@ def one_hot(model: LinearModel) -> list[int]:
 
 def transport(model: LinearModel, src: list[int], dst: list[int]) -> np.ndarray:
     """Cells ``e[s, t]``: row ``s`` sums to ``src[s]``, column ``t`` to ``dst[t]``."""
-    first = model.vars(np.zeros(LAYOUTS * LAYOUTS), binary=False)
+    first = model.vars(np.zeros(LAYOUTS * LAYOUTS), binary=False, unit=True)
     cells = np.arange(first, first + LAYOUTS * LAYOUTS).reshape(LAYOUTS, LAYOUTS)
     for i in range(LAYOUTS):
         model.row([(int(c), 1) for c in cells[i]] + [(src[i], -1)], 0, 0)

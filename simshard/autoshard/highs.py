@@ -1,0 +1,128 @@
+"""The calls into HiGHS: a linear relaxation by ``scipy.optimize.linprog``, the branch and bound by
+``highspy`` (HiGHS's own binding: unlike ``scipy.optimize.milp`` it takes a feasible start, which a
+budgeted search needs, ``incumbent``). Arrays in, a ``Solution`` out; what the variables mean is
+``milp``'s and ``model``'s. scipy and highspy are imported when a program is solved, so the package
+imports without the ``auto`` extra and says which extra to install when used."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import ShardingError
+
+
+@dataclass(frozen=True)
+class Solution:
+    values: np.ndarray  # per variable
+    objective: float
+    status: str
+    optimal: bool
+    gap: float = 0.0  # relative, between the objective and the best bound proven (0: optimal)
+    fixed: int = 0  # columns held at 0 by reduced costs before the solve (``fixing``)
+
+
+class Split(NamedTuple):
+    """Rows ``lb <= a x <= ub`` as ``linprog`` takes them: equalities where ``lb == ub``, else
+    ``a x <= ub`` and, where ``lb`` is positive or the row has a negative term (else ``a x >= 0``
+    holds anyway), ``-a x <= -lb``."""
+
+    a_ub: object  # scipy sparse, or None
+    b_ub: np.ndarray
+    a_eq: object
+    b_eq: np.ndarray
+
+
+def split(constraint) -> Split:
+    """One ``LinearConstraint`` as ``Split`` rows."""
+    from scipy.sparse import vstack
+
+    a, lb, ub = constraint.A.tocsr(), np.asarray(constraint.lb, float), np.asarray(constraint.ub, float)
+    eq = lb == ub
+    negative = a.min(axis=1).toarray().ravel() < 0
+    below, above = ~eq & np.isfinite(ub), ~eq & np.isfinite(lb) & ((lb > 0) | negative)
+    a_ub = vstack([a[below], -a[above]], format="csr")
+    b_ub = np.concatenate([ub[below], -lb[above]])
+    return Split(a_ub if len(b_ub) else None, b_ub, a[eq] if eq.any() else None, lb[eq])
+
+
+def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limit: float | None,
+               rows: Split | None = None):
+    """The linear relaxation by ``scipy.optimize.linprog`` (HiGHS): ``milp`` with no integer
+    variable would solve the same, but first builds a Python object per variable for their
+    integrality (seconds on millions of transport cells). The rows as ``split`` gives them
+    (``rows``, where already split)."""
+    from scipy.optimize import linprog
+
+    options = {} if time_limit is None else {"time_limit": time_limit}
+    bounds = np.c_[np.zeros(len(cost)), upper]
+    if not constraints and rows is None:
+        return linprog(cost, bounds=bounds, method="highs", options=options)
+    r = split(constraints[0]) if rows is None else rows
+    return linprog(cost, A_ub=r.a_ub, b_ub=r.b_ub if r.a_ub is not None else None,
+                   A_eq=r.a_eq, b_eq=r.b_eq if r.a_eq is not None else None,
+                   bounds=bounds, method="highs", options=options)
+
+
+def quiet_highs(highspy):
+    """A ``Highs`` with its output off. Its C++ constructor prints a banner on the process's first
+    (to the C stdout, before any option can be set), which would land in the middle of what
+    ``simshard autoshard`` prints: that construction runs with descriptor 1 on /dev/null."""
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start, lower=None) -> Solution:
+    """HiGHS's branch and bound (``highspy``), from ``start`` where given, the variables between
+    ``lower`` (default 0) and ``upper``; stopped at ``time_limit`` seconds with the best solution
+    found, reported not optimal with its gap."""
+    try:
+        import highspy
+    except ImportError:  # the optional extra
+        raise ImportError("ss.autoshard solves an integer program with HiGHS (highspy): "
+                          "pip install 'simshard[auto]'") from None
+    h, inf = quiet_highs(highspy), highspy.kHighsInf
+    h.setOptionValue("mip_rel_gap", gap)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.col_cost_ = len(cost), cost
+    lp.col_lower_ = np.zeros(len(cost)) if lower is None else lower
+    lp.col_upper_ = np.where(np.isinf(upper), inf, upper)
+    matrix = constraints[0].A.tocsc() if constraints else None
+    lp.num_row_ = 0 if matrix is None else matrix.shape[0]
+    if matrix is not None:
+        lp.row_lower_ = np.nan_to_num(np.asarray(constraints[0].lb, float), neginf=-inf, posinf=inf)
+        lp.row_upper_ = np.nan_to_num(np.asarray(constraints[0].ub, float), neginf=-inf, posinf=inf)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in integer]
+    h.passModel(lp)
+    if start is not None:
+        h.setSolution(len(start), np.arange(len(start), dtype=np.int32), np.asarray(start, float))
+    h.run()
+    status, info = h.getModelStatus(), h.getInfo()
+    if info.primal_solution_status == 0:  # no feasible point
+        if status == highspy.HighsModelStatus.kInfeasible:
+            raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
+                                "memory per device than device_memory allows (or a tie cannot hold)")
+        raise ShardingError("autoshard-unsolved", f"the solver found no strategy: {h.modelStatusToString(status)}")
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    return Solution(np.round(np.asarray(h.getSolution().col_value), 9), float(info.objective_function_value),
+                    h.modelStatusToString(status), optimal, 0.0 if optimal else float(info.mip_gap))
+
+
+__all__ = ["Solution", "Split", "branch_and_bound", "quiet_highs", "relaxation", "split"]
