@@ -112,6 +112,8 @@ class Reads:
         return self.flat
 
     def _flatten(self) -> Table:
+        """``table``'s arrays: each part's reads in the order added (a block's row by row, its
+        diagonal and free moves left out), layouts and (value, weight) groups numbered as met."""
         codes: dict[int, int] = {}  # id of a layout -> its number
         groups: dict[tuple, int] = {}  # (value, weight) -> its number
         multi: dict[Terms, int] = {}
