@@ -122,11 +122,25 @@ class LinearModel:
     def maximum(self, price: float, terms: list) -> int:
         """A continuous variable of cost ``price`` (positive) at least each of ``terms`` (each a
         sequence of (variable, coefficient)): a row per term set. Returns the variable."""
-        u, first = self.var(price, binary=False), len(self.lb)
-        for t in terms:
-            self.row([(u, 1)] + [(v, -c) for v, c in t], 0, float("inf"))
-        self.maxima.append(Maximum(u, float(price), first, len(terms)))
-        return u
+        entries = [(r, v, c) for r, t in enumerate(terms) for v, c in t]
+        which, cols, coeffs = (np.array(x) for x in zip(*entries)) if entries else (np.zeros(0, int),) * 3
+        return self.add_maxima(np.array([price], dtype=np.float64), np.array([len(terms)]), which, cols, coeffs)
+
+    def add_maxima(self, prices: np.ndarray, counts: np.ndarray, which: np.ndarray, cols: np.ndarray,
+                   coeffs: np.ndarray) -> int:
+        """``maximum`` many times over, as arrays: maximum ``m`` of cost ``prices[m]`` at least
+        each of its ``counts[m]`` term sets, the term sets in order (entry ``k`` puts
+        ``coeffs[k]`` of variable ``cols[k]`` into term set ``which[k]``). Returns the first
+        variable (the rest follow it)."""
+        first_var, first_row = self.vars(prices, binary=False), len(self.lb)
+        rows = int(np.sum(counts))
+        owner = np.repeat(np.arange(len(prices)), counts)
+        self.rows(np.r_[np.arange(rows), which], np.r_[first_var + owner, cols], np.r_[np.ones(rows), -coeffs],
+                  np.zeros(rows), np.full(rows, np.inf))
+        starts = first_row + np.r_[0, np.cumsum(counts)[:-1]]
+        self.maxima.extend(Maximum(first_var + m, p, r, c) for m, (p, r, c) in
+                           enumerate(zip(np.asarray(prices, float).tolist(), starts.tolist(), np.asarray(counts).tolist())))
+        return first_var
 
     def zero_one(self) -> np.ndarray:
         """True for a variable that is 0 or 1 in every integer solution: a binary, a ``unit``."""
@@ -137,6 +151,10 @@ class LinearModel:
 
     def add_cost(self, var: int, cost: float) -> None:
         self.added.append((var, float(cost)))
+
+    def add_costs(self, vars_: np.ndarray, costs: np.ndarray) -> None:
+        """``add_cost`` of each variable and cost, in order."""
+        self.added.extend(zip(np.asarray(vars_, dtype=np.int64).tolist(), np.asarray(costs, dtype=np.float64).tolist()))
 
     def rows(self, rows: np.ndarray, cols: np.ndarray, coeffs: np.ndarray, lb, ub) -> int:
         """A block of rows at once: entry ``k`` puts ``coeffs[k]`` at (row ``rows[k]``, counted

@@ -34,7 +34,7 @@ from .candidates import OpCandidate, drop_leading, lift, local_bytes, op_candida
 from .costs import ReshardCosts, compute_seconds
 from .graph import Graph, Key, OpSite
 from .milp import LinearModel
-from .reads import Reads
+from .reads import Block, Reads
 
 SCALE = 1e6  # the objective in microseconds: the solver's tolerances are absolute
 
@@ -234,11 +234,10 @@ class Search:
                 cells.ravel(), np.concatenate([np.asarray(vs) for vs in nvars])]
         coeffs = [np.ones(k * n), -np.ones(len(rows[1])), np.ones(k * n), -np.ones(len(rows[3]))]
         m.rows(np.concatenate(rows), np.concatenate(cols), np.concatenate(coeffs), [0] * (k + n), [0] * (k + n))
-        for i, (s, _) in enumerate(srcs):
-            for j, (t, _) in enumerate(needs):
-                self.reads.add(key, weight, s, t, price[i, j], [(int(cells[i, j]), 1)], site, size[j])
-                if s is not t:
-                    temps.append((int(cells[i, j]), size[j]))
+        src_layouts, need_layouts = tuple(s for s, _ in srcs), tuple(t for t, _ in needs)
+        self.reads.add_block(Block(key, weight, src_layouts, need_layouts, price, cells, site, size))
+        moved = (np.array([id(s) for s in src_layouts])[:, None] != np.array([id(t) for t in need_layouts])[None, :]).ravel()
+        temps.extend(zip(cells.ravel()[moved].tolist(), np.tile(size, k)[moved].tolist()))
 
     def prices(self, src: tuple[Sharding, ...], need: tuple[Sharding, ...], aval: Aval):
         """The seconds of moving ``aval`` from each of ``src`` to each of ``need`` (a matrix) and

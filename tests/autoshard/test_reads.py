@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from simshard.autoshard.milp import LinearModel
-from simshard.autoshard.reads import Reads
+from simshard.autoshard.reads import Block, Reads
 
 pytest.importorskip("scipy")
 
@@ -79,3 +79,45 @@ def test_the_optimum_shares_a_copy():
     got = model.solve(allowed=allowed)
     assert got.objective == pytest.approx(10)
     assert got.values[readers[0][1]] == got.values[readers[1][1]] == 1
+
+
+def _as_arrays(model: LinearModel) -> dict:
+    rows = model.constraints()[0]
+    matrix = rows.A.tocsr()
+    matrix.sort_indices()
+    return {"cost": model.costs(), "integer": model.integrality(), "lb": np.asarray(rows.lb, float),
+            "ub": np.asarray(rows.ub, float), "indptr": matrix.indptr, "indices": matrix.indices, "data": matrix.data,
+            "maxima": np.array([tuple(m) for m in model.maxima], dtype=float)}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_block_of_cells_makes_the_program_its_cells_make_one_pair_at_a_time(seed):
+    """``add_block`` (a read's transport block as arrays, grouped by pair with numpy) and ``add``
+    of each of its cells, between single reads of another value and of the same one, make the
+    same program, variable for variable and row for row, and keep the same copies (``held``)."""
+    rng = np.random.default_rng(seed)
+    layouts = [object() for _ in range(LAYOUTS)]
+    prices = rng.integers(0, 4, (2, LAYOUTS, LAYOUTS)).astype(float)  # zeros: moves that cost nothing
+    sizes = rng.integers(1, 100, (2, LAYOUTS)).astype(float)
+    made = []
+    for blocks in (False, True):
+        model, reads = LinearModel(), Reads()
+        src = one_hot(model)
+        reads.add("w", 1, layouts[0], layouts[1], 5.0, [(src[0], 1), (src[1], 0.5)], site=3)  # another value
+        for r in range(2):
+            cells = transport(model, src, one_hot(model))
+            if blocks:
+                reads.add_block(Block("v", 1, tuple(layouts), tuple(layouts), prices[r], cells, 2 * r, sizes[r]))
+            else:
+                for s, t in itertools.product(range(LAYOUTS), repeat=2):
+                    reads.add("v", 1, layouts[s], layouts[t], prices[r, s, t], [(int(cells[s, t]), 1)], 2 * r,
+                              sizes[r, t])
+            reads.add("v", 1, layouts[r], layouts[2], 7.0, [(src[r], 1)], site=5)  # the source's binaries
+        reads.price(model)
+        held = reads.held(model, [0, 9, 2, 8, 3, 5, 7])
+        made.append((_as_arrays(model), held))
+    (old, old_held), (new, new_held) = made
+    assert len(old["maxima"]) > 0  # some pair is read more than once
+    for k in old:
+        assert np.array_equal(old[k], new[k]), k
+    assert old_held == new_held and old_held  # a copy kept across the ops between its readers
