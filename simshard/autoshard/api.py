@@ -73,7 +73,7 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
         raise ValueError(f"autoshard: device_memory is a positive number of bytes, got {device_memory!r}")
     abstract = optree.tree_map(lambda a: ShapeDtype(a.shape, a.dtype) if isinstance(a, np.ndarray) else a, args)
     program = trace(f, *abstract, mesh=mesh)
-    costs = ReshardCosts(topology, mesh.size, mesh.size <= PLANNED_DEVICES if planner is None else planner)
+    costs = ReshardCosts(topology, mesh.size, mesh.size <= PLANNED_DEVICES if planner is None else planner, mesh)
     graph = build_graph(program)
     _check_ties(graph, ties)
     search = Search(graph, mesh, costs, device, budget, ties)

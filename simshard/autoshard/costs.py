@@ -28,6 +28,8 @@ from ..partition import plan_reshard
 from ..report.compute import DeviceSpec, op_work
 from ..report.topology import Topology
 from ..sharding.dims import Sharding
+from ..sharding.mesh import Mesh
+from . import symmetry
 from .candidates import OpCandidate, local_bytes
 from .closed_form import closed_form_seconds
 from .collectives import Collective, collective_seconds, groups_to_time
@@ -63,8 +65,11 @@ class ReshardCosts:
     gives each distinct layout one object). ``planner=False`` prices a pair by the planner's
     structured path in closed form instead (``closed_form``), for searches over many devices."""
 
-    def __init__(self, topology: Topology, mesh_size: int, planner: bool = True):
+    def __init__(self, topology: Topology, mesh_size: int, planner: bool = True, mesh: Mesh | None = None):
         self.topology, self.mesh_size, self.planner = topology, mesh_size, planner
+        # renamings of the mesh's axes that change no planned price: a pair planned once per orbit
+        self.mesh, self.renamings = mesh, (symmetry.of(mesh, topology) if mesh is not None and planner else ())
+        self.orbits: dict = {}  # (a pair's orbit, shape, itemsize) -> seconds per link, in the orbit's names
         self.cache: dict = {}
         self.canonical: dict[Sharding, Sharding] = {}
         self.collectives: dict = {}  # the closed form's memo of each collective's seconds
@@ -81,10 +86,23 @@ class ReshardCosts:
         if hit is None and not self.planner:
             hit = self.cache[key] = closed_form_seconds(src, dst, local_bytes(src, aval), self.topology, self.collectives)
         if hit is None:
-            small = tuple(math.gcd(n, self.mesh_size) for n in aval.shape)
-            scale = math.prod(aval.shape) / max(math.prod(small), 1)
-            hit = self.cache[key] = plan_seconds(src, dst, small, aval.dtype, self.topology, scale)
+            hit = self.cache[key] = self.planned(src, dst, aval)
         return hit
+
+    def planned(self, src: Sharding, dst: Sharding, aval: Aval) -> dict[tuple[str, ...], float]:
+        """``plan_seconds`` of the pair, on the smallest shape of the same divisibility (see the
+        class), once per orbit of the mesh's equal axes (``symmetry``), charged to the pair's own axes."""
+        small = tuple(math.gcd(n, self.mesh_size) for n in aval.shape)
+        scale = math.prod(aval.shape) / max(math.prod(small), 1)
+        if not self.renamings:
+            return plan_seconds(src, dst, small, aval.dtype, self.topology, scale)
+        orbit = symmetry.canonical(src, dst, self.renamings)
+        key = (orbit.key, aval.shape, aval.dtype.itemsize)
+        hit = self.orbits.get(key)
+        if hit is None:
+            hit = self.orbits[key] = plan_seconds(symmetry.renamed(src, orbit.renaming), symmetry.renamed(dst, orbit.renaming),
+                                                  small, aval.dtype, self.topology, scale)
+        return {symmetry.axes_back(axes, orbit.renaming, self.mesh): s for axes, s in hit.items()}
 
     def seconds(self, src: Sharding, dst: Sharding, aval: Aval) -> float:
         return sum(self.by_link(src, dst, aval).values())
@@ -102,7 +120,8 @@ def plan_seconds(src: Sharding, dst: Sharding, shape, dtype, topology: Topology,
             continue
         axes = tuple(step.axes) or tuple(src.mesh.axis_names)  # an exchange: priced on the slowest link
         seconds = collective_seconds(topology, step_collectives(step, axes, scale, topology, np.dtype(dtype).itemsize))
-        out[axes] = out.get(axes, 0.0) + seconds
+        link = symmetry.in_mesh_order(axes, src.mesh)  # a set of axes, whatever the collective's order
+        out[link] = out.get(link, 0.0) + seconds
     return out
 
 
