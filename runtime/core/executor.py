@@ -57,7 +57,7 @@ from simshard.units import fmt_bytes
 
 from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError
 from .collectives import Channel, check_algorithm, run_collective, signature
-from .collectives.prepared import Prepared
+from .collectives.prepared import Prepared, at
 from .compute_steps import ComputeSteps
 from .diagnosis import Span, describe, schedule_error
 from .kernel_threads import KernelThreads
@@ -304,7 +304,7 @@ class Executor(ComputeSteps):
             tag = signature(ins, x.dtype, x.shape if ins.kind == "all_reduce" else None)
         # the note (where this device is, for the receiver's errors) travels with each message
         # sent: a permute's device that only receives needs none
-        note = "" if x is None else f"at position {self.position}{prepared.what}"
+        note = "" if x is None else at(self.position, prepared.what)
         ch = Channel(self.transport, me, ins.id, tag, note=note)
         try:
             out = await run_collective(ch, ins, x, self.algorithm)

@@ -1,6 +1,6 @@
 """A mixed-integer linear program, built in numpy blocks and solved by HiGHS (``highs``: its
 relaxation by ``scipy.optimize.linprog``, the branch and bound by ``highspy``); where it holds
-maxima (``maximum``: the shared reads), first reduced by the reduced costs of a cheaper
+maxima (``add_maxima``: the shared reads), first reduced by the reduced costs of a cheaper
 relaxation without their rows (``fixing``).
 
 Kept apart from what the variables mean (``model``): variables with a cost and bounds, binary
@@ -84,7 +84,7 @@ class LinearModel:
         self.ub: list[float] = []
         self.matrix = None  # the rows as one CSR matrix, built at the first solve after a change
         self.units: list[tuple[int, int]] = []  # (first, count): continuous, 0 or 1 in every integer solution
-        self.maxima: list[Maximum] = []  # the variables ``maximum`` made, and their rows
+        self.maxima: list[Maximum] = []  # the variables ``add_maxima`` made, and their rows
         # fixing is tried only where no row from here on is kept (None: every row): rows after it
         # (a memory budget's) make the cheap relaxation fractional, and its solve wasted
         self.plain_rows: int | None = None
@@ -119,18 +119,12 @@ class LinearModel:
         coeffs = np.array([c for _, c in terms], dtype=np.float64)
         return self.rows(np.zeros(len(terms), dtype=np.int64), cols, coeffs, [lb], [ub])
 
-    def maximum(self, price: float, terms: list) -> int:
-        """A continuous variable of cost ``price`` (positive) at least each of ``terms`` (each a
-        sequence of (variable, coefficient)): a row per term set. Returns the variable."""
-        entries = [(r, v, c) for r, t in enumerate(terms) for v, c in t]
-        which, cols, coeffs = (np.array(x) for x in zip(*entries)) if entries else (np.zeros(0, int),) * 3
-        return self.add_maxima(np.array([price], dtype=np.float64), np.array([len(terms)]), which, cols, coeffs)
-
     def add_maxima(self, prices: np.ndarray, counts: np.ndarray, which: np.ndarray, cols: np.ndarray,
                    coeffs: np.ndarray) -> int:
-        """``maximum`` many times over, as arrays: maximum ``m`` of cost ``prices[m]`` at least
-        each of its ``counts[m]`` term sets, the term sets in order (entry ``k`` puts
-        ``coeffs[k]`` of variable ``cols[k]`` into term set ``which[k]``). Returns the first
+        """Continuous variables, each held at or above several term sets (a ``Maximum``), given as
+        arrays: maximum ``m`` of cost ``prices[m]`` (positive) at least each of its ``counts[m]``
+        term sets, the term sets in order (entry ``k`` puts ``coeffs[k]`` of variable ``cols[k]``
+        into term set ``which[k]``); a row ``u - terms >= 0`` per term set. Returns the first
         variable (the rest follow it)."""
         first_var, first_row = self.vars(prices, binary=False), len(self.lb)
         rows = int(np.sum(counts))

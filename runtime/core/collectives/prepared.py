@@ -31,10 +31,15 @@ def what(instr) -> str:
     return f" [{instr.id}] {instr.kind}{source}"
 
 
+def at(position: int, what_: str) -> str:
+    """The note itself: the position, then the instruction's words (``what``)."""
+    return f"at position {position}{what_}"
+
+
 def note(position: int, instr) -> str:
     """Where a device running ``instr`` at ``position`` (a loop's or branch's, inside one) is, in
     the few words each of its messages carries for the receiver's errors."""
-    return f"at position {position}{what(instr)}"
+    return at(position, what(instr))
 
 
 def prepare(instr, device: int) -> PreparedCollective:
