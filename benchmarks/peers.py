@@ -301,7 +301,7 @@ def measure(args) -> dict:
         add_pair(args, add)
     if "tiny" in args.rows:
         add_tiny(args, add)
-    per_message, per_message_used = measure_messages(peer, add) if "messages" in args.rows else ({}, {})
+    per_message, per_message_used = measure_messages(peer, add, args.rounds) if "messages" in args.rows else ({}, {})
     return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
             "load": load_start, "load_end": os.getloadavg()[0], "quick": quick, "rounds": args.rounds}
 
@@ -335,10 +335,14 @@ def add_tiny(args, add) -> None:
         loc["resident"], t.get("resident", t.get("error")), used=r["used"])
 
 
-def measure_messages(peer: str, add) -> tuple[dict, dict]:
-    """The one-message rows, and the per-message rounds (time per round, and what each ran on)."""
-    t = run_peer(peer, "torch", {"what": "hop", "hops": 2000, "world": 2})
-    add("one message in flight (2 devices, time per message)", simshard_message_hop("ray", 1),
+def measure_messages(peer: str, add, rounds: int = 1) -> tuple[dict, dict]:
+    """The one-message rows (simshard on Ray and torch each run once in each of ``rounds``, one
+    after the other, each side's best kept, as the collectives'), and the per-message rounds
+    (time per round, and what each ran on)."""
+    sides = [({"hop": simshard_message_hop("ray", 1)}, run_peer(peer, "torch", {"what": "hop", "hops": 2000, "world": 2}))
+             for _ in range(rounds)]
+    r, t = (best_of(side) for side in zip(*sides))
+    add("one message in flight (2 devices, time per message)", r["hop"],
         simshard_message_hop("local"), t.get("hop", t.get("error")), used=USED.get((2, 1)))
     add("one message in flight, both devices in one Ray process", simshard_message_hop("ray", 2), used=USED.get((2, 2)))
     per_message = {"ray (1 device per process)": simshard_message_round("ray", 1),
@@ -374,7 +378,7 @@ def table(result: dict) -> str:
     lines.append(f"Measured {result['date']} on this machine ({os.cpu_count()} cores), load average "
                  f"{result['load']:.2f} when the run started, {result.get('load_end', float('nan')):.2f} when it ended"
                  f"{' (--quick sizes)' if result['quick'] else ''}; "
-                 f"the collectives and Megatron rows: the best of {rounds} round{'s' * (rounds != 1)}, every side in each.")
+                 f"the collectives, Megatron and one-message rows: the best of {rounds} round{'s' * (rounds != 1)}, every side in each.")
     return "\n".join(lines)
 
 
@@ -394,7 +398,8 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="toy sizes")
     ap.add_argument("--peer-python", default=sys.executable, help="the interpreter with torch / jax installed")
     ap.add_argument("--torch64", action="store_true", help="also run torch with 64 gloo processes (slow to start)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of the collectives and Megatron MLP rows, every side in each (best kept)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the collectives, Megatron MLP and one-message rows, every side in each (best kept)")
     ap.add_argument("--write", metavar="FILE", help="write the table into FILE between the peers.py markers")
     ap.add_argument("--sizes", nargs="+", choices=("small", "large"), default=["small", "large"],
                     help="the collectives rows' sizes: small (1 MiB; --quick: 16 KiB), large (64 MiB; 64 KiB)")
