@@ -239,7 +239,7 @@ class Receiver(asyncio.BufferedProtocol):
             self.start = head_end
             self._hand_on(header, self._from_stored(seq, stored, dtype, shape, array))
             return True
-        return self._body(header, array, head_end, bn, have)
+        return self._body(header, dtype, array, head_end, bn, have)
 
     def dtype_of(self, name: str) -> np.dtype:
         """The dtype a frame names (``dtype.str``), refused where it holds Python objects: raw bytes
@@ -252,12 +252,14 @@ class Receiver(asyncio.BufferedProtocol):
             self.dtypes[name] = dtype
         return dtype
 
-    def _body(self, header: Header, array: np.ndarray | None, head_end: int, bn: int, have: int) -> bool:
+    def _body(self, header: Header, dtype: np.dtype, array: np.ndarray | None, head_end: int, bn: int,
+              have: int) -> bool:
         """Copy what came of a frame's body (``have`` of its ``bn`` bytes, after ``head_end``) into
-        its array and hand it on; a large body not all here is received in place (False)."""
+        its array (``dtype``: the header's, checked by ``dtype_of``) and hand it on; a large body not
+        all here is received in place (False)."""
         at = self.start  # the frame's first byte
         if array is None:
-            array = np.empty(header.shape, dtype=self.dtypes[header.dtype])
+            array = np.empty(header.shape, dtype=dtype)
         if array.nbytes != bn:
             raise ValueError(f"a frame's body has {bn} bytes for a {header.dtype}{list(header.shape)} array")
         flat = array.data.cast("B") if bn else memoryview(b"")  # (C-contiguous: new, or a place offered)
