@@ -70,6 +70,7 @@ class ReshardCosts:
         # renamings of the mesh's axes that change no planned price: a pair planned once per orbit
         self.mesh, self.renamings = mesh, (symmetry.of(mesh, topology) if mesh is not None and planner else ())
         self.orbits: dict = {}  # (a pair's orbit, shape, itemsize) -> seconds per link, in the orbit's names
+        self.keys: dict[int, tuple] = {}  # id of a layout -> (it, its ``symmetry.keys``)
         self.cache: dict = {}
         self.canonical: dict[Sharding, Sharding] = {}
         self.collectives: dict = {}  # the closed form's memo of each collective's seconds
@@ -96,13 +97,20 @@ class ReshardCosts:
         scale = math.prod(aval.shape) / max(math.prod(small), 1)
         if not self.renamings:
             return plan_seconds(src, dst, small, aval.dtype, self.topology, scale)
-        orbit = symmetry.canonical(src, dst, self.renamings)
+        orbit = symmetry.canonical(src, dst, self.renamings, self.keys_of(src), self.keys_of(dst))
         key = (orbit.key, aval.shape, aval.dtype.itemsize)
         hit = self.orbits.get(key)
         if hit is None:
             hit = self.orbits[key] = plan_seconds(symmetry.renamed(src, orbit.renaming), symmetry.renamed(dst, orbit.renaming),
                                                   small, aval.dtype, self.topology, scale)
         return {symmetry.axes_back(axes, orbit.renaming, self.mesh): s for axes, s in hit.items()}
+
+    def keys_of(self, s: Sharding) -> tuple[tuple, ...]:
+        """``symmetry.keys`` of a layout, made once (kept with the layout: its id is not reused)."""
+        hit = self.keys.get(id(s))
+        if hit is None or hit[0] is not s:
+            hit = self.keys[id(s)] = (s, symmetry.keys(s, self.renamings))
+        return hit[1]
 
     def seconds(self, src: Sharding, dst: Sharding, aval: Aval) -> float:
         return sum(self.by_link(src, dst, aval).values())

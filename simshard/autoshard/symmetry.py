@@ -72,13 +72,24 @@ def _key(s: Sharding, renaming: dict[str, str], order: dict[str, int]) -> tuple:
             tuple(sorted(ref(a) for a in s.replicated)), tuple(sorted(ref(a) for a in s.unreduced)), s.reduce_op)
 
 
-def canonical(src: Sharding, dst: Sharding, renamings: tuple[dict[str, str], ...]) -> Canonical:
-    """The pair's orbit under ``renamings`` (and none): the least of its renamed forms."""
-    names = src.mesh.axis_names
+def keys(s: Sharding, renamings: tuple[dict[str, str], ...]) -> tuple[tuple, ...]:
+    """``s``'s structure as it is and under each of ``renamings``, in that order: what
+    ``canonical`` compares (a search keeps them per layout: each is in thousands of pairs)."""
+    names = s.mesh.axis_names
     order = {a: i for i, a in enumerate(names)}
+    return tuple(_key(s, renaming, order) for renaming in ({a: a for a in names},) + renamings)
+
+
+def canonical(src: Sharding, dst: Sharding, renamings: tuple[dict[str, str], ...],
+              src_keys: tuple[tuple, ...] | None = None, dst_keys: tuple[tuple, ...] | None = None) -> Canonical:
+    """The pair's orbit under ``renamings`` (and none): the least of its renamed forms.
+    ``src_keys``, ``dst_keys``: the layouts' ``keys``, where the caller has them."""
+    src_keys = keys(src, renamings) if src_keys is None else src_keys
+    dst_keys = keys(dst, renamings) if dst_keys is None else dst_keys
+    names = src.mesh.axis_names
     best = None
-    for renaming in ({a: a for a in names},) + renamings:
-        key = (_key(src, renaming, order), _key(dst, renaming, order))
+    for renaming, a, b in zip(({a: a for a in names},) + renamings, src_keys, dst_keys):
+        key = (a, b)
         if best is None or key < best.key:
             best = Canonical(key, renaming)
     return best

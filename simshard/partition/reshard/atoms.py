@@ -15,6 +15,7 @@ each group ordered by the mixed-radix number the atoms' digits form in the order
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable
 
 from ...sharding.axes import AxisRef, canonical_ref, merge_adjacent
@@ -87,12 +88,7 @@ class State:
         return State(dims, unr, s.reduce_op if unr else "sum")
 
     def sharding(self, mesh: Mesh) -> Sharding:
-        # Atoms are the pieces of a split axis: neighbours that make up a bigger sub-axis are
-        # written as that one (a Sharding refuses non-maximal sub-axes).
-        sizes = mesh.shape
-        return Sharding(mesh, tuple(DimSharding(merge_adjacent(d, sizes)) for d in self.dims), (),
-                        merge_adjacent(sorted_atoms(self.unreduced, mesh), sizes),
-                        self.reduce_op if self.unreduced else "sum")
+        return sharding_of(self, mesh)
 
     def used(self) -> set[Atom]:
         return {a for d in self.dims for a in d} | set(self.unreduced)
@@ -109,6 +105,18 @@ class State:
     def with_unreduced(self, unr, op=None) -> "State":
         unr = frozenset(unr)
         return State(self.dims, unr, (op or self.reduce_op) if unr else "sum")
+
+
+@lru_cache(maxsize=65536)
+def sharding_of(state: State, mesh: Mesh) -> Sharding:
+    """The sharding a state of atoms writes (remembered: a planner's walks pass through the same
+    states over and over, and a ``Sharding`` checks every axis it is made with). Atoms are the
+    pieces of a split axis: neighbours that make up a bigger sub-axis are written as that one (a
+    Sharding refuses non-maximal sub-axes)."""
+    sizes = mesh.shape
+    return Sharding(mesh, tuple(DimSharding(merge_adjacent(d, sizes)) for d in state.dims), (),
+                    merge_adjacent(sorted_atoms(state.unreduced, mesh), sizes),
+                    state.reduce_op if state.unreduced else "sum")
 
 
 def sorted_atoms(atoms: Iterable[Atom], mesh: Mesh) -> list[Atom]:
