@@ -65,15 +65,16 @@ def cost_scale(cost: np.ndarray) -> float:
 
 
 def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limit: float | None,
-               rows: Split | None = None):
+               rows: Split | None = None, presolve: bool = True):
     """The linear relaxation by ``scipy.optimize.linprog`` (HiGHS): ``milp`` with no integer
     variable would solve the same, but first builds a Python object per variable for their
     integrality (seconds on millions of transport cells). The rows as ``split`` gives them
     (``rows``, where already split). The costs go in scaled by ``cost_scale``, and the objective
-    and the duals come back in the program's own unit."""
+    and the duals come back in the program's own unit. ``presolve=False``: HiGHS's presolve left
+    out (``fixing``'s cheap relaxation, where it costs more than it saves)."""
     from scipy.optimize import linprog
 
-    options = {} if time_limit is None else {"time_limit": time_limit}
+    options = {"presolve": presolve} if time_limit is None else {"time_limit": time_limit, "presolve": presolve}
     bounds = np.c_[np.zeros(len(cost)), upper]
     scale = cost_scale(cost)
     if not constraints and rows is None:
