@@ -6,6 +6,7 @@ imports without the ``auto`` extra and says which extra to install when used."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ShardingError
+
+LARGEST_COST = 1e6  # (see ``cost_scale``): HiGHS's threshold for an "excessively large" cost
 
 
 @dataclass(frozen=True)
@@ -50,22 +53,47 @@ def split(constraint) -> Split:
     return Split(a_ub if len(b_ub) else None, b_ub, a[eq] if eq.any() else None, lb[eq])
 
 
+def cost_scale(cost: np.ndarray) -> float:
+    """The power of two the costs are multiplied by before HiGHS sees them: where the largest exceeds
+    ``LARGEST_COST``, down to it. HiGHS's own advice: on such a program it warns of "excessively
+    large costs" against its absolute dual feasibility tolerance (1e-7) and suggests
+    ``user_objective_scale = -ceil(log2(largest / 1e6))`` (its log on the 7B step over 8 x 32 x 32:
+    costs up to 8e7 us, -7). A power of two changes no bit of a cost, objective or dual but the
+    exponent."""
+    top = float(np.max(np.abs(cost), initial=0.0))
+    return 1.0 if top <= LARGEST_COST else 2.0 ** -math.ceil(math.log2(top / LARGEST_COST))
+
+
 def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limit: float | None,
-               rows: Split | None = None):
+               rows: Split | None = None, presolve: bool = True):
     """The linear relaxation by ``scipy.optimize.linprog`` (HiGHS): ``milp`` with no integer
     variable would solve the same, but first builds a Python object per variable for their
     integrality (seconds on millions of transport cells). The rows as ``split`` gives them
-    (``rows``, where already split)."""
+    (``rows``, where already split). The costs go in scaled by ``cost_scale``, and the objective
+    and the duals come back in the program's own unit. ``presolve=False``: HiGHS's presolve left
+    out (``fixing``'s cheap relaxation, where it costs more than it saves)."""
     from scipy.optimize import linprog
 
-    options = {} if time_limit is None else {"time_limit": time_limit}
+    options = {"presolve": presolve} if time_limit is None else {"time_limit": time_limit, "presolve": presolve}
     bounds = np.c_[np.zeros(len(cost)), upper]
+    scale = cost_scale(cost)
     if not constraints and rows is None:
-        return linprog(cost, bounds=bounds, method="highs", options=options)
+        return _unscaled(linprog(cost * scale, bounds=bounds, method="highs", options=options), scale)
     r = split(constraints[0]) if rows is None else rows
-    return linprog(cost, A_ub=r.a_ub, b_ub=r.b_ub if r.a_ub is not None else None,
-                   A_eq=r.a_eq, b_eq=r.b_eq if r.a_eq is not None else None,
-                   bounds=bounds, method="highs", options=options)
+    return _unscaled(linprog(cost * scale, A_ub=r.a_ub, b_ub=r.b_ub if r.a_ub is not None else None,
+                             A_eq=r.a_eq, b_eq=r.b_eq if r.a_eq is not None else None,
+                             bounds=bounds, method="highs", options=options), scale)
+
+
+def _unscaled(res, scale: float):
+    """``linprog``'s result of the costs times ``scale``, its objective and duals divided back."""
+    if scale != 1.0:
+        if res.get("fun") is not None:
+            res.fun = res.fun / scale
+        for part in ("eqlin", "ineqlin", "lower", "upper"):
+            if res.get(part) is not None and res[part].get("marginals") is not None:
+                res[part].marginals = np.asarray(res[part].marginals) / scale
+    return res
 
 
 def quiet_highs(highspy):
@@ -125,4 +153,4 @@ def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start, 
                     h.modelStatusToString(status), optimal, 0.0 if optimal else float(info.mip_gap))
 
 
-__all__ = ["Solution", "Split", "branch_and_bound", "quiet_highs", "relaxation", "split"]
+__all__ = ["LARGEST_COST", "Solution", "Split", "branch_and_bound", "cost_scale", "quiet_highs", "relaxation", "split"]

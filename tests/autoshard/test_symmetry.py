@@ -78,3 +78,27 @@ def test_a_search_builds_the_same_program_with_prices_per_orbit(axes):
         made.append((model.costs(), rows.A.toarray(), np.asarray(rows.lb), np.asarray(rows.ub)))
     for a, b in zip(*made):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("axes, shape", [({"x": 2, "y": 2}, (4, 4)), ({"x": 8, "y": 32, "z": 32}, (4096, 4096))])
+def test_the_search_is_not_symmetric_under_the_renamings(axes, shape):
+    """Why the search is not solved on the orbits of the renamings (docs/autoshard.md, "Solve
+    times", seventh session): a value's layouts split a dim over several axes in the mesh's order
+    only, so a layout splitting one dim over two equal axes has no renamed image among them, and
+    its prices are not its image's: from ``{a, b}`` to ``{a}`` (a gather over ``b``) differs from
+    ``{a, b}`` to ``{b}`` (an all-to-all). Averaging an optimum over its orbit is then no point of
+    the program. Should the layouts ever take both orders, this fails, and the orbit program
+    becomes a relaxation with the whole's bound."""
+    mesh = ss.Mesh(axes)
+    renaming = symmetry.of(mesh, UNIFORM)[-1]
+    a, b = mesh.axis_names[-2:]
+    assert renaming[a] == b and renaming[b] == a
+    aval = Aval(shape, np.dtype("float32"))
+    specs = value_specs(aval, mesh)
+    both = [s for s in specs if any({a, b} <= {r.name for r in d.axes} for d in s.dims)]
+    assert both and all(symmetry.renamed(s, renaming) not in specs for s in both)
+    assert all(symmetry.renamed(s, renaming) in specs for s in specs if s not in both)
+    costs = ReshardCosts(UNIFORM, mesh.size, mesh.size <= 16, mesh)
+    src = costs.intern(ss.Sharding(mesh, ((a, b), ())))
+    to_a, to_b = (costs.seconds(src, costs.intern(ss.Sharding(mesh, ((c,), ()))), aval) for c in (a, b))
+    assert to_a < to_b
