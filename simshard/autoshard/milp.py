@@ -1,5 +1,5 @@
 """A mixed-integer linear program, built in numpy blocks and solved by HiGHS (``highs``: its
-relaxation by ``scipy.optimize.linprog``, the branch and bound by ``highspy``); where it holds
+relaxation and the branch and bound, both by ``highspy``); where it holds
 maxima (``add_maxima``: the shared reads), first reduced by the reduced costs of a cheaper
 relaxation without their rows (``fixing``).
 
