@@ -181,8 +181,11 @@ def reduced_solve(problem: Problem, shared: Shared, proven: Bound, start: np.nda
     reduced, keep = cut
     try:
         got = optimum(reduced)
-    except ShardingError:  # nothing in the reduced program: nothing cheaper than the start
-        return replace(found, optimal=ub <= limit + tol)
+    except ShardingError as e:
+        if e.rule != "autoshard-infeasible":  # not solved (a time limit): the start, not proven optimal
+            gap = (ub - proven.value) / max(abs(ub), 1e-300)
+            return replace(found, optimal=False, gap=gap, status=f"{found.status}; the reduced program unsolved: {e}")
+        return replace(found, optimal=ub <= limit + tol)  # nothing in the reduced program: nothing cheaper
     values = np.zeros(len(problem.cost))
     values[keep] = got.values
     objective = float(problem.cost @ values)

@@ -14,6 +14,7 @@ import pytest
 
 import simshard as ss
 from simshard.autoshard import fixing
+from simshard.errors import ShardingError
 from simshard.autoshard.costs import ReshardCosts
 from simshard.autoshard.exhaustive import exhaustive
 from simshard.autoshard.graph import build_graph
@@ -189,6 +190,23 @@ def test_the_reduced_program_below_a_wrong_limit_returns_the_start():
     got = fixing.reduced_solve(problem, shared, proven, start, proven.value, lambda p: optimum_of(p, None, 0))
     np.testing.assert_allclose(got.values, start, atol=1e-9)
     assert got.objective == pytest.approx(10) and not got.optimal and got.fixed > 0
+
+
+def test_a_reduced_program_left_unsolved_returns_the_start_not_claimed_optimal():
+    """Where the reduced program is not solved (a time limit, HiGHS finding no point in it:
+    ``autoshard-unsolved``), the start comes back with the gap to the bound proven, not claimed
+    optimal; only a reduced program with no point at all (``autoshard-infeasible``) proves that
+    nothing is cheaper than the start."""
+    model, _ = copy_program()
+    problem, shared, proven, start = pieces(model)
+
+    def unsolved(p):
+        raise ShardingError("autoshard-unsolved", "the solver found no strategy: Time limit reached")
+
+    got = fixing.reduced_solve(problem, shared, proven, start, float(problem.cost @ start), unsolved)
+    np.testing.assert_allclose(got.values, start, atol=1e-9)
+    assert not got.optimal and "unsolved" in got.status
+    assert got.gap == pytest.approx((10 - 10 / 3) / 10, rel=1e-9)
 
 
 def test_a_start_that_breaks_a_row_is_refused():
