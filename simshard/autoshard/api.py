@@ -81,7 +81,7 @@ def autoshard(f, *args, mesh, device_memory: int | None = None, topology: Topolo
     best, strategy, peak = _fit(search, lambda values: _strategy(f, program, search, values, mesh, None),
                                 abstract, topology, budget, time_limit, gap, mode)
     seconds = time.perf_counter() - start
-    why = explain(search, best, budget, explain_top, limit=explain_limit(seconds, budget, time_limit)) if explain_top else ()
+    why = explain(search, best, budget, explain_top, limit=explain_limit(seconds, budget, time_limit, explain_top)) if explain_top else ()
     if not best.optimal:
         warnings.warn(f"autoshard: the search stopped before proving its strategy optimal ({best.status}): "
                       f"it is within {best.gap:.2%} of the best bound proven; pass time_limit (seconds a "
@@ -142,12 +142,14 @@ def _solve(search: Search, budget: int | None, limit: int | None, time_limit, ga
     return _budgeted(search, time_limit, gap), limit
 
 
-def explain_limit(seconds: float, budget: int | None, time_limit: float | None) -> float:
-    """Seconds each runner-up's solve may take: the search's own and ``EXPLAIN_SLACK`` more; under
-    a budget with no ``time_limit``, no more than a budgeted solve may (``BUDGET_LIMIT``): there a
-    runner-up's solve is as hard as the search's and would otherwise take minutes (its line says
-    when it stopped unproven)."""
-    limit = seconds + EXPLAIN_SLACK
+def explain_limit(seconds: float, budget: int | None, time_limit: float | None, top: int = 1) -> float:
+    """Seconds each of ``top`` runner-ups' solves may take: together, the search's own and
+    ``EXPLAIN_SLACK`` more, each ``EXPLAIN_SLACK`` at least (a runner-up's solve is as hard as the
+    search's: on the 7B step over 8 x 32 x 32 the four took 290 s after a 50 s search, each given
+    the search's time); under a budget with no ``time_limit``, no more than a budgeted solve may
+    (``BUDGET_LIMIT``), for the same reason. A runner-up stopped so says it, its cost an upper
+    bound (``OpExplanation.proven``)."""
+    limit = max((seconds + EXPLAIN_SLACK) / max(top, 1), EXPLAIN_SLACK)
     return min(limit, BUDGET_LIMIT) if budget is not None and time_limit is None else limit
 
 

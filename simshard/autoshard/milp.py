@@ -44,9 +44,14 @@ def optimum(problem, time_limit: float | None, gap: float) -> Solution:
     """The optimum of ``problem`` (``fixing.Problem``). The linear relaxation is solved first:
     where its optimum is integral it is the integer optimum (the search's usually is: its
     transport edges are tight), and the branch and bound, with its heuristics, is skipped; where
-    it is nearly integral, only its fractional binaries may be searched (``within_gap``)."""
+    it is nearly integral, only its fractional binaries may be searched (``within_gap``).
+    ``time_limit``: seconds for all of it, the relaxation's included (the branch and bound gets what
+    is left, a tenth at least)."""
     cost, integer, upper, constraints = problem.cost, problem.integer, problem.upper, problem.constraints
+    began = time.perf_counter()
     relaxed = relaxation(cost, constraints, upper, time_limit)
+    if time_limit is not None:  # what the relaxation left of it, for the branch and bound (a tenth at least)
+        time_limit = max(time_limit - (time.perf_counter() - began), time_limit / 10)
     if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
         return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
     if relaxed.status == 2:

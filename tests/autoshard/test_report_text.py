@@ -23,3 +23,7 @@ def test_runner_ups_under_a_budget_take_no_longer_than_a_budgeted_solve():
     assert explain_limit(40.0, 1 << 20, None) == BUDGET_LIMIT  # a budget, no time_limit: bounded
     assert explain_limit(1.0, 1 << 20, None) == 1.0 + EXPLAIN_SLACK
     assert explain_limit(40.0, 1 << 20, 60.0) == 40.0 + EXPLAIN_SLACK  # the user's time_limit: as asked
+    # four runner-ups share the search's time and the slack, each the slack at least
+    assert explain_limit(40.0, None, None, 4) == (40.0 + EXPLAIN_SLACK) / 4
+    assert explain_limit(1.0, None, None, 4) == EXPLAIN_SLACK
+    assert explain_limit(400.0, 1 << 20, None, 4) == BUDGET_LIMIT
