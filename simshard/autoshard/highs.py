@@ -103,20 +103,34 @@ def relaxation(cost: np.ndarray, constraints: list, upper: np.ndarray, time_limi
     h.setOptionValue("presolve", "on" if presolve else "off")
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.col_cost_ = len(cost), np.asarray(cost, float) * scale
-    lp.col_lower_, lp.col_upper_ = np.zeros(len(cost)), np.where(np.isinf(upper), inf, upper)
+    matrix = row_lower = row_upper = None
     if blocks:
-        a = csc_array(vstack(blocks, format="csc"))
-        lp.num_row_ = a.shape[0]
-        rhs = np.concatenate([r.b_ub if r.a_ub is not None else np.zeros(0), r.b_eq if r.a_eq is not None else np.zeros(0)])
-        lp.row_lower_ = np.concatenate([np.full(ub_rows, -inf), rhs[ub_rows:]])
-        lp.row_upper_ = rhs
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
-    h.passModel(lp)
+        matrix = csc_array(vstack(blocks, format="csc"))
+        row_upper = np.concatenate([r.b_ub if r.a_ub is not None else np.zeros(0), r.b_eq if r.a_eq is not None else np.zeros(0)])
+        row_lower = np.concatenate([np.full(ub_rows, -inf), row_upper[ub_rows:]])
+    h.passModel(_lp(highspy, np.asarray(cost, float) * scale, np.zeros(len(cost)), upper, matrix, row_lower, row_upper))
     h.run()
     return _answer(h, highspy, scale, ub_rows)
+
+
+def _lp(highspy, cost, lower, upper, matrix, row_lower, row_upper):
+    """A ``HighsLp``: columns of ``cost`` between ``lower`` and ``upper`` (inf: HiGHS's), and the rows
+    of ``matrix`` (CSC, or None) between ``row_lower`` and ``row_upper``."""
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.col_cost_ = len(cost), cost
+    lp.col_lower_, lp.col_upper_ = lower, np.where(np.isinf(upper), highspy.kHighsInf, upper)
+    lp.num_row_ = 0 if matrix is None else matrix.shape[0]
+    if matrix is not None:
+        lp.row_lower_, lp.row_upper_ = row_lower, row_upper
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+    return lp
+
+
+def infeasible() -> ShardingError:
+    """The error of a program no strategy satisfies."""
+    return ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
+                         "memory per device than device_memory allows (or a tie cannot hold)")
 
 
 def _answer(h, highspy, scale: float, ub_rows: int) -> Relaxed:
@@ -169,17 +183,11 @@ def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start, 
     h.setOptionValue("mip_rel_gap", gap)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.col_cost_ = len(cost), cost
-    lp.col_lower_ = np.zeros(len(cost)) if lower is None else lower
-    lp.col_upper_ = np.where(np.isinf(upper), inf, upper)
-    matrix = constraints[0].A.tocsc() if constraints else None
-    lp.num_row_ = 0 if matrix is None else matrix.shape[0]
-    if matrix is not None:
-        lp.row_lower_ = np.nan_to_num(np.asarray(constraints[0].lb, float), neginf=-inf, posinf=inf)
-        lp.row_upper_ = np.nan_to_num(np.asarray(constraints[0].ub, float), neginf=-inf, posinf=inf)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+    rows = constraints[0] if constraints else None
+    bounds = [None, None] if rows is None else [np.nan_to_num(np.asarray(b, float), neginf=-inf, posinf=inf)
+                                                for b in (rows.lb, rows.ub)]
+    lp = _lp(highspy, cost, np.zeros(len(cost)) if lower is None else lower, upper,
+             None if rows is None else rows.A.tocsc(), *bounds)
     lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous for i in integer]
     h.passModel(lp)
     if start is not None:
@@ -188,12 +196,12 @@ def branch_and_bound(cost, integer, upper, constraints, time_limit, gap, start, 
     status, info = h.getModelStatus(), h.getInfo()
     if info.primal_solution_status == 0:  # no feasible point
         if status == highspy.HighsModelStatus.kInfeasible:
-            raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
-                                "memory per device than device_memory allows (or a tie cannot hold)")
+            raise infeasible()
         raise ShardingError("autoshard-unsolved", f"the solver found no strategy: {h.modelStatusToString(status)}")
     optimal = status == highspy.HighsModelStatus.kOptimal
     return Solution(np.round(np.asarray(h.getSolution().col_value), 9), float(info.objective_function_value),
                     h.modelStatusToString(status), optimal, 0.0 if optimal else float(info.mip_gap))
 
 
-__all__ = ["LARGEST_COST", "Solution", "Split", "branch_and_bound", "cost_scale", "quiet_highs", "relaxation", "split"]
+__all__ = ["LARGEST_COST", "Solution", "Split", "branch_and_bound", "cost_scale", "infeasible", "quiet_highs", "relaxation",
+           "split"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ShardingError
 from . import fixing
-from .highs import Solution, branch_and_bound, relaxation
+from .highs import Solution, branch_and_bound, infeasible, relaxation
 
 
 def within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap: float) -> Solution | None:
@@ -55,8 +55,7 @@ def optimum(problem, time_limit: float | None, gap: float) -> Solution:
     if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
         return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
     if relaxed.status == 2:
-        raise ShardingError("autoshard-infeasible", "no strategy fits: every candidate layout needs more "
-                            "memory per device than device_memory allows (or a tie cannot hold)")
+        raise infeasible()
     if relaxed.status == 0:
         near = within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap)
         if near is not None:

@@ -75,9 +75,13 @@ def _key(s: Sharding, renaming: dict[str, str], order: dict[str, int]) -> tuple:
 def keys(s: Sharding, renamings: tuple[dict[str, str], ...]) -> tuple[tuple, ...]:
     """``s``'s structure as it is and under each of ``renamings``, in that order: what
     ``canonical`` compares (a search keeps them per layout: each is in thousands of pairs)."""
-    names = s.mesh.axis_names
-    order = {a: i for i, a in enumerate(names)}
-    return tuple(_key(s, renaming, order) for renaming in ({a: a for a in names},) + renamings)
+    order = {a: i for i, a in enumerate(s.mesh.axis_names)}
+    return tuple(_key(s, renaming, order) for renaming in _with_none(s.mesh, renamings))
+
+
+def _with_none(mesh: Mesh, renamings: tuple[dict[str, str], ...]) -> tuple[dict[str, str], ...]:
+    """No renaming, then ``renamings``: the forms ``keys`` makes and ``canonical`` compares."""
+    return ({a: a for a in mesh.axis_names},) + renamings
 
 
 def canonical(src: Sharding, dst: Sharding, renamings: tuple[dict[str, str], ...],
@@ -86,9 +90,8 @@ def canonical(src: Sharding, dst: Sharding, renamings: tuple[dict[str, str], ...
     ``src_keys``, ``dst_keys``: the layouts' ``keys``, where the caller has them."""
     src_keys = keys(src, renamings) if src_keys is None else src_keys
     dst_keys = keys(dst, renamings) if dst_keys is None else dst_keys
-    names = src.mesh.axis_names
     best = None
-    for renaming, a, b in zip(({a: a for a in names},) + renamings, src_keys, dst_keys):
+    for renaming, a, b in zip(_with_none(src.mesh, renamings), src_keys, dst_keys):
         key = (a, b)
         if best is None or key < best.key:
             best = Canonical(key, renaming)
