@@ -218,23 +218,34 @@ class ControlLine:
             pass
 
 
-def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None) -> list[ControlLine]:
+def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: float = 0.0) -> list[ControlLine]:
     """The lines whose answer to call ``tag`` has come, or that broke, waiting up to ``timeout``
-    seconds (None: for ever) for at least one. Answers to other calls are read and dropped."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    seconds (None: for ever) for at least one. Answers to other calls are read and dropped.
+    ``spin``: seconds to poll without sleeping first (where the node has a core for the driver:
+    an answer then costs no wakeup; ``RayMesh.driver_spin``)."""
+    now = time.monotonic()
+    deadline = None if timeout is None else now + timeout
+    spin_until = now + spin
+    poll = select.poll()  # not select(): a driver of many processes has descriptors past 1024
+    by_fd = {ln.fileno(): ln for ln in lines if ln.failed is None}
+    for fd in by_fd:
+        poll.register(fd, select.POLLIN)
     while True:
         ready = [ln for ln in lines if tag in ln.answers or ln.failed is not None]
         if ready:
             return ready
-        left = None if deadline is None else deadline - time.monotonic()
+        now = time.monotonic()
+        left = None if deadline is None else deadline - now
         if left is not None and left <= 0:
             return []
-        poll = select.poll()  # not select(): a driver of many processes has descriptors past 1024
-        by_fd = {ln.fileno(): ln for ln in lines}
-        for fd in by_fd:
-            poll.register(fd, select.POLLIN)
-        for fd, _ in poll.poll(None if left is None else left * 1e3):
+        if now < spin_until:
+            wait_ms = 0
+        else:
+            wait_ms = None if left is None else left * 1e3
+        for fd, _ in poll.poll(wait_ms):
             ln = by_fd[fd]
             ln.read()
+            if ln.failed is not None:
+                poll.unregister(fd)
             for stale in [t for t in ln.answers if t != tag]:
                 del ln.answers[stale]  # a call given up on (an aborted run): nobody waits for it

@@ -4,9 +4,10 @@ device processes of a node without crossing the socket.
 A sender's ``Ring`` (one per connection) takes mid-sized bodies where the receiver may not read
 the sender's memory: the frame names the offset, the receiver copies it out. A large array is
 written once into a file of a device's ``SharedBlocks`` (one file per array however many peers it
-goes to) and the frame names the file and the reader's slot in it; the receiver maps it read-only
-(``map_shared``) and clears its slot when the last view of the mapping goes, so the sender writes
-the file again (warm pages) once every slot is clear. Every file's name starts with the mesh's
+goes to) and the frame names the file and the reader's slot in it; the receiver maps it read-only,
+once for all its messages (``map_shared``, ``shared_maps``), and clears its slot when the last view
+of the message's body goes, so the sender writes the file again (warm pages) once every slot is
+clear. Every file's name starts with the mesh's
 prefix (``shared_memory_prefix``), so the driver removes what crashed processes left
 (``remove_shared``).
 """
@@ -17,11 +18,11 @@ import hashlib
 import mmap
 import os
 import re
-import weakref
 
 import numpy as np
 
 from .frames import Storage, Stored
+from .shared_maps import SharedMaps
 
 SHM_DIR = "/dev/shm"  # the node's shared memory (Linux); without it every body goes through the socket
 SHM_BYTES = 2 << 20  # an array from this size up travels in shared memory (SharedBlocks)
@@ -175,24 +176,24 @@ def shared_memory_prefix(secret: bytes) -> str | None:
 
 
 def map_shared(name: str, dtype, shape, slot: int) -> np.ndarray:
-    """A read-only array over the body of the shared file ``name`` (``SharedBlocks``); reader
-    ``slot`` is cleared when the last view of the mapping goes, so the sender may write it again."""
+    """A read-only array over the body of the shared file ``name`` (``SharedBlocks``), from this
+    process's kept mapping of it (``shared_maps.SharedMaps``); reader ``slot`` is cleared when the
+    last view of the body goes, so the sender may write it again."""
+    global _MAPS
     shape = tuple(shape)
-    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    if n == 0:
+    if int(np.prod(shape, dtype=np.int64)) == 0:
         let_go(name, slot)
         return np.empty(shape, dtype=dtype)
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+    if _MAPS is None or _MAPS.directory != SHM_DIR:  # (a test may point SHM_DIR elsewhere)
+        _MAPS = SharedMaps(SHM_DIR, READERS, let_go)
     try:
-        mm = mmap.mmap(fd, n, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ,
-                       offset=READERS)
+        return _MAPS.view(name, dtype, shape, slot)
     except BaseException:
         let_go(name, slot)
         raise
-    finally:
-        os.close(fd)
-    weakref.finalize(mm, let_go, name, slot)  # by name: the file is opened again only when the view goes
-    return np.frombuffer(mm, dtype=dtype).reshape(shape)
+
+
+_MAPS: SharedMaps | None = None  # this process's kept mappings (``map_shared``)
 
 
 def let_go(name: str, slot: int) -> None:

@@ -49,9 +49,15 @@ class ReduceOp:
 
     def reduce(self, parts: Sequence[np.ndarray]) -> np.ndarray:
         """Combine contributions left to right, in the order given (the canonical order)."""
-        acc = np.array(parts[0], copy=True)
-        for p in parts[1:]:
-            if isinstance(self.combine, np.ufunc):
+        ufunc = isinstance(self.combine, np.ufunc)
+        first = np.asarray(parts[0])
+        if ufunc and len(parts) > 1:  # the first combine writes the accumulator: no copy of the first part
+            acc, rest = np.empty(first.shape, dtype=first.dtype), parts[2:]
+            self.combine(first, parts[1], out=acc)
+        else:
+            acc, rest = np.array(first, copy=True), parts[1:]
+        for p in rest:
+            if ufunc:
                 self.combine(acc, p, out=acc)  # in place: the same bits, one buffer
             else:  # a user op's combine: a new array, kept in the contributions' dtype
                 acc = np.asarray(self.combine(acc, p)).astype(acc.dtype, copy=False)

@@ -105,6 +105,21 @@ def test_answers_are_matched_by_run_id_and_a_given_up_run_is_dropped(host):
     line.close()
 
 
+def test_a_polling_wait_gets_the_answer_and_sleeps_once_its_spin_is_over(host):
+    line = ControlLine(host.address, SECRET)
+    line.send(0, "run", ("p0", np.ones(2)))
+    assert control_line.wait([line], 0, 10.0, spin=1.0) == [line]  # polled for: the same answer
+    assert pickle.loads(line.take(0))["sum"] == [2.0]
+    line.send(1, "run", ("wait",))
+    start, cpu = time.monotonic(), time.process_time()
+    assert control_line.wait([line], 1, 0.3, spin=0.05) == []  # no answer: polls 50 ms, then sleeps
+    assert time.monotonic() - start >= 0.3
+    assert time.process_time() - cpu < 0.2  # slept through most of the 0.3 s
+    host.loop.call_soon_threadsafe(host.release.set)
+    assert pickle.loads(answer(line, 1))["plan"] == "wait"
+    line.close()
+
+
 def test_what_run_raises_comes_back_as_a_host_error(host):
     line = ControlLine(host.address, SECRET)
     line.send(0, "run", ("raise",))

@@ -3,6 +3,7 @@ their own combine and identity; layouts combine their contributions in canonical
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import simshard as ss
 from simshard import Partial, ReduceOp, ShardingError, register_reduce_op
@@ -53,3 +54,29 @@ def test_registration_errors():
         register_reduce_op(ReduceOp("a b", hyp, idempotent=False, identity_value=0))
     with pytest.raises(ShardingError, match="unknown-reduce-op"):
         Partial("test_never_registered")
+
+
+def left_fold(op: ReduceOp, parts):
+    """The canonical order written plainly: a copy of the first part, each next combined into it."""
+    acc = np.array(parts[0], copy=True)
+    for p in parts[1:]:
+        op.combine(acc, p, out=acc)
+    if op.name == "avg":
+        acc = (acc / len(parts)).astype(np.result_type(parts[0]), copy=False)
+    return np.asarray(acc, dtype=np.result_type(parts[0]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["sum", "avg", "prod", "max", "min"]), st.integers(1, 6),
+       st.lists(st.integers(0, 5), max_size=3).map(tuple), st.sampled_from(["float32", "float64", "int32"]),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_built_in_ops_reduce_bit_for_bit_as_the_left_fold(name, n, shape, dtype, mixed, seed):
+    """The first combine writes the accumulator (no copy of the first part): the same bits as the
+    fold, for every op, shape (0-d too), dtype, and a later part of a wider dtype."""
+    rng = np.random.default_rng(seed)
+    parts = [(rng.standard_normal(shape) * 1e3).astype(dtype) for _ in range(n)]
+    if mixed and n > 1 and dtype == "float32":
+        parts[1] = parts[1].astype(np.float64) / 3  # cast into the first part's dtype, as before
+    op = REDUCE_OPS[name]
+    got, want = op.reduce(parts), left_fold(op, parts)
+    assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()

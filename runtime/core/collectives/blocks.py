@@ -12,6 +12,7 @@ from simshard.report.collective_cost import balanced_chunks
 from simshard.sharding.reduce_ops import REDUCE_OPS
 
 from ...errors import CollectiveError
+from ..large_buffers import empty
 from .channel import Channel
 
 
@@ -97,7 +98,7 @@ def receive_slots(like: np.ndarray, g: int, axis: int) -> tuple[np.ndarray, list
         return None
     shape = list(like.shape)
     shape[axis] *= g
-    out = np.empty(shape, dtype=like.dtype)
+    out = empty(shape, like.dtype)  # a large one from the process's pool of warm buffers
     n = like.shape[axis]
     return out, [out[(slice(None),) * axis + (slice(k * n, (k + 1) * n),)] for k in range(g)]
 

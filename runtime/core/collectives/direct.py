@@ -12,6 +12,7 @@ import numpy as np
 from simshard.report.collective_cost import sends
 
 from ...errors import CollectiveError
+from ..large_buffers import empty
 from .blocks import (
     check_block, flat_chunks, join_blocks, member_index, normalized_axis, post_slots, receive_all, receive_slots, split_blocks, reduce_in_order,
 )
@@ -63,7 +64,7 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
     x = np.asarray(x)
     g = len(group)
     sizes, pieces = flat_chunks(x, g)
-    out = np.empty(x.size, dtype=x.dtype)
+    out = empty(x.size, x.dtype)  # a large one from the process's pool of warm buffers
     slots = (out, flat_chunks(out, g)[1])  # where each member's finished chunk goes (step 1)
     for j, p in enumerate(group):
         if p != ch.me and sends(what, sizes[j]):

@@ -122,8 +122,10 @@ class RunAttempt:
             for d in devs:
                 self.mesh.call(d, "abort", self.run_id)
 
-    def result(self) -> Execution:
-        """The run's ``Execution`` (outputs left on the devices), or the error naming the device."""
+    def result(self, **run) -> Execution:
+        """The run's ``Execution`` (outputs left on the devices), or the error naming the device;
+        ``run``: the fields only the whole run knows (its calls, attempts, restarted devices, why
+        its calls went as Ray calls), so that the ``Execution`` is made once."""
         spmd, summaries = self.spmd, self.summaries
         if self.dead or any(s.status is not Status.OK for s in summaries.values()):
             raise run_failure(spmd, summaries, self.dead)
@@ -139,6 +141,15 @@ class RunAttempt:
             values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},
             timeline=Timeline({d: summaries[d].timeline for d in spmd.devices}),
             data_plane=mesh.data_plane, control_plane=self.route.name,
-            routes=routes_used(mesh.peer_routes, spmd.devices),
-            messages=messages_taken(summaries[d].taken for d in spmd.devices),
+            routes=self._routes(),
+            messages=messages_taken(summaries[d].taken for d in spmd.devices), **run,
         )
+
+    def _routes(self) -> dict[str, int]:
+        """How many ordered pairs of the run's devices each route joins, made once per set of
+        devices (a mesh of n devices has n(n-1) pairs: 4 million at 2,048)."""
+        mesh, devices = self.mesh, self.spmd.devices
+        got = mesh.routes_among.get(devices)
+        if got is None:
+            got = mesh.routes_among[devices] = routes_used(mesh.peer_routes, devices)
+        return got

@@ -5,7 +5,7 @@ lost devices restarted between attempts (``RayMesh.repair``)."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from functools import partial
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -55,31 +55,35 @@ def run_with_retries(mesh, key, spmd, inputs: Mapping[int, Sequence[np.ndarray]]
         if attempt:
             restarted += mesh.repair(floor=mesh.last_run + 1)
         try:
-            ex = one_attempt(mesh, key, spmd, shards, in_object_store, trace_values=trace_values,
-                             abort_wait=abort_wait, lost_grace=lost_grace if last else 0.0)
+            return one_attempt(mesh, key, spmd, shards, in_object_store, trace_values=trace_values,
+                               abort_wait=abort_wait, lost_grace=lost_grace if last else 0.0,
+                               run=partial(whole_run, mesh, before, attempt + 1, tuple(restarted)))
         except DeviceLostError as e:
             if last:
                 e.attempts = attempt + 1
                 raise
-            continue
-        return replace(ex, controller_calls=dict(mesh.calls - before), attempts=attempt + 1,
-                       restarted=tuple(restarted))
     raise AssertionError("unreachable")
 
 
-def one_attempt(mesh, key, spmd, shards: Mapping[int, list], in_object_store, **how) -> Execution:
+def whole_run(mesh, before: Counter, attempts: int, restarted: tuple[int, ...]) -> dict:
+    """The ``Execution`` fields of the whole run, as its last attempt ends: every attempt's calls
+    (the mesh's counts since ``before``), how many attempts, the devices restarted."""
+    return {"controller_calls": dict(mesh.calls - before), "attempts": attempts, "restarted": restarted}
+
+
+def one_attempt(mesh, key, spmd, shards: Mapping[int, list], in_object_store, run, **how) -> Execution:
     """One run of the program on every device: on the control lines where it can
     (``ControlLines.claim``, ``for_run``), else by Ray calls with ``in_object_store()``'s shards, the
-    ``Execution`` saying why (``WhyRayCalls``)."""
+    ``Execution`` saying why (``WhyRayCalls``); ``run()``: the whole run's fields, once it ends."""
     with mesh.lines.claim() as mine:
         if mine:
             lines, why = mesh.lines.for_run(mesh.groups, shards)
         else:
             lines, why = None, WhyRayCalls.LINES_BUSY if mesh.lines.enabled else WhyRayCalls.RAY_DATA_PLANE
         if lines is not None:
-            attempt = RunAttempt(mesh, key, spmd, shards, LineRoute(lines, mesh.calls), **how)
+            attempt = RunAttempt(mesh, key, spmd, shards, LineRoute(lines, mesh.calls, mesh.driver_spin), **how)
         else:
             attempt = RunAttempt(mesh, key, spmd, in_object_store(), RayRoute(mesh.calls), **how)
         attempt.send()
         attempt.collect()
-        return replace(attempt.result(), control_reason=None if why is None else why.value)
+        return attempt.result(control_reason=None if why is None else why.value, **run())

@@ -33,12 +33,13 @@ def summaries_of(value) -> dict[int, DeviceSummary]:
 
 
 class LineRoute:
-    """A run on the control lines (group -> line): the plan and small shards on the socket."""
+    """A run on the control lines (group -> line): the plan and small shards on the socket; the
+    driver polls ``spin`` seconds for answers before it sleeps (``RayMesh.driver_spin``)."""
 
     name = "sockets"
 
-    def __init__(self, lines: Mapping[tuple[int, ...], Any], calls):
-        self.lines, self.calls = lines, calls
+    def __init__(self, lines: Mapping[tuple[int, ...], Any], calls, spin: float = 0.0):
+        self.lines, self.calls, self.spin = lines, calls, spin
 
     def send(self, run_id: int, group, actor, plan: tuple, args: list):
         self.lines[group].send(run_id, Request.RUN, (plan, *args))
@@ -46,7 +47,7 @@ class LineRoute:
         return self.lines[group]
 
     def wait(self, pending, run_id: int, left: float | None) -> list:
-        return control_line.wait(list(pending), run_id, left)
+        return control_line.wait(list(pending), run_id, left, self.spin)
 
     def answer(self, line, run_id: int) -> Outcome:
         kind, value = line.outcome(run_id)  # DEAD: its process died, as Ray would say its actor did
