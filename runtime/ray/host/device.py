@@ -192,6 +192,9 @@ class HostedDevice:
             if st.task.cancelled() or st.task.exception() is not None:
                 return self._stopped(st, transport, ex)
             return self._finished(run_id, st, transport, ex)
+        except asyncio.CancelledError:  # the run call itself was cancelled (its process closing)
+            st.task.cancel()
+            raise
         finally:
             transport.release()
             st.mailbox.close()
