@@ -221,8 +221,9 @@ class ControlLine:
 def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: float = 0.0) -> list[ControlLine]:
     """The lines whose answer to call ``tag`` has come, or that broke, waiting up to ``timeout``
     seconds (None: for ever) for at least one. Answers to other calls are read and dropped.
-    ``spin``: seconds to poll without sleeping first (where the node has a core for the driver:
-    an answer then costs no wakeup; ``RayMesh.driver_spin``)."""
+    ``spin``: seconds to poll without sleeping first (``math.inf``: until an answer or the
+    timeout; where the node has a core for the driver an answer then costs no wakeup:
+    ``RayMesh.driver_spin``)."""
     now = time.monotonic()
     deadline = None if timeout is None else now + timeout
     spin_until = now + spin

@@ -3,6 +3,7 @@ control_server.py), without Ray: a ``ControlServer`` on an event loop in a threa
 stand-in for ``DeviceHost.run``."""
 
 import asyncio
+import math
 import pickle
 import threading
 import time
@@ -115,6 +116,7 @@ def test_a_polling_wait_gets_the_answer_and_sleeps_once_its_spin_is_over(host):
     assert control_line.wait([line], 1, 0.3, spin=0.05) == []  # no answer: polls 50 ms, then sleeps
     assert time.monotonic() - start >= 0.3
     assert time.process_time() - cpu < 0.2  # slept through most of the 0.3 s
+    assert control_line.wait([line], 1, 0.1, spin=math.inf) == []  # polls until the timeout
     host.loop.call_soon_threadsafe(host.release.set)
     assert pickle.loads(answer(line, 1))["plan"] == "wait"
     line.close()
