@@ -100,8 +100,9 @@ class Compiled:
         shards: dict[int, list] = {d: [] for d in self.spmd.devices}
         for i, x in enumerate(leaves):
             if isinstance(x, DeviceArray):
-                label = self.program.label(self.program.inputs[i]) if self.program is not None else ""
-                matches(x, self.spmd.in_shardings[i], f"input {i}" + (f" ({label})" if label else ""))
+                if x.sharding != self.spmd.in_shardings[i]:  # (the label only where it may be needed)
+                    label = self.program.label(self.program.inputs[i]) if self.program is not None else ""
+                    matches(x, self.spmd.in_shardings[i], f"input {i}" + (f" ({label})" if label else ""))
                 per = x.shards
             else:
                 per = input_shards(self.spmd, i, np.asarray(x))

@@ -35,6 +35,7 @@ class RunAttempt:
         self.run_id = mesh.last_run = next(mesh.run_ids)
         self.pending: dict[Any, tuple[int, ...]] = {}  # one run call per process (a line, or a ref): its devices
         self.summaries: dict[int, DeviceSummary] = {}
+        self.failed = False  # whether a summary taken so far says its device failed (``_react``)
         self.dead: dict[int, BaseException] = {}
         self.told_dead: set[int] = set()
         self.deadline: float | None = None  # once something failed: when to stop waiting
@@ -94,17 +95,19 @@ class RunAttempt:
     def _take(self, devs: tuple[int, ...], answer) -> None:
         if answer.kind is OutcomeKind.VALUE:
             self.summaries.update(answer.value)
+            self.failed = self.failed or any(not s.ok for s in answer.value.values())
         elif answer.kind is OutcomeKind.DEAD:
             self.dead.update((d, answer.value) for d in devs)
         else:
             self.summaries.update((d, DeviceSummary.failed(answer.value)) for d in devs)
+            self.failed = True
 
     def _react(self) -> None:
         """After answers came: abort at once if a device failed, or died and the run will be tried
         again; if one died on the last try, let the others run on until they need it (and so name
         what they waited for), and abort whatever still runs after the grace time."""
         newly_dead = set(self.dead) - self.told_dead
-        if any(not s.ok for s in self.summaries.values()):
+        if self.failed:
             self.abort()
         elif newly_dead and self.lost_grace <= 0:
             self.abort()
