@@ -4,8 +4,9 @@
 #   bash ../shared/tools/device-bundle.sh          # here, once: prepares .device/
 #   run(command="bash benchmarks/device_session.sh", carry=[".device"], timeout_s=345)
 # Outputs land in $OUT (the device tool brings them back). STEPS picks (default: costs pair mlp
-# collectives; 'big' is the 64 MiB collectives, 'nouvloop' the pair rows with uvloop hidden):
-# about 40, 75, 60, 75 and 120 s on the 16-core machine (2026-11-27).
+# collectives; 'big' is the 64 MiB collectives, 'nouvloop' the pair rows with uvloop hidden,
+# 'anatomy' where a small Megatron step's time goes (step_anatomy.py), 'sweep' the all-reduce's
+# algorithms by size): about 40, 70, 55, 30, 65, 70, 15 and 15 s on the 16-core machine (2026-11-27).
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 { date -u; nproc; uname -r; uptime; python3 -c "import torch, jax, numpy, uvloop; print('torch', torch.__version__, 'jax', jax.__version__, 'numpy', numpy.__version__, 'uvloop', uvloop.__version__)"; lscpu | grep -E 'Model name|^CPU\(s\)'; } > "$O/machine.txt" 2>&1
@@ -21,5 +22,7 @@ for s in ${STEPS:-costs pair mlp collectives}; do
     collectives) step 90 collectives python benchmarks/peers.py --rounds 1 --rows collectives --sizes small ;;
     big) step 150 big python benchmarks/peers.py --rounds 1 --rows collectives --sizes large ;;
     nouvloop) SIMSHARD_HIDE_UVLOOP=1 step 75 nouvloop python benchmarks/peers.py --rounds 1 --rows messages pair ;;
+    anatomy) step 40 anatomy python benchmarks/step_anatomy.py --steps 300 ;;
+    sweep) step 60 sweep python benchmarks/allreduce_algorithms.py --groups 4,8 --sizes 16,64,256,1024 ;;
   esac
 done
