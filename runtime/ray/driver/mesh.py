@@ -27,7 +27,6 @@ from the bytes kept here) and the program runs again under a new run id.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 from collections import Counter
 from typing import Any, Mapping, Sequence
@@ -39,6 +38,7 @@ from simshard.report.memory import capacity_of
 from ...core.collectives import check_algorithm
 from ...errors import DeviceLostError
 from ...calls.compiled import Compiled, compile_on, put as put_arrays
+from ...wire.polling import SPIN_SECONDS
 from ...wire.shared_memory import remove_orphans, remove_shared, shared_memory_prefix
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
@@ -219,7 +219,7 @@ class RayMesh:
         answers = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self.secret, self.busy_poll)
                            for g in self.groups], timeout=timeout)
         self._polls, self.peer_routes = heard(self.groups, answers)  # (warns of a peer reached by Ray calls)
-        self._spin = math.inf if any(p != "off" for p in self._polls.values()) else 0.0
+        self._spin = SPIN_SECONDS if any(p != "off" for p in self._polls.values()) else 0.0
         self.routes_among = {}  # devices -> routes_used(peer_routes, devices), made once per set of devices
         self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1
@@ -272,11 +272,11 @@ class RayMesh:
 
     @property
     def driver_spin(self) -> float:
-        """Seconds the driver polls for a run's answers before it sleeps: the whole run where its
-        device processes poll (``polling.should_spin`` let them only where a core is left over,
-        the driver's), as they poll while a run is in progress; else 0. Each answer then costs no
-        wakeup of the driver: on the 16-core machine the eight answers of a small step came within
-        about 300 us of each other (docs/performance.md)."""
+        """Seconds the driver polls for each answer of a run before it sleeps: ``SPIN_SECONDS``
+        where its device processes poll (``polling.should_spin`` let them only where a core is
+        left over, the driver's), else 0. An answer that comes within it costs no wakeup; the
+        bound keeps the driver's other threads (a user's data loader) waiting at most that long
+        for the interpreter lock, which a poll for the whole run would hold most of the time."""
         return self._spin
 
     def polling(self, device: int) -> str:
