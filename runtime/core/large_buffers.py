@@ -41,7 +41,8 @@ class LargeBuffers:
         self.limit, self.large = limit, large
         self.idle: dict[int, list[np.ndarray]] = {}
         self.idle_bytes = 0
-        self.lock = threading.Lock()
+        # re-entrant: a collection set off inside the lock may run a lease's finalizer on this thread
+        self.lock = threading.RLock()
 
     def empty(self, shape, dtype) -> np.ndarray:
         """An uninitialised C-contiguous array of ``shape`` and ``dtype``: from the pool from

@@ -7,9 +7,8 @@ written once into a file of a device's ``SharedBlocks`` (one file per array howe
 goes to) and the frame names the file and the reader's slot in it; the receiver maps it read-only,
 once for all its messages (``map_shared``, ``shared_maps``), and clears its slot when the last view
 of the message's body goes, so the sender writes the file again (warm pages) once every slot is
-clear. Every file's name starts with the mesh's
-prefix (``shared_memory_prefix``), so the driver removes what crashed processes left
-(``remove_shared``).
+clear. Every file's name starts with the mesh's prefix (``shared_memory_prefix``), so the driver
+removes what crashed processes left (``remove_shared``).
 """
 
 from __future__ import annotations

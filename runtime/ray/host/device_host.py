@@ -287,8 +287,8 @@ class DeviceHost:
     async def _run_all(self, plan: RunPlan, inputs) -> dict[int, asyncio.Future]:
         """Each device's run, to its end; when one fails, the others here are aborted. A process of
         one device (a many-core node's default) runs it in this task: no task of its own to make
-        and wait for (on this 2-core machine, 21 us to 12 us from the run call to the device's run
-        starting; docs/performance.md)."""
+        and wait for (here, 21 us to 8 to 10 us from the run call to the device's run starting;
+        docs/performance.md)."""
         if len(plan.counts) == 1:
             run = self._runs(plan, inputs)[0][1]
             done = asyncio.get_running_loop().create_future()
