@@ -6,9 +6,11 @@
 # Outputs land in $OUT (the device tool brings them back). STEPS picks (default: costs pair mlp
 # collectives; 'big' is the 64 MiB collectives, 'nouvloop' the pair rows with uvloop hidden,
 # 'anatomy' where a small Megatron step's time goes (step_anatomy.py), 'sweep' the all-reduce's
-# algorithms by size): about 40, 70, 55, 30, 65, 70, 15 and 15 s on the 16-core machine (2026-11-27).
+# algorithms by size): about 40, 70, 55, 30, 65, 70, 15 and 15 s on the 16-core machine (2026-11-27),
+# a round each; ROUNDS=3 triples the peers.py steps and their limits.
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp/out}; mkdir -p "$O"
+R=${ROUNDS:-1}  # rounds of each peers.py row (every side in each, the best kept): 3 fit for two groups of rows
 { date -u; nproc; uname -r; uptime; python3 -c "import torch, jax, numpy, uvloop; print('torch', torch.__version__, 'jax', jax.__version__, 'numpy', numpy.__version__, 'uvloop', uvloop.__version__)"; lscpu | grep -E 'Model name|^CPU\(s\)'; } > "$O/machine.txt" 2>&1
 cat "$O/machine.txt"
 step() { local limit=$1 name=$2; shift 2; local S=$SECONDS
@@ -17,11 +19,11 @@ step() { local limit=$1 name=$2; shift 2; local S=$SECONDS
 for s in ${STEPS:-costs pair mlp collectives}; do
   case $s in
     costs) step 90 costs python benchmarks/machine_costs.py --polling ;;
-    pair) step 75 pair python benchmarks/peers.py --rounds 1 --rows messages pair ;;
-    mlp) step 100 mlp python benchmarks/peers.py --rounds 1 --rows mlp ;;
-    collectives) step 90 collectives python benchmarks/peers.py --rounds 1 --rows collectives --sizes small ;;
-    big) step 150 big python benchmarks/peers.py --rounds 1 --rows collectives --sizes large ;;
-    nouvloop) SIMSHARD_HIDE_UVLOOP=1 step 75 nouvloop python benchmarks/peers.py --rounds 1 --rows messages pair ;;
+    pair) step $((75 * R)) pair python benchmarks/peers.py --rounds $R --rows messages pair ;;
+    mlp) step $((100 * R)) mlp python benchmarks/peers.py --rounds $R --rows mlp ;;
+    collectives) step $((90 * R)) collectives python benchmarks/peers.py --rounds $R --rows collectives --sizes small ;;
+    big) step $((150 * R)) big python benchmarks/peers.py --rounds $R --rows collectives --sizes large ;;
+    nouvloop) SIMSHARD_HIDE_UVLOOP=1 step $((75 * R)) nouvloop python benchmarks/peers.py --rounds $R --rows messages pair ;;
     anatomy) step 40 anatomy python benchmarks/step_anatomy.py --steps 300 ;;
     sweep) step 60 sweep python benchmarks/allreduce_algorithms.py --groups 4,8 --sizes 16,64,256,1024 ;;
   esac
