@@ -2,7 +2,7 @@
 
 A transport appends a row per send and per receive (``Transport.send`` / ``recv``); reports read
 the totals. The local transport's one log holds every device's side; a Ray run's log joins the
-rows its devices shipped back (``TransferLog.of_rows``).
+rows its devices shipped back, packed (``TransferLog.of_packed``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from simshard.report.collective_cost import summed
+
+from .packed_rows import unpack
 
 Key = tuple  # a message's name: (instruction id, step)
 
@@ -72,7 +74,8 @@ class TransferLog:
 
     def __init__(self, keep_entries: bool = True):
         self.keep_entries = keep_entries
-        self.rows: list[tuple] = []  # each entry's fields (``Transfer``), plain tuples: cheap to keep and ship
+        self._rows: list[tuple] = []  # each entry's fields (``Transfer``), plain tuples: cheap to keep and ship
+        self._packed: list = []  # blobs of rows not unpacked yet (``of_packed``)
         # (device, instruction) -> peer -> [bytes sent, bytes received, messages sent, messages
         # received]: plain lists, as every message adds to them (``Totals`` are made when asked for)
         self._agg: dict[tuple[int, Any], dict[int, list[int]]] = {}
@@ -82,8 +85,24 @@ class TransferLog:
     def of_rows(cls, rows: list[tuple]) -> "TransferLog":
         """A log of the transfers ``rows`` (``Transfer`` fields), aggregated on first use."""
         log = cls()
-        log.rows = rows
+        log._rows = rows
         return log
+
+    @classmethod
+    def of_packed(cls, parts) -> "TransferLog":
+        """A log of the rows in ``parts`` (each ``packed_rows.pack``'s blob, or plain rows), unpacked
+        on first use."""
+        log = cls()
+        log._packed = list(parts)
+        return log
+
+    @property
+    def rows(self) -> list[tuple]:
+        """Every transfer's fields, in the order recorded (the packed parts unpacked first)."""
+        if self._packed:
+            self._rows.extend(row for part in self._packed for row in unpack(part))
+            self._packed = []
+        return self._rows
 
     @property
     def entries(self) -> list[Transfer]:
@@ -92,7 +111,8 @@ class TransferLog:
 
     def record(self, device: int, peer: int, direction: str, key: Key, nbytes: int) -> None:
         if self.keep_entries:  # summed when first asked for (not between two messages)
-            self.rows.append((device, peer, direction, key, nbytes))
+            rows = self.rows if self._packed else self._rows  # (a packed log's rows come first)
+            rows.append((device, peer, direction, key, nbytes))
         else:
             self._add(device, peer, direction, key, nbytes)
 

@@ -65,8 +65,8 @@ class DeviceSummary(NamedTuple):
     outputs: tuple[int, ...] = ()  # ids of its output shards, kept by its process
     ran: tuple = ()  # ``records.Ran`` fields per collective run (the driver makes the records when asked)
     memory: Any = None  # its DeviceMemory
-    transfers: tuple = ()  # its TransferLog rows
-    timeline: tuple = ()  # its executor Spans, as tuples
+    transfers: tuple | bytes = ()  # its TransferLog rows (packed by a device process: ``packed_rows``)
+    timeline: tuple | bytes = ()  # its executor Spans, as tuples (packed likewise)
     values: Any = None  # buffer -> first value (trace_values)
     undelivered: tuple = ()  # (source, key, note) of messages that arrived and were never received
     taken: tuple = ()  # (route, messages it sent to other devices by that route) pairs: ``RayTransport.taken``

@@ -140,7 +140,7 @@ class RunAttempt:
             spmd, outputs,
             ran={d: summaries[d].ran for d in spmd.devices},
             memory=MemoryReport(tuple(summaries[d].memory for d in spmd.devices)),
-            transfers=TransferLog.of_rows([row for d in spmd.devices for row in summaries[d].transfers]),
+            transfers=TransferLog.of_packed(summaries[d].transfers for d in spmd.devices),
             values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},
             timeline=Timeline({d: summaries[d].timeline for d in spmd.devices}),
             data_plane=mesh.data_plane, control_plane=self.route.name,

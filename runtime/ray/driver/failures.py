@@ -9,6 +9,7 @@ from typing import Mapping
 
 from ...core.collectives.prepared import note
 from ...core.executor import describe
+from ...core.packed_rows import unpack
 from ...core.transfer_log import Transfer
 from ...errors import DeviceLostError, ExecutionError, ScheduleMismatchError
 from ..protocol import DeviceSummary, Status
@@ -92,7 +93,7 @@ def check_delivered(spmd, summaries: Mapping[int, DeviceSummary]) -> None:
 def never_taken(spmd, summaries: Mapping[int, DeviceSummary]) -> list[tuple]:
     """(source, destination, key, where the source was) of each message sent between two devices
     and never taken by its receiver, from the devices' transfer rows (``Transfer``)."""
-    rows = [Transfer._make(r) for d in spmd.devices for r in summaries[d].transfers]
+    rows = [Transfer._make(r) for d in spmd.devices for r in unpack(summaries[d].transfers)]
     sent = Counter((r.device, r.peer, tuple(r.key)) for r in rows if r.direction == "sent" and r.device != r.peer)
     taken = Counter((r.peer, r.device, tuple(r.key)) for r in rows if r.direction == "received" and r.device != r.peer)
     return [(src, dst, key, sent_at(spmd.schedule(src), key[0])) for (src, dst, key) in sorted(sent - taken)]

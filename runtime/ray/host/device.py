@@ -18,6 +18,7 @@ from simshard.spmd import Schedule
 from ...core.collectives.prepared import Prepared
 from ...core.executor import Executor
 from ...core.mailbox import Mailbox, is_lent
+from ...core.packed_rows import pack
 from ...core.transport_errors import DuplicateMessage, PeerLost
 from ...wire.shared_memory import SharedBlocks
 from ..protocol import DeviceSummary, Status
@@ -233,8 +234,8 @@ class HostedDevice:
             outputs=tuple(np.asarray(o) for o in st.task.result()),  # the host keeps them (DeviceHost.run)
             ran=tuple(ex.ran),  # what it ran: the driver makes the records when they are asked for
             memory=ex.memory(),
-            transfers=tuple(transport.log.rows),  # plain tuples: a summary of many messages pickles fast
-            timeline=tuple(ex.spans),
+            transfers=pack(transport.log.rows),  # packed: the driver unpacks them only if asked
+            timeline=pack(ex.spans),
             values=dict(ex.traced),
             undelivered=undelivered,
             taken=tuple(transport.taken.items()),
