@@ -64,7 +64,7 @@ class DeviceSummary(NamedTuple):
     waits: tuple = ()  # (source, key) of the receives it was blocked in when it stopped
     outputs: tuple[int, ...] = ()  # ids of its output shards, kept by its process
     ran: tuple = ()  # ``records.Ran`` fields per collective run (the driver makes the records when asked)
-    memory: Any = None  # its DeviceMemory
+    memory: Any = None  # its DeviceMemory, as ``DeviceMemory.to_wire``'s tuple
     transfers: tuple | bytes = ()  # its TransferLog rows (packed by a device process: ``packed_rows``)
     timeline: tuple | bytes = ()  # its executor Spans, as tuples (packed likewise)
     values: Any = None  # buffer -> first value (trace_values)

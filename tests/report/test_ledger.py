@@ -53,3 +53,15 @@ def test_direct_collective_costs():
     assert reduce_scatter_cost(group, 0, (0, 2, 1), 8)[:4] == (24, 0, 2, 0)
     sums = AllToAllGroup.of([(1, 1, 2)] * 3, [4, 4, 4])
     assert sums.uniform and all_to_all_cost(group, 2, sums)[:4] == (8, 16, 2, 2)
+
+
+def test_a_device_memory_travels_as_a_tuple_of_every_field():
+    """A device process ships its ``DeviceMemory`` as a plain tuple (``to_wire``); ``of_wire`` makes
+    the same record again, every field included (a field added later and left out fails here)."""
+    from dataclasses import astuple, fields
+
+    for m in (DeviceMemory(3, 655360, 0, 7, "%3 dot_general", 589824, 65536),
+              DeviceMemory(0, 0, -1, None, "", 0, 0, capacity=1 << 20)):
+        wire = m.to_wire()
+        assert type(wire) is tuple and len(wire) == len(fields(DeviceMemory)) and wire == astuple(m)
+        assert DeviceMemory.of_wire(wire) == m

@@ -233,7 +233,7 @@ class HostedDevice:
             Status.OK, ex.where(),
             outputs=tuple(np.asarray(o) for o in st.task.result()),  # the host keeps them (DeviceHost.run)
             ran=tuple(ex.ran),  # what it ran: the driver makes the records when they are asked for
-            memory=ex.memory(),
+            memory=ex.memory().to_wire(),  # plain: the driver unpickles a step's answers one by one
             transfers=pack(transport.log.rows),  # packed: the driver unpacks them only if asked
             timeline=pack(ex.spans),
             values=dict(ex.traced),
