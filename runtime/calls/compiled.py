@@ -14,6 +14,7 @@ and needs none of them (a device worker's start-up is half spent importing other
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -100,15 +101,18 @@ class Compiled:
         shards: dict[int, list] = {d: [] for d in self.spmd.devices}
         for i, x in enumerate(leaves):
             if isinstance(x, DeviceArray):
-                if x.sharding != self.spmd.in_shardings[i]:  # (the label only where it may be needed)
-                    label = self.program.label(self.program.inputs[i]) if self.program is not None else ""
-                    matches(x, self.spmd.in_shardings[i], f"input {i}" + (f" ({label})" if label else ""))
+                matches(x, self.spmd.in_shardings[i], partial(self.input_name, i))
                 per = x.shards
             else:
                 per = input_shards(self.spmd, i, np.asarray(x))
             for d in shards:
                 shards[d].append(per[d])
         return shards
+
+    def input_name(self, i: int) -> str:
+        """Input ``i`` in words, with its label where the program has one."""
+        label = self.program.label(self.program.inputs[i]) if self.program is not None else ""
+        return f"input {i}" + (f" ({label})" if label else "")
 
     def __call__(self, *args, trace_values: bool = False, retries: int = 0) -> "Result":
         execution = self.devices.execute(self.key, self.spmd, self.inputs(*args), trace_values=trace_values,

@@ -83,15 +83,16 @@ def place(x, sharding, devices, put: Callable, fetch: Callable) -> DeviceArray:
     return DeviceArray(x.shape, x.dtype, sharding, put({d: blocks[d] for d in devices}), fetch)
 
 
-def matches(arr: DeviceArray, sharding, where: str) -> None:
-    """A DeviceArray handed to a program whose input ``where`` expects ``sharding``: it must lay out
-    the same way (nothing is moved behind the user's back); a ValueError naming both otherwise."""
+def matches(arr: DeviceArray, sharding, where: Callable[[], str]) -> None:
+    """A DeviceArray handed to a program whose input ``where()`` names expects ``sharding``: it must
+    lay out the same way (nothing is moved behind the user's back); a ValueError naming both
+    otherwise (the name made only then: a program's labels are searched for it)."""
     if arr.sharding == sharding:  # the common case, without laying either out
         return
     same = (arr.sharding is not None and sharding is not None and equivalent(arr.sharding, sharding, arr.shape))
     if not same:
         raise ValueError(
-            f"{where} is a DeviceArray sharded {arr.sharding}, but the program takes it sharded {sharding}: "
+            f"{where()} is a DeviceArray sharded {arr.sharding}, but the program takes it sharded {sharding}: "
             "put it again with that sharding (devices.put(np.asarray(arr), sharding)), or compile the program "
             "with the array's sharding")
 

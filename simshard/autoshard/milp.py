@@ -40,6 +40,12 @@ def within_gap(cost, integer, upper, constraints, relaxed, time_limit, gap: floa
     return Solution(res.values, res.objective, "within the gap of the relaxation (its integral binaries held)", True)
 
 
+def left_of(time_limit: float | None, began: float, least: int) -> float | None:
+    """What is left of ``time_limit`` seconds since ``began`` (``time.perf_counter``) for a later
+    step, ``1 / least`` of it at least (None: no limit)."""
+    return None if time_limit is None else max(time_limit - (time.perf_counter() - began), time_limit / least)
+
+
 def optimum(problem, time_limit: float | None, gap: float) -> Solution:
     """The optimum of ``problem`` (``fixing.Problem``). The linear relaxation is solved first:
     where its optimum is integral it is the integer optimum (the search's usually is: its
@@ -50,8 +56,7 @@ def optimum(problem, time_limit: float | None, gap: float) -> Solution:
     cost, integer, upper, constraints = problem.cost, problem.integer, problem.upper, problem.constraints
     began = time.perf_counter()
     relaxed = relaxation(cost, constraints, upper, time_limit)
-    if time_limit is not None:  # what the relaxation left of it, for the branch and bound (a tenth at least)
-        time_limit = max(time_limit - (time.perf_counter() - began), time_limit / 10)
+    time_limit = left_of(time_limit, began, 10)  # what the relaxation left, for the branch and bound
     if relaxed.status == 0 and np.all(np.abs(relaxed.x[integer == 1] - np.round(relaxed.x[integer == 1])) < 1e-7):
         return Solution(np.round(relaxed.x, 9), float(relaxed.fun), "the relaxation is integral", True)
     if relaxed.status == 2:
@@ -207,13 +212,9 @@ class LinearModel:
         plain = self.plain_rows is None or (self.row_count if upto is None else upto) <= self.plain_rows
         if not (fix and plain and self.maxima and constraints):
             return optimum(problem, time_limit, gap)
-        began = time.perf_counter()
-
-        def left() -> float | None:  # ``time_limit`` shared with the cheap relaxation (a quarter at least)
-            return None if time_limit is None else max(time_limit - (time.perf_counter() - began), time_limit / 4)
-
-        fixed = fixing.solve(problem, self.maxima, lambda p: optimum(p, left(), gap), time_limit)
-        return fixed if fixed is not None else optimum(problem, left(), gap)
+        began = time.perf_counter()  # ``time_limit`` shared with the cheap relaxation (a quarter at least)
+        fixed = fixing.solve(problem, self.maxima, lambda p: optimum(p, left_of(time_limit, began, 4), gap), time_limit)
+        return fixed if fixed is not None else optimum(problem, left_of(time_limit, began, 4), gap)
 
     def constraints(self, extra=(), upto: int | None = None) -> list:
         """The rows (the first ``upto``, and ``extra``) as scipy's ``LinearConstraint``."""

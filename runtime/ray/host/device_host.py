@@ -269,12 +269,10 @@ class DeviceHost:
         if spinner is not None:  # the loop polls while the run is in progress
             spinner.hold()
         try:
-            tasks = await self._run_all(plan, inputs)
+            summaries = await self._run_all(plan, inputs)
         finally:
             if spinner is not None:
                 spinner.release()
-        summaries = {d: t.result() if t.exception() is None else DeviceSummary.failed(t.exception())
-                     for d, t in tasks.items()}
         wire = {d: (s._replace(outputs=tuple(self._hold(o) for o in s.outputs)) if s.ok else s).to_wire()
                 for d, s in summaries.items()}
         try:
@@ -284,19 +282,17 @@ class DeviceHost:
         except Exception:  # something only cloudpickle can carry (a failure's exception)
             return wire
 
-    async def _run_all(self, plan: RunPlan, inputs) -> dict[int, asyncio.Future]:
-        """Each device's run, to its end; when one fails, the others here are aborted. A process of
-        one device (a many-core node's default) runs it in this task: no task of its own to make
-        and wait for (here, 21 us to 8 to 10 us from the run call to the device's run starting;
-        docs/performance.md)."""
+    async def _run_all(self, plan: RunPlan, inputs) -> dict[int, DeviceSummary]:
+        """Each device's summary of its run, to its end; when one fails, the others here are
+        aborted. A process of one device (a many-core node's default) runs it in this task: no
+        task of its own to make and wait for (here, 21 us to 8 to 10 us from the run call to the
+        device's run starting; docs/performance.md)."""
         if len(plan.counts) == 1:
-            run = self._runs(plan, inputs)[0][1]
-            done = asyncio.get_running_loop().create_future()
+            (d, run), = self._runs(plan, inputs)
             try:
-                done.set_result(await run)
+                return {d: await run}
             except Exception as e:
-                done.set_exception(e)
-            return {plan.counts[0][0]: done}
+                return {d: DeviceSummary.failed(e)}
         loop = asyncio.get_running_loop()  # once, not once per device (each asks: a getpid call)
         tasks = {d: loop.create_task(run) for d, run in self._runs(plan, inputs)}
         pending = set(tasks.values())
@@ -305,7 +301,8 @@ class DeviceHost:
             if pending and any(t.exception() is not None or not t.result().ok for t in done):
                 for d in tasks:
                     await self.devices[d].abort(plan.run_id)  # a no-op on a device that has finished
-        return tasks
+        return {d: t.result() if t.exception() is None else DeviceSummary.failed(t.exception())
+                for d, t in tasks.items()}
 
     def _runs(self, plan: RunPlan, inputs) -> list[tuple[int, Any]]:
         """Each device's run (a coroutine), on its shards: those kept here (``plan.held``) and the
