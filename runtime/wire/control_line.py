@@ -158,16 +158,27 @@ class ControlLine:
 
     def send(self, tag: int, method: "Request | str", args: Sequence) -> None:
         """Write call ``tag``: ``await method(*args)`` on the host (``DeviceHost.run(plan,
-        *inputs)``, say). A numpy array is pickled as a reference to its memory, which goes out
-        after the frame without a copy; the same array named twice goes once (pickle's memo)."""
-        if self.failed is not None:
-            return  # the wait reports the line broken
+        *inputs)``, say); ``write(frame(...))``."""
+        self.write(self.frame(tag, method, args))
+
+    @staticmethod
+    def frame(tag: int, method: "Request | str", args: Sequence) -> list:
+        """Call ``tag``'s frame, as parts ready to write: a numpy array is pickled as a reference to
+        its memory, which goes out after the frame without a copy; the same array named twice goes
+        once (pickle's memo). Made apart from ``write`` so that a run's calls are all made before
+        the first is written, and then go out back to back (``RunAttempt.send``)."""
         buffers: list[pickle.PickleBuffer] = []
         name = method.value if isinstance(method, Request) else method  # a plain str: no class to unpickle
         body = pickle.dumps((name, tuple(args)), protocol=5, buffer_callback=buffers.append)
         parts, raws = frame_parts(CALL_HEAD.pack(tag, len(body), len(buffers)), body, buffers)
+        return [*parts, *raws]
+
+    def write(self, frame: list) -> None:
+        """Write a call's ``frame``; a write that fails breaks the line (``failed``)."""
+        if self.failed is not None:
+            return  # the wait reports the line broken
         try:
-            send_parts(self.sock, [*parts, *raws])
+            send_parts(self.sock, frame)
         except OSError as e:
             self._break(e)
 

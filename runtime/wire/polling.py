@@ -29,6 +29,9 @@ import time
 SPIN_SECONDS = 1e-3  # how long a waiting loop polls before it sleeps (a few message round trips)
 SWITCH_SECONDS = 5e-5  # the interpreter's switch interval while a loop polls
 _SWITCH = sys.getswitchinterval()  # the process's own, restored when polling stops
+# the longest the driver polls for one answer (``answer_spin``): the interpreter's default switch
+# interval, the longest a thread that wants the lock may wait for it from any running thread anyway
+ANSWER_SPIN_MAX = 5e-3
 
 
 def cores() -> int:
@@ -49,6 +52,18 @@ def should_spin(processes_here: int) -> bool:
     jobs, a Megatron MLP step interleaved with and without polling: median 10.6 ms polling, 2.8 ms
     not (docs/performance.md)."""
     return processes_here < cores()
+
+
+def answer_spin(base: float, last_run: float | None) -> float:
+    """Seconds the driver polls for each answer of a run before it sleeps: none where ``base``
+    is 0 (its processes do not poll: no core is left over for it either); else enough to cover a
+    run as long as the program's last (``last_run`` seconds, None before its first), half as
+    long again, at least ``base`` and at most ``ANSWER_SPIN_MAX``. A step of a millisecond or two
+    (a small model's) then has its first answer come while the driver still polls, instead of a
+    wakeup after ``base``; a long one pays one wakeup, as it did."""
+    if base <= 0:
+        return 0.0
+    return min(ANSWER_SPIN_MAX, max(base, 1.5 * (last_run or 0.0)))
 
 
 def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
@@ -92,13 +107,18 @@ def pause_polling(loop: asyncio.AbstractEventLoop, paused: bool) -> None:
 
 class Spinner:
     """Busy-polling for a loop with no selector to wrap: while ``hold`` is in effect (a run in
-    progress; holds nest) a callback reschedules itself on every turn, so the loop polls for
-    events without blocking instead of sleeping; the switch interval is ``SWITCH_SECONDS`` from
-    its start to its ``stop``, as ``busy_poll``'s. (It polls for the whole run, not ``SPIN_SECONDS`` before each sleep: the
-    loop tells no callback when it is about to sleep.)"""
+    progress; holds nest) and for ``linger`` seconds after the last hold is released, a callback
+    reschedules itself on every turn, so the loop polls for events without blocking instead of
+    sleeping; the switch interval is ``SWITCH_SECONDS`` from its start to its ``stop``, as
+    ``busy_poll``'s. (The loop tells no callback when it is about to sleep, so it polls for the
+    whole run rather than ``SPIN_SECONDS`` before each sleep; the linger after a run is the same
+    ``SPIN_SECONDS`` that ``busy_poll``'s loop polls before it sleeps, so that a training loop's
+    next run call, a few hundred microseconds after its last answer, finds this loop polling on
+    either kind of loop, with no wakeup to pay.)"""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop, self.held = loop, 0
+    def __init__(self, loop: asyncio.AbstractEventLoop, linger: float = SPIN_SECONDS):
+        self.loop, self.held, self.linger = loop, 0, linger
+        self.until = 0.0  # (monotonic) when polling stops once nothing is held
         self.turning = False  # whether the callback is scheduled (one at a time)
         self.paused = False  # the process's own threads compute: no turns meanwhile (``pause``)
         # for as long as the process polls, as ``busy_poll``'s: set only between runs, the loop
@@ -112,6 +132,8 @@ class Spinner:
 
     def release(self) -> None:
         self.held = max(0, self.held - 1)
+        if not self.held:
+            self.until = time.monotonic() + self.linger
 
     def pause(self, paused: bool) -> None:
         """No turns while ``paused`` (the process's threads compute on the cores the loop would
@@ -121,15 +143,19 @@ class Spinner:
 
     def stop(self) -> None:
         """Polling off: the process's own switch interval again (a run in progress stops turning)."""
-        self.held = 0
+        self.held, self.until = 0, 0.0
         sys.setswitchinterval(_SWITCH)
 
+    def polling(self) -> bool:
+        """Whether the loop should poll now: a run held, or the linger after one not over."""
+        return not self.paused and (self.held > 0 or time.monotonic() < self.until)
+
     def _start(self) -> None:
-        if not self.turning and self.held > 0 and not self.paused:
+        if not self.turning and self.polling():
             self.turning = True
             self.loop.call_soon(self._turn)
 
     def _turn(self) -> None:
-        self.turning = self.held > 0 and not self.paused
+        self.turning = self.polling()
         if self.turning:
             self.loop.call_soon(self._turn)

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from simshard.runtime.wire.polling import SPIN_SECONDS, busy_poll, should_spin
+from simshard.runtime.wire.polling import SPIN_SECONDS, answer_spin, busy_poll, should_spin
 
 
 def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin():
@@ -71,10 +71,24 @@ def test_a_ray_mesh_polls_as_told_or_where_the_node_has_the_cores(ray_session, p
         expected = should_spin(2) if poll is None else poll  # 2 processes on this node
         assert [devices.polls(d) for d in spmd.devices] == [expected] * 8
         assert devices.driver_spin == (SPIN_SECONDS if expected else 0.0)  # the driver polls for answers likewise
+        key = next(iter(devices.run_seconds))  # run_spmd's program, timed as it ran
+        assert devices.answer_spin(key) == answer_spin(devices.driver_spin, devices.run_seconds[key])
         outputs = dict(remote.outputs)
     for d in spmd.devices:
         assert [bits(a) for a in outputs[d]] == [bits(a) for a in local.outputs[d]], d
     assert remote.records == local.records
+
+
+def test_the_driver_polls_long_enough_for_a_short_run_and_no_longer_than_a_switch_interval():
+    """``answer_spin``: nothing where the processes do not poll; the base before a program's first
+    run and for runs shorter than it; a run and a half for longer ones; never past the cap."""
+    from simshard.runtime.wire.polling import ANSWER_SPIN_MAX
+
+    assert answer_spin(0.0, 2e-3) == 0.0
+    assert answer_spin(SPIN_SECONDS, None) == SPIN_SECONDS
+    assert answer_spin(SPIN_SECONDS, SPIN_SECONDS / 4) == SPIN_SECONDS
+    assert answer_spin(SPIN_SECONDS, 2e-3) == pytest.approx(3e-3)
+    assert answer_spin(SPIN_SECONDS, 1.0) == ANSWER_SPIN_MAX == 5e-3
 
 
 @pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
@@ -117,6 +131,40 @@ def test_a_spinner_polls_a_loop_while_held_and_lets_it_sleep_after(kind):
     finally:
         a.close()
         b.close()
+        loop.close()
+
+
+@pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
+def test_a_spinner_lingers_after_a_run_then_sleeps(kind):
+    """After the last hold goes, a spinner polls ``linger`` seconds more (where a training loop's
+    next run call comes, a few hundred microseconds after the last answer), then stops: CPU
+    through the linger, almost none after it; a hold within the linger keeps one callback."""
+    from runtime_helpers import new_loop
+    from simshard.runtime.wire.polling import Spinner
+
+    loop = new_loop(kind)
+    spinner = Spinner(loop, linger=0.15)
+
+    async def run():
+        spinner.hold()
+        await asyncio.sleep(0)
+        spinner.release()
+        cpu = time.process_time()
+        await asyncio.sleep(0.15)
+        lingering = time.process_time() - cpu
+        spinner.hold()  # a run within the linger: still one callback turning
+        spinner.release()
+        await asyncio.sleep(0.2)  # the linger over (0.15 s from the release), then 50 ms asleep
+        cpu = time.process_time()
+        await asyncio.sleep(0.15)
+        return lingering, time.process_time() - cpu
+
+    try:
+        lingering, after = loop.run_until_complete(run())
+        assert not spinner.turning
+        assert lingering > 0.03 and lingering > 3 * after, (lingering, after)
+    finally:
+        spinner.stop()
         loop.close()
 
 

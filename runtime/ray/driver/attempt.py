@@ -22,6 +22,7 @@ from .connected import messages_taken, routes_used
 from .failures import check_delivered, run_failure
 from .held import Held, HeldOutputs
 from .probe import NotAnswering, silent
+from .routes import RunCall
 from ...wire.control_line import OutcomeKind
 
 
@@ -55,9 +56,8 @@ class RunAttempt:
             counts = tuple((d, len(self.shards[d])) for d in devs)
             released = tuple(mesh.arrays.released.pop(mesh.actors[devs[0]], ()))  # dropped arrays go with the run
             plan = RunPlan(self.key, self.run_id, bool(self.trace_values), counts, held, released)
-            calls.append((group, devs, tuple(plan), args))
-        for group, devs, plan, args in calls:
-            self.pending[self.route.send(self.run_id, group, mesh.actors[devs[0]], plan, args)] = devs
+            calls.append(RunCall(devs, group, mesh.actors[devs[0]], tuple(plan), args))
+        self.pending.update(self.route.send(self.run_id, calls))
         mesh.arrays.release_dropped()  # hosts this run does not reach
 
     def collect(self) -> None:

@@ -38,7 +38,7 @@ from simshard.report.memory import capacity_of
 from ...core.collectives import check_algorithm
 from ...errors import DeviceLostError
 from ...calls.compiled import Compiled, compile_on, put as put_arrays
-from ...wire.polling import SPIN_SECONDS
+from ...wire.polling import SPIN_SECONDS, answer_spin
 from ...wire.shared_memory import remove_orphans, remove_shared, shared_memory_prefix
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
@@ -110,6 +110,7 @@ class RayMesh:
         self.patience = patience  # seconds of silence before a fetch probes the processes it waits on
         self._polls: dict[int, str] = {}  # device -> how its process busy-polls, or "off" (set on connect)
         self._spin = 0.0  # driver_spin (set on connect)
+        self.run_seconds: dict = {}  # program key -> its last run's seconds on the control lines (``answer_spin``)
         self.routes_among: dict[tuple, dict[str, int]] = {}  # devices -> the routes joining them (``RunAttempt.result``)
         self.peer_routes: dict[int, dict[int, str]] = {}  # device -> peer -> route (set on connect)
         self.secret = os.urandom(16)  # a socket connection must start with it
@@ -272,12 +273,19 @@ class RayMesh:
 
     @property
     def driver_spin(self) -> float:
-        """Seconds the driver polls for each answer of a run before it sleeps: ``SPIN_SECONDS``
-        where its device processes poll (``polling.should_spin`` let them only where a core is
-        left over, the driver's), else 0. An answer that comes within it costs no wakeup; the
-        bound keeps the driver's other threads (a user's data loader) waiting at most that long
-        for the interpreter lock, which a poll for the whole run would hold most of the time."""
+        """Seconds the driver polls for each answer of a run before it sleeps, at least:
+        ``SPIN_SECONDS`` where its device processes poll (``polling.should_spin`` let them only
+        where a core is left over, the driver's), else 0. An answer that comes within it costs no
+        wakeup; ``answer_spin`` stretches it to cover a program's runs, within a bound that keeps
+        the driver's other threads (a user's data loader) waiting for the interpreter lock no
+        longer than its switch interval would anyway."""
         return self._spin
+
+    def answer_spin(self, key) -> float:
+        """Seconds the driver polls for each answer of a run of program ``key``
+        (``polling.answer_spin``: ``driver_spin`` stretched to cover the program's last run, up to
+        ``ANSWER_SPIN_MAX``)."""
+        return answer_spin(self._spin, self.run_seconds.get(key))
 
     def polling(self, device: int) -> str:
         """How ``device``'s process polls: "selector" (asyncio's loop), "turns" (uvloop's) or "off"."""
@@ -324,6 +332,7 @@ class RayMesh:
         """Drop a loaded program from every device (and from what a restart would ship again)."""
         ray = import_ray()
         per = self.shipped.pop(key, {})
+        self.run_seconds.pop(key, None)
         refs = [self.call(d, "unload", key) for d in per if d in self.actors]
         if refs:
             try:

@@ -4,6 +4,7 @@ lost devices restarted between attempts (``RayMesh.repair``)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from functools import partial
 from typing import Mapping, Sequence
@@ -81,9 +82,12 @@ def one_attempt(mesh, key, spmd, shards: Mapping[int, list], in_object_store, ru
         else:
             lines, why = None, WhyRayCalls.LINES_BUSY if mesh.lines.enabled else WhyRayCalls.RAY_DATA_PLANE
         if lines is not None:
-            attempt = RunAttempt(mesh, key, spmd, shards, LineRoute(lines, mesh.calls, mesh.driver_spin), **how)
+            attempt = RunAttempt(mesh, key, spmd, shards, LineRoute(lines, mesh.calls, mesh.answer_spin(key)), **how)
         else:
             attempt = RunAttempt(mesh, key, spmd, in_object_store(), RayRoute(mesh.calls), **how)
+        began = time.monotonic()
         attempt.send()
         attempt.collect()
+        if lines is not None and not attempt.failed and not attempt.dead:
+            mesh.run_seconds[key] = time.monotonic() - began  # how long the driver polls next time
         return attempt.result(control_reason=None if why is None else why.value, **run())

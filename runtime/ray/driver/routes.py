@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import pickle
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ...wire import control_line
 from ...wire.control_line import Outcome, OutcomeKind, Request
@@ -32,6 +32,17 @@ def summaries_of(value) -> dict[int, DeviceSummary]:
     return {d: DeviceSummary.of(wire) for d, wire in value.items()}
 
 
+class RunCall(NamedTuple):
+    """One process's run call: the devices it runs, its host's handle, the ``RunPlan`` (a plain
+    tuple) and the shards it passes (kept ones are named in the plan)."""
+
+    devices: tuple[int, ...]
+    group: tuple[int, ...]
+    actor: Any
+    plan: tuple
+    args: list
+
+
 class LineRoute:
     """A run on the control lines (group -> line): the plan and small shards on the socket; the
     driver polls ``spin`` seconds for answers before it sleeps (``RayMesh.driver_spin``)."""
@@ -41,10 +52,17 @@ class LineRoute:
     def __init__(self, lines: Mapping[tuple[int, ...], Any], calls, spin: float = 0.0):
         self.lines, self.calls, self.spin = lines, calls, spin
 
-    def send(self, run_id: int, group, actor, plan: tuple, args: list):
-        self.lines[group].send(run_id, Request.RUN, (plan, *args))
-        self.calls["line"] += 1
-        return self.lines[group]
+    def send(self, run_id: int, calls: Sequence[RunCall]) -> dict:
+        """Every call written, each process's line -> its devices. The frames are all made first
+        and then written back to back: the devices start as close together as the driver can
+        make them, and the first collective waits for the last of them (each frame's pickling
+        between two writes would spread their starts by as much again)."""
+        frames = [(self.lines[c.group], control_line.ControlLine.frame(run_id, Request.RUN, (c.plan, *c.args)))
+                  for c in calls]
+        for line, frame in frames:
+            line.write(frame)
+        self.calls["line"] += len(frames)
+        return {line: c.devices for (line, _), c in zip(frames, calls)}
 
     def wait(self, pending, run_id: int, left: float | None) -> list:
         return control_line.wait(list(pending), run_id, left, self.spin)
@@ -62,11 +80,12 @@ class RayRoute:
     def __init__(self, calls):
         self.calls = calls
 
-    def send(self, run_id: int, group, actor, plan: tuple, args: list):
-        # the plan in one argument (Ray handles each argument on its own), the shards as
-        # top-level ones, so that Ray resolves the refs among them
-        self.calls["remote"] += 1
-        return actor.run.remote(plan, *args)
+    def send(self, run_id: int, calls: Sequence[RunCall]) -> dict:
+        """Every call made, each one's object ref -> its devices. The plan goes in one argument
+        (Ray handles each argument on its own), the shards as top-level ones, so that Ray
+        resolves the refs among them."""
+        self.calls["remote"] += len(calls)
+        return {c.actor.run.remote(c.plan, *c.args): c.devices for c in calls}
 
     def wait(self, pending, run_id: int, left: float | None) -> list:
         self.calls["wait"] += 1
