@@ -1,5 +1,7 @@
 """The all-reduce's algorithms against each other by size, on the Ray backend (one process per
-device, sockets data plane): the evidence for ``auto``'s threshold (``collectives.choice``).
+device, sockets data plane): where one-shot would pay for small buffers. It is not the default:
+a run's records count what moved, and the reports hold them to XLA's, DTensor's and the
+published volumes, which direct's analytic minimum matches (docs/performance.md).
 
 ``direct`` takes two steps (a reduce-scatter, then an all-gather) and moves the analytic minimum;
 ``oneshot`` takes one step and moves ``g - 1`` whole buffers into each member. Where a step's
