@@ -166,7 +166,7 @@ class ControlLine:
         """Call ``tag``'s frame, as parts ready to write: a numpy array is pickled as a reference to
         its memory, which goes out after the frame without a copy; the same array named twice goes
         once (pickle's memo). Made apart from ``write`` so that a run's calls are all made before
-        the first is written, and then go out back to back (``RunAttempt.send``)."""
+        the first is written, and then go out back to back (``LineRoute.send``)."""
         buffers: list[pickle.PickleBuffer] = []
         name = method.value if isinstance(method, Request) else method  # a plain str: no class to unpickle
         body = pickle.dumps((name, tuple(args)), protocol=5, buffer_callback=buffers.append)

@@ -45,7 +45,7 @@ class RunCall(NamedTuple):
 
 class LineRoute:
     """A run on the control lines (group -> line): the plan and small shards on the socket; the
-    driver polls ``spin`` seconds for answers before it sleeps (``RayMesh.driver_spin``)."""
+    driver polls ``spin`` seconds for each answer before it sleeps (``RayMesh.answer_spin``)."""
 
     name = "sockets"
 
