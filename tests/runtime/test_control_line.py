@@ -193,3 +193,30 @@ def test_a_call_of_more_parts_than_one_sendmsg_takes_arrives_whole(host):
     got = pickle.loads(answer(line, 5))
     assert got["sum"] == [3.0 * i for i in range(len(shards))]
     line.close()
+
+
+def test_a_runs_calls_are_all_made_before_the_first_is_written(monkeypatch):
+    """``LineRoute.send``: every process's frame pickled first, then the frames written back to
+    back (a frame made between two writes would delay the later processes' starts, which the
+    first collective waits for); each line answers its own call, and the calls are counted."""
+    from simshard.runtime.ray.driver.routes import LineRoute, RunCall
+
+    events = []
+    frame, write = ControlLine.frame, ControlLine.write
+    monkeypatch.setattr(ControlLine, "frame", staticmethod(lambda *a: events.append("frame") or frame(*a)))
+    monkeypatch.setattr(ControlLine, "write", lambda self, f: events.append("write") or write(self, f))
+    hosts = [Host(), Host()]
+    lines = {(0, 1): ControlLine(hosts[0].address, SECRET), (2, 3): ControlLine(hosts[1].address, SECRET)}
+    try:
+        calls, counted = [RunCall((0, 1), (0, 1), None, "p0", [np.ones(3)]),
+                          RunCall((2,), (2, 3), None, "p1", [np.ones(4), np.ones(2)])], {"line": 0}
+        pending = LineRoute(lines, counted).send(9, calls)
+        assert events == ["frame", "frame", "write", "write"]
+        assert pending == {lines[(0, 1)]: (0, 1), lines[(2, 3)]: (2,)} and counted == {"line": 2}
+        assert pickle.loads(answer(lines[(0, 1)], 9)) == {"plan": "p0", "sum": [3.0]}
+        assert pickle.loads(answer(lines[(2, 3)], 9)) == {"plan": "p1", "sum": [4.0, 2.0]}
+    finally:
+        for line in lines.values():
+            line.close()
+        for h in hosts:
+            h.stop()
