@@ -7,7 +7,8 @@
 # collectives; 'big' is the 64 MiB collectives, 'nouvloop' the pair rows with uvloop hidden,
 # 'anatomy' where a small Megatron step's time goes (step_anatomy.py), 'sweep' the all-reduce's
 # algorithms by size): about 40, 70, 55, 30, 65, 70, 15 and 15 s on the 16-core machine (2026-11-27),
-# a round each; ROUNDS=3 triples the peers.py steps and their limits.
+# a round each; ROUNDS=3 triples the peers.py steps and their limits. Each peers.py step leaves its
+# rows as JSON too, and the call ends with issue 33's goals read off them ($OUT/goals.txt).
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 R=${ROUNDS:-1}  # rounds of each peers.py row (every side in each, the best kept): 3 fit for two groups of rows
@@ -19,12 +20,19 @@ step() { local limit=$1 name=$2; shift 2; local S=$SECONDS
 for s in ${STEPS:-costs pair mlp collectives}; do
   case $s in
     costs) step 90 costs python benchmarks/machine_costs.py --polling ;;
-    pair) step $((75 * R)) pair python benchmarks/peers.py --rounds $R --rows messages pair ;;
-    mlp) step $((100 * R)) mlp python benchmarks/peers.py --rounds $R --rows mlp ;;
-    collectives) step $((90 * R)) collectives python benchmarks/peers.py --rounds $R --rows collectives --sizes small ;;
-    big) step $((150 * R)) big python benchmarks/peers.py --rounds $R --rows collectives --sizes large ;;
-    nouvloop) SIMSHARD_HIDE_UVLOOP=1 step $((75 * R)) nouvloop python benchmarks/peers.py --rounds $R --rows messages pair ;;
+    pair) step $((75 * R)) pair python benchmarks/peers.py --rounds $R --rows messages pair --json "$O/pair.json" ;;
+    mlp) step $((100 * R)) mlp python benchmarks/peers.py --rounds $R --rows mlp --json "$O/mlp.json" ;;
+    collectives) step $((90 * R)) collectives python benchmarks/peers.py --rounds $R --rows collectives --sizes small --json "$O/collectives.json" ;;
+    big) step $((150 * R)) big python benchmarks/peers.py --rounds $R --rows collectives --sizes large --json "$O/big.json" ;;
+    nouvloop) SIMSHARD_HIDE_UVLOOP=1 step $((75 * R)) nouvloop python benchmarks/peers.py --rounds $R --rows messages pair --json "$O/nouvloop.json" ;;
     anatomy) step 40 anatomy python benchmarks/step_anatomy.py --steps 300 ;;
     sweep) step 60 sweep python benchmarks/allreduce_algorithms.py --groups 4,8 --sizes 16,64,256,1024 ;;
   esac
 done
+# issue 33's goals from whatever this call measured (benchmarks/goals.py; a previous call's JSON
+# files in $GOALS_FROM too, where the rows were measured in two calls)
+J=$(ls "$O"/pair.json "$O"/mlp.json "$O"/collectives.json "$O"/big.json ${GOALS_FROM:-} 2>/dev/null)
+if [ -n "$J" ]; then
+  NOUV=$([ -f "$O/nouvloop.json" ] && echo "--without-uvloop $O/nouvloop.json")
+  bash .device/run.sh python benchmarks/goals.py $J $NOUV 2>&1 | tee "$O/goals.txt"
+fi

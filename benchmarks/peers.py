@@ -55,11 +55,10 @@ if str(HERE) not in sys.path:  # imported from elsewhere (the smoke test): colle
 
 from peer_workers import span_times  # noqa: E402,F401  (a worker's spans to one figure; the smoke test reads it here)
 from collective_programs import collective_program, collective_seconds, collective_shape  # noqa: E402
+from peer_table import row_line, table, write_section  # noqa: E402  (the smoke test reads them here too)
 
 PEER_WORKERS = HERE / "peer_workers.py"  # what a peer runs, in a subprocess of --peer-python
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
-MARK_BEGIN = "<!-- peers.py: begin -->"
-MARK_END = "<!-- peers.py: end -->"
 ROWS = ("collectives", "mlp", "pair", "tiny", "messages")  # the groups of rows, each run or not (--rows)
 USED: dict = {}  # (devices, devices per process) of a message chain on Ray -> what it ran on (``routes_used``)
 
@@ -242,21 +241,6 @@ def run_peer(python: str, peer: str, task: dict, timeout: float = 900.0) -> dict
     return json.loads(lines[-1])
 
 
-# -- the table ----------------------------------------------------------------------------------
-
-
-def _fmt(v) -> str:
-    if isinstance(v, str):
-        return v
-    if v is None:
-        return "-"
-    return f"{v * 1e3:.1f} ms" if v >= 1e-3 else f"{v * 1e6:.0f} us"
-
-
-def _ratio(a, b) -> str:
-    return f"{a / b:.2f}x" if isinstance(a, float) and isinstance(b, float) and b > 0 else "-"
-
-
 def measure(args) -> dict:
     quick = args.quick
     load_start = os.getloadavg()[0]  # report only runs that start below 1: the machines are shared
@@ -303,7 +287,8 @@ def measure(args) -> dict:
         add_tiny(args, add)
     per_message, per_message_used = measure_messages(peer, add, args.rounds) if "messages" in args.rows else ({}, {})
     return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
-            "load": load_start, "load_end": os.getloadavg()[0], "quick": quick, "rounds": args.rounds}
+            "load": load_start, "load_end": os.getloadavg()[0], "quick": quick, "rounds": args.rounds,
+            "cores": os.cpu_count()}
 
 
 def add_pair(args, add) -> None:
@@ -352,47 +337,6 @@ def measure_messages(peer: str, add, rounds: int = 1) -> tuple[dict, dict]:
     return per_message, per_message_used
 
 
-COLUMNS = ("simshard ray", "simshard local", "torch gloo", "jax")
-
-
-def row_line(r: dict) -> str:
-    """One row of the table (``table``), as markdown."""
-    cells = [_fmt(r[c]) for c in COLUMNS]
-    return (f"| {r['work']} | " + " | ".join(cells) + f" | {_ratio(r['simshard ray'], r['torch gloo'])} | "
-            f"{_ratio(r['simshard ray'], r['jax'])} | {r.get('ray ran on') or '-'} |")
-
-
-def table(result: dict) -> str:
-    cols = list(COLUMNS)
-    lines = ["| work | " + " | ".join(cols) + " | ray / gloo | ray / JAX | simshard ray ran on |",
-             "|---" * (len(cols) + 4) + "|"]
-    lines.extend(row_line(r) for r in result["rows"])
-    lines.append("")
-    if result["per_message_round"]:
-        lines.append("Messages in rounds (a chain of 200 tiny collective-permutes around 8 devices, time per round: "
-                 "each device sends one message and receives one, 8 at once): " +
-                 "; ".join(f"{k} {_fmt(v)}" + (f" ({result['per_message_used'][k]})" if result.get("per_message_used", {}).get(k)
-                                                else "") for k, v in result["per_message_round"].items()) + ".")
-        lines.append("")
-    rounds = result.get("rounds", 1)
-    lines.append(f"Measured {result['date']} on this machine ({os.cpu_count()} cores), load average "
-                 f"{result['load']:.2f} when the run started, {result.get('load_end', float('nan')):.2f} when it ended"
-                 f"{' (--quick sizes)' if result['quick'] else ''}; "
-                 f"the collectives, Megatron and one-message rows: the best of {rounds} round{'s' * (rounds != 1)}, every side in each.")
-    return "\n".join(lines)
-
-
-def write_section(path: Path, text: str) -> None:
-    doc = path.read_text()
-    block = f"{MARK_BEGIN}\n{text}\n{MARK_END}"
-    if MARK_BEGIN in doc:
-        head, rest = doc.split(MARK_BEGIN, 1)
-        doc = head + block + rest.split(MARK_END, 1)[1]
-    else:
-        doc = doc.rstrip() + "\n\n## Peers: torch gloo and JAX\n\n`benchmarks/peers.py`, one run:\n\n" + block + "\n"
-    path.write_text(doc)
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="toy sizes")
@@ -401,6 +345,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the collectives, Megatron MLP and one-message rows, every side in each (best kept)")
     ap.add_argument("--write", metavar="FILE", help="write the table into FILE between the peers.py markers")
+    ap.add_argument("--json", metavar="FILE", help="write the rows as JSON too (benchmarks/goals.py reads them)")
     ap.add_argument("--sizes", nargs="+", choices=("small", "large"), default=["small", "large"],
                     help="the collectives rows' sizes: small (1 MiB; --quick: 16 KiB), large (64 MiB; 64 KiB)")
     ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS),
@@ -411,6 +356,8 @@ def main(argv=None) -> None:
     print(text)
     if args.write:
         write_section(Path(args.write), text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
