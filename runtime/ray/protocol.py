@@ -76,9 +76,13 @@ class DeviceSummary(NamedTuple):
     def ok(self) -> bool:
         return self.status is Status.OK
 
-    def to_wire(self) -> tuple:
-        """A plain tuple (the status as its string) for pickling across the process boundary."""
-        return (self.status.value, *self[1:])
+    def to_wire(self, outputs: tuple | None = None) -> tuple:
+        """A plain tuple (the status as its string) for pickling across the process boundary;
+        ``outputs``, where given, in place of the summary's own (the ids its host keeps them
+        under: no ``_replace``, which rebuilds the tuple through a dict)."""
+        if outputs is None:
+            return (self.status.value, *self[1:])
+        return (self.status.value, self.where, self.error, self.waits, outputs, *self[5:])
 
     @classmethod
     def of(cls, wire: tuple) -> "DeviceSummary":

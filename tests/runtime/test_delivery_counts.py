@@ -39,3 +39,11 @@ def test_a_message_left_in_the_mailbox_is_named_with_its_own_note():
     with pytest.raises(ScheduleMismatchError, match=r"sent at step 7\) to device 1"):
         check_delivered(SPMD, {0: summary([(0, 1, "sent", (3, 0), 8)], [("process", 1)]),
                                1: summary(undelivered=[(0, (3, 0), "at step 7")])})
+
+
+def test_a_summary_travels_as_a_plain_tuple_with_its_outputs_replaced_by_the_ids_kept():
+    """``DeviceSummary.to_wire(outputs)``: the tuple of the summary with ``outputs`` in place of its
+    own (the ids its host keeps them under), every other field where ``of`` reads it back."""
+    s = summary([(0, 1, "sent", (3, 0), 8)], [("unix", 1)], received=2)._replace(outputs=("an array",), ran=((3, 0),))
+    assert DeviceSummary.of(s.to_wire((7,))) == s._replace(outputs=(7,))
+    assert DeviceSummary.of(s.to_wire()) == s and s.to_wire()[0] == "ok"

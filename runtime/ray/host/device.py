@@ -37,6 +37,16 @@ class LoadedProgram(NamedTuple):
     prepared: Prepared  # what each collective instruction alone decides, made in its first run, kept for the next
 
 
+async def ended(task: asyncio.Task) -> None:
+    """Wait until ``task`` ends, however it ends, without raising what it raised (a run's task,
+    which an abort cancels: ``asyncio.wait``'s use here, without the sets, counter and callbacks
+    to remove it makes for each call). Cancelling the wait leaves ``task`` running."""
+    if not task.done():
+        done = task.get_loop().create_future()
+        task.add_done_callback(lambda _: done.done() or done.set_result(None))
+        await done
+
+
 class RunState:
     """One run's state on one device: its mailbox and, once started, its transport, executor and task."""
 
@@ -187,9 +197,9 @@ class HostedDevice:
             return DeviceSummary.aborted("not started")
         transport, ex = self._start(key, run_id, trace_values, st)
         # the shards arrive as read-only views of the object store: no copy, nothing writes into them
-        st.task = asyncio.ensure_future(ex.run([np.asarray(a) for a in inputs]))
+        st.task = asyncio.get_running_loop().create_task(ex.run([np.asarray(a) for a in inputs]))
         try:
-            await asyncio.wait({st.task})
+            await ended(st.task)
             if st.task.cancelled() or st.task.exception() is not None:
                 return self._stopped(st, transport, ex)
             return self._finished(run_id, st, transport, ex)

@@ -273,7 +273,7 @@ class DeviceHost:
         finally:
             if spinner is not None:
                 spinner.release()
-        wire = {d: (s._replace(outputs=tuple(self._hold(o) for o in s.outputs)) if s.ok else s).to_wire()
+        wire = {d: s.to_wire(tuple(self._hold(o) for o in s.outputs)) if s.ok else s.to_wire()
                 for d, s in summaries.items()}
         try:
             # plain pickle, not Ray's: cloudpickle's per-object hook makes a summary of thousands of
