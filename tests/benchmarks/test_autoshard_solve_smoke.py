@@ -1,19 +1,15 @@
 """benchmarks/autoshard_solve.py cannot rot: the tiny configuration is searched and its figures
 are the search's."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
+from benchmark_loader import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_small_case_reports_the_searchs_figures():
     pytest.importorskip("scipy")
-    spec = importlib.util.spec_from_file_location("autoshard_solve", ROOT / "benchmarks" / "autoshard_solve.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("autoshard_solve")
     r = bench.run_case("tiny:2x4")
     report = r["strategy"].report
     assert r["devices"] == 8 and r["seconds"] >= r["solve_seconds"] > 0
@@ -26,9 +22,7 @@ def test_twice_the_layers_searches_the_same_program():
     every product of mesh axes: the stacked parameters' layouts (a layer dim split over axes)
     depend on that, not on the count."""
     pytest.importorskip("scipy")
-    spec = importlib.util.spec_from_file_location("autoshard_solve", ROOT / "benchmarks" / "autoshard_solve.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("autoshard_solve")
     short, long = bench.run_case("tiny@8:2x4"), bench.run_case("tiny@16:2x4")
     assert (short["variables"], short["rows"]) == (long["variables"], long["rows"])
     assert long["step_seconds"] > short["step_seconds"]  # the layers are counted, just not searched again

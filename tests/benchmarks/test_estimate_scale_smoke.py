@@ -1,15 +1,11 @@
 """benchmarks/estimate_scale.py cannot rot: a small case runs and its figures are the estimate's."""
 
-import importlib.util
-from pathlib import Path
+from benchmark_loader import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_small_case_reports_the_estimates_figures():
-    spec = importlib.util.spec_from_file_location("estimate_scale", ROOT / "benchmarks" / "estimate_scale.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("estimate_scale")
     r = bench.run_case("mlp:dp:2x4")
     est = bench.load("mlp").estimate("dp", mesh={"x": 2, "y": 4}, mode="sgd")
     assert r["devices"] == 8 and r["seconds"] > 0
@@ -18,8 +14,6 @@ def test_a_small_case_reports_the_estimates_figures():
 
 
 def test_a_pipeline_case_reports_the_pipeline_estimates_figures():
-    spec = importlib.util.spec_from_file_location("estimate_scale", ROOT / "benchmarks" / "estimate_scale.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("estimate_scale")
     r = bench.run_case("tiny:3d:2x2x2:4")
     assert r["devices"] == 8 and r["seconds"] > 0 and r["received_per_device"] > 0 and r["max_peak"] > 0

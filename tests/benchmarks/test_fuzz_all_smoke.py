@@ -2,23 +2,11 @@
 fuzzed inputs give no foreign exception, and its table comes out. Not a speed test (the figures
 are the benchmark's, docs/fuzzing figures in docs/performance.md)."""
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_loader import load_benchmark
 
-
-def _fuzz_all():
-    spec = importlib.util.spec_from_file_location("fuzz_all", ROOT / "benchmarks" / "fuzz_all.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_all"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz_all = _fuzz_all()
+fuzz_all = load_benchmark("fuzz_all", register=True)
 
 
 def test_every_form_reads_its_valid_samples_and_fuzzed_inputs_raise_only_its_own_errors(tmp_path):

@@ -1,25 +1,16 @@
 """benchmarks/goals.py reads issue 33's goals off peers.py's rows honestly: a ratio over its bound,
 a row missing, or a row measured off the sockets data plane is a goal not met, and says so."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_loader import load_benchmark
+
 SOCKETS = ("messages between devices: unix 168 (device pairs: unix 56); run calls: Ray actor calls (input shards "
            "of 1 MiB or more go through Ray's object store); polling off; 8 processes")
 LINES = "messages between devices: unix 4 (device pairs: unix 2); run calls: the driver's control lines; polling off"
 
 
-def _goals():
-    spec = importlib.util.spec_from_file_location("goals", ROOT / "benchmarks" / "goals.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-goals = _goals()
+goals = load_benchmark("goals")
 
 
 def row(work, ray, gloo, used=LINES):

@@ -2,27 +2,15 @@
 numbers, a peer that is not installed is reported as such (not an error), and the table is written
 into a document between its markers, again and again. Not a speed test."""
 
-import importlib.util
 import math
 import re
 import sys
-from pathlib import Path
 
 import pytest
+from benchmark_loader import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _peers():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # peers.py imports ray_bench beside it
-    spec = importlib.util.spec_from_file_location("peers", ROOT / "benchmarks" / "peers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-peers = _peers()
-import peer_table  # noqa: E402  (beside peers.py, on the path _peers puts it)
+peers = load_benchmark("peers")
+import peer_table  # noqa: E402  (beside peers.py: load_benchmark put benchmarks/ on the path)
 
 
 def positive(v) -> bool:

@@ -1,25 +1,14 @@
 """benchmarks/ray_bench.py cannot rot: each benchmark function runs at a toy size on Ray and
 returns numbers. Not a speed test (no figure is compared with a goal). Reuses an initialised Ray."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
+from benchmark_loader import load_benchmark
 
 ray = pytest.importorskip("ray")
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("ray_bench", ROOT / "benchmarks" / "ray_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = load_benchmark("ray_bench")
 
 
 def number(v) -> bool:
