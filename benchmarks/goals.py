@@ -19,11 +19,13 @@ import re
 from pathlib import Path
 from typing import Mapping, NamedTuple, Sequence
 
+from simshard.runtime.ray.driver.lines import WhyRayCalls
+
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all")
 SAME_WITHIN = 1.10  # "the same figures": uvloop's at most this many times the figure without it
 MLP = "Megatron MLP {}, 2x4, inputs on the devices, Ray as this machine's defaults give it"
 HOP = "one message in flight (2 devices, time per message)"
-LARGE_INPUTS = "input shards of 1 MiB or more go through Ray's object store"  # lines.WhyRayCalls.LARGE_INPUTS
+LARGE_INPUTS = WhyRayCalls.LARGE_INPUTS.value  # the one reason a run's calls go as Ray calls on the data plane's rows
 
 
 class Goal(NamedTuple):
@@ -86,6 +88,8 @@ def ratio(row: Mapping | None) -> float | None:
 
 
 def verdict(goal: Goal, rows: Mapping[str, Mapping]) -> Verdict:
+    """``goal`` as ``rows`` measured it: met where every row it needs has a figure, measured the
+    sockets data plane and keeps within the bound."""
     ratios = tuple((label, ratio(rows.get(label))) for label in goal.rows)
     missing = [label for label, r in ratios if r is None]
     if missing:
