@@ -29,9 +29,9 @@ for s in ${STEPS:-costs pair mlp collectives}; do
     sweep) step 60 sweep python benchmarks/allreduce_algorithms.py --groups 4,8 --sizes 16,64,256,1024 ;;
   esac
 done
-# issue 33's goals from whatever this call measured (benchmarks/goals.py; a previous call's JSON
-# files in $GOALS_FROM too, where the rows were measured in two calls)
-J=$(ls "$O"/pair.json "$O"/mlp.json "$O"/collectives.json "$O"/big.json ${GOALS_FROM:-} 2>/dev/null)
+# issue 33's goals from whatever this call measured (benchmarks/goals.py; rows measured over two
+# calls: run it here on both calls' files)
+J=$(ls "$O"/pair.json "$O"/mlp.json "$O"/collectives.json "$O"/big.json 2>/dev/null)
 if [ -n "$J" ]; then
   NOUV=$([ -f "$O/nouvloop.json" ] && echo "--without-uvloop $O/nouvloop.json")
   bash .device/run.sh python benchmarks/goals.py $J $NOUV 2>&1 | tee "$O/goals.txt"

@@ -16,12 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Mapping, NamedTuple, Sequence
 
 from simshard.runtime.ray.driver.lines import WhyRayCalls
 
-KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all")
+sys.path.insert(0, str(Path(__file__).parent))
+import peer_table  # noqa: E402  (beside this file)
+from peers import KINDS as KIND_NAMES  # noqa: E402  (the collectives peers.py measures)
+
+KINDS = tuple(k.replace("_", "-") for k in KIND_NAMES)  # as peers.py's row labels write them
 SAME_WITHIN = 1.10  # "the same figures": uvloop's at most this many times the figure without it
 MLP = "Megatron MLP {}, 2x4, inputs on the devices, Ray as this machine's defaults give it"
 HOP = "one message in flight (2 devices, time per message)"
@@ -79,12 +84,8 @@ def off_the_data_plane(row: Mapping) -> str:
 
 
 def ratio(row: Mapping | None) -> float | None:
-    """simshard on Ray over torch gloo, where both are figures."""
-    if row is None:
-        return None
-    ray, gloo = row.get("simshard ray"), row.get("torch gloo")
-    ok = isinstance(ray, (int, float)) and isinstance(gloo, (int, float)) and gloo > 0
-    return ray / gloo if ok else None
+    """simshard on Ray over torch gloo, where both are figures (``peer_table.ratio``)."""
+    return None if row is None else peer_table.ratio(row.get("simshard ray"), row.get("torch gloo"))
 
 
 def verdict(goal: Goal, rows: Mapping[str, Mapping]) -> Verdict:
@@ -103,11 +104,9 @@ def verdict(goal: Goal, rows: Mapping[str, Mapping]) -> Verdict:
 
 def uvloop_verdict(with_uvloop: Mapping[str, Mapping], without: Mapping[str, Mapping]) -> Verdict:
     """The rows both runs measured, uvloop's figure over the one without it, each within ``SAME_WITHIN``."""
-    ratios = []
-    for label, row in without.items():
-        a, b = with_uvloop.get(label, {}).get("simshard ray"), row.get("simshard ray")
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0:
-            ratios.append((label, a / b))
+    both = ((label, peer_table.ratio(with_uvloop.get(label, {}).get("simshard ray"), row.get("simshard ray")))
+            for label, row in without.items())
+    ratios = [(label, r) for label, r in both if r is not None]
     if not ratios:
         return Verdict("with uvloop installed, the same figures as without it", (), False, "no row in both runs")
     return Verdict("with uvloop installed, the same figures as without it", tuple(ratios),

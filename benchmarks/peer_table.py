@@ -18,8 +18,15 @@ def _fmt(v) -> str:
     return f"{v * 1e3:.1f} ms" if v >= 1e-3 else f"{v * 1e6:.0f} us"
 
 
+def ratio(a, b) -> float | None:
+    """``a / b`` where both are figures (a side may hold its error's words instead), else None."""
+    figures = isinstance(a, (int, float)) and isinstance(b, (int, float))
+    return a / b if figures and b > 0 else None
+
+
 def _ratio(a, b) -> str:
-    return f"{a / b:.2f}x" if isinstance(a, float) and isinstance(b, float) and b > 0 else "-"
+    r = ratio(a, b)
+    return "-" if r is None else f"{r:.2f}x"
 
 
 COLUMNS = ("simshard ray", "simshard local", "torch gloo", "jax")

@@ -82,7 +82,7 @@ class DeviceSummary(NamedTuple):
         under: no ``_replace``, which rebuilds the tuple through a dict)."""
         if outputs is None:
             return (self.status.value, *self[1:])
-        return (self.status.value, self.where, self.error, self.waits, outputs, *self[5:])
+        return (self.status.value, *self[1:_OUTPUTS], outputs, *self[_OUTPUTS + 1:])
 
     @classmethod
     def of(cls, wire: tuple) -> "DeviceSummary":
@@ -96,6 +96,8 @@ class DeviceSummary(NamedTuple):
     def aborted(cls, where: str, waits: tuple = ()) -> "DeviceSummary":
         return cls(Status.ABORTED, where, waits=tuple(waits))
 
+
+_OUTPUTS = DeviceSummary._fields.index("outputs")  # (``to_wire``)
 
 class Unreached(NamedTuple):
     """A peer process a device process should reach by socket and does not: its devices' messages

@@ -12,7 +12,8 @@ pieces before they land in the output) are not counted.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from operator import attrgetter
 from typing import Iterable
 
 from ..units import fmt_bytes, plain_text
@@ -33,14 +34,16 @@ class DeviceMemory:
     capacity: int | None = None
 
     def to_wire(self) -> tuple:
-        """Its fields as a plain tuple, as a device process ships it (measured here: unpickling the
-        dataclass took 1.7 us, the tuple 0.2 us and ``of_wire`` 0.8 us)."""
-        return (self.device, self.peak_bytes, self.peak_position, self.peak_instr, self.peak_source,
-                self.input_bytes, self.final_bytes, self.capacity)
+        """Its fields as a plain tuple, in their order, as a device process ships it (measured
+        here: unpickling the dataclass took 1.7 us, the tuple 0.2 us and ``of_wire`` 0.8 us)."""
+        return _DEVICE_MEMORY_FIELDS(self)
 
     @classmethod
     def of_wire(cls, fields: tuple) -> "DeviceMemory":
         return cls(*fields)
+
+
+_DEVICE_MEMORY_FIELDS = attrgetter(*(f.name for f in fields(DeviceMemory)))  # ``to_wire``: one call, in C
 
 
 @dataclass(frozen=True)
