@@ -56,7 +56,7 @@ from simshard.spmd.dispatch import COLLECTIVE_KINDS, dispatch_table
 from simshard.units import fmt_bytes
 
 from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError
-from .collectives import Channel, check_algorithm, run_collective, signature
+from .collectives import Channel, check_algorithm, signature
 from .collectives.prepared import Prepared, at
 from .compute_steps import ComputeSteps
 from .diagnosis import Span, describe, schedule_error
@@ -208,13 +208,14 @@ class Executor(ComputeSteps):
                 f"device {self.device}: its schedule takes {len(s.inputs)} input shards, got {len(inputs)}",
             )
         self._write([(b, np.asarray(a)) for b, a in zip(s.inputs, inputs)])
-        self.ledger.inputs_placed()
-        for pos, ins in enumerate(s.instrs):
+        ledger, steps, spans, clock, device = self.ledger, self.STEPS, self.spans, time.time, self.device
+        ledger.inputs_placed()
+        for pos, ins in enumerate(s.instrs):  # (its names bound above: looked up once, not per instruction)
             self.position = pos
-            self.ledger.at(pos, ins)
-            start = time.time()
+            ledger.at(pos, ins)
+            start = clock()
             try:
-                step = self._handler(ins)
+                step = steps.get(ins.kind) or self._handler(ins)
                 if step.waits:
                     await step.run(self, ins)
                 else:
@@ -228,7 +229,7 @@ class Executor(ComputeSteps):
             except Exception as e:  # a kernel or numpy error: name where it happened
                 self.state = "failed"
                 raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {type(e).__name__}: {e}") from e
-            self.spans.append((self.device, pos, ins.id, ins.kind, ins.source, start, time.time()))
+            spans.append((device, pos, ins.id, ins.kind, ins.source, start, clock()))
         self.position = len(s.instrs)
         outputs = tuple(self._read(b) for b in s.outputs)
         self.state = "finished"
@@ -307,7 +308,7 @@ class Executor(ComputeSteps):
         note = "" if x is None else at(self.position, prepared.what)
         ch = Channel(self.transport, me, ins.id, tag, note=note)
         try:
-            out = await run_collective(ch, ins, x, self.algorithm)
+            out = await prepared.run(ch, ins, x, self.algorithm)  # (``run_collective``'s choice, made once)
         except CollectiveError as e:
             raise self._fail(CollectiveError, f"device {me} {self.where()}: {e}") from None
         self._write_one(ins.dst, out)

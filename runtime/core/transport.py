@@ -2,7 +2,7 @@
 
 The collective library (``collectives.py``) talks only to this interface::
 
-    await transport.send(src, dst, key, array, tag=..., note=...)
+    transport.send(src, dst, key, array, tag=..., note=...)   # never waits
     array = await transport.recv(dst, src, key, tag=...)
 
 ``key`` names the message: ``(instruction id, step)`` for a collective (a step distinguishes the
@@ -15,7 +15,7 @@ says where the sender was (its schedule position), for error messages.
 ``Transport`` does the bookkeeping once for every backend: each send and each receive is
 recorded in ``log`` (a ``TransferLog``: logical payload bytes, ``array.nbytes``, and message
 counts per device, per peer, per key). A backend supplies two primitives: ``_deliver(message)``
-(put it in the receiver's mailbox: a dict here; a remote call on the receiver's actor for Ray)
+(put it in the receiver's mailbox, or on its way there: a plain call, it never waits)
 and ``_collect(dst, src, key, timeout)`` (wait for it in ``dst``'s mailbox).
 
 ``InMemoryTransport`` serves every device of one event loop (the local backend). Because it sees
@@ -46,10 +46,13 @@ class Transport(ABC):
         self.timeout = timeout
         self.log = TransferLog()
 
-    async def send(self, src: int, dst: int, key: Key, array: np.ndarray, *, tag: Hashable = None, note: str = "") -> None:
+    def send(self, src: int, dst: int, key: Key, array: np.ndarray, *, tag: Hashable = None, note: str = "") -> None:
+        """Hand ``array`` to the backend for ``dst`` and return: a send never waits (each backend
+        puts it in a mailbox, writes it to a socket or makes a Ray call, none of which blocks), so
+        it is a plain call, not a coroutine: a collective pays no coroutine per message."""
         array = np.ascontiguousarray(array)
         self.log.record(src, dst, "sent", key, int(array.nbytes))
-        await self._deliver(Message(src, dst, key, array, tag, note))
+        self._deliver(Message(src, dst, key, array, tag, note))
 
     async def recv(self, dst: int, src: int, key: Key, *, tag: Hashable = None) -> np.ndarray:
         msg = await self._collect(dst, src, key, self.timeout)
@@ -74,7 +77,7 @@ class Transport(ABC):
         """``device`` has run its whole schedule (it will send nothing more)."""
 
     @abstractmethod
-    async def _deliver(self, msg: Message) -> None: ...
+    def _deliver(self, msg: Message) -> None: ...
 
     @abstractmethod
     async def _collect(self, dst: int, src: int, key: Key, timeout: float | None) -> Message: ...

@@ -43,7 +43,7 @@ class InMemoryTransport(Transport):
         if self.copy:  # the copy every message gets is made into ``out``
             self._box(dst).expect(src, key, out)
 
-    async def _deliver(self, msg: Message) -> None:
+    def _deliver(self, msg: Message) -> None:
         box = self._box(msg.dst)
         if self.copy:
             msg = Message(msg.src, msg.dst, msg.key, box.copy_in(msg.src, msg.key, msg.array), msg.tag, msg.note)

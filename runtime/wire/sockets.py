@@ -25,8 +25,8 @@ import numpy as np
 from . import frame_auth
 from .admission import NONCE_BYTES, Admissions, accept_forever, listening_socket, respond
 from .frame_auth import MAC_BYTES, Signer, Verifier
-from .frames import (ANSWER, FRAME, PROBE, SMALL, Answer, ErrorAnswer, Header, Storage, Stored, decode_answer,
-                     encode_header, header_packer, widen)
+from .frames import (ANSWER, FRAME, PROBE, SMALL, Answer, ErrorAnswer, HeaderEncoder, Storage, Stored, decode_answer,
+                     widen)
 from .memory_reads import array_owner, memory_reads_possible
 from .receiver import Deliver, Place, Receiver, nowhere
 from .shared_memory import RING_MIN, SHM_BYTES, Ring, shared_memory_prefix
@@ -134,7 +134,7 @@ class Connection:
         self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.settled_at = 0  # how far the ring was written when the last sync was sent
         self.seq = itertools.count()
-        self.packer = header_packer()  # the loop's thread alone sends
+        self.headers = HeaderEncoder()  # the loop's thread alone sends
         self.failed: BaseException | None = None
         # between nodes: this side's frames signed, the receiver's answers checked (``frame_auth``)
         self.signer: Signer | None = None
@@ -248,7 +248,7 @@ class Connection:
         nbytes = array.nbytes
         if shared is None and RING_MIN <= nbytes < SHM_BYTES and self.shared_prefix:
             shared = self._lend(seq, array) if self.cma else self._into_ring(array)
-        header = encode_header(Header(seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared), self.packer)
+        header = self.headers.encode(seq, run_id, src, dst, key, tag, note, array.dtype.str, array.shape, shared)
         if shared is not None:
             self._write(FRAME.pack(seq, len(header), 0) + header)
         elif nbytes < SMALL:

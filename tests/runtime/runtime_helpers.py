@@ -70,7 +70,7 @@ class BlindTransport(Transport):
         super().__init__(timeout)
         self.boxes = {d: Mailbox(d) for d in devices}
 
-    async def _deliver(self, msg):
+    def _deliver(self, msg):
         self.boxes[msg.dst].put(msg)
 
     async def _collect(self, dst, src, key, timeout):

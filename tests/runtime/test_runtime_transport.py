@@ -15,9 +15,9 @@ from simshard.runtime.core.mailbox import Mailbox
 def test_records_bytes_and_messages_per_device_peer_and_key():
     async def main():
         t = InMemoryTransport((0, 1, 2))
-        await t.send(0, 1, (5, 0), np.zeros(3, np.float32))
-        await t.send(0, 2, (5, 0), np.zeros(4, np.float64))
-        await t.send(2, 1, (6, 1), np.zeros((2, 2), np.int16))
+        t.send(0, 1, (5, 0), np.zeros(3, np.float32))
+        t.send(0, 2, (5, 0), np.zeros(4, np.float64))
+        t.send(2, 1, (6, 1), np.zeros((2, 2), np.int16))
         await t.recv(1, 0, (5, 0))
         await t.recv(2, 0, (5, 0))
         await t.recv(1, 2, (6, 1))
@@ -39,7 +39,7 @@ def test_the_receiver_gets_its_own_copy():
     async def main():
         t = InMemoryTransport((0, 1))
         x = np.arange(4.0)
-        await t.send(0, 1, (0, 0), x)
+        t.send(0, 1, (0, 0), x)
         x[:] = -1  # the sender reuses its buffer
         return await t.recv(1, 0, (0, 0))
 
@@ -49,7 +49,7 @@ def test_the_receiver_gets_its_own_copy():
 def test_tag_mismatch_and_duplicates():
     async def tagged():
         t = InMemoryTransport((0, 1))
-        await t.send(0, 1, (0, 0), np.zeros(1), tag=("all_gather",), note="at position 3")
+        t.send(0, 1, (0, 0), np.zeros(1), tag=("all_gather",), note="at position 3")
         await t.recv(1, 0, (0, 0), tag=("all_reduce",))
 
     with pytest.raises(TagMismatch) as err:
@@ -58,8 +58,8 @@ def test_tag_mismatch_and_duplicates():
 
     async def twice():
         t = InMemoryTransport((0, 1))
-        await t.send(0, 1, (0, 0), np.zeros(1))
-        await t.send(0, 1, (0, 0), np.zeros(1))
+        t.send(0, 1, (0, 0), np.zeros(1))
+        t.send(0, 1, (0, 0), np.zeros(1))
 
     with pytest.raises(DuplicateMessage, match="device 0 sent message \\(0, 0\\) to device 1 twice"):
         asyncio.run(twice())
@@ -89,10 +89,10 @@ def test_a_message_is_copied_into_the_place_its_receiver_offers_when_it_fits():
         t.expect(1, 0, (0, 0), place)
         t.expect(1, 0, (0, 1), other)  # a place of another shape: the message arrives as usual
         x = np.arange(4.0)
-        await t.send(0, 1, (0, 0), x)
-        await t.send(0, 1, (0, 1), x)
+        t.send(0, 1, (0, 0), x)
+        t.send(0, 1, (0, 1), x)
         x[:] = -1  # still the receiver's own copy
-        await t.send(0, 1, (0, 2), np.ones(2))
+        t.send(0, 1, (0, 2), np.ones(2))
         t.expect(1, 0, (0, 2), np.empty(2))  # offered after it arrived: not used
         return place, other, [await t.recv(1, 0, (0, k)) for k in range(3)]
 

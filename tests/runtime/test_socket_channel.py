@@ -333,6 +333,28 @@ def test_a_frame_header_is_plain_data_never_a_pickle(tmp_path):
     assert not marker.exists()
 
 
+def test_a_senders_remembered_headers_read_back_as_the_headers_sent():
+    """``HeaderEncoder`` packs a message's unchanging fields once and writes only the sequence
+    number and run per frame: every frame still reads back as the header it was, whatever the two
+    numbers (up to 64 bits), a shared-memory body's header (never remembered) included, and it
+    forgets everything past ``KEEP`` headers rather than grow."""
+    from simshard.runtime.wire.frames import Header, HeaderEncoder, Storage, Stored, decode_header, encode_header
+
+    encoder = HeaderEncoder()
+    tag = ("all_reduce", (0, 1), "sum", (4, 8), "<f4")
+    for seq, run_id in ((0, 0), (1, 7), (2**40, 3), (2**64 - 1, 2**63), (5, 1)):
+        header = Header(seq, run_id, 1, 2, (17, 0), tag, "at position 3", "<f4", (4, 8), None)
+        assert decode_header(encoder.encode(*header)) == header == decode_header(encode_header(header))
+    assert len(encoder.rest) == 1  # one message, many frames
+    stored = Header(9, 4, 1, 2, (17, 0), tag, "at position 3", "<f4", (4, 8), Stored(Storage.RING, "ring-ab", 4096))
+    assert decode_header(encoder.encode(*stored)) == stored and len(encoder.rest) == 1
+    encoder.KEEP = 3
+    for k in range(5):
+        header = Header(k, 1, 1, 2, (k, 0), tag, "", "<f4", (4, 8), None)
+        assert decode_header(encoder.encode(*header)) == header
+    assert len(encoder.rest) <= 3
+
+
 def test_a_frame_naming_a_dtype_of_python_objects_is_refused_and_nothing_is_delivered():
     """Raw bytes are never Python objects: a frame whose header names an object dtype (its body
     would be pointers of the sender's) closes the connection before anything is handed on, the

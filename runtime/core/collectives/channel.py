@@ -14,7 +14,7 @@ from ..transport import Transport
 ALGORITHMS = ("direct", "ring", "oneshot")
 
 
-@dataclass
+@dataclass(slots=True)
 class Channel:
     """What a collective needs to talk: the transport, who I am, which instruction, my tag."""
 
@@ -24,8 +24,9 @@ class Channel:
     tag: Hashable = None
     note: str = ""
 
-    def send(self, peer: int, step: int, array: np.ndarray) -> Awaitable[None]:
-        return self.transport.send(self.me, peer, (self.instr, step), array, tag=self.tag, note=self.note)
+    def send(self, peer: int, step: int, array: np.ndarray) -> None:
+        """Send ``array`` to ``peer`` as this collective's message ``step`` (it never waits)."""
+        self.transport.send(self.me, peer, (self.instr, step), array, tag=self.tag, note=self.note)
 
     def recv(self, peer: int, step: int) -> Awaitable[np.ndarray]:
         return self.transport.recv(self.me, peer, (self.instr, step), tag=self.tag)

@@ -30,7 +30,7 @@ async def all_gather(ch: Channel, x: np.ndarray, group: Sequence[int], axis: int
     post_slots(ch, group, 0, slots)
     for p in group:
         if p != ch.me:
-            await ch.send(p, 0, x)
+            ch.send(p, 0, x)
     return join_blocks(await receive_all(ch, group, 0, x, what, axis), slots, axis)
 
 
@@ -48,7 +48,7 @@ async def reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], axis:
     pieces = split_blocks(x, axis, splits, len(group), what)
     for j, p in enumerate(group):
         if p != ch.me and sends(what, pieces[j].shape[axis]):
-            await ch.send(p, 0, pieces[j])
+            ch.send(p, 0, pieces[j])
     mine = pieces[i]
     if not sends(what, mine.shape[axis]):
         return reduce_in_order([mine], reduce_op)
@@ -69,12 +69,12 @@ async def all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], reduce_op
     for j, p in enumerate(group):
         if p != ch.me and sends(what, sizes[j]):
             ch.expect(p, 1, slots[1][j])
-            await ch.send(p, 0, pieces[j])
+            ch.send(p, 0, pieces[j])
     if sends(what, sizes[i]):
         mine = reduce_in_order(await receive_all(ch, group, 0, pieces[i], what), reduce_op)
         for p in group:
             if p != ch.me:
-                await ch.send(p, 1, mine)
+                ch.send(p, 1, mine)
     else:
         mine = reduce_in_order([pieces[i]], reduce_op)
     chunks = []
@@ -102,7 +102,7 @@ async def all_to_all(ch: Channel, x: np.ndarray, group: Sequence[int], split_axi
     post_slots(ch, group, 0, slots)
     for j, p in enumerate(group):
         if p != ch.me:
-            await ch.send(p, 0, pieces[j])
+            ch.send(p, 0, pieces[j])
     return join_blocks(await receive_all(ch, group, 0, pieces[i], what, concat_axis), slots, concat_axis)
 
 
@@ -123,7 +123,7 @@ async def collective_permute(ch: Channel, x: np.ndarray | None, pairs: Sequence[
         raise CollectiveError(f"{what}: device {me} is a source in {tuple(pairs)} but has no buffer to send")
     for t in sends:
         if t != me:
-            await ch.send(t, 0, x)
+            ch.send(t, 0, x)
     if source is None:
         return np.zeros(tuple(shape), dtype=np.dtype(dtype))
     return np.array(x, copy=True) if source == me else await ch.recv(source, 0)
@@ -141,6 +141,6 @@ async def broadcast(ch: Channel, x: np.ndarray | None, group: Sequence[int], roo
         x = np.asarray(x)
         for p in group:
             if p != root:
-                await ch.send(p, 0, x)
+                ch.send(p, 0, x)
         return x
     return await ch.recv(root, 0)

@@ -3,7 +3,8 @@
 A training step's schedule runs thousands of times; every run of a collective instruction used to
 recompute what its instruction alone decides: the signature its messages carry (a permute's does
 not depend on the buffer), whether this device reads its source buffer (a permute's device that
-only receives does not), and the words of the note each message carries. ``Prepared`` keeps them
+only receives does not), the words of the note each message carries, and which of the library's
+collectives runs it (``run_collective``'s choice by kind). ``Prepared`` keeps them
 per instruction id (unique within a schedule, a loop's iterations included), filled as the
 instructions first run; a host keeps one per loaded program, so every run after the first finds
 them made (``runtime/ray/host/device.py``). Worth about a microsecond a message of the executor's
@@ -12,9 +13,9 @@ path (docs/performance.md).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Awaitable, Callable, NamedTuple
 
-from .run import signature
+from .run import runner, signature
 
 
 class PreparedCollective(NamedTuple):
@@ -22,6 +23,7 @@ class PreparedCollective(NamedTuple):
 
     tag: tuple | None  # its messages' signature where the instruction alone decides it, else None
     reads: bool  # whether this device reads the instruction's source buffer
+    run: Callable[..., Awaitable]  # (channel, instruction, buffer, algorithm) -> the result: ``run.runner``
     what: str  # the note's words after the device's position (``note``)
 
 
@@ -47,8 +49,9 @@ def prepare(instr, device: int) -> PreparedCollective:
     receives holds no buffer), so it is made here; every other kind's names the buffer's dtype
     (an all-reduce's, its shape too), which a run supplies."""
     if instr.kind == "collective_permute":
-        return PreparedCollective(signature(instr), any(s == device for s, _ in instr.pairs), what(instr))
-    return PreparedCollective(None, True, what(instr))
+        return PreparedCollective(signature(instr), any(s == device for s, _ in instr.pairs), runner(instr.kind),
+                                  what(instr))
+    return PreparedCollective(None, True, runner(instr.kind), what(instr))
 
 
 class Prepared:

@@ -35,7 +35,7 @@ async def ring_all_gather(ch: Channel, x: np.ndarray, group: Sequence[int], axis
     blocks: list[np.ndarray | None] = [None] * g
     blocks[i] = x
     for s in range(g - 1):
-        await ch.send(nxt, s, blocks[(i - s) % g])
+        ch.send(nxt, s, blocks[(i - s) % g])
         b = await ch.recv(prev, s)
         check_block(what, ch.me, prev, b, x, axis)
         blocks[(i - s - 1) % g] = b
@@ -64,7 +64,7 @@ async def _chain_reduce(ch: Channel, pieces: Sequence[np.ndarray], order: Sequen
             check_block(what, ch.me, prev, got, mine, None)
             acc = op.combine(got, mine)
         if nxt is not None:
-            await ch.send(nxt, c, acc)
+            ch.send(nxt, c, acc)
             out.append(None)
         else:
             out.append(reduce_in_order([acc], reduce_op) if prev is None else _finish(acc, reduce_op, len(order), mine))
@@ -98,7 +98,7 @@ async def ring_reduce_scatter(ch: Channel, x: np.ndarray, group: Sequence[int], 
     if ch.me == last:
         for j, p in enumerate(group):
             if p != last and pieces[j].shape[axis]:
-                await ch.send(p, g + j, done[j])
+                ch.send(p, g + j, done[j])
         return done[i]
     if not pieces[i].shape[axis]:
         return reduce_in_order([pieces[i]], reduce_op)
@@ -135,7 +135,7 @@ async def ring_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], redu
             chunk = await ch.recv(prev, g + c)
             check_block(what, ch.me, prev, chunk, pieces[c], None)
         if nxt is not None:
-            await ch.send(nxt, g + c, chunk)
+            ch.send(nxt, g + c, chunk)
         chunks.append(chunk)
     return np.concatenate(chunks).reshape(x.shape)
 
@@ -151,5 +151,5 @@ async def oneshot_all_reduce(ch: Channel, x: np.ndarray, group: Sequence[int], r
         return reduce_in_order([flat] * len(group), reduce_op).reshape(x.shape)
     for p in group:
         if p != ch.me:
-            await ch.send(p, 0, flat)
+            ch.send(p, 0, flat)
     return reduce_in_order(await receive_all(ch, group, 0, flat, what), reduce_op).reshape(x.shape)

@@ -67,10 +67,16 @@ RUNS = dispatch_table({
 }, "runtime/core/collectives/run.py (run_collective)", COLLECTIVE_KINDS)
 
 
+def runner(kind: str):
+    """What runs a collective of ``kind`` (``RUNS``' entry: (channel, instruction, buffer,
+    algorithm) -> the result), or the error naming a kind that is none."""
+    run = RUNS.get(kind)
+    if run is None:
+        raise CollectiveError(f"{kind} is not a collective")
+    return run
+
+
 def run_collective(ch: Channel, instr, x: np.ndarray | None, algorithm: str = "direct") -> Awaitable[np.ndarray]:
     """Run a schedule's collective instruction on this device's buffer ``x``."""
     check_algorithm(algorithm)
-    run = RUNS.get(instr.kind)
-    if run is None:
-        raise CollectiveError(f"{instr.kind} is not a collective")
-    return run(ch, instr, x, algorithm)
+    return runner(instr.kind)(ch, instr, x, algorithm)

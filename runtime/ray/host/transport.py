@@ -55,7 +55,7 @@ class RayTransport(Transport):
         # finishing asks its peers nothing (a round trip per peer process, and a wakeup of each)
         self.received = 0
 
-    async def _deliver(self, msg: Message) -> None:
+    def _deliver(self, msg: Message) -> None:
         if msg.dst == self.device:
             self.mailbox.put(Message(msg.src, msg.dst, msg.key, self.mailbox.copy_in(msg.src, msg.key, msg.array),
                                      msg.tag, msg.note))
