@@ -5,8 +5,9 @@
 #   run(command="bash benchmarks/device_session.sh", carry=[".device"], timeout_s=345)
 # Outputs land in $OUT (the device tool brings them back). STEPS picks (default: costs pair mlp
 # collectives; 'big' is the 64 MiB collectives, 'nouvloop' the pair rows with uvloop hidden,
-# 'anatomy' where a small Megatron step's time goes (step_anatomy.py), 'sweep' the all-reduce's
-# algorithms by size): about 40, 70, 55, 30, 65, 70, 15 and 15 s on the 16-core machine (2026-11-27),
+# 'anatomy' where a small Megatron step's time goes (step_anatomy.py) and a message's whole path on
+# one core (hop_path.py), 'sweep' the all-reduce's algorithms by size): about 40, 70, 55, 30, 65,
+# 70, 25 and 15 s on the 16-core machine (2026-11-27; hop_path.py's 10 s estimated),
 # a round each; ROUNDS=3 triples the peers.py steps and their limits. Each peers.py step leaves its
 # rows as JSON too, and the call ends with issue 33's goals read off them ($OUT/goals.txt).
 cd "$(dirname "$0")/.."
@@ -25,7 +26,8 @@ for s in ${STEPS:-costs pair mlp collectives}; do
     collectives) step $((90 * R)) collectives python benchmarks/peers.py --rounds $R --rows collectives --sizes small --json "$O/collectives.json" ;;
     big) step $((150 * R)) big python benchmarks/peers.py --rounds $R --rows collectives --sizes large --json "$O/big.json" ;;
     nouvloop) SIMSHARD_HIDE_UVLOOP=1 step $((75 * R)) nouvloop python benchmarks/peers.py --rounds $R --rows messages pair --json "$O/nouvloop.json" ;;
-    anatomy) step 40 anatomy python benchmarks/step_anatomy.py --steps 300 ;;
+    anatomy) step 40 anatomy python benchmarks/step_anatomy.py --steps 300
+             step 30 hop_path python benchmarks/hop_path.py --seconds 3 --segments ;;
     sweep) step 60 sweep python benchmarks/allreduce_algorithms.py --groups 4,8 --sizes 16,64,256,1024 ;;
   esac
 done

@@ -39,8 +39,9 @@ def aval(a: np.ndarray) -> str:
 
 class Span(NamedTuple):
     """When one device ran one instruction: wall-clock seconds (``time.time``), so the spans of
-    devices in different processes of one machine line up (a timeline, a measured trace). (A
-    named tuple: one is made per instruction, and a Ray device ships them as plain tuples.)"""
+    devices in different processes of one machine line up (a timeline, a measured trace). A
+    device keeps only (position, start, end) per instruction, and a Ray device ships those: the
+    rest is its schedule's (``spans_of``)."""
 
     device: int
     position: int
@@ -51,19 +52,27 @@ class Span(NamedTuple):
     end: float
 
 
+def spans_of(device: int, schedule, rows: Sequence[tuple]) -> tuple[Span, ...]:
+    """``device``'s Spans from the (position, start, end) it kept per instruction of ``schedule``."""
+    instrs = schedule.instrs
+    return tuple(Span(device, pos, instrs[pos].id, instrs[pos].kind, instrs[pos].source, start, end)
+                 for pos, start, end in rows)
+
+
 class Timeline(Mapping):
     """device -> its ``Span``s, from the rows the devices shipped (plain, or packed:
-    ``packed_rows``), each device's made into Spans when first read: a run whose timeline nobody reads (most steps of a loop) pays nothing
-    for it (measured: the driver's result of a run of 8 devices of 9 instructions each took a
-    median 153 us with the Spans made at once, 119 us without)."""
+    ``packed_rows``) and their schedules (``schedule_of(device)``), each device's made into Spans
+    when first read: a run whose timeline nobody reads (most steps of a loop) pays nothing for
+    it (measured: the driver's result of a run of 8 devices of 9 instructions each took a median
+    153 us with the Spans made at once, 119 us without)."""
 
-    def __init__(self, rows: Mapping[int, Sequence[tuple]]):
-        self.rows, self.made = rows, {}
+    def __init__(self, rows: Mapping[int, Sequence[tuple]], schedule_of: Callable):
+        self.rows, self.schedule_of, self.made = rows, schedule_of, {}
 
     def __getitem__(self, device: int) -> tuple:
         spans = self.made.get(device)
         if spans is None:
-            spans = self.made[device] = tuple(map(Span._make, unpack(self.rows[device])))
+            spans = self.made[device] = spans_of(device, self.schedule_of(device), unpack(self.rows[device]))
         return spans
 
     def __iter__(self) -> Iterator[int]:

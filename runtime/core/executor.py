@@ -59,7 +59,7 @@ from ..errors import CollectiveError, DeviceOutOfMemoryError, ExecutionError
 from .collectives import Channel, check_algorithm, signature
 from .collectives.prepared import Prepared, at
 from .compute_steps import ComputeSteps
-from .diagnosis import Span, describe, schedule_error
+from .diagnosis import Span, describe, schedule_error, spans_of
 from .kernel_threads import KernelThreads
 from .local_moves import OutOfBlock, pad_to, take
 from .records import record_rows
@@ -100,7 +100,7 @@ class Executor(ComputeSteps):
         self.position = -1
         self.state = "not started"
         self.ran: list[tuple] = []  # ``Ran`` fields of each collective run, in the order run
-        self.spans: list[tuple] = []  # a Span's fields per instruction run (``timeline``)
+        self.spans: list[tuple] = []  # (position, start, end) per instruction run (``timeline``)
 
     # -- where am I ------------------------------------------------------------------------------
     @property
@@ -208,7 +208,7 @@ class Executor(ComputeSteps):
                 f"device {self.device}: its schedule takes {len(s.inputs)} input shards, got {len(inputs)}",
             )
         self._write([(b, np.asarray(a)) for b, a in zip(s.inputs, inputs)])
-        ledger, steps, spans, clock, device = self.ledger, self.STEPS, self.spans, time.time, self.device
+        ledger, steps, spans, clock = self.ledger, self.STEPS, self.spans, time.time
         ledger.inputs_placed()
         for pos, ins in enumerate(s.instrs):  # (its names bound above: looked up once, not per instruction)
             self.position = pos
@@ -229,7 +229,7 @@ class Executor(ComputeSteps):
             except Exception as e:  # a kernel or numpy error: name where it happened
                 self.state = "failed"
                 raise self._fail(ExecutionError, f"device {self.device} {self.where()}: {type(e).__name__}: {e}") from e
-            spans.append((device, pos, ins.id, ins.kind, ins.source, start, clock()))
+            spans.append((pos, start, clock()))  # (the rest of its Span is the schedule's: ``spans_of``)
         self.position = len(s.instrs)
         outputs = tuple(self._read(b) for b in s.outputs)
         self.state = "finished"
@@ -318,7 +318,7 @@ class Executor(ComputeSteps):
     @property
     def timeline(self) -> list[Span]:
         """When this device ran each instruction, in the order run."""
-        return list(map(Span._make, self.spans))
+        return list(spans_of(self.device, self.schedule, self.spans))
 
     @property
     def records(self) -> list[CommRecord]:

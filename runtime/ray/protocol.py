@@ -66,7 +66,7 @@ class DeviceSummary(NamedTuple):
     ran: tuple = ()  # ``records.Ran`` fields per collective run (the driver makes the records when asked)
     memory: Any = None  # its DeviceMemory, as ``DeviceMemory.to_wire``'s tuple
     transfers: tuple | bytes = ()  # its TransferLog rows (packed by a device process: ``packed_rows``)
-    timeline: tuple | bytes = ()  # its executor Spans, as tuples (packed likewise)
+    timeline: tuple | bytes = ()  # its executor's (position, start, end) per instruction (packed likewise)
     values: Any = None  # buffer -> first value (trace_values)
     undelivered: tuple = ()  # (source, key, note) of messages that arrived and were never received
     taken: tuple = ()  # (route, messages it sent to other devices by that route) pairs: ``RayTransport.taken``

@@ -142,7 +142,7 @@ class RunAttempt:
             memory=MemoryReport(tuple(DeviceMemory.of_wire(summaries[d].memory) for d in spmd.devices)),
             transfers=TransferLog.of_packed(summaries[d].transfers for d in spmd.devices),
             values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},
-            timeline=Timeline({d: summaries[d].timeline for d in spmd.devices}),
+            timeline=Timeline({d: summaries[d].timeline for d in spmd.devices}, spmd.schedule),
             data_plane=mesh.data_plane, control_plane=self.route.name,
             routes=self._routes(),
             messages=messages_taken(summaries[d].taken for d in spmd.devices), **run,
