@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 import simshard.runtime as runtime
+POLL = os.environ.get("POLL") == "1"
 from simshard.runtime.core.mailbox import Mailbox
 from simshard.runtime.core.transport import Transport
 from simshard.runtime.ray.host import device_host
@@ -83,7 +84,7 @@ async def connected_hosts(hops: int) -> list:
         addresses = [await h.listen(secret) for h in hosts]
         sockets = {d: ("this node", addresses[d][1], addresses[d][2]) for d in (0, 1)}
         for h in hosts:
-            await h.connect({0: None, 1: None}, 0, sockets, secret, False)
+            await h.connect({0: None, 1: None}, 0, sockets, secret, POLL)
     for d, (h, schedule) in enumerate(zip(hosts, hop_schedules(hops))):
         await h.load(d, "hops", schedule.to_bytes(), None, "direct", (), 10.0, None)
     return hosts

@@ -4,7 +4,9 @@ A message is one frame: ``FRAME`` (a sequence number, the header's bytes, the bo
 ``Header`` in msgpack (run, source, destination, key, tag, note, dtype, shape, and where the body
 is when it does not follow: ``Stored``: plain data, never a pickle, so a frame can carry no code)
 and the array's raw bytes. A frame with no header is a sync (no
-body) or a probe (``PROBE``: may the receiver read the sender's memory?). The receiver writes
+body), a probe (``PROBE``: may the receiver read the sender's memory?), a doorbell (a body of
+``DOORBELL`` bytes: read the sender's ring of frames now) or the name of that ring (any other
+body: ``frame_rings``). The receiver writes
 back ``ANSWER`` (a sequence number, the answer's bytes) and the answer's text (``Answer``).
 """
 
@@ -21,6 +23,7 @@ import numpy as np
 FRAME = struct.Struct("<QII")  # sequence number, header bytes (0: a sync or probe frame), body bytes
 ANSWER = struct.Struct("<QI")  # sequence number, answer bytes
 PROBE = struct.Struct("<QQ")  # a probe frame's body: the sender's pid, the address of its copy of the secret
+DOORBELL = 1  # a doorbell frame's body bytes (their value unread)
 STAGE = 1 << 18  # the receive buffer for frame prefixes, headers and small bodies
 IN_PLACE = 1 << 16  # a body from this size up is read straight into its array
 SMALL = 1 << 16  # a body below this size is sent in one write with its header
@@ -40,6 +43,8 @@ class Answer(str, Enum):
     READ = "read"  # a lent body has been read (or will not be)
     CMA = "cma"  # the probe: this receiver may read the sender's memory
     NO_CMA = "no cma"  # ... or may not
+    RING = "ring"  # the sender's ring of frames is mapped: small frames may go by it (``frame_rings``)
+    NO_RING = "no ring"  # ... or could not be
     ERROR = "error"  # only inside an ``ErrorAnswer``, with what went wrong
 
 

@@ -26,6 +26,8 @@ import os
 import sys
 import time
 
+from .frame_rings import RingReaders
+
 SPIN_SECONDS = 1e-3  # how long a waiting loop polls before it sleeps (a few message round trips)
 SWITCH_SECONDS = 5e-5  # the interpreter's switch interval while a loop polls
 _SWITCH = sys.getswitchinterval()  # the process's own, restored when polling stops
@@ -66,30 +68,39 @@ def answer_spin(base: float, last_run: float | None) -> float:
     return min(ANSWER_SPIN_MAX, max(base, 1.5 * (last_run or 0.0)))
 
 
-def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
+def busy_poll(loop: asyncio.AbstractEventLoop, spin: float, rings: RingReaders | None = None) -> bool:
     """Make ``loop`` poll for up to ``spin`` seconds before each sleep in its selector (0: sleep
-    at once, as it did). False where the loop has no selector to wrap (not a selector loop)."""
+    at once, as it did), reading ``rings`` (its peers' rings of frames: ``frame_rings``) as it
+    polls and saying it sleeps before it does. False where the loop has no selector to wrap (not
+    a selector loop)."""
     selector = getattr(loop, "_selector", None)
     if selector is None:
         return False
     select = getattr(selector.select, "sleeping", selector.select)  # installed before: the original
     if spin <= 0:
         selector.select = select
+        if rings is not None:
+            rings.sleep()
         sys.setswitchinterval(_SWITCH)
         return True
     sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
     clock = time.monotonic
+    look = rings.drain if rings is not None else (lambda: False)
 
     def polling(timeout: float | None = None):
+        if rings is not None:
+            rings.wake()
         events = select(0)
-        if events or (timeout is not None and timeout <= 0):
+        if look() or events or (timeout is not None and timeout <= 0):
             return events
         start = clock()
         until = start + (spin if timeout is None else min(spin, timeout))
         while clock() < until:
             events = select(0)
-            if events:
+            if look() or events:
                 return events
+        if rings is not None and rings.sleep():  # a frame came as it was about to sleep
+            return []
         return select(None if timeout is None else max(0.0, timeout - (clock() - start)))
 
     polling.sleeping = select
@@ -97,11 +108,11 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float) -> bool:
     return True
 
 
-def pause_polling(loop: asyncio.AbstractEventLoop, paused: bool) -> None:
+def pause_polling(loop: asyncio.AbstractEventLoop, paused: bool, rings: RingReaders | None = None) -> None:
     """Stop a selector loop's polling (``busy_poll``) while ``paused`` (the process's own threads
     compute, on the cores it would spin on) and start it again after; the short switch interval
     stays, so a thread handing back its result does not wait 5 ms for the interpreter lock."""
-    busy_poll(loop, 0.0 if paused else SPIN_SECONDS)
+    busy_poll(loop, 0.0 if paused else SPIN_SECONDS, rings)
     sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
 
 
@@ -116,8 +127,10 @@ class Spinner:
     next run call, a few hundred microseconds after its last answer, finds this loop polling on
     either kind of loop, with no wakeup to pay.)"""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, linger: float = SPIN_SECONDS):
+    def __init__(self, loop: asyncio.AbstractEventLoop, linger: float = SPIN_SECONDS,
+                 rings: RingReaders | None = None):
         self.loop, self.held, self.linger = loop, 0, linger
+        self.rings = rings  # its peers' rings of frames, read on every turn (``frame_rings``)
         self.until = 0.0  # (monotonic) when polling stops once nothing is held
         self.turning = False  # whether the callback is scheduled (one at a time)
         self.paused = False  # the process's own threads compute: no turns meanwhile (``pause``)
@@ -144,6 +157,9 @@ class Spinner:
     def stop(self) -> None:
         """Polling off: the process's own switch interval again (a run in progress stops turning)."""
         self.held, self.until = 0, 0.0
+        rings, self.rings = self.rings, None  # (a turn still due must not touch them: a new spinner may have)
+        if rings is not None:
+            rings.sleep()
         sys.setswitchinterval(_SWITCH)
 
     def polling(self) -> bool:
@@ -153,9 +169,16 @@ class Spinner:
     def _start(self) -> None:
         if not self.turning and self.polling():
             self.turning = True
+            if self.rings is not None:
+                self.rings.wake()
             self.loop.call_soon(self._turn)
 
     def _turn(self) -> None:
+        rings = self.rings
+        if rings is not None:
+            rings.drain()
         self.turning = self.polling()
         if self.turning:
             self.loop.call_soon(self._turn)
+        elif rings is not None:
+            rings.sleep()  # (what it finds is handed on: its receivers are woken by the loop as ever)

@@ -24,10 +24,11 @@ from . import memory_reads
 from . import frame_auth
 from .admission import HANDSHAKE_SECONDS, RESPONSE_BYTES, new_nonce, verified
 from .frame_auth import MAC_BYTES, Signer, Verifier
-from .frames import (ANSWER, FRAME, IN_PLACE, PROBE, STAGE, Answer, ErrorAnswer, Header, Storage, Stored,
+from .frame_rings import RingReader, RingReaders
+from .frames import (ANSWER, DOORBELL, FRAME, IN_PLACE, PROBE, STAGE, Answer, ErrorAnswer, Header, Storage, Stored,
                      decode_header, encode_answer, widen)
 from .memory_reads import Lent
-from .shared_memory import map_ring, map_shared
+from .shared_memory import map_ring, map_shared, shared_memory_prefix
 
 # (run_id, src, dst, key, array, tag, note) -> the device's answer (an ``Answer`` or its text:
 # "ok", or why not)
@@ -68,8 +69,11 @@ class Receiver(asyncio.BufferedProtocol):
     frame handed to ``deliver`` in stream order."""
 
     def __init__(self, secret: bytes, deliver: Deliver, place: Place = nowhere,
-                 on_close: Callable[[], None] | None = None, authenticate_frames: bool = False):
+                 on_close: Callable[[], None] | None = None, authenticate_frames: bool = False,
+                 rings: RingReaders | None = None):
         self.secret, self.deliver, self.place = secret, deliver, place
+        # where the sender's ring of frames is read, if it names one (``frame_rings``): None, no rings
+        self.ring_readers, self.frame_ring = rings, None
         # between nodes: every frame's MAC checked, every answer's made (set up by the handshake)
         self.macs = authenticate_frames
         self.verifier: Verifier | None = None
@@ -97,6 +101,9 @@ class Receiver(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         if self.deadline is not None:
             self.deadline.cancel()
+        if self.frame_ring is not None:
+            self.ring_readers.discard(self.frame_ring)
+            self.frame_ring.close()
         if self.on_close is not None:
             self.on_close()
             self.on_close = None
@@ -200,17 +207,43 @@ class Receiver(asyncio.BufferedProtocol):
             if not self._verified(self.start + self.pre, self.start + self.pre):
                 return False
             self.start += self.pre
+            if self.frame_ring is not None:  # the frames sent by ring before the sync are handed on first
+                self.frame_ring.drain()
             self._answer(seq, Answer.SYNC)
             return True
         if self.macs:  # between nodes nobody reads another node's memory
-            self._refuse("a memory probe, on a socket between nodes")
+            self._refuse("a memory probe or a ring of frames, on a socket between nodes")
             return False
         if self.end - self.start < FRAME.size + bn:
             return False
-        pid, address = PROBE.unpack_from(self.stage, self.start + FRAME.size)
+        body = FRAME.size + self.start
         self.start += FRAME.size + bn
-        self._answer(seq, Answer.CMA if memory_reads.probe_memory(pid, address, self.secret) else Answer.NO_CMA)
+        if bn == PROBE.size:
+            pid, address = PROBE.unpack_from(self.stage, body)
+            self._answer(seq, Answer.CMA if memory_reads.probe_memory(pid, address, self.secret) else Answer.NO_CMA)
+        elif bn == DOORBELL:
+            if self.frame_ring is not None:
+                self.frame_ring.drain()
+        else:
+            self._answer(seq, self._read_ring(bytes(self.stage[body:body + bn])))
         return True
+
+    def _read_ring(self, name: bytes) -> Answer:
+        """Read the sender's ring of frames ``name`` on every turn of this process's polling loop
+        (``frame_rings``), its bytes handed to a ``Receiver`` of their own that answers on this
+        socket; whether it could be mapped."""
+        if self.ring_readers is None or self.frame_ring is not None:
+            return Answer.NO_RING
+        stream = Receiver(self.secret, self.deliver, self.place)
+        stream.authed, stream.transport = True, self.transport
+        try:
+            self.frame_ring = RingReader(name.decode(), shared_memory_prefix(self.secret) or "", stream)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            LOG.warning("simshard wire: the ring of frames a peer process named could not be read (%s): its frames "
+                        "come on the socket", e)
+            return Answer.NO_RING
+        self.ring_readers.add(self.frame_ring)
+        return Answer.RING
 
     def _message(self, seq: int, hn: int, bn: int) -> bool:
         """A message's frame: handed on when its header (and a small body) have come, or its large

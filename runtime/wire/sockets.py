@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import socket
 
@@ -25,11 +26,14 @@ import numpy as np
 from . import frame_auth
 from .admission import NONCE_BYTES, Admissions, accept_forever, listening_socket, respond
 from .frame_auth import MAC_BYTES, Signer, Verifier
-from .frames import (ANSWER, FRAME, PROBE, SMALL, Answer, ErrorAnswer, HeaderEncoder, Storage, Stored, decode_answer,
-                     widen)
+from .frame_rings import SMALLEST, FrameRing, RingReaders, fence, rings_possible
+from .frames import (ANSWER, DOORBELL, FRAME, PROBE, SMALL, Answer, ErrorAnswer, HeaderEncoder, Storage, Stored,
+                     decode_answer, widen)
 from .memory_reads import array_owner, memory_reads_possible
 from .receiver import Deliver, Place, Receiver, nowhere
 from .shared_memory import RING_MIN, SHM_BYTES, Ring, shared_memory_prefix
+
+LOG = logging.getLogger(__name__)
 
 
 async def dial(address: str) -> socket.socket:
@@ -68,6 +72,8 @@ class Listener:
         self.sockets: list[socket.socket] = []
         self.admissions = Admissions()  # connections held, on both sockets together
         self.tasks: set[asyncio.Task] = set()  # the accept loops, and connections being set up
+        # this node's peers' rings of frames, read while this process's loop polls (``frame_rings``)
+        self.rings = RingReaders()
 
     async def start(self) -> str:
         self.sockets.append(listening_socket(socket.AF_UNIX, self.address))
@@ -90,9 +96,11 @@ class Listener:
 
         between_nodes = conn.family != socket.AF_UNIX  # (TCP: every frame authenticated)
 
+        rings = None if between_nodes or not rings_possible() else self.rings
+
         def receiver():
             return Receiver(self.secret, self.deliver, self.place, on_close=self.admissions.leave,
-                            authenticate_frames=between_nodes)
+                            authenticate_frames=between_nodes, rings=rings)
 
         async def attach():
             try:
@@ -131,6 +139,9 @@ class Connection:
         self.cma, self.lent = False, {}
         self.pid = os.getpid()  # named in each lent body's frame: asked once, not per frame (a system call)
         self._probe = np.frombuffer(bytearray(secret), dtype=np.uint8)  # what the probe points it at
+        # small frames by shared memory while the receiver polls (``frame_rings``), once it has mapped it
+        self.frames: FrameRing | None = None
+        self.frames_read, self.ringed = False, 0  # (how many frames went by it)
         self.marks: dict[int, int] = {}  # seq of a sync -> how far the ring was written when it was sent
         self.settled_at = 0  # how far the ring was written when the last sync was sent
         self.seq = itertools.count()
@@ -171,6 +182,8 @@ class Connection:
         if self.shared_prefix and memory_reads_possible():
             probe = PROBE.pack(self.pid, self._probe.ctypes.data)
             self._put((FRAME.pack(next(self.seq), 0, len(probe)) + probe,))
+        if self.shared_prefix and rings_possible():
+            self._offer_ring()
         for frame in self.waiting:
             self._put((frame,))
         self.waiting = None
@@ -197,6 +210,11 @@ class Connection:
                     self.lent.pop(seq, None)
                 elif answer in (Answer.CMA, Answer.NO_CMA):
                     self.cma = answer is Answer.CMA
+                elif answer in (Answer.RING, Answer.NO_RING):
+                    self.frames_read = answer is Answer.RING
+                    self.frames.unlink()  # mapped by the receiver, or never to be: the name is no longer needed
+                    if not self.frames_read:
+                        self.frames = None
                 else:
                     self.refused[seq] = answer
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as e:  # (ValueError: no answer)
@@ -252,10 +270,37 @@ class Connection:
         if shared is not None:
             self._write(FRAME.pack(seq, len(header), 0) + header)
         elif nbytes < SMALL:
-            self._write(FRAME.pack(seq, len(header), nbytes) + header + array.tobytes())
+            frame = FRAME.pack(seq, len(header), nbytes) + header + array.tobytes()
+            if not (self.frames_read and self.failed is None and self._by_ring(frame)):
+                self._write(frame)
         else:  # no copy of a large body on this side (the kernel's copy is the only one)
             self._write(FRAME.pack(seq, len(header), nbytes) + header, memoryview(array.reshape(-1).view(np.uint8)))
         return seq
+
+    def _offer_ring(self) -> None:
+        """Make this connection's ring of frames and name it to the receiver, which answers
+        whether it reads it (``Answer.RING``); until then every frame goes on the socket."""
+        try:
+            self.frames = FrameRing(self.shared_prefix)
+        except OSError as e:  # (no room in the node's shared memory, say): the socket carries every frame
+            LOG.warning("simshard wire: no ring of frames to the peer at %s (%s): its frames go on the socket",
+                        self.address, e)
+            return
+        name = self.frames.name.encode()
+        self._put((FRAME.pack(next(self.seq), 0, len(name)) + name,))
+
+    def _by_ring(self, frame: bytes) -> bool:
+        """Put a small frame in the ring instead of the socket, where the receiver reads it and
+        polls now; whether it went. After it goes, the receiver is looked at again: asleep by then,
+        it might have missed it (``frame_rings``), so its doorbell rings on the socket."""
+        frames = self.frames
+        if not (self.frames_read and len(frame) <= SMALLEST and frames.awake() and frames.put(frame)):
+            return False
+        self.ringed += 1
+        fence()
+        if not frames.awake():
+            self._put((FRAME.pack(next(self.seq), 0, DOORBELL) + b"\0",))
+        return True
 
     def _lend(self, seq: int, array: np.ndarray) -> Stored:
         """Let the receiver read ``array`` from this process's memory (``Storage.CMA``: pid,
@@ -307,9 +352,12 @@ class Connection:
     def close(self) -> None:
         # (what is lent stays lent while this object lives: a receiver that still holds a frame
         # must never read memory the sender has given back)
+        self.frames_read = False
         if self.writer is not None:
             self.writer.close()
         elif not self.opened.done():  # still opening (a peer that does not answer): stop trying
             self.task.cancel()
         if self.ring is not None:
             self.ring.unlink()
+        if self.frames is not None:
+            self.frames.unlink()

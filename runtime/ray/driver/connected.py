@@ -42,7 +42,7 @@ def routes_used(routes: Mapping[int, Mapping[int, str]], devices: Sequence[int])
 
 def messages_taken(taken: Iterable[Iterable[tuple[str, int]]]) -> dict[str, int]:
     """The messages a run's devices sent per route, from each device's (route, messages) pairs
-    (``DeviceSummary.taken``)."""
+    (``DeviceSummary.taken``; "unix ring": by the socket's ring of frames, ``wire/frame_rings``)."""
     out: Counter = Counter()
     for pairs in taken:
         for route, n in pairs:

@@ -215,10 +215,11 @@ class DeviceHost:
         if self.spinner is not None:
             self.spinner.stop()
         self.spinner = None
-        if busy_poll(loop, SPIN_SECONDS if wanted else 0.0):
+        rings = None if self.listener is None else self.listener.rings  # read as the loop polls
+        if busy_poll(loop, SPIN_SECONDS if wanted else 0.0, rings):
             self.polling = "selector" if wanted else "off"
         elif wanted:
-            self.spinner = Spinner(loop)
+            self.spinner = Spinner(loop, rings=rings)
             self.polling = "turns"
         else:
             self.polling = "off"
@@ -232,7 +233,7 @@ class DeviceHost:
         if self.spinner is not None:
             self.spinner.pause(not wanted)
         elif self.polling == "selector":
-            pause_polling(asyncio.get_running_loop(), not wanted)
+            pause_polling(asyncio.get_running_loop(), not wanted, None if self.listener is None else self.listener.rings)
 
     # every call below is for one of this host's devices
     async def load(self, device: int, *args) -> int:

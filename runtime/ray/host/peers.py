@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 
 
+RING_ROUTE = "unix ring"  # a message counted by route: its frame went by its socket's ring (``wire/frame_rings``)
+
+
 def route(peer) -> str:
     """How messages reach ``peer``: "process" (a device of this process), "unix" (this node's
     socket), "tcp" (another node's socket) or "ray" (actor calls: the ray data plane, or a

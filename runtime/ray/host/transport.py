@@ -22,6 +22,7 @@ import numpy as np
 from ...core.mailbox import Message
 from ...core.transport import Transport
 from ...core.transport_errors import PeerLost, RecvTimeout, TransportError
+from .peers import RING_ROUTE
 from ...wire.shared_memory import SHM_BYTES
 from ..put_once import PutOnce
 from ..start import INLINE_BYTES
@@ -63,15 +64,21 @@ class RayTransport(Transport):
         peer = self.peers.get(msg.dst)
         if peer is None:
             raise TransportError(f"device {msg.dst} is not one of this mesh's devices {sorted(self.peers)}")
-        self.taken[peer.via] = self.taken.get(peer.via, 0) + 1  # ``peers.route``
-        # no answer is awaited or kept: a message its receiver never took (it had finished, say) shows
-        # in the counts the driver compares (``received``)
+        # counted per route (``peers.route``; "unix ring": a frame that went by the socket's ring of
+        # frames). No answer is awaited or kept: a message its receiver never took (it had
+        # finished, say) shows in the counts the driver compares (``received``)
+        via = peer.via
         if peer.local:  # a device of this process takes its own copy, as a self-send gets
+            self.taken[via] = self.taken.get(via, 0) + 1
             peer.target.deliver_now(self.run_id, msg.src, msg.key, msg.array, msg.tag, msg.note, copy=True)
             return
         if getattr(peer, "socket", False):  # a frame on the socket to the peer's process
+            ringed = peer.connection.ringed
             self._frame(peer, msg)
+            via = via if peer.connection.ringed == ringed else RING_ROUTE
+            self.taken[via] = self.taken.get(via, 0) + 1
             return
+        self.taken[via] = self.taken.get(via, 0) + 1
         payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
         peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
 

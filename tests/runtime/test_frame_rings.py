@@ -1,0 +1,173 @@
+"""Rings of small frames (``runtime/wire/frame_rings.py``): a connection's small frames go by shared
+memory only while the receiving process says it polls, arrive whole and in order, around the
+ring's end too; a full ring, or a reader asleep, sends them on the socket instead; a reader that
+fell asleep after the sender looked is woken by the doorbell; a sync hands on what the ring holds
+before it is answered; a ring not of the mesh is refused; and a polling loop (asyncio's selector,
+uvloop's turns) reads the rings with no call from anyone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import numpy as np
+import pytest
+
+from simshard.runtime.wire import frame_rings
+from simshard.runtime.wire.frame_rings import RingReader, rings_possible
+from simshard.runtime.wire.polling import SPIN_SECONDS, Spinner, busy_poll
+from simshard.runtime.wire.shared_memory import remove_shared, shared_memory_prefix
+from simshard.runtime.wire.sockets import Connection, Listener
+from runtime_helpers import EVENT_LOOPS, run_on
+
+pytestmark = pytest.mark.skipif(not rings_possible(), reason="rings of frames are made on x86-64 with shared memory only")
+
+
+async def connected(got: list, secret: bytes) -> tuple[Listener, Connection]:
+    """A listener that keeps every frame's key and array in ``got``, and a connection to it whose
+    ring the listener reads (its answer has come before the first sync's)."""
+
+    def deliver(run_id, src, dst, key, array, tag, note):
+        got.append((key, array))
+        return "ok"
+
+    listener = Listener(secret, deliver)
+    await listener.start()
+    conn = Connection(listener.address, secret)
+    await asyncio.wait_for(conn.sync(), 5)
+    assert conn.frames_read and len(listener.rings.readers) == 1
+    return listener, conn
+
+
+def on_each_loop(kind: str, test) -> None:
+    secret = os.urandom(16)
+    try:
+        run_on(kind, test(secret))
+    finally:
+        remove_shared(shared_memory_prefix(secret))
+
+
+def send(conn: Connection, k: int, n: int = 4) -> None:
+    conn.send(1, 0, 1, (k, 0), np.full(n, k, np.float32), ("permute",), f"at position {k}")
+
+
+async def until(check, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.001)):
+        if check():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("not within the time")
+
+
+@pytest.mark.parametrize("kind", EVENT_LOOPS)
+def test_small_frames_go_by_ring_only_while_the_reader_polls_and_arrive_whole(kind):
+    async def test(secret):
+        got = []
+        listener, conn = await connected(got, secret)
+        listener.rings.wake()
+        for k in range(3):
+            send(conn, k)
+        assert conn.ringed == 3 and got == []  # in the ring, not read yet
+        assert listener.rings.drain() and not listener.rings.drain()
+        assert [key for key, _ in got] == [(k, 0) for k in range(3)]
+        assert all(np.array_equal(a, np.full(4, k, np.float32)) for k, (_, a) in enumerate(got))
+        listener.rings.sleep()
+        send(conn, 3)
+        await asyncio.wait_for(conn.sync(), 5)
+        assert conn.ringed == 3 and got[-1][0] == (3, 0)  # asleep: by the socket
+        send(conn, 4, n=2000)  # past the ring's frame size: by the socket, awake or not
+        listener.rings.wake()
+        send(conn, 5, n=2000)
+        await asyncio.wait_for(conn.sync(), 5)
+        assert conn.ringed == 3 and [key for key, _ in got[-2:]] == [(4, 0), (5, 0)]
+        conn.close()
+        listener.close()
+
+    on_each_loop(kind, test)
+
+
+@pytest.mark.parametrize("kind", EVENT_LOOPS)
+def test_frames_round_the_rings_end_and_a_full_ring_sends_on_the_socket(kind):
+    async def test(secret):
+        got = []
+        listener, conn = await connected(got, secret)
+        listener.rings.wake()
+        sent = 0
+        for k in range(3 * frame_rings.RING_BYTES // 3000):  # three times round the ring, read every 50 frames
+            send(conn, k, n=700)
+            sent += 1
+            if k % 50 == 49:
+                listener.rings.drain()
+        listener.rings.drain()
+        assert conn.ringed == sent and [key for key, _ in got] == [(k, 0) for k in range(sent)]
+        assert all(np.array_equal(a, np.full(700, k, np.float32)) for k, (_, a) in enumerate(got))
+        got.clear()
+        k = 0
+        for k in range(1, frame_rings.RING_BYTES // 2000):  # never read: it fills, then the socket takes over
+            before = conn.ringed
+            send(conn, sent + k - 1, n=700)
+            if conn.ringed == before:
+                break
+        assert conn.ringed == sent + k - 1 and k > 300  # it held some 360 frames, the last went by socket
+        await asyncio.wait_for(conn.sync(), 5)  # a sync hands on the ring's frames before it is answered
+        assert sorted(key for key, _ in got) == [(sent + j, 0) for j in range(k)]  # each once, none lost
+        conn.close()
+        listener.close()
+
+    on_each_loop(kind, test)
+
+
+@pytest.mark.parametrize("kind", EVENT_LOOPS)
+def test_a_reader_asleep_after_the_sender_looked_is_woken_by_the_doorbell(kind):
+    async def test(secret):
+        got = []
+        listener, conn = await connected(got, secret)
+        listener.rings.wake()
+        looks = iter([True, False])  # awake when the sender looks first, asleep when it looks again
+        conn.frames.awake = lambda: next(looks)
+        send(conn, 7)
+        assert conn.ringed == 1
+        await until(lambda: got)  # nobody drains: the doorbell on the socket made the reader read the ring
+        assert got[0][0] == (7, 0)
+        conn.close()
+        listener.close()
+
+    on_each_loop(kind, test)
+
+
+@pytest.mark.parametrize("kind", EVENT_LOOPS)
+def test_a_polling_loop_reads_the_rings_and_says_it_sleeps_when_it_stops(kind):
+    async def test(secret):
+        got = []
+        listener, conn = await connected(got, secret)
+        loop = asyncio.get_running_loop()
+        spinner = None
+        if not busy_poll(loop, SPIN_SECONDS, listener.rings):  # uvloop: no selector to wrap
+            spinner = Spinner(loop, rings=listener.rings)
+            spinner.hold()
+        await until(lambda: listener.rings.awake)
+        for k in range(20):
+            send(conn, k)
+            await until(lambda: len(got) == k + 1)  # read on a turn of the loop, no sync, no doorbell
+        assert conn.ringed == 20
+        if spinner is None:
+            busy_poll(loop, 0.0, listener.rings)
+        else:
+            spinner.stop()
+            await asyncio.sleep(0.01)
+        assert not listener.rings.awake
+        assert all(r.counters[frame_rings.AWAKE] == 0 for r in listener.rings.readers)  # what the senders see
+        send(conn, 20)
+        await until(lambda: len(got) == 21)
+        assert conn.ringed == 20  # the reader sleeps: by the socket
+        conn.close()
+        listener.close()
+
+    on_each_loop(kind, test)
+
+
+def test_a_ring_not_of_the_mesh_is_refused(tmp_path):
+    prefix = "simshard-" + "ab" * 8
+    for name in ("simshard-" + "cd" * 8 + "-p1-frames-" + "0" * 16, "../../etc/passwd", prefix + "-p1-frames-x"):
+        with pytest.raises(ValueError, match="is not a ring of this mesh"):
+            RingReader(name, prefix, stream=None)
