@@ -27,7 +27,7 @@ for s in ${STEPS:-costs pair mlp collectives}; do
     big) step $((150 * R)) big python benchmarks/peers.py --rounds $R --rows collectives --sizes large --json "$O/big.json" ;;
     nouvloop) SIMSHARD_HIDE_UVLOOP=1 step $((75 * R)) nouvloop python benchmarks/peers.py --rounds $R --rows messages pair --json "$O/nouvloop.json" ;;
     anatomy) step 40 anatomy python benchmarks/step_anatomy.py --steps 300
-             step 30 hop_path python benchmarks/hop_path.py --seconds 3 --segments ;;
+             step 30 hop_path python benchmarks/hop_path.py --seconds 3 --segments --poll ;;
     sweep) step 60 sweep python benchmarks/allreduce_algorithms.py --groups 4,8 --sizes 16,64,256,1024 ;;
   esac
 done

@@ -16,7 +16,7 @@ connection's send, the receiver's read, the mailbox's put, and a receive's start
 the time between each two consecutive stamps is reported (medians; each stamp costs about 0.2
 us, which lands in its segments).
 
-    python benchmarks/hop_path.py [--hops 2000] [--seconds 5] [--loop uvloop|asyncio] [--segments]
+    python benchmarks/hop_path.py [--hops 2000] [--seconds 5] [--loop uvloop|asyncio] [--segments] [--poll]
 
 No Ray: the hosts are given their node's id and address instead of asking Ray for them.
 """
@@ -36,7 +36,6 @@ import time
 import numpy as np
 
 import simshard.runtime as runtime
-POLL = os.environ.get("POLL") == "1"
 from simshard.runtime.core.mailbox import Mailbox
 from simshard.runtime.core.transport import Transport
 from simshard.runtime.ray.host import device_host
@@ -76,15 +75,17 @@ def without_ray():
         device_host.import_ray, device_host.DeviceHost.node_id = ask_ray, node_id
 
 
-async def connected_hosts(hops: int) -> list:
-    """Two hosts of one device each, listening, connected to each other by socket, the hop program loaded."""
+async def connected_hosts(hops: int, poll: bool) -> list:
+    """Two hosts of one device each, listening, connected to each other by socket, the hop program
+    loaded; ``poll``: their loops poll during runs, as on a node with a core for each (and the
+    small frames go by the sockets' rings: ``wire/frame_rings``)."""
     secret = os.urandom(32)
     with without_ray():
         hosts = [device_host.DeviceHost([d], os.path.dirname(runtime.__file__)) for d in (0, 1)]
         addresses = [await h.listen(secret) for h in hosts]
         sockets = {d: ("this node", addresses[d][1], addresses[d][2]) for d in (0, 1)}
         for h in hosts:
-            await h.connect({0: None, 1: None}, 0, sockets, secret, POLL)
+            await h.connect({0: None, 1: None}, 0, sockets, secret, poll)
     for d, (h, schedule) in enumerate(zip(hosts, hop_schedules(hops))):
         await h.load(d, "hops", schedule.to_bytes(), None, "direct", (), 10.0, None)
     return hosts
@@ -99,9 +100,9 @@ def close(hosts) -> None:
             connection.close()
 
 
-async def simshard_hops(hops: int, seconds: float) -> list[float]:
-    """Seconds per hop of each run of the hop program, for ``seconds``."""
-    hosts = await connected_hosts(hops)
+async def simshard_hops(hops: int, seconds: float, poll: bool = False) -> list[float]:
+    """Seconds per hop of each run of the hop program, for ``seconds`` (``poll``: ``connected_hosts``)."""
+    hosts = await connected_hosts(hops, poll)
     per_hop, run_id, start = [], 0, time.perf_counter()
     try:
         while time.perf_counter() - start < seconds:
@@ -208,6 +209,9 @@ def summary(name: str, per_hop: list[float]) -> str:
 async def measure(args) -> list[str]:
     lines = [summary("bare hop (a write, a read, a future)", await bare_hops(args.hops, args.seconds)),
              summary("simshard hop (both hosts' whole path)", await simshard_hops(args.hops, args.seconds))]
+    if args.poll:
+        lines.append(summary("simshard hop, both hosts polling (small frames by ring)",
+                             await simshard_hops(args.hops, args.seconds, poll=True)))
     if args.segments:
         stamps: list = []
         with joints_stamped(stamps):
@@ -223,7 +227,11 @@ def main(argv=None) -> None:
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
                         help="the event loop (Ray runs its actors on uvloop wherever it is installed)")
     parser.add_argument("--segments", action="store_true", help="also stamp the path's joints")
+    parser.add_argument("--poll", action="store_true",
+                        help="also with both hosts polling (uvloop only: each host's loop polls by turns of its own)")
     args = parser.parse_args(argv)
+    if args.poll and args.loop != "uvloop":
+        parser.error("--poll needs --loop uvloop (asyncio's one selector would poll for one host only)")
     if args.loop == "uvloop":
         try:
             import uvloop
