@@ -39,10 +39,22 @@ async def connected(got: list, secret: bytes) -> tuple[Listener, Connection]:
     return listener, conn
 
 
-def on_each_loop(kind: str, test) -> None:
+def on_each_loop(kind: str, body) -> None:
+    """``await body(listener, conn, got)`` on a loop of ``kind``, over a fresh listener and
+    connection (``connected``), both closed after and the mesh's shared files removed."""
     secret = os.urandom(16)
+
+    async def test():
+        got = []
+        listener, conn = await connected(got, secret)
+        try:
+            await body(listener, conn, got)
+        finally:
+            conn.close()
+            listener.close()
+
     try:
-        run_on(kind, test(secret))
+        run_on(kind, test())
     finally:
         remove_shared(shared_memory_prefix(secret))
 
@@ -61,9 +73,7 @@ async def until(check, seconds: float = 5.0) -> None:
 
 @pytest.mark.parametrize("kind", EVENT_LOOPS)
 def test_small_frames_go_by_ring_only_while_the_reader_polls_and_arrive_whole(kind):
-    async def test(secret):
-        got = []
-        listener, conn = await connected(got, secret)
+    async def test(listener, conn, got):
         listener.rings.wake()
         for k in range(3):
             send(conn, k)
@@ -80,17 +90,13 @@ def test_small_frames_go_by_ring_only_while_the_reader_polls_and_arrive_whole(ki
         send(conn, 5, n=2000)
         await asyncio.wait_for(conn.sync(), 5)
         assert conn.ringed == 3 and [key for key, _ in got[-2:]] == [(4, 0), (5, 0)]
-        conn.close()
-        listener.close()
 
     on_each_loop(kind, test)
 
 
 @pytest.mark.parametrize("kind", EVENT_LOOPS)
 def test_frames_round_the_rings_end_and_a_full_ring_sends_on_the_socket(kind):
-    async def test(secret):
-        got = []
-        listener, conn = await connected(got, secret)
+    async def test(listener, conn, got):
         listener.rings.wake()
         sent = 0
         for k in range(3 * frame_rings.RING_BYTES // 3000):  # three times round the ring, read every 50 frames
@@ -111,17 +117,13 @@ def test_frames_round_the_rings_end_and_a_full_ring_sends_on_the_socket(kind):
         assert conn.ringed == sent + k - 1 and k > 300  # it held some 360 frames, the last went by socket
         await asyncio.wait_for(conn.sync(), 5)  # a sync hands on the ring's frames before it is answered
         assert sorted(key for key, _ in got) == [(sent + j, 0) for j in range(k)]  # each once, none lost
-        conn.close()
-        listener.close()
 
     on_each_loop(kind, test)
 
 
 @pytest.mark.parametrize("kind", EVENT_LOOPS)
 def test_a_reader_asleep_after_the_sender_looked_is_woken_by_the_doorbell(kind):
-    async def test(secret):
-        got = []
-        listener, conn = await connected(got, secret)
+    async def test(listener, conn, got):
         listener.rings.wake()
         looks = iter([True, False])  # awake when the sender looks first, asleep when it looks again
         conn.frames.awake = lambda: next(looks)
@@ -129,17 +131,13 @@ def test_a_reader_asleep_after_the_sender_looked_is_woken_by_the_doorbell(kind):
         assert conn.ringed == 1
         await until(lambda: got)  # nobody drains: the doorbell on the socket made the reader read the ring
         assert got[0][0] == (7, 0)
-        conn.close()
-        listener.close()
 
     on_each_loop(kind, test)
 
 
 @pytest.mark.parametrize("kind", EVENT_LOOPS)
 def test_a_polling_loop_reads_the_rings_and_says_it_sleeps_when_it_stops(kind):
-    async def test(secret):
-        got = []
-        listener, conn = await connected(got, secret)
+    async def test(listener, conn, got):
         loop = asyncio.get_running_loop()
         spinner = None
         if not busy_poll(loop, SPIN_SECONDS, listener.rings):  # uvloop: no selector to wrap
@@ -160,8 +158,6 @@ def test_a_polling_loop_reads_the_rings_and_says_it_sleeps_when_it_stops(kind):
         send(conn, 20)
         await until(lambda: len(got) == 21)
         assert conn.ringed == 20  # the reader sleeps: by the socket
-        conn.close()
-        listener.close()
 
     on_each_loop(kind, test)
 
