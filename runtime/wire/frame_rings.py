@@ -35,10 +35,11 @@ import platform
 import re
 import threading
 
+from .frames import SMALL
 from .shared_memory import SHM_DIR, owned, unlink_shared
 
-RING_BYTES = 1 << 20  # a ring's frames (a frame that finds no room goes on the socket)
-SMALLEST = 1 << 12  # (a frame's bytes up to which it may take the ring)
+RING_BYTES = 1 << 20  # a ring's frames (a frame that finds no room goes on the socket): 15 of the largest
+LARGEST = SMALL + (1 << 12)  # the largest frame that may take a ring: a body sent inline (``frames.SMALL``), its header
 _LINE = 64  # the ring's counters each on a cache line of its own: written, read, awake
 WRITTEN, READ, AWAKE = 0, _LINE // 8, 2 * _LINE // 8  # their indices as 8-byte words
 _HEAD = 3 * _LINE

@@ -26,7 +26,7 @@ import numpy as np
 from . import frame_auth
 from .admission import NONCE_BYTES, Admissions, accept_forever, listening_socket, respond
 from .frame_auth import MAC_BYTES, Signer, Verifier
-from .frame_rings import SMALLEST, FrameRing, RingReaders, fence, rings_possible
+from .frame_rings import LARGEST, FrameRing, RingReaders, fence, rings_possible
 from .frames import (ANSWER, DOORBELL, FRAME, PROBE, SMALL, Answer, ErrorAnswer, HeaderEncoder, Storage, Stored,
                      decode_answer, widen)
 from .memory_reads import array_owner, memory_reads_possible
@@ -294,7 +294,7 @@ class Connection:
         polls now; whether it went. After it goes, the receiver is looked at again: asleep by then,
         it might have missed it (``frame_rings``), so its doorbell rings on the socket."""
         frames = self.frames
-        if not (self.frames_read and len(frame) <= SMALLEST and frames.awake() and frames.put(frame)):
+        if not (self.frames_read and len(frame) <= LARGEST and frames.awake() and frames.put(frame)):
             return False
         self.ringed += 1
         fence()

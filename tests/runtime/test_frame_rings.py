@@ -85,11 +85,12 @@ def test_small_frames_go_by_ring_only_while_the_reader_polls_and_arrive_whole(ki
         send(conn, 3)
         await asyncio.wait_for(conn.sync(), 5)
         assert conn.ringed == 3 and got[-1][0] == (3, 0)  # asleep: by the socket
-        send(conn, 4, n=2000)  # past the ring's frame size: by the socket, awake or not
         listener.rings.wake()
-        send(conn, 5, n=2000)
+        send(conn, 4, n=20_000)  # a body of 80 KB is not sent in its frame: by the socket, awake or not
+        send(conn, 5, n=16_000)  # one of 64 KB is, by the ring
         await asyncio.wait_for(conn.sync(), 5)
-        assert conn.ringed == 3 and [key for key, _ in got[-2:]] == [(4, 0), (5, 0)]
+        assert conn.ringed == 4 and [key for key, _ in got[-2:]] == [(4, 0), (5, 0)]
+        assert np.array_equal(got[-1][1], np.full(16_000, 5, np.float32))
 
     on_each_loop(kind, test)
 
