@@ -168,3 +168,39 @@ def test_a_ring_not_of_the_mesh_is_refused(tmp_path):
     for name in ("simshard-" + "cd" * 8 + "-p1-frames-" + "0" * 16, "../../etc/passwd", prefix + "-p1-frames-x"):
         with pytest.raises(ValueError, match="is not a ring of this mesh"):
             RingReader(name, prefix, stream=None)
+
+
+def test_with_rings_in_use_a_killed_device_is_rerun_bitwise_and_its_new_process_reads_by_ring(ray_session):
+    """Two device processes polling (rings in use, route "unix ring"): one killed before a run, the
+    run retried on a restarted process is bitwise the local run's, and the new process's rings
+    carry frames again."""
+    from simshard.runtime import run_local
+    from simshard.runtime.ray.driver.mesh import RayMesh
+    from simshard.spmd import AllGather, AllReduce, CollectivePermute, Schedule, SpmdProgram
+
+    from runtime_helpers import bits, kill
+
+    ids = (0, 1)
+    spmd = SpmdProgram(None, tuple(Schedule(d, (0,), sum(((
+        AllReduce(3 * i + 1, f"%{i} ar", src=3 * i, dst=3 * i + 1, group=ids, axes=("x",)),
+        AllGather(3 * i + 2, f"%{i} ag", src=3 * i + 1, dst=3 * i + 2, group=ids, axis=0, axes=("x",)),
+        CollectivePermute(3 * i + 3, f"%{i} cp", src=3 * i + 2, dst=3 * i + 3, pairs=((0, 1), (1, 0)),
+                          shape=(8 << i, 16), dtype="float32", axes=("x",)))
+        for i in range(4)), ()), (12,)) for d in ids), (), ())
+    inputs = {d: [np.arange(64 * (d + 1), 64 * (d + 2), dtype=np.float32).reshape(4, 16)] for d in ids}
+    expect = {d: [bits(a) for a in run_local(spmd, inputs).outputs[d]] for d in ids}
+
+    def outputs(res):
+        return {d: [bits(a) for a in res.outputs[d]] for d in ids}
+
+    with RayMesh(devices=ids, devices_per_process=1, busy_poll=True) as mesh:
+        key = mesh.load(spmd, timeout=30.0)
+        runs = [mesh.execute(key, spmd, inputs) for _ in range(3)]
+        assert all(outputs(r) == expect for r in runs)
+        assert any(r.messages.get("unix ring", 0) for r in runs), [r.messages for r in runs]
+        kill(mesh, 1)  # (and seen gone)
+        again = mesh.execute(key, spmd, inputs, retries=2)
+        assert again.restarted == (1,) and outputs(again) == expect
+        runs = [mesh.execute(key, spmd, inputs) for _ in range(3)]
+        assert all(outputs(r) == expect for r in runs)
+        assert any(r.messages.get("unix ring", 0) for r in runs), [r.messages for r in runs]
