@@ -349,7 +349,7 @@ class Receiver(asyncio.BufferedProtocol):
         """Give a frame's message to its device; answer the sender only if it did not take it."""
         try:
             said = self.deliver(header.run_id, header.src, header.dst, header.key, array, header.tag, header.note)
-            if said == Answer.OK:  # (compared as text: making the enum member costs 2 us a frame)
+            if said == Answer.OK:  # (compared as text: making the enum member takes a third of a microsecond)
                 return
             answer = Answer(said)
         except Exception as e:  # the receiving device could not take it: the sender hears why

@@ -211,10 +211,7 @@ class Connection:
                 elif answer in (Answer.CMA, Answer.NO_CMA):
                     self.cma = answer is Answer.CMA
                 elif answer in (Answer.RING, Answer.NO_RING):
-                    self.frames_read = answer is Answer.RING
-                    self.frames.unlink()  # mapped by the receiver, or never to be: the name is no longer needed
-                    if not self.frames_read:
-                        self.frames = None
+                    self._ring_answered(answer is Answer.RING)
                 else:
                     self.refused[seq] = answer
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as e:  # (ValueError: no answer)
@@ -288,6 +285,17 @@ class Connection:
             return
         name = self.frames.name.encode()
         self._put((FRAME.pack(next(self.seq), 0, len(name)) + name,))
+
+    def _ring_answered(self, read: bool) -> None:
+        """The receiver mapped the ring (``read``) or could not; its name is no longer needed either
+        way. Taken once: a second answer changes nothing."""
+        if self.frames is None or self.frames_read:
+            return
+        self.frames.unlink()
+        if read:
+            self.frames_read = True
+        else:
+            self.frames = None
 
     def _by_ring(self, frame: bytes) -> bool:
         """Put a small frame in the ring instead of the socket, where the receiver reads it and

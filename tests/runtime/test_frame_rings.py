@@ -163,6 +163,25 @@ def test_a_polling_loop_reads_the_rings_and_says_it_sleeps_when_it_stops(kind):
     on_each_loop(kind, test)
 
 
+@pytest.mark.parametrize("kind", EVENT_LOOPS)
+def test_a_ring_named_again_inside_the_ring_is_refused_and_changes_nothing(kind):
+    """A frame naming a ring, sent inside the ring (no sender of ours does), is answered "no ring"
+    on the socket; the sender takes the first answer only, and its frames still go by ring."""
+    from simshard.runtime.wire.frames import FRAME
+
+    async def test(listener, conn, got):
+        listener.rings.wake()
+        name = conn.frames.name.encode()
+        assert conn.frames.put(FRAME.pack(10**6, 0, len(name)) + name)
+        listener.rings.drain()
+        await asyncio.wait_for(conn.sync(), 5)  # the "no ring" answer has come before the sync's
+        assert conn.frames_read and len(listener.rings.readers) == 1
+        send(conn, 1)
+        assert conn.ringed == 1 and listener.rings.drain() and got[-1][0] == (1, 0)
+
+    on_each_loop(kind, test)
+
+
 def test_a_ring_not_of_the_mesh_is_refused(tmp_path):
     prefix = "simshard-" + "ab" * 8
     for name in ("simshard-" + "cd" * 8 + "-p1-frames-" + "0" * 16, "../../etc/passwd", prefix + "-p1-frames-x"):
