@@ -20,7 +20,8 @@ from simshard.runtime.wire.shared_memory import remove_shared, shared_memory_pre
 from simshard.runtime.wire.sockets import Connection, Listener
 from runtime_helpers import EVENT_LOOPS, run_on
 
-pytestmark = pytest.mark.skipif(not rings_possible(), reason="rings of frames are made on x86-64 with shared memory only")
+pytestmark = pytest.mark.skipif(not rings_possible(),
+                                reason="rings of frames are made on x86-64 with shared memory only")
 
 
 async def connected(got: list, secret: bytes) -> tuple[Listener, Connection]:

@@ -215,7 +215,7 @@ class DeviceHost:
         if self.spinner is not None:
             self.spinner.stop()
         self.spinner = None
-        rings = None if self.listener is None else self.listener.rings  # read as the loop polls
+        rings = self.ring_readers()
         if busy_poll(loop, SPIN_SECONDS if wanted else 0.0, rings):
             self.polling = "selector" if wanted else "off"
         elif wanted:
@@ -225,6 +225,11 @@ class DeviceHost:
             self.polling = "off"
         return self.polling
 
+    def ring_readers(self):
+        """This process's readers of its peers' rings of frames, read as its loop polls
+        (``wire/frame_rings``); None before it listens."""
+        return None if self.listener is None else self.listener.rings
+
     def _poll_while_computing(self, wanted: bool) -> None:
         """Stop a polling loop while this process's kernels compute on its threads (``wanted``
         False: they need the cores it would spin on) and start it again when they are back."""
@@ -233,7 +238,7 @@ class DeviceHost:
         if self.spinner is not None:
             self.spinner.pause(not wanted)
         elif self.polling == "selector":
-            pause_polling(asyncio.get_running_loop(), not wanted, None if self.listener is None else self.listener.rings)
+            pause_polling(asyncio.get_running_loop(), not wanted, self.ring_readers())
 
     # every call below is for one of this host's devices
     async def load(self, device: int, *args) -> int:
