@@ -2,8 +2,8 @@
 
 Two device hosts (``DeviceHost``, the class Ray runs as each device process) live in this one
 process and one event loop, joined by their real Unix sockets, and run the one-message-in-flight
-program of ``peers.py`` (devices 0 and 1 pass a 4-element array back and forth, one
-collective-permute per hop). Every hop then runs both sides' code one after the other: the
+program of ``peers.py`` (``permute_chain`` along ``hop_pairs``: devices 0 and 1 pass a 4-element
+array back and forth, one collective-permute per hop). Every hop then runs both sides' code one after the other: the
 executor, the collective, the transport, the frame, the write and read, the receiver, the
 mailbox, the wake of the receiving device. Its time per hop is that whole path's cost, which two
 processes on two cores overlap only in part (the sender's work after its write), and which,
@@ -33,6 +33,9 @@ import statistics
 import struct
 import time
 
+import sys
+from pathlib import Path
+
 import numpy as np
 
 import simshard.runtime as runtime
@@ -42,7 +45,9 @@ from simshard.runtime.ray.host import device_host
 from simshard.runtime.ray.protocol import RunPlan
 from simshard.runtime.wire.receiver import Receiver
 from simshard.runtime.wire.sockets import Connection
-from simshard.spmd import CollectivePermute, Schedule
+
+sys.path.insert(0, str(Path(__file__).parent))
+import peers  # noqa: E402  (beside this file: the hop program, ``permute_chain``)
 
 
 class NoRay:
@@ -52,15 +57,6 @@ class NoRay:
         @staticmethod
         def get_node_ip_address() -> str:
             return "127.0.0.1"
-
-
-def hop_schedules(hops: int) -> list[Schedule]:
-    """Devices 0 and 1 passing a 4-element array back and forth ``hops`` times (``peers.py``'s
-    one message in flight)."""
-    return [Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1,
-                                                      pairs=((k % 2, 1 - k % 2),), shape=(4,), dtype="float32",
-                                                      axes=("x",)) for k in range(hops)), (hops,))
-            for d in (0, 1)]
 
 
 @contextlib.contextmanager
@@ -86,8 +82,9 @@ async def connected_hosts(hops: int, poll: bool) -> list:
         sockets = {d: ("this node", addresses[d][1], addresses[d][2]) for d in (0, 1)}
         for h in hosts:
             await h.connect({0: None, 1: None}, 0, sockets, secret, poll)
-    for d, (h, schedule) in enumerate(zip(hosts, hop_schedules(hops))):
-        await h.load(d, "hops", schedule.to_bytes(), None, "direct", (), 10.0, None)
+    program = peers.permute_chain((0, 1), peers.hop_pairs, hops)
+    for d, h in enumerate(hosts):
+        await h.load(d, "hops", program.schedule(d).to_bytes(), None, "direct", (), 10.0, None)
     return hosts
 
 

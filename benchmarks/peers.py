@@ -188,13 +188,22 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
             devices.close()
 
 
+def permute_chain(ids: tuple, pairs, steps: int) -> SpmdProgram:
+    """A chain of ``steps`` tiny collective-permutes over devices ``ids``, step ``k`` moving a
+    4-element array along ``pairs(k)``."""
+    return SpmdProgram(None, tuple(Schedule(d, (0,), tuple(
+        CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=pairs(k), shape=(4,), dtype="float32",
+                          axes=("x",)) for k in range(steps)), (steps,)) for d in ids), (), ())
+
+
+def hop_pairs(k: int) -> tuple:
+    """Step ``k`` of one message in flight: devices 0 and 1 pass the array back and forth."""
+    return ((k % 2, 1 - k % 2),)
+
+
 def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int, busy_poll: bool | None = None) -> float:
-    """Seconds per step of a chain of tiny collective-permutes over devices ``ids``, step ``k``
-    moving a 4-element array along ``pairs(k)``."""
-    scheds = tuple(Schedule(d, (0,), tuple(CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=pairs(k),
-                                                             shape=(4,), dtype="float32", axes=("x",))
-                                           for k in range(steps)), (steps,)) for d in ids)
-    spmd = SpmdProgram(None, scheds, (), ())
+    """Seconds per step of ``permute_chain(ids, pairs, steps)``."""
+    spmd = permute_chain(ids, pairs, steps)
     inputs = {d: [np.full(4, d, np.float32)] for d in ids}
     if backend == "local":
         return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
@@ -215,7 +224,7 @@ def simshard_message_round(backend: str, per_process: int = 1, rounds: int = 200
 def simshard_message_hop(backend: str, per_process: int = 1, hops: int = 2000, busy_poll: bool | None = None) -> float:
     """Seconds per message with one message in flight: devices 0 and 1 pass a tiny array back and
     forth, so each hop is one message's whole latency."""
-    return _permute_chain((0, 1), lambda k: ((k % 2, 1 - k % 2),), hops, backend, per_process, busy_poll)
+    return _permute_chain((0, 1), hop_pairs, hops, backend, per_process, busy_poll)
 
 
 # -- peers, each in a subprocess -----------------------------------------------------------------

@@ -55,8 +55,8 @@ class Span(NamedTuple):
 def spans_of(device: int, schedule, rows: Sequence[tuple]) -> tuple[Span, ...]:
     """``device``'s Spans from the (position, start, end) it kept per instruction of ``schedule``."""
     instrs = schedule.instrs
-    return tuple(Span(device, pos, instrs[pos].id, instrs[pos].kind, instrs[pos].source, start, end)
-                 for pos, start, end in rows)
+    return tuple(Span(device, pos, ins.id, ins.kind, ins.source, start, end)
+                 for pos, start, end in rows for ins in (instrs[pos],))
 
 
 class Timeline(Mapping):

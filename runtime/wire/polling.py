@@ -77,19 +77,17 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float, rings: RingReaders |
     if selector is None:
         return False
     select = getattr(selector.select, "sleeping", selector.select)  # installed before: the original
+    rings = RingReaders() if rings is None else rings  # (none: an empty set of them)
     if spin <= 0:
         selector.select = select
-        if rings is not None:
-            rings.sleep()
+        rings.sleep()
         sys.setswitchinterval(_SWITCH)
         return True
     sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
-    clock = time.monotonic
-    look = rings.drain if rings is not None else (lambda: False)
+    clock, look = time.monotonic, rings.drain
 
     def polling(timeout: float | None = None):
-        if rings is not None:
-            rings.wake()
+        rings.wake()
         events = select(0)
         if look() or events or (timeout is not None and timeout <= 0):
             return events
@@ -99,7 +97,7 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float, rings: RingReaders |
             events = select(0)
             if look() or events:
                 return events
-        if rings is not None and rings.sleep():  # a frame came as it was about to sleep
+        if rings.sleep():  # a frame came as it was about to sleep
             return []
         return select(None if timeout is None else max(0.0, timeout - (clock() - start)))
 
@@ -130,7 +128,8 @@ class Spinner:
     def __init__(self, loop: asyncio.AbstractEventLoop, linger: float = SPIN_SECONDS,
                  rings: RingReaders | None = None):
         self.loop, self.held, self.linger = loop, 0, linger
-        self.rings = rings  # its peers' rings of frames, read on every turn (``frame_rings``)
+        # its peers' rings of frames, read on every turn (``frame_rings``; none: an empty set of them)
+        self.rings = RingReaders() if rings is None else rings
         self.until = 0.0  # (monotonic) when polling stops once nothing is held
         self.turning = False  # whether the callback is scheduled (one at a time)
         self.paused = False  # the process's own threads compute: no turns meanwhile (``pause``)
@@ -157,9 +156,8 @@ class Spinner:
     def stop(self) -> None:
         """Polling off: the process's own switch interval again (a run in progress stops turning)."""
         self.held, self.until = 0, 0.0
-        rings, self.rings = self.rings, None  # (a turn still due must not touch them: a new spinner may have)
-        if rings is not None:
-            rings.sleep()
+        rings, self.rings = self.rings, RingReaders()  # (a turn still due must not touch them: a new spinner may)
+        rings.sleep()
         sys.setswitchinterval(_SWITCH)
 
     def polling(self) -> bool:
@@ -169,16 +167,13 @@ class Spinner:
     def _start(self) -> None:
         if not self.turning and self.polling():
             self.turning = True
-            if self.rings is not None:
-                self.rings.wake()
+            self.rings.wake()
             self.loop.call_soon(self._turn)
 
     def _turn(self) -> None:
-        rings = self.rings
-        if rings is not None:
-            rings.drain()
+        self.rings.drain()
         self.turning = self.polling()
         if self.turning:
             self.loop.call_soon(self._turn)
-        elif rings is not None:
-            rings.sleep()  # (what it finds is handed on: its receivers are woken by the loop as ever)
+        else:
+            self.rings.sleep()  # (what it finds is handed on: its receivers are woken by the loop as ever)

@@ -268,7 +268,7 @@ class Connection:
             self._write(FRAME.pack(seq, len(header), 0) + header)
         elif nbytes < SMALL:
             frame = FRAME.pack(seq, len(header), nbytes) + header + array.tobytes()
-            if not (self.frames_read and self.failed is None and self._by_ring(frame)):
+            if not self._by_ring(frame):
                 self._write(frame)
         else:  # no copy of a large body on this side (the kernel's copy is the only one)
             self._write(FRAME.pack(seq, len(header), nbytes) + header, memoryview(array.reshape(-1).view(np.uint8)))
@@ -302,12 +302,13 @@ class Connection:
         polls now; whether it went. After it goes, the receiver is looked at again: asleep by then,
         it might have missed it (``frame_rings``), so its doorbell rings on the socket."""
         frames = self.frames
-        if not (self.frames_read and len(frame) <= LARGEST and frames.awake() and frames.put(frame)):
+        if not (self.frames_read and self.failed is None and len(frame) <= LARGEST and frames.awake()
+                and frames.put(frame)):
             return False
         self.ringed += 1
         fence()
         if not frames.awake():
-            self._put((FRAME.pack(next(self.seq), 0, DOORBELL) + b"\0",))
+            self._put((FRAME.pack(next(self.seq), 0, DOORBELL) + bytes(DOORBELL),))
         return True
 
     def _lend(self, seq: int, array: np.ndarray) -> Stored:

@@ -69,18 +69,16 @@ class RayTransport(Transport):
         # finished, say) shows in the counts the driver compares (``received``)
         via = peer.via
         if peer.local:  # a device of this process takes its own copy, as a self-send gets
-            self.taken[via] = self.taken.get(via, 0) + 1
             peer.target.deliver_now(self.run_id, msg.src, msg.key, msg.array, msg.tag, msg.note, copy=True)
-            return
-        if getattr(peer, "socket", False):  # a frame on the socket to the peer's process
+        elif getattr(peer, "socket", False):  # a frame on the socket to the peer's process
             ringed = peer.connection.ringed
             self._frame(peer, msg)
-            via = via if peer.connection.ringed == ringed else RING_ROUTE
-            self.taken[via] = self.taken.get(via, 0) + 1
-            return
+            if peer.connection.ringed != ringed:
+                via = RING_ROUTE
+        else:
+            payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
+            peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
         self.taken[via] = self.taken.get(via, 0) + 1
-        payload = self._payload(msg) if msg.array.nbytes >= INLINE_BYTES else msg.array
-        peer.deliver.remote(self.run_id, msg.src, msg.key, payload, msg.tag, msg.note)
 
     def _frame(self, peer, msg: Message) -> int:
         """Send ``msg`` on the socket to ``peer``'s process, a large array in shared memory
