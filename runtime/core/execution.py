@@ -62,9 +62,15 @@ class Execution:
             return None
         sent = ", ".join(f"{r} {n}" for r, n in sorted(self.messages.items())) or "none"
         pairs = ", ".join(f"{r} {n}" for r, n in sorted(self.routes.items())) or "none"
-        calls = ("the driver's control lines" if self.control_plane == "sockets" else
+        calls = (f"the driver's control lines{self._by_ring()}" if self.control_plane == "sockets" else
                  f"Ray actor calls ({self.control_reason})" if self.control_reason else f"{self.control_plane}")
         return f"messages between devices: {sent} (device pairs: {pairs}); run calls: {calls}"
+
+    def _by_ring(self) -> str:
+        """How many of the control lines' calls and answers went by ring (``wire/control_line``):
+        none while the reading end sleeps, as on a node with fewer cores than processes."""
+        c = self.controller_calls
+        return f" ({c.get('line by ring', 0)} of {c.get('line', 0)} calls, {c.get('answer by ring', 0)} answers by ring)"
 
     @cached_property
     def record_rows(self) -> tuple[tuple, ...]:

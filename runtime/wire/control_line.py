@@ -12,6 +12,12 @@ the run id. Fetching the outputs a process keeps goes the same way, their bytes 
 the socket. Loading, aborting, asking where a device is and restarting stay Ray calls; hosts on
 other nodes, and runs with shards in Ray's object store, are run by Ray calls too.
 
+While the other end polls, a small frame goes instead by a ring of shared memory (``frame_rings``):
+a run call where the host's loop polls (between a training loop's steps it lingers polling), an
+answer where the driver polls for it (``wait``'s spin). The driver's ring and the host's are named
+to each other once, by a call (``Request.RINGS``) answered before any other is written; a frame
+with tag ``DOORBELL_TAG`` on the socket says "read the ring" to a reader that went to sleep.
+
 Failures: a host whose process dies closes its end, and the driver reads the end of the stream
 (``ControlLine.failed``), as Ray would report the actor dead. An exception ``run`` raises comes
 back as the answer (``HostError``). An answer for a run the driver stopped waiting for (an aborted
@@ -20,6 +26,7 @@ attempt) is dropped when the next one is read.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import select
 import socket
@@ -29,6 +36,8 @@ from enum import Enum, IntEnum
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .admission import NONCE_BYTES, respond
+from .frame_rings import LARGEST, FrameRing, RingReader, RingReaders, rings_possible
+from .shared_memory import unlink_shared
 from .stream_parts import Parser, PartReader
 
 CALL_HEAD = struct.Struct("<qQI")  # tag, pickled bytes, number of out-of-band buffers
@@ -37,8 +46,10 @@ ANSWER_HEAD = struct.Struct("<qBQI")  # tag, kind, pickled (or raw) bytes, numbe
 CHUNK = 1 << 20  # bytes of an answer written at a time (the host's flow control: ``control_server.CallReader.write``)
 IOV_PARTS = 512  # parts of one sendmsg (the kernel takes up to IOV_MAX, 1,024 on Linux)
 INLINE_MAX = 1 << 20  # an input shard below this size goes on the line; a larger one through Ray's object store
-
-
+DOORBELL_TAG = -1  # a frame of no body with this tag, either way: read the ring of frames (``frame_rings``)
+RINGS_TAG = -2  # the call that names the rings to each other (run and fetch tags are 0 or more)
+RINGS_SECONDS = 10.0  # how long the driver waits for the host to map its ring
+LOG = logging.getLogger(__name__)
 
 
 class Request(str, Enum):
@@ -47,6 +58,8 @@ class Request(str, Enum):
 
     RUN = "run"  # ``DeviceHost.run(plan, *inputs)``: a run's summary, pickled
     FETCH = "fetch"  # ``DeviceHost.fetch(ids)``: the arrays the host keeps under ``ids``
+    RINGS = "rings"  # the line's own (``control_server.CallReader.open_rings``): the driver's ring
+    # of calls named, the host's ring of answers named back (None: it has none)
 
 
 class Payload(IntEnum):
@@ -63,6 +76,7 @@ class RawAnswer(NamedTuple):
     payload: Payload
     body: bytearray
     buffers: list
+    by_ring: bool  # whether it came by the host's ring of answers (``ControlLine.open_rings``)
 
 
 class OutcomeKind(Enum):
@@ -79,6 +93,13 @@ class Outcome(NamedTuple):
 
     kind: OutcomeKind
     value: Any
+
+
+class RingNames(NamedTuple):
+    """The host's answer to the driver naming its ring of calls (``Request.RINGS``)."""
+
+    calls_read: bool  # whether the host reads the driver's ring (else its calls all go on the socket)
+    answers: str | None  # the host's ring of answers, for the driver to read (None: it has none)
 
 
 class HostError(Exception):
@@ -152,6 +173,41 @@ class ControlLine:
         self.answers: dict[int, RawAnswer] = {}
         self.reader = PartReader(frames(ANSWER_HEAD, self._answer_came))  # answers parsed off the stream
         self.failed: BaseException | None = None
+        self.calls_ring: FrameRing | None = None  # small calls, while the host polls (``open_rings``)
+        self.answers_ring: RingReader | None = None  # small answers, while ``wait`` polls
+
+    def open_rings(self, prefix: str | None) -> None:
+        """Name a ring of calls to the host and map the ring of answers it names back (module
+        docstring); each direction goes by its ring from then on where the other end can read it.
+        None of it where the node cannot (``rings_possible``, ``prefix`` None: no shared memory);
+        where it fails, a warning, and the socket carries that direction's every frame."""
+        if prefix is None or not rings_possible() or self.failed is not None:
+            return
+        try:
+            ring = FrameRing(prefix)
+        except OSError as e:
+            LOG.warning("simshard control line: no ring of calls to %s (%s): its calls go on the socket", self.address[1:], e)
+            return
+        try:
+            self.send(RINGS_TAG, Request.RINGS, (ring.name,))
+            named = wait([self], RINGS_TAG, RINGS_SECONDS) == [self] and self.outcome(RINGS_TAG)
+        finally:
+            ring.unlink()  # mapped by now, or never to be
+        if not named or named.kind is not OutcomeKind.VALUE:
+            LOG.warning("simshard control line: %s did not name its rings (%s): its frames go on the socket",
+                        self.address[1:], named and named.value)
+            return
+        names: RingNames = named.value
+        self.calls_ring = ring if names.calls_read else None
+        if names.answers is not None:
+            try:
+                parser = PartReader(frames(ANSWER_HEAD, self._ring_answer_came))
+                self.answers_ring = RingReader(names.answers, prefix, parser)
+            except (OSError, ValueError) as e:
+                LOG.warning("simshard control line: the ring of answers %s named could not be read (%s): its "
+                            "answers come on the socket", self.address[1:], e)
+            finally:
+                unlink_shared(names.answers)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -173,14 +229,25 @@ class ControlLine:
         parts, raws = frame_parts(CALL_HEAD.pack(tag, len(body), len(buffers)), body, buffers)
         return [*parts, *raws]
 
-    def write(self, frame: list) -> None:
-        """Write a call's ``frame``; a write that fails breaks the line (``failed``)."""
+    def write(self, frame: list) -> bool:
+        """Write a call's ``frame``, by ring where it may go so (``open_rings``); whether it went by
+        ring. A write that fails breaks the line (``failed``)."""
         if self.failed is not None:
-            return  # the wait reports the line broken
+            return False  # the wait reports the line broken
+        ring = self.calls_ring
+        if ring is not None and sum(len(p) for p in frame) <= LARGEST and ring.offer(b"".join(frame), self._doorbell):
+            return True
+        self._send(frame)
+        return False
+
+    def _send(self, frame: list) -> None:
         try:
             send_parts(self.sock, frame)
         except OSError as e:
             self._break(e)
+
+    def _doorbell(self) -> None:
+        self._send([CALL_HEAD.pack(DOORBELL_TAG, 0, 0)])
 
     def read(self) -> None:
         """What has come on the socket (the caller saw it readable): every answer now whole into
@@ -195,14 +262,20 @@ class ControlLine:
 
     def _answer_came(self, head: tuple, body: bytearray, buffers: list) -> None:
         tag, kind = head[:2]
-        self.answers[tag] = RawAnswer(Payload(kind), body, buffers)
+        if tag == DOORBELL_TAG:
+            self.answers_ring.drain()
+        else:
+            self.answers[tag] = RawAnswer(Payload(kind), body, buffers, False)
+
+    def _ring_answer_came(self, head: tuple, body: bytearray, buffers: list) -> None:
+        self.answers[head[0]] = RawAnswer(Payload(head[1]), body, buffers, True)
 
     def take(self, tag: int):
         """Call ``tag``'s answer, once it came: bytes the method returned, as they are (a run's
         pickled summary), or the object it returned (arrays it fetched: their memory read
         straight off the socket, each the caller's own); raises ``HostError`` with what the
         method raised."""
-        payload, body, buffers = self.answers.pop(tag)
+        payload, body, buffers, _ = self.answers.pop(tag)
         if payload is Payload.RAISED:
             raise HostError(pickle.loads(body))
         return bytes(body) if payload is Payload.BYTES else pickle.loads(body, buffers=buffers)
@@ -223,6 +296,8 @@ class ControlLine:
         self.close()
 
     def close(self) -> None:
+        if self.answers_ring is not None:
+            self.answers_ring.close()  # asleep for good: an answer still to come takes the socket
         try:
             self.sock.close()
         except OSError:
@@ -234,7 +309,8 @@ def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: fl
     seconds (None: for ever) for at least one. Answers to other calls are read and dropped.
     ``spin``: seconds to poll without sleeping first (``math.inf``: until an answer or the
     timeout; where the node has a core for the driver an answer then costs no wakeup:
-    ``RayMesh.driver_spin``)."""
+    ``RayMesh.driver_spin``). The lines' rings of answers are read as it polls; they stay awake
+    after it returns (the next wait reads what came meanwhile) and sleep before it sleeps."""
     now = time.monotonic()
     deadline = None if timeout is None else now + timeout
     spin_until = now + spin
@@ -242,7 +318,14 @@ def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: fl
     by_fd = {ln.fileno(): ln for ln in lines if ln.failed is None}
     for fd in by_fd:
         poll.register(fd, select.POLLIN)
+    rings = RingReaders()
+    for ln in by_fd.values():
+        if ln.answers_ring is not None:
+            rings.add(ln.answers_ring)
+    rings.wake()
     while True:
+        if rings.drain():
+            _drop_stale(lines, tag)
         ready = [ln for ln in lines if tag in ln.answers or ln.failed is not None]
         if ready:
             return ready
@@ -252,6 +335,8 @@ def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: fl
             return []
         if now < spin_until:
             wait_ms = 0
+        elif rings.sleep():  # an answer came by ring as it was about to sleep
+            continue
         else:
             wait_ms = None if left is None else left * 1e3
         for fd, _ in poll.poll(wait_ms):
@@ -259,5 +344,12 @@ def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: fl
             ln.read()
             if ln.failed is not None:
                 poll.unregister(fd)
-            for stale in [t for t in ln.answers if t != tag]:
-                del ln.answers[stale]  # a call given up on (an aborted run): nobody waits for it
+            _drop_stale((ln,), tag)
+
+
+def _drop_stale(lines: Sequence[ControlLine], tag: int) -> None:
+    """Drop the answers to calls other than ``tag``: calls given up on (an aborted run), which
+    nobody waits for."""
+    for ln in lines:
+        for stale in [t for t in ln.answers if t != tag]:
+            del ln.answers[stale]

@@ -2,11 +2,13 @@
 driver's end): ``ControlServer`` admits the driver's connection (the challenge, with the mesh's
 secret: ``admission``) and ``CallReader`` parses the calls off it as they come (``stream_parts``),
 each answered by a task of its own, its answer written in chunks under the transport's flow
-control."""
+control. Small calls may come, and small answers go, by rings of shared memory while the reading
+end polls (``control_line``'s docstring; ``CallReader.open_rings``)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import pickle
 import socket
@@ -15,8 +17,13 @@ from typing import Awaitable, Callable, Mapping, Sequence
 import cloudpickle  # answers by value (a dependency of the package, neither Ray nor simshard)
 
 from .admission import HANDSHAKE_SECONDS, RESPONSE_BYTES, Admissions, accept_forever, listening_socket, new_nonce, verified
-from .control_line import ANSWER_HEAD, CALL_HEAD, CHUNK, Payload, frame_parts, frames
+from .control_line import (ANSWER_HEAD, CALL_HEAD, CHUNK, DOORBELL_TAG, Payload, Request, RingNames, frame_parts,
+                           frames)
+from .frame_rings import LARGEST, FrameRing, RingReader, RingReaders, rings_possible
+from .shared_memory import shared_memory_prefix
 from .stream_parts import PartReader
+
+LOG = logging.getLogger(__name__)
 
 
 class ControlServer:
@@ -25,8 +32,12 @@ class ControlServer:
     methods[name](*args)``, calls running concurrently, each answer written whole."""
 
     def __init__(self, secret: bytes, methods: Mapping[str, Callable[..., Awaitable]],
-                 on_driver_gone: Callable[[], None] | None = None):
+                 on_driver_gone: Callable[[], None] | None = None, rings: RingReaders | None = None):
         self.secret, self.methods = secret, dict(methods)
+        # the process's rings, read as its loop polls (``frame_rings``): the driver's ring of calls
+        # joins them; None: no rings (every call and answer on the socket)
+        self.rings = rings if rings_possible() else None
+        self.prefix = shared_memory_prefix(secret)
         self.on_driver_gone = on_driver_gone  # called when a driver's line ends (it closed it, or died)
         self.address = "\0simshard-control-" + os.urandom(12).hex()  # abstract namespace: no file
         self.sock: socket.socket | None = None
@@ -78,7 +89,7 @@ class ControlServer:
         out: list[pickle.PickleBuffer] = []
         try:
             method, args = pickle.loads(body, buffers=buffers)
-            result = await self.methods[method](*args)
+            result = await (line.open_rings if method == Request.RINGS else self.methods[method])(*args)
             if isinstance(result, bytes):
                 kind, payload = Payload.BYTES, result
             else:  # by value where plain pickle would refuse (an exception of a class defined where
@@ -107,11 +118,39 @@ class CallReader(asyncio.BufferedProtocol):
         self.reader = PartReader(frames(CALL_HEAD, self._call_came))
         self.writing = asyncio.Lock()  # answers of concurrent runs go out one whole frame at a time
         self.drained: asyncio.Future | None = None  # while the transport's buffer is over its limit
+        self.calls_ring: RingReader | None = None  # the driver's ring of small calls (``open_rings``)
+        self.answers_ring: FrameRing | None = None  # this end's ring of small answers
+        self.ringed = 0  # answers that went by ring
+
+    async def open_rings(self, name: str) -> RingNames:
+        """Read the driver's ring of calls ``name`` as the process's loop polls, and make a ring of
+        answers for the driver to read as it polls (``control_line.ControlLine.open_rings``)."""
+        server = self.server
+        if server.rings is None or server.prefix is None or self.calls_ring is not None:
+            return RingNames(False, None)
+        try:
+            self.calls_ring = RingReader(name, server.prefix, PartReader(frames(CALL_HEAD, self._call_came)))
+        except (OSError, ValueError) as e:
+            LOG.warning("simshard control line: the driver's ring of calls could not be read (%s): its calls come "
+                        "on the socket", e)
+            return RingNames(False, None)
+        server.rings.add(self.calls_ring)
+        try:
+            self.answers_ring = FrameRing(server.prefix)
+        except OSError as e:
+            LOG.warning("simshard control line: no ring of answers to the driver (%s): they go on the socket", e)
+        return RingNames(True, None if self.answers_ring is None else self.answers_ring.name)
 
     async def write(self, parts: Sequence) -> None:
-        """Write ``parts`` as one frame, in chunks of ``CHUNK`` bytes, each once the transport has
-        room for it: an answer of large arrays is never copied whole into the transport's buffer
-        (nothing when the driver has gone)."""
+        """Write ``parts`` as one frame: by ring where it may (a small frame, the driver polling,
+        no frame on the socket half written), else in chunks of ``CHUNK`` bytes, each once the
+        transport has room for it: an answer of large arrays is never copied whole into the
+        transport's buffer (nothing when the driver has gone)."""
+        ring = self.answers_ring
+        if (ring is not None and not self.writing.locked() and sum(memoryview(p).nbytes for p in parts) <= LARGEST
+                and ring.offer(b"".join(parts), self._doorbell)):
+            self.ringed += 1
+            return
         async with self.writing:
             for part in parts:
                 view = memoryview(part).cast("B")
@@ -131,7 +170,14 @@ class CallReader(asyncio.BufferedProtocol):
             self.drained.set_result(None)
             self.drained = None
 
+    def _doorbell(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(ANSWER_HEAD.pack(DOORBELL_TAG, 0, 0, 0))
+
     def _call_came(self, head: tuple, body: bytearray, buffers: list) -> None:
+        if head[0] == DOORBELL_TAG:
+            self.calls_ring.drain()
+            return
         # read-only: the shards are the run's inputs, which nothing writes into
         shards = [memoryview(b).toreadonly() for b in buffers]
         self.server.spawn(self.server.answer(self, head[0], bytes(body), shards))
@@ -150,6 +196,11 @@ class CallReader(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self.resume_writing()  # a writer waiting for room finds the transport closing
+        if self.calls_ring is not None:
+            self.server.rings.discard(self.calls_ring)
+            self.calls_ring.close()
+        if self.answers_ring is not None:
+            self.answers_ring.unlink()  # (the driver removed its name once it mapped it)
         if not self.gone.done():
             self.gone.set_result(None)
 

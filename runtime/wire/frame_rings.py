@@ -34,6 +34,7 @@ import os
 import platform
 import re
 import threading
+from typing import Callable
 
 from .frames import SMALL
 from .shared_memory import SHM_DIR, owned, unlink_shared
@@ -100,6 +101,17 @@ class FrameRing:
             self.frames[:n - first] = frame[first:]
         self.written = start + n
         self.counters[WRITTEN] = self.written  # (after the bytes: x86-64 keeps stores in order)
+        return True
+
+    def offer(self, frame: bytes, doorbell: Callable[[], None]) -> bool:
+        """Put ``frame`` in the ring where its reader polls now and it fits; whether it went. After
+        it goes, the reader is looked at again: asleep by then, it might have missed the frame (the
+        module docstring), so ``doorbell()`` (a frame on the socket that makes it read the ring)."""
+        if len(frame) > LARGEST or not self.awake() or not self.put(frame):
+            return False
+        fence()
+        if not self.awake():
+            doorbell()
         return True
 
     def unlink(self) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from . import frame_auth
 from .admission import NONCE_BYTES, Admissions, accept_forever, listening_socket, respond
 from .frame_auth import MAC_BYTES, Signer, Verifier
-from .frame_rings import LARGEST, FrameRing, RingReaders, fence, rings_possible
+from .frame_rings import FrameRing, RingReaders, rings_possible
 from .frames import (ANSWER, DOORBELL, FRAME, PROBE, SMALL, Answer, ErrorAnswer, HeaderEncoder, Storage, Stored,
                      decode_answer, widen)
 from .memory_reads import array_owner, memory_reads_possible
@@ -299,17 +299,14 @@ class Connection:
 
     def _by_ring(self, frame: bytes) -> bool:
         """Put a small frame in the ring instead of the socket, where the receiver reads it and
-        polls now; whether it went. After it goes, the receiver is looked at again: asleep by then,
-        it might have missed it (``frame_rings``), so its doorbell rings on the socket."""
-        frames = self.frames
-        if not (self.frames_read and self.failed is None and len(frame) <= LARGEST and frames.awake()
-                and frames.put(frame)):
+        polls now; whether it went (``FrameRing.offer``: its doorbell rings on the socket)."""
+        if not (self.frames_read and self.failed is None and self.frames.offer(frame, self._doorbell)):
             return False
         self.ringed += 1
-        fence()
-        if not frames.awake():
-            self._put((FRAME.pack(next(self.seq), 0, DOORBELL) + bytes(DOORBELL),))
         return True
+
+    def _doorbell(self) -> None:
+        self._put((FRAME.pack(next(self.seq), 0, DOORBELL) + bytes(DOORBELL),))
 
     def _lend(self, seq: int, array: np.ndarray) -> Stored:
         """Let the receiver read ``array`` from this process's memory (``Storage.CMA``: pid,

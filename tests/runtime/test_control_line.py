@@ -3,6 +3,7 @@ control_server.py), without Ray: a ``ControlServer`` on an event loop in a threa
 stand-in for ``DeviceHost.run``."""
 
 import asyncio
+from collections import Counter
 import math
 import pickle
 import threading
@@ -209,10 +210,11 @@ def test_a_runs_calls_are_all_made_before_the_first_is_written(monkeypatch):
     lines = {(0, 1): ControlLine(hosts[0].address, SECRET), (2, 3): ControlLine(hosts[1].address, SECRET)}
     try:
         calls, counted = [RunCall((0, 1), (0, 1), None, "p0", [np.ones(3)]),
-                          RunCall((2,), (2, 3), None, "p1", [np.ones(4), np.ones(2)])], {"line": 0}
+                          RunCall((2,), (2, 3), None, "p1", [np.ones(4), np.ones(2)])], Counter()
         pending = LineRoute(lines, counted).send(9, calls)
         assert events == ["frame", "frame", "write", "write"]
-        assert pending == {lines[(0, 1)]: (0, 1), lines[(2, 3)]: (2,)} and counted == {"line": 2}
+        assert pending == {lines[(0, 1)]: (0, 1), lines[(2, 3)]: (2,)}
+        assert counted == {"line": 2, "line by ring": 0}  # (no rings opened: every call on the socket)
         assert pickle.loads(answer(lines[(0, 1)], 9)) == {"plan": "p0", "sum": [3.0]}
         assert pickle.loads(answer(lines[(2, 3)], 9)) == {"plan": "p1", "sum": [4.0, 2.0]}
     finally:

@@ -191,9 +191,9 @@ def test_a_ring_not_of_the_mesh_is_refused(tmp_path):
 
 
 def test_with_rings_in_use_a_killed_device_is_rerun_bitwise_and_its_new_process_reads_by_ring(ray_session):
-    """Two device processes polling (rings in use, route "unix ring"): one killed before a run, the
-    run retried on a restarted process is bitwise the local run's, and the new process's rings
-    carry frames again."""
+    """Two device processes polling (rings in use, route "unix ring", the control lines' too): one
+    killed before a run, the run retried on a restarted process is bitwise the local run's, and
+    the new process's rings carry frames again."""
     from simshard.runtime import run_local
     from simshard.runtime.ray.driver.mesh import RayMesh
     from simshard.spmd import AllGather, AllReduce, CollectivePermute, Schedule, SpmdProgram
@@ -214,13 +214,26 @@ def test_with_rings_in_use_a_killed_device_is_rerun_bitwise_and_its_new_process_
         return {d: [bits(a) for a in res.outputs[d]] for d in ids}
 
     with RayMesh(devices=ids, devices_per_process=1, busy_poll=True) as mesh:
+        # the driver polls for each whole run, as where it has a core (on 2 cores a run outlasts
+        # its spin, and then the answers come on the socket)
+        mesh.answer_spin = lambda key: 30.0
         key = mesh.load(spmd, timeout=30.0)
         runs = [mesh.execute(key, spmd, inputs) for _ in range(3)]
         assert all(outputs(r) == expect for r in runs)
         assert any(r.messages.get("unix ring", 0) for r in runs), [r.messages for r in runs]
+        assert answers_by_ring(runs), [r.controller_calls for r in runs]  # the run's answers too
         kill(mesh, 1)  # (and seen gone)
         again = mesh.execute(key, spmd, inputs, retries=2)
         assert again.restarted == (1,) and outputs(again) == expect
         runs = [mesh.execute(key, spmd, inputs) for _ in range(3)]
         assert all(outputs(r) == expect for r in runs)
         assert any(r.messages.get("unix ring", 0) for r in runs), [r.messages for r in runs]
+        assert answers_by_ring(runs), [r.controller_calls for r in runs]
+        line = mesh.lines.by_group[(1,)]  # the new process's line, with both its rings
+        assert line.calls_ring is not None and line.answers_ring is not None
+
+
+def answers_by_ring(runs) -> bool:
+    """Whether every run's answers came on the control lines' rings. (Its calls go by ring where
+    the process still polls after the last run, ``Spinner``'s linger, 1 ms: timing, not asserted.)"""
+    return all(r.controller_calls.get("answer by ring", 0) == 2 for r in runs)

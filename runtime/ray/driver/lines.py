@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any, Iterator, Mapping
 
 from ...wire.control_line import INLINE_MAX, ControlLine
+from ...wire.shared_memory import shared_memory_prefix
 from ..start import import_ray
 from .held import Held
 
@@ -42,6 +43,7 @@ class ControlLines:
         self.secret = secret
         self.enabled = enabled  # False on the ray data plane: every call is a Ray call
         self.by_group: dict[tuple[int, ...], ControlLine] = {}
+        self.prefix = shared_memory_prefix(secret)  # the mesh's shared-memory files: the lines' rings
         self.lock = threading.Lock()  # held by the thread whose run or fetch is on the lines
 
     def open(self, group: tuple[int, ...], address: str | None, timeout: float | None) -> None:
@@ -52,7 +54,8 @@ class ControlLines:
             old.close()
         if address is not None:
             try:
-                self.by_group[group] = ControlLine(address, self.secret, timeout=timeout or 10.0)
+                line = self.by_group[group] = ControlLine(address, self.secret, timeout=timeout or 10.0)
+                line.open_rings(self.prefix)
             except OSError as e:  # never silently: the runs of these devices are Ray calls from now on
                 warnings.warn(ControlFallbackWarning(
                     f"the driver's control line to the process of devices {list(group)} did not open ({e}): their "

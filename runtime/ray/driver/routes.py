@@ -59,15 +59,18 @@ class LineRoute:
         between two writes would spread their starts by as much again)."""
         frames = [(self.lines[c.group], control_line.ControlLine.frame(run_id, Request.RUN, (c.plan, *c.args)))
                   for c in calls]
-        for line, frame in frames:
-            line.write(frame)
+        ringed = sum(line.write(frame) for line, frame in frames)
         self.calls["line"] += len(frames)
+        self.calls["line by ring"] += ringed
         return {line: c.devices for (line, _), c in zip(frames, calls)}
 
     def wait(self, pending, run_id: int, left: float | None) -> list:
         return control_line.wait(list(pending), run_id, left, self.spin)
 
     def answer(self, line, run_id: int) -> Outcome:
+        raw = line.answers.get(run_id)
+        if raw is not None and raw.by_ring:
+            self.calls["answer by ring"] += 1
         kind, value = line.outcome(run_id)  # DEAD: its process died, as Ray would say its actor did
         return Outcome(kind, summaries_of(value) if kind is OutcomeKind.VALUE else value)
 

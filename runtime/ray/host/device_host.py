@@ -133,7 +133,7 @@ class DeviceHost:
             self.listener = Listener(secret, deliver, place, tcp_host=import_ray().util.get_node_ip_address())
             await self.listener.start()
             self.control = ControlServer(secret, {Request.RUN: self.run, Request.FETCH: self.fetch},
-                                         on_driver_gone=lambda: self.driver_gone(secret))
+                                         on_driver_gone=lambda: self.driver_gone(secret), rings=self.listener.rings)
             await self.control.start()
         return self.node_id(), self.listener.address, self.listener.tcp_address, self.control.address
 
