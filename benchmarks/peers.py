@@ -63,6 +63,9 @@ ROWS = ("collectives", "mlp", "pair", "tiny", "messages")  # the groups of rows,
 USED: dict = {}  # (devices, devices per process) of a message chain on Ray -> what it ran on (``routes_used``)
 
 
+# SIMSHARD_HIDE_UVLOOP=1: every Ray mesh's device processes on asyncio's loop even where uvloop is
+# installed (issue 33's last goal compares the two); each row says which loop it ran on
+RUNTIME_ENV = {"env_vars": {"RAY_USE_UVLOOP": "0"}} if os.environ.get("SIMSHARD_HIDE_UVLOOP") == "1" else None
 WARMUP = 5  # untimed calls before the trials, each side alike: a step's first calls pay for caches and buffers
 
 
@@ -108,7 +111,7 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3, n: int = 8, k
     if backend == "ray":
         from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-        rm = RayMesh(devices=ids, devices_per_process=1).start()
+        rm = RayMesh(devices=ids, devices_per_process=1, runtime_env=RUNTIME_ENV).start()
     try:
         for kind in kinds:
             rows, cols = collective_shape(kind, n, nbytes)
@@ -138,7 +141,8 @@ def routes_used(execution, mesh) -> str:
     do), how the device processes wait, and how many there were. A message sent by Ray calls where
     a socket was meant ("ray" among the messages' routes) is flagged, so that a silent fallback
     can never pass for a measurement."""
-    text = f"{execution.describe_routes()}; polling {mesh.polling(mesh.devices[0])}; {len(mesh.groups)} processes"
+    text = (f"{execution.describe_routes()}; polling {mesh.polling(mesh.devices[0])}; {len(mesh.groups)} processes "
+            f"on {mesh.event_loop(mesh.devices[0])}")
     if ("ray" in execution.messages or "ray" in execution.routes) and execution.data_plane == "sockets":
         text = "FALLBACK to Ray calls: " + text
         print(f"warning: {text}", file=sys.stderr)
@@ -167,7 +171,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
     if backend == "ray":
         from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-        devices = RayMesh(mesh, devices_per_process=per_process, busy_poll=busy_poll).start()
+        devices = RayMesh(mesh, devices_per_process=per_process, busy_poll=busy_poll, runtime_env=RUNTIME_ENV).start()
     else:
         devices = LocalMesh(mesh)
     try:
@@ -209,7 +213,7 @@ def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int
         return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
     from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-    with RayMesh(devices=ids, devices_per_process=per_process, busy_poll=busy_poll) as rm:
+    with RayMesh(devices=ids, devices_per_process=per_process, busy_poll=busy_poll, runtime_env=RUNTIME_ENV) as rm:
         key = rm.load(spmd, timeout=60.0)
         USED[(len(ids), per_process)] = routes_used(rm.execute(key, spmd, inputs), rm)
         return best(lambda: rm.execute(key, spmd, inputs), 3) / steps

@@ -112,20 +112,22 @@ class Unreached(NamedTuple):
 class Connected(NamedTuple):
     """A device process's answer to ``DeviceHost.connect``: whether its loop polls for messages
     and how (``polling``: "selector", "turns" or "off"), how each of its devices reaches each peer
-    (device -> peer -> route: ``peers.route``), and the peers it failed to reach by socket."""
+    (device -> peer -> route: ``peers.route``), the peers it failed to reach by socket, and the
+    event loop Ray runs it on ("uvloop" wherever Ray could import it, else "asyncio")."""
 
     polling: str
     routes: dict
     unreached: tuple = ()
+    loop: str = "asyncio"
 
     @property
     def polls(self) -> bool:
         return self.polling != "off"
 
     def to_wire(self) -> tuple:
-        return self.polling, self.routes, tuple(tuple(u) for u in self.unreached)
+        return self.polling, self.routes, tuple(tuple(u) for u in self.unreached), self.loop
 
     @classmethod
     def of(cls, wire: tuple) -> "Connected":
-        polling, routes, unreached = wire
-        return cls(polling, routes, tuple(Unreached(*u) for u in unreached))
+        polling, routes, unreached, loop = wire
+        return cls(polling, routes, tuple(Unreached(*u) for u in unreached), loop)

@@ -47,6 +47,7 @@ def test_messages_go_by_socket_and_the_loop_polls_on_either_event_loop(ray_sessi
             assert devices.routes(0) == {1: "process", 2: "process", 3: "process", 4: "unix", 5: "unix",
                                          6: "unix", 7: "unix"}
             assert devices.polling(0) == ("turns" if loop == "uvloop" else "selector")
+            assert devices.event_loop(0) == devices.event_loop(7) == loop  # (what peers.py prints with each row)
             remote = devices.run_spmd(spmd, inputs)
             outputs = dict(remote.outputs)
             products = devices.run_spmd(matmuls, gaussian_inputs(range(8)), timeout=60.0)

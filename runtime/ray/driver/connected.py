@@ -16,22 +16,22 @@ class SocketFallbackWarning(RuntimeWarning):
     """A device process reaches a peer process by Ray calls because the socket to it did not open."""
 
 
-def heard(groups: Sequence[tuple[int, ...]], answers: Sequence[tuple]) -> tuple[dict[int, str], dict[int, dict]]:
-    """Each device's polling (device -> how its process polls: ``Connected.polling``) and routes (device -> peer ->
-    route), from each group's ``Connected`` answer; a ``SocketFallbackWarning`` per peer process
-    that a process could not reach by socket, naming the devices on both ends and why."""
-    polls, routes = {}, {}
+def heard(groups: Sequence[tuple[int, ...]], answers: Sequence[tuple]) -> tuple[dict[int, Connected], dict[int, dict]]:
+    """Each device's process's answer (device -> its ``Connected``: how it polls, its event loop)
+    and routes (device -> peer -> route), from each group's answer; a ``SocketFallbackWarning`` per
+    peer process that a process could not reach by socket, naming the devices on both ends and why."""
+    processes, routes = {}, {}
     for group, wire in zip(groups, answers):
         connected = Connected.of(wire)
         for d in group:
-            polls[d] = connected.polling
+            processes[d] = connected
         routes.update({int(d): dict(r) for d, r in connected.routes.items()})
         for u in connected.unreached:
             warnings.warn(SocketFallbackWarning(
                 f"devices {list(u.devices)} reach devices {list(u.peers)} by Ray calls, not by the socket to their "
                 f"process ({u.address.lstrip(chr(0))}): {u.reason}. Messages between them are several times "
                 "slower; the run's results are the same."), stacklevel=3)
-    return polls, routes
+    return processes, routes
 
 
 def routes_used(routes: Mapping[int, Mapping[int, str]], devices: Sequence[int]) -> dict[str, int]:

@@ -43,7 +43,7 @@ from ...wire.shared_memory import remove_orphans, remove_shared, shared_memory_p
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
 from ..nodes import actor_options, device_nodes, node_plan, placement_group_for, remove
-from ..protocol import PROBE_GROUP, LoadArgs
+from ..protocol import PROBE_GROUP, Connected, LoadArgs
 from ..start import RUNTIME_DIR, ensure_ray, import_ray
 from ..user_entries import user_entries
 from .arrays import HeldArrays
@@ -108,7 +108,7 @@ class RayMesh:
         self.busy_poll = busy_poll
         self.runtime_env = runtime_env
         self.patience = patience  # seconds of silence before a fetch probes the processes it waits on
-        self._polls: dict[int, str] = {}  # device -> how its process busy-polls, or "off" (set on connect)
+        self._processes: dict[int, Connected] = {}  # device -> its process's ``Connected`` answer (set on connect)
         self._spin = 0.0  # driver_spin (set on connect)
         self.run_seconds: dict = {}  # program key -> its last run's seconds on the control lines (``answer_spin``)
         self.routes_among: dict[tuple, dict[str, int]] = {}  # devices -> the routes joining them (``RunAttempt.result``)
@@ -219,8 +219,8 @@ class RayMesh:
         sockets = self.sockets if self.data_plane == "sockets" else None
         answers = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self.secret, self.busy_poll)
                            for g in self.groups], timeout=timeout)
-        self._polls, self.peer_routes = heard(self.groups, answers)  # (warns of a peer reached by Ray calls)
-        self._spin = SPIN_SECONDS if any(p != "off" for p in self._polls.values()) else 0.0
+        self._processes, self.peer_routes = heard(self.groups, answers)  # (warns of a peer reached by Ray calls)
+        self._spin = SPIN_SECONDS if any(c.polls for c in self._processes.values()) else 0.0
         self.routes_among = {}  # devices -> routes_used(peer_routes, devices), made once per set of devices
         self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1
@@ -269,7 +269,7 @@ class RayMesh:
 
     def polls(self, device: int) -> bool:
         """Whether ``device``'s process busy-polls for messages (``busy_poll``) or sleeps in wait."""
-        return self._polls[device] != "off"
+        return self._processes[device].polls
 
     @property
     def driver_spin(self) -> float:
@@ -289,7 +289,12 @@ class RayMesh:
 
     def polling(self, device: int) -> str:
         """How ``device``'s process polls: "selector" (asyncio's loop), "turns" (uvloop's) or "off"."""
-        return self._polls[device]
+        return self._processes[device].polling
+
+    def event_loop(self, device: int) -> str:
+        """The event loop Ray runs ``device``'s process on: "uvloop" (wherever Ray can import it,
+        unless ``RAY_USE_UVLOOP=0`` in its environment) or "asyncio"."""
+        return self._processes[device].loop
 
     # -- programs ------------------------------------------------------------------------------
     def load(self, spmd, *, device_memory=None, timeout: float | None = 10.0, algorithm: str = "direct",

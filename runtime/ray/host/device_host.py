@@ -186,7 +186,8 @@ class DeviceHost:
         unreached = tuple(Unreached(tuple(self.devices), tuple(p for p, a in address_of.items() if a == address),
                                     address, reason) for address, reason in failed.items())
         routes = {d: self.routes(d) for d in self.devices}
-        return Connected(self._poll(bool(busy_poll)), routes, unreached).to_wire()
+        loop = type(asyncio.get_running_loop()).__module__.split(".")[0]  # "uvloop" or "asyncio"
+        return Connected(self._poll(bool(busy_poll)), routes, unreached, loop).to_wire()
 
     async def _open_connections(self, secret: bytes, addresses) -> tuple[dict, dict[str, str]]:
         """A ``Connection`` to each peer process's socket (address -> it) for those that opened
