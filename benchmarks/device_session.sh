@@ -4,7 +4,7 @@
 #   bash ../shared/tools/device-bundle.sh          # here, once: prepares .device/
 #   run(command="bash benchmarks/device_session.sh", carry=[".device"], timeout_s=345)
 # Outputs land in $OUT (the device tool brings them back). STEPS picks (default: costs pair mlp
-# collectives; 'big' is the 64 MiB collectives, 'nouvloop' the pair rows with uvloop hidden,
+# collectives; 'big' is the 64 MiB collectives, 'loops' the pair's rows on uvloop and with it hidden,
 # 'anatomy' where a small Megatron step's time goes (step_anatomy.py) and a message's whole path on
 # one core (hop_path.py), 'sweep' the all-reduce's algorithms by size): about 40, 70, 55, 30, 65,
 # 70, 25 and 15 s on the 16-core machine (2026-11-27; hop_path.py's 10 s estimated),
@@ -25,7 +25,7 @@ for s in ${STEPS:-costs pair mlp collectives}; do
     mlp) step $((100 * R)) mlp python benchmarks/peers.py --rounds $R --rows mlp --json "$O/mlp.json" ;;
     collectives) step $((90 * R)) collectives python benchmarks/peers.py --rounds $R --rows collectives --sizes small --json "$O/collectives.json" ;;
     big) step $((150 * R)) big python benchmarks/peers.py --rounds $R --rows collectives --sizes large --json "$O/big.json" ;;
-    nouvloop) SIMSHARD_HIDE_UVLOOP=1 step $((75 * R)) nouvloop python benchmarks/peers.py --rounds $R --rows messages pair --json "$O/nouvloop.json" ;;
+    loops) step $((90 * R)) loops python benchmarks/peers.py --rounds $R --rows loops --json "$O/loops.json" ;;
     anatomy) step 40 anatomy python benchmarks/step_anatomy.py --steps 300
              step 30 hop_path python benchmarks/hop_path.py --seconds 3 --segments --poll ;;
     sweep) step 60 sweep python benchmarks/allreduce_algorithms.py --groups 4,8 --sizes 16,64,256,1024 ;;
@@ -33,8 +33,7 @@ for s in ${STEPS:-costs pair mlp collectives}; do
 done
 # issue 33's goals from whatever this call measured (benchmarks/goals.py; rows measured over two
 # calls: run it here on both calls' files)
-J=$(ls "$O"/pair.json "$O"/mlp.json "$O"/collectives.json "$O"/big.json 2>/dev/null)
+J=$(ls "$O"/pair.json "$O"/mlp.json "$O"/collectives.json "$O"/big.json "$O"/loops.json 2>/dev/null)
 if [ -n "$J" ]; then
-  NOUV=$([ -f "$O/nouvloop.json" ] && echo "--without-uvloop $O/nouvloop.json")
-  bash .device/run.sh python benchmarks/goals.py $J $NOUV 2>&1 | tee "$O/goals.txt"
+  bash .device/run.sh python benchmarks/goals.py $J 2>&1 | tee "$O/goals.txt"
 fi

@@ -5,10 +5,10 @@ It reads one run's JSON (``peers.py --json FILE``) or several (a lent machine me
 in more than one call: each row is taken from the first file that has it). A row whose messages
 between devices went by Ray calls, or whose run calls did for any reason but inputs too large for
 the control line, measured no sockets data plane: its goal is not met, and the verdict says why.
-``--without-uvloop`` adds the last goal (the same figures with uvloop hidden) from a run made
-with ``SIMSHARD_HIDE_UVLOOP=1``, within ``SAME_WITHIN`` (each figure over gloo's in its own run).
+The last goal (the same figures with uvloop hidden) reads the rows ``peers.py --rows loops``
+measures on both event loops in one run, within ``SAME_WITHIN``.
 
-    python benchmarks/goals.py OUT/pair.json OUT/mlp.json ... [--without-uvloop OUT/nouvloop.json]
+    python benchmarks/goals.py OUT/pair.json OUT/mlp.json OUT/loops.json ...
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from simshard.runtime.ray.driver.lines import WhyRayCalls
 
 sys.path.insert(0, str(Path(__file__).parent))
 import peer_table  # noqa: E402  (beside this file)
-from peers import KINDS as KIND_NAMES  # noqa: E402  (the collectives peers.py measures)
+import peers  # noqa: E402  (the collectives it measures, the loops it compares)
 
-KINDS = tuple(k.replace("_", "-") for k in KIND_NAMES)  # as peers.py's row labels write them
+KINDS = tuple(k.replace("_", "-") for k in peers.KINDS)  # as peers.py's row labels write them
 SAME_WITHIN = 1.10  # "the same figures": uvloop's at most this many times the figure without it
 MLP = "Megatron MLP {}, 2x4, inputs on the devices, Ray as this machine's defaults give it"
 HOP = "one message in flight (2 devices, time per message)"
@@ -102,24 +102,25 @@ def verdict(goal: Goal, rows: Mapping[str, Mapping]) -> Verdict:
     return Verdict(goal.name, ratios, met)
 
 
-def uvloop_verdict(with_uvloop: Mapping[str, Mapping], without: Mapping[str, Mapping]) -> Verdict:
-    """The rows both runs measured, each as uvloop's figure over the one without it, within
-    ``SAME_WITHIN``: each figure taken over gloo's in its own run where both runs have gloo's (two
-    runs an hour apart on one machine differ by more than the bound: the drift, not the loop), else
-    as it is. Met only where the rows say they ran on the loops compared (``peers.routes_used``:
-    "on uvloop", "on asyncio"), so that a run whose uvloop was not hidden cannot pass for one."""
+def uvloop_verdict(rows: Mapping[str, Mapping]) -> Verdict:
+    """``peers.py --rows loops``: each row measured on Ray's default loop over the same row with
+    uvloop hidden, in the same rounds of the same run, within ``SAME_WITHIN``. Met only where the
+    rows say they ran on the loops compared (``peers.routes_used``: "on uvloop", "on asyncio"),
+    so that a machine without uvloop, or a run whose uvloop was not hidden, cannot pass for one."""
     name = "with uvloop installed, the same figures as without it"
-    wrong = [f"{label} ran on {loop} in the run {meant}" for rows, meant, other in
-             ((with_uvloop, "with uvloop", "asyncio"), (without, "without it", "uvloop"))
-             for label, row in rows.items() if (loop := event_loop(row)) == other]
-    ratios = []
-    for label, row in without.items():
-        uv = with_uvloop.get(label, {})
-        r = peer_table.ratio(ratio(uv) or uv.get("simshard ray"), ratio(row) or row.get("simshard ray"))
-        if r is not None:
-            ratios.append((label, r))
+    default, hidden = peers.LOOPS
+    ratios, wrong = [], []
+    for label, row in rows.items():
+        if not label.endswith(f", {default}"):
+            continue
+        base = label[:-len(default) - 2]
+        other = rows.get(f"{base}, {hidden}", {})
+        ratios.append((base, peer_table.ratio(row.get("simshard ray"), other.get("simshard ray"))))
+        wrong += [f"{base} ran on {loop} with {side}" for side, r, meant in
+                  ((default, row, "uvloop"), (hidden, other, "asyncio")) if (loop := event_loop(r)) != meant]
     if not ratios:
-        return Verdict(name, (), False, "no row in both runs")
+        return Verdict(name, (), False, "no rows of both loops (peers.py --rows loops)")
+    wrong += [f"no figure for {base}" for base, r in ratios if r is None]
     if wrong:
         return Verdict(name, tuple(ratios), False, "; ".join(wrong))
     return Verdict(name, tuple(ratios), all(r <= SAME_WITHIN for _, r in ratios))
@@ -145,14 +146,10 @@ def report(verdicts: Sequence[Verdict], results: Sequence[Mapping]) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", type=Path, help="peers.py --json files")
-    ap.add_argument("--without-uvloop", type=Path, help="a peers.py --json file of a run with uvloop hidden")
     a = ap.parse_args(argv)
     results = [json.loads(p.read_text()) for p in a.results]
     rows = rows_of(results)
-    verdicts = [verdict(g, rows) for g in GOALS]
-    if a.without_uvloop is not None:
-        verdicts.append(uvloop_verdict(rows, rows_of([json.loads(a.without_uvloop.read_text())])))
-    print(report(verdicts, results))
+    print(report([verdict(g, rows) for g in GOALS] + [uvloop_verdict(rows)], results))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ best of a few timed repetitions after a warm-up, each from a function returning 
   [1, 2] mesh at each device's share of the [2, 4] rows (64x256x512: each device the products of
   128x256x1024's; 256x1024x2048: those of 512x1024x4096's) and a 1 MiB all-reduce: one process per
   device with a core each, as on a many-core node, where a 2-core machine can give one.
+* the event loops (``--rows loops``): the pair's rows on Ray's default loop (uvloop's wherever it is
+  installed) and with uvloop hidden (asyncio's), both in each round. ``SIMSHARD_HIDE_UVLOOP=1``
+  hides it from every row of a run instead. Each simshard row names the loop it ran on.
 
 The collectives and the Megatron MLP run every side once in each of ``--rounds`` rounds (default
 3), one side after another, and keep each side's best: the machine's speed drifts over minutes,
@@ -59,13 +62,14 @@ from peer_table import row_line, table, write_section  # noqa: E402  (the smoke 
 
 PEER_WORKERS = HERE / "peer_workers.py"  # what a peer runs, in a subprocess of --peer-python
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
-ROWS = ("collectives", "mlp", "pair", "tiny", "messages")  # the groups of rows, each run or not (--rows)
+ROWS = ("collectives", "mlp", "pair", "tiny", "messages", "loops")  # the groups of rows, each run or not (--rows)
 USED: dict = {}  # (devices, devices per process) of a message chain on Ray -> what it ran on (``routes_used``)
 
 
 # SIMSHARD_HIDE_UVLOOP=1: every Ray mesh's device processes on asyncio's loop even where uvloop is
 # installed (issue 33's last goal compares the two); each row says which loop it ran on
-RUNTIME_ENV = {"env_vars": {"RAY_USE_UVLOOP": "0"}} if os.environ.get("SIMSHARD_HIDE_UVLOOP") == "1" else None
+HIDE_UVLOOP = {"env_vars": {"RAY_USE_UVLOOP": "0"}}  # a mesh's processes on asyncio's loop
+RUNTIME_ENV = HIDE_UVLOOP if os.environ.get("SIMSHARD_HIDE_UVLOOP") == "1" else None
 WARMUP = 5  # untimed calls before the trials, each side alike: a step's first calls pay for caches and buffers
 
 
@@ -103,7 +107,8 @@ def mlp_shapes(scale: str, quick: bool) -> tuple[int, int, int]:
 # -- simshard ----------------------------------------------------------------------------------
 
 
-def simshard_collectives(nbytes: int, backend: str, reps: int = 3, n: int = 8, kinds=KINDS) -> dict:
+def simshard_collectives(nbytes: int, backend: str, reps: int = 3, n: int = 8, kinds=KINDS,
+                         runtime_env=RUNTIME_ENV) -> dict:
     """Seconds of one collective over ``n`` devices (steady state, devices' clocks)."""
     ids = tuple(range(n))
     out, used = {}, set()
@@ -111,7 +116,7 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3, n: int = 8, k
     if backend == "ray":
         from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-        rm = RayMesh(devices=ids, devices_per_process=1, runtime_env=RUNTIME_ENV).start()
+        rm = RayMesh(devices=ids, devices_per_process=1, runtime_env=runtime_env).start()
     try:
         for kind in kinds:
             rows, cols = collective_shape(kind, n, nbytes)
@@ -162,7 +167,7 @@ def mlp_inputs(batch: int, d: int, d_ff: int) -> tuple[tuple, tuple]:
 
 
 def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4), per_process: int | None = None,
-                 busy_poll: bool | None = None) -> dict:
+                 busy_poll: bool | None = None, runtime_env=RUNTIME_ENV) -> dict:
     """Seconds per step, inputs resident (DeviceArrays in, outputs left on the devices) and end to
     end (numpy in, numpy out); on Ray, ``per_process`` devices per process (None: the default for
     this machine, ``auto_per_process``)."""
@@ -171,7 +176,7 @@ def simshard_mlp(batch: int, d: int, d_ff: int, backend: str, mesh_shape=(2, 4),
     if backend == "ray":
         from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-        devices = RayMesh(mesh, devices_per_process=per_process, busy_poll=busy_poll, runtime_env=RUNTIME_ENV).start()
+        devices = RayMesh(mesh, devices_per_process=per_process, busy_poll=busy_poll, runtime_env=runtime_env).start()
     else:
         devices = LocalMesh(mesh)
     try:
@@ -205,7 +210,8 @@ def hop_pairs(k: int) -> tuple:
     return ((k % 2, 1 - k % 2),)
 
 
-def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int, busy_poll: bool | None = None) -> float:
+def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int, busy_poll: bool | None = None,
+                   runtime_env=RUNTIME_ENV) -> float:
     """Seconds per step of ``permute_chain(ids, pairs, steps)``."""
     spmd = permute_chain(ids, pairs, steps)
     inputs = {d: [np.full(4, d, np.float32)] for d in ids}
@@ -213,7 +219,7 @@ def _permute_chain(ids: tuple, pairs, steps: int, backend: str, per_process: int
         return best(lambda: run_local(spmd, inputs, timeout=60.0), 3) / steps
     from simshard.runtime.ray.driver.mesh import RayMesh  # ray only when the Ray backend is chosen
 
-    with RayMesh(devices=ids, devices_per_process=per_process, busy_poll=busy_poll, runtime_env=RUNTIME_ENV) as rm:
+    with RayMesh(devices=ids, devices_per_process=per_process, busy_poll=busy_poll, runtime_env=runtime_env) as rm:
         key = rm.load(spmd, timeout=60.0)
         USED[(len(ids), per_process)] = routes_used(rm.execute(key, spmd, inputs), rm)
         return best(lambda: rm.execute(key, spmd, inputs), 3) / steps
@@ -225,10 +231,11 @@ def simshard_message_round(backend: str, per_process: int = 1, rounds: int = 200
     return _permute_chain(tuple(range(8)), lambda k: ring, rounds, backend, per_process)
 
 
-def simshard_message_hop(backend: str, per_process: int = 1, hops: int = 2000, busy_poll: bool | None = None) -> float:
+def simshard_message_hop(backend: str, per_process: int = 1, hops: int = 2000, busy_poll: bool | None = None,
+                         runtime_env=RUNTIME_ENV) -> float:
     """Seconds per message with one message in flight: devices 0 and 1 pass a tiny array back and
     forth, so each hop is one message's whole latency."""
-    return _permute_chain((0, 1), hop_pairs, hops, backend, per_process, busy_poll)
+    return _permute_chain((0, 1), hop_pairs, hops, backend, per_process, busy_poll, runtime_env)
 
 
 # -- peers, each in a subprocess -----------------------------------------------------------------
@@ -298,6 +305,8 @@ def measure(args) -> dict:
         add_pair(args, add)
     if "tiny" in args.rows:
         add_tiny(args, add)
+    if "loops" in args.rows:
+        add_loops(args, add)
     per_message, per_message_used = measure_messages(peer, add, args.rounds) if "messages" in args.rows else ({}, {})
     return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
             "load": load_start, "load_end": os.getloadavg()[0], "quick": quick, "rounds": args.rounds,
@@ -319,6 +328,29 @@ def add_pair(args, add) -> None:
     r, t = (best_of(side) for side in zip(*rounds))
     add(f"{nbytes >> 10} KiB all-reduce, 2 ranks" if nbytes < 1 << 20 else "1 MiB all-reduce, 2 ranks", r["all_reduce"],
         None, t.get("all_reduce", t.get("error")), used=r["used"])
+
+
+LOOPS = {"Ray's default loop": None, "uvloop hidden": HIDE_UVLOOP}  # the "loops" rows' two sides
+
+
+def add_loops(args, add) -> None:
+    """The pair's rows on each event loop Ray may give the device processes (uvloop's wherever it
+    is installed, and asyncio's with it hidden), both in each round, one after the other, each
+    side's best kept: issue 33's "with uvloop installed, the same figures as without it" read
+    off one run (two runs minutes apart drift more than the difference looked for)."""
+    shapes = (16, 32, 64) if args.quick else (64, 256, 512)
+    nbytes = 1 << 14 if args.quick else 1 << 20
+    rounds = [{loop: ({"hop": simshard_message_hop("ray", 1, runtime_env=env), "hop used": USED.get((2, 1))},
+                      simshard_mlp(*shapes, "ray", mesh_shape=(1, 2), per_process=1, runtime_env=env),
+                      simshard_collectives(nbytes, "ray", n=2, kinds=("all_reduce",), runtime_env=env))
+               for loop, env in LOOPS.items()} for _ in range(args.rounds)]
+    for loop in LOOPS:
+        hop, step, reduce = (best_of(side) for side in zip(*(r[loop] for r in rounds)))
+        add(f"one message in flight (2 devices, time per message), {loop}", hop["hop"], used=hop["hop used"])
+        add(f"Megatron MLP {'x'.join(map(str, shapes))}, 1x2, inputs on the devices, 2 processes, {loop}",
+            step["resident"], used=step["used"])
+        add(f"{nbytes >> 10} KiB all-reduce, 2 ranks, {loop}" if nbytes < 1 << 20 else f"1 MiB all-reduce, 2 ranks, {loop}",
+            reduce["all_reduce"], used=reduce["used"])
 
 
 def add_tiny(args, add) -> None:

@@ -58,27 +58,29 @@ def test_a_missing_row_or_one_off_the_data_plane_is_not_met_and_says_why():
     assert not v.met and "control line failed" in v.why
 
 
-def test_rows_come_from_several_runs_and_uvloop_is_held_to_the_run_without_it(tmp_path, capsys):
+def loops(default_hop=30e-6, hidden_hop=30e-6, hidden_used=ASYNCIO):
+    """``peers.py --rows loops``' rows: the hop on each loop."""
+    default, hidden = goals.peers.LOOPS
+    return [row(f"{goals.HOP}, {default}", default_hop, None), row(f"{goals.HOP}, {hidden}", hidden_hop, None, hidden_used)]
+
+
+def test_rows_come_from_several_runs_and_uvloop_is_held_to_the_same_rows_without_it(tmp_path, capsys):
     rows = every_row()
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     first.write_text(json.dumps(result(rows[:5])))
-    second.write_text(json.dumps(result(rows[5:])))
-    nouv = tmp_path / "nouvloop.json"
-    nouv.write_text(json.dumps(result([row(goals.HOP, 25e-6, 33e-6, ASYNCIO)])))  # 30 against 25 us: 1.2x, not the same
-    goals.main([str(first), str(second), "--without-uvloop", str(nouv)])
+    second.write_text(json.dumps(result(rows[5:] + loops(hidden_hop=25e-6))))  # 30 against 25 us: 1.2x, not the same
+    goals.main([str(first), str(second)])
     out = capsys.readouterr().out
     assert out.startswith("issue 33's goals, from 2 run(s) on: 16 cores, 2026-11-27, 1 round(s)")
     assert out.count("MET     ") == 5 and "NOT MET with uvloop installed, the same figures as without it" in out
     assert "1.20x" in out
 
 
-def test_uvloop_is_judged_by_each_runs_ratio_to_gloo_and_only_on_the_loops_it_names():
-    with_uvloop = goals.rows_of([result([row(goals.HOP, 30e-6, 33e-6)])])
-    # the machine 20% slower in the second run, gloo too: the same figure over gloo's
-    drifted = goals.rows_of([result([row(goals.HOP, 36e-6, 39.6e-6, ASYNCIO)])])
-    v = goals.uvloop_verdict(with_uvloop, drifted)
-    assert v.met and v.ratios[0][0] == goals.HOP and abs(v.ratios[0][1] - 1.0) < 1e-9, v
-    # a run meant without uvloop whose processes ran on it (uvloop not hidden) is no comparison
-    not_hidden = goals.rows_of([result([row(goals.HOP, 30e-6, 33e-6)])])
-    v = goals.uvloop_verdict(with_uvloop, not_hidden)
-    assert not v.met and f"{goals.HOP} ran on uvloop in the run without it" in v.why
+def test_uvloop_is_met_only_on_the_loops_it_names():
+    v = goals.uvloop_verdict(goals.rows_of([result(loops(30e-6, 29e-6))]))
+    assert v.met and v.ratios[0][0] == goals.HOP and abs(v.ratios[0][1] - 30 / 29) < 1e-9, v
+    # a run whose "hidden" side still ran on uvloop (it was not hidden) is no comparison
+    v = goals.uvloop_verdict(goals.rows_of([result(loops(30e-6, 30e-6, hidden_used=LINES))]))
+    assert not v.met and f"{goals.HOP} ran on uvloop with uvloop hidden" in v.why
+    v = goals.uvloop_verdict(goals.rows_of([result(every_row())]))
+    assert not v.met and "no rows of both loops" in v.why

@@ -86,3 +86,18 @@ def test_rows_left_out_are_not_run_and_the_table_says_nothing_of_them():
     assert result["rows"] == [] and result["per_message_round"] == {}
     text = peers.table(result)
     assert "Messages in rounds" not in text and "when it ended" in text
+
+
+def test_the_loops_rows_measure_each_side_on_the_loop_they_name(ray_session):
+    """``--rows loops``: the pair's rows on Ray's default loop and with uvloop hidden, each row
+    naming the loop its processes ran on (uvloop's where it is installed: CI installs it)."""
+    import argparse
+    import importlib.util
+
+    rows = []
+    peers.add_loops(argparse.Namespace(quick=True, rounds=1), lambda work, ray=None, used=None, **_: rows.append((work, ray, used)))
+    default = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    assert len(rows) == 6 and all(positive(ray) for _, ray, _ in rows), rows
+    for work, _, used in rows:
+        loop = default if work.endswith("Ray's default loop") else "asyncio"
+        assert work.endswith(("Ray's default loop", "uvloop hidden")) and used.endswith(f"processes on {loop}"), (work, used)
