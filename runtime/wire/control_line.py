@@ -304,47 +304,60 @@ class ControlLine:
             pass
 
 
-def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: float = 0.0) -> list[ControlLine]:
-    """The lines whose answer to call ``tag`` has come, or that broke, waiting up to ``timeout``
-    seconds (None: for ever) for at least one. Answers to other calls are read and dropped.
-    ``spin``: seconds to poll without sleeping first (``math.inf``: until an answer or the
-    timeout; where the node has a core for the driver an answer then costs no wakeup:
-    ``RayMesh.driver_spin``). The lines' rings of answers are read as it polls; they stay awake
-    after it returns (the next wait reads what came meanwhile) and sleep before it sleeps."""
-    now = time.monotonic()
-    deadline = None if timeout is None else now + timeout
-    spin_until = now + spin
-    poll = select.poll()  # not select(): a driver of many processes has descriptors past 1024
-    by_fd = {ln.fileno(): ln for ln in lines if ln.failed is None}
-    for fd in by_fd:
-        poll.register(fd, select.POLLIN)
-    rings = RingReaders()
-    for ln in by_fd.values():
-        if ln.answers_ring is not None:
-            rings.add(ln.answers_ring)
-    rings.wake()
-    while True:
-        if rings.drain():
-            _drop_stale(lines, tag)
-        ready = [ln for ln in lines if tag in ln.answers or ln.failed is not None]
-        if ready:
-            return ready
+class Waiter:
+    """The driver waiting on ``lines`` for their answers to call ``tag``, over as many waits as
+    it takes (a run's answers come one or a few at a time): the poller and the lines' rings of
+    answers set up once per call, not per wait. ``spin``: seconds each wait polls before it
+    sleeps (``math.inf``: until an answer or the timeout; where the node has a core for the
+    driver an answer then costs no wakeup: ``RayMesh.driver_spin``). The rings are read while it
+    polls; they stay awake after a wait returns (the next reads what came meanwhile) and are put
+    to sleep, then read once more, before it sleeps."""
+
+    def __init__(self, lines: Sequence[ControlLine], tag: int, spin: float = 0.0):
+        self.lines, self.tag, self.spin = tuple(lines), tag, spin
+        self.poll = select.poll()  # not select(): a driver of many processes has descriptors past 1024
+        self.by_fd = {ln.fileno(): ln for ln in self.lines if ln.failed is None}
+        for fd in self.by_fd:
+            self.poll.register(fd, select.POLLIN)
+        self.rings = RingReaders.as_they_are(ln.answers_ring for ln in self.by_fd.values() if ln.answers_ring is not None)
+
+    def wait(self, pending: Sequence[ControlLine], timeout: float | None) -> list[ControlLine]:
+        """The lines of ``pending`` whose answer has come, or that broke, waiting up to ``timeout``
+        seconds (None: for ever) for at least one. Answers to other calls are read and dropped."""
+        tag, rings = self.tag, self.rings
         now = time.monotonic()
-        left = None if deadline is None else deadline - now
-        if left is not None and left <= 0:
-            return []
-        if now < spin_until:
-            wait_ms = 0
-        elif rings.sleep():  # an answer came by ring as it was about to sleep
-            continue
-        else:
-            wait_ms = None if left is None else left * 1e3
-        for fd, _ in poll.poll(wait_ms):
-            ln = by_fd[fd]
-            ln.read()
-            if ln.failed is not None:
-                poll.unregister(fd)
-            _drop_stale((ln,), tag)
+        deadline = None if timeout is None else now + timeout
+        spin_until = now + self.spin
+        if self.spin > 0:
+            rings.wake()
+        while True:
+            if rings.awake and rings.drain():
+                _drop_stale(self.lines, tag)
+            ready = [ln for ln in pending if tag in ln.answers or ln.failed is not None]
+            if ready:
+                return ready
+            now = time.monotonic()
+            left = None if deadline is None else deadline - now
+            if left is not None and left <= 0:
+                return []
+            if now < spin_until:
+                wait_ms = 0
+            elif rings.awake and rings.sleep():  # an answer came by ring as it was about to sleep
+                _drop_stale(self.lines, tag)
+                continue
+            else:
+                wait_ms = None if left is None else left * 1e3
+            for fd, _ in self.poll.poll(wait_ms):
+                ln = self.by_fd[fd]
+                ln.read()
+                if ln.failed is not None:
+                    self.poll.unregister(fd)
+                _drop_stale((ln,), tag)
+
+
+def wait(lines: Sequence[ControlLine], tag: int, timeout: float | None, spin: float = 0.0) -> list[ControlLine]:
+    """``Waiter(lines, tag, spin).wait(lines, timeout)``: one wait for the answers to call ``tag``."""
+    return Waiter(lines, tag, spin).wait(lines, timeout)
 
 
 def _drop_stale(lines: Sequence[ControlLine], tag: int) -> None:

@@ -131,9 +131,11 @@ class RingReader:
         self.mapping, self.counters, self.frames = _mapped(name, create=False)
         self.stream = stream
         self.read = self.counters[READ]
+        self.awake = bool(self.counters[AWAKE])  # what this reader last said (its word's own copy)
 
     def set_awake(self, awake: bool) -> None:
         self.counters[AWAKE] = int(awake)
+        self.awake = awake
 
     def drain(self) -> bool:
         """Hand on every frame published since the last look; whether there were any."""
@@ -166,8 +168,19 @@ class RingReaders:
         self.readers: set[RingReader] = set()
         self.awake = False
 
+    @classmethod
+    def as_they_are(cls, readers) -> "RingReaders":
+        """``readers`` taken awake or asleep as each last said (the driver's, from call to call):
+        awake if any is, so that the next ``sleep`` puts each to sleep behind a barrier."""
+        out = cls()
+        out.readers.update(readers)
+        out.awake = any(r.awake for r in out.readers)
+        return out
+
     def add(self, reader: RingReader) -> None:
-        reader.set_awake(self.awake)
+        """A new reader (asleep, as a ring is made) joins, awake if the others are."""
+        if self.awake:
+            reader.set_awake(True)
         self.readers.add(reader)
 
     def discard(self, reader: RingReader) -> None:
@@ -184,13 +197,15 @@ class RingReaders:
         if not self.awake:
             self.awake = True
             for reader in self.readers:
-                reader.set_awake(True)
+                if not reader.awake:
+                    reader.set_awake(True)
 
     def sleep(self) -> bool:
         """Say asleep, then look once more (after a barrier: module docstring); whether anything came."""
         if self.awake:
             self.awake = False
             for reader in self.readers:
-                reader.set_awake(False)
+                if reader.awake:
+                    reader.set_awake(False)
             fence()
         return self.drain()

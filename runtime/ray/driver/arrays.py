@@ -91,9 +91,9 @@ class HeldArrays:
             for host, i in ids.items():
                 lines[host].send(tag, Request.FETCH, (i,))
             pending = {lines[host]: host for host in ids}
-            got = {}
+            got, waiter = {}, control_line.Waiter(list(pending), tag)
             while pending:
-                ready = control_line.wait(list(pending), tag, mesh.patience)
+                ready = waiter.wait(list(pending), mesh.patience)
                 if not ready:  # nothing heard for a while: is every process still there?
                     quiet = silent(mesh, [d for host in pending.values() for d in self.devices_of(host)],
                                    mesh.patience)

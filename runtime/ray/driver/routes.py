@@ -51,6 +51,7 @@ class LineRoute:
 
     def __init__(self, lines: Mapping[tuple[int, ...], Any], calls, spin: float = 0.0):
         self.lines, self.calls, self.spin = lines, calls, spin
+        self.waiter: control_line.Waiter | None = None  # the run's (``send`` makes it)
 
     def send(self, run_id: int, calls: Sequence[RunCall]) -> dict:
         """Every call written, each process's line -> its devices. The frames are all made first
@@ -62,10 +63,11 @@ class LineRoute:
         ringed = sum(line.write(frame) for line, frame in frames)
         self.calls["line"] += len(frames)
         self.calls["line by ring"] += ringed
+        self.waiter = control_line.Waiter([line for line, _ in frames], run_id, self.spin)
         return {line: c.devices for (line, _), c in zip(frames, calls)}
 
     def wait(self, pending, run_id: int, left: float | None) -> list:
-        return control_line.wait(list(pending), run_id, left, self.spin)
+        return self.waiter.wait(list(pending), left)
 
     def answer(self, line, run_id: int) -> Outcome:
         raw = line.answers.get(run_id)
