@@ -7,8 +7,10 @@
 # collectives; 'big' is the 64 MiB collectives, 'loops' the pair's rows on uvloop and with it hidden,
 # 'anatomy' where a small Megatron step's time goes (step_anatomy.py) and a message's whole path on
 # one core (hop_path.py), 'sweep' the all-reduce's algorithms by size): about 40, 70, 55, 30, 65,
-# 70, 25 and 15 s on the 16-core machine (2026-11-27; hop_path.py's 10 s estimated),
-# a round each; ROUNDS=3 triples the peers.py steps and their limits. Each peers.py step leaves its
+# 70, 25 and 15 s on the 16-core machine (2026-11-27; hop_path.py's 10 s, and 'loops' as the
+# 'nouvloop' step it replaced, estimated), a round each; ROUNDS=2 or 3 multiply the peers.py steps
+# and their limits. For a lease of 15 minutes: ROUNDS=2 STEPS="pair mlp", then
+# STEPS="collectives big loops", then goals.py here on both calls' JSON. Each peers.py step leaves its
 # rows as JSON too, and the call ends with issue 33's goals read off them ($OUT/goals.txt).
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp/out}; mkdir -p "$O"
