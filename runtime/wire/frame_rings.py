@@ -8,7 +8,8 @@ a hop's path (``benchmarks/hop_path.py``). Where the receiving process polls any
 receiver reads on every turn of its loop: no system call on either side. Each connection has one
 (``FrameRing``, the sender's, in a file of the node's shared memory named on the socket; the
 receiver's ``RingReader`` hands its bytes to a ``Receiver`` of their own, as if they had come on
-the socket).
+the socket), and so has the driver's control line each way (its calls read by the device
+process's loop, its answers by the driver's wait as it polls: ``control_line``).
 
 Only while the receiver polls: each ring says whether its reader's loop is awake (polling). A
 sender puts a frame in the ring only when it is, and after putting it looks again; a reader that
