@@ -2,7 +2,8 @@
 run call goes by the driver's ring while the host's loop polls and an answer by the host's while
 the driver's wait polls; either end asleep, the socket carries it; a reader that fell asleep
 after the writer looked is woken by the doorbell; a frame too large for a ring goes on the
-socket; a host that dies is still seen dead by a polling wait. Without Ray: a ``ControlServer``
+socket; an answer to a call given up on is dropped; a host that dies is still seen dead by a
+polling wait. Without Ray: a ``ControlServer``
 on an event loop in a thread."""
 
 from __future__ import annotations
@@ -170,3 +171,19 @@ def test_a_polling_wait_sees_a_host_die_with_rings_open(host):
     host.stop()  # the line's other end closes
     assert control_line.wait([line], 1, 10.0, spin=5.0) == [line]
     assert line.outcome(1).kind is OutcomeKind.DEAD
+
+
+def test_an_answer_by_ring_to_a_call_given_up_on_is_dropped(host):
+    """An aborted run's answer may come by ring during the next run's wait: dropped there, as one
+    on the socket is, and the wait goes on to the answer it waits for."""
+    line = opened(host)
+    try:
+        host.poll(True)
+        line.answers_ring.set_awake(True)
+        assert call(line, 1, "given up on", np.ones(2))  # nobody waits for its answer
+        time.sleep(0.2)  # its answer in the ring by now
+        assert call(line, 2, "p", np.ones(3))
+        assert answered(line, 2, spin=5.0) == ({"plan": "p", "sum": [3.0]}, True)
+        assert 1 not in line.answers
+    finally:
+        line.close()
