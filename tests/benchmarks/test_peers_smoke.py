@@ -81,11 +81,24 @@ def test_the_table_has_ratios_and_is_rewritten_between_its_markers(tmp_path):
 def test_rows_left_out_are_not_run_and_the_table_says_nothing_of_them():
     import argparse
 
-    args = argparse.Namespace(quick=True, peer_python=sys.executable, rounds=1, rows=[])
+    args = argparse.Namespace(quick=True, peer_python=sys.executable, rounds=1, rows=[], sides=list(peers.SIDES))
     result = peers.measure(args)
     assert result["rows"] == [] and result["per_message_round"] == {}
     text = peers.table(result)
     assert "Messages in rounds" not in text and "when it ended" in text
+
+
+def test_sides_left_out_are_not_run_and_their_rows_say_so():
+    """``--sides``: a lease of a many-core machine measures only the goals' sides, in more rounds."""
+    import argparse
+
+    args = argparse.Namespace(quick=True, peer_python=sys.executable, rounds=1, rows=["collectives"], sizes=["small"],
+                              sides=["local"])
+    rows = peers.measure(args)["rows"]
+    assert [r["work"] for r in rows] == [f"16 KiB {k.replace('_', '-')}, 8 ranks" for k in peers.KINDS]
+    for r in rows:
+        assert r["simshard ray"] is None and positive(r["simshard local"]), r
+        assert r["torch gloo"] == r["jax"] == "not run (--sides)", r
 
 
 def test_the_loops_rows_measure_each_side_on_the_loop_they_name(ray_session):
@@ -101,3 +114,24 @@ def test_the_loops_rows_measure_each_side_on_the_loop_they_name(ray_session):
     for work, _, used in rows:
         loop = default if work.endswith("Ray's default loop") else "asyncio"
         assert work.endswith(("Ray's default loop", "uvloop hidden")) and used.endswith(f"processes on {loop}"), (work, used)
+
+
+def test_where_the_defaults_are_a_device_per_process_the_two_ray_rows_are_measured_once(monkeypatch):
+    """On a machine with a core for each of 8 processes the defaults are one device per process:
+    the two Ray Megatron rows are one configuration, measured once (the lease's minutes go to rounds)."""
+    import argparse
+
+    asked = []
+
+    def simshard_mlp(batch, d, d_ff, backend, mesh_shape=(2, 4), per_process=None, **_):
+        asked.append((backend, per_process))
+        return {"resident": 1e-3, "end_to_end": 2e-3, "used": "stand-in"}
+
+    monkeypatch.setattr(peers, "auto_per_process", lambda n: 1)
+    monkeypatch.setattr(peers, "simshard_mlp", simshard_mlp)
+    args = argparse.Namespace(quick=True, peer_python=sys.executable, rounds=2, rows=["mlp"], sides=["ray"])
+    rows = peers.measure(args)["rows"]
+    assert asked == [("ray", 1)] * 4  # 2 shapes (quick: the same toy one twice), 2 rounds, once each
+    defaults, one_each = rows[0], rows[1]
+    assert "defaults" in defaults["work"] and "1 device per process" in one_each["work"]
+    assert defaults["simshard ray"] == one_each["simshard ray"] == 1e-3
