@@ -106,7 +106,6 @@ def run_peer(python: str, peer: str, task: dict, timeout: float = 900.0) -> dict
 def measure(args) -> dict:
     quick = args.quick
     load_start = os.getloadavg()[0]  # report only runs that start below 1: the machines are shared
-    small, large = (1 << 14, 1 << 16) if quick else (1 << 20, 64 << 20)
     peer = args.peer_python
     rows = []
 
@@ -116,39 +115,11 @@ def measure(args) -> dict:
         # each row as it is measured (stderr): a run cut off by a time limit still says what it had
         print(row_line(rows[-1]), file=sys.stderr, flush=True)
 
-    # the machine's speed drifts by up to 2x over minutes: for the collectives and the Megatron
-    # MLP, every side runs in each of several rounds, one after another, and keeps its best
-    sizes = {"small": small, "large": large}
     sides = Sides(args.sides, peer)
-    for nbytes in [sizes[k] for k in args.sizes] if "collectives" in args.rows else ():
-        label = f"{nbytes / (1 << 20):g} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
-        task = {"what": "collectives", "nbytes": nbytes}
-        rounds = [(sides.simshard("ray", simshard_collectives, nbytes, "ray"),
-                   sides.simshard("local", simshard_collectives, nbytes, "local"),
-                   sides.peer("torch", task), sides.peer("jax", task)) for _ in range(args.rounds)]
-        r, loc, t, j = (best_of(side) for side in zip(*rounds))
-        for kind in KINDS:
-            add(f"{label} {kind.replace('_', '-')}, 8 ranks", r.get(kind), loc.get(kind), t.get(kind, t.get("error")),
-                j.get(kind, j.get("error")), r.get("used"))
-    # one device per process is this machine's default where it has the cores (``auto_per_process``):
-    # then the two Ray rows are one configuration, measured once
-    default_is_one = auto_per_process(8) == 1
-    for scale in ("small", "large") if "mlp" in args.rows else ():
-        shapes = mlp_shapes(scale, quick)
-        task = {"what": "mlp", "mesh": [2, 4], "shapes": shapes}
-        rounds = [(sides.peer("torch", task), sides.simshard("ray", simshard_mlp, *shapes, "ray", per_process=1),
-                   {} if default_is_one else sides.simshard("ray", simshard_mlp, *shapes, "ray"),
-                   sides.simshard("local", simshard_mlp, *shapes, "local"), sides.peer("jax", task))
-                  for _ in range(args.rounds)]
-        t, r1, r, loc, j = (best_of(side) for side in zip(*rounds))
-        r = r1 if default_is_one else r
-        name = "x".join(map(str, shapes))
-        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray as this machine's defaults give it", r.get("resident"),
-            loc.get("resident"), t.get("resident", t.get("error")), j.get("resident", j.get("error")), r.get("used"))
-        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray with 1 device per process", r1.get("resident"), None,
-            t.get("resident", t.get("error")), j.get("resident", j.get("error")), r1.get("used"))
-        add(f"Megatron MLP {name}, 2x4, end to end (put, run, gather)", r.get("end_to_end"), loc.get("end_to_end"),
-            used=r.get("used"))
+    if "collectives" in args.rows:
+        add_collectives(args, add, sides)
+    if "mlp" in args.rows:
+        add_mlp(args, add, sides)
     if "pair" in args.rows:
         add_pair(args, add)
     if "tiny" in args.rows:
@@ -159,6 +130,46 @@ def measure(args) -> dict:
     return {"rows": rows, "per_message_round": per_message, "per_message_used": per_message_used, "date": datetime.date.today().isoformat(),
             "load": load_start, "load_end": os.getloadavg()[0], "quick": quick, "rounds": args.rounds,
             "cores": os.cpu_count()}
+
+
+def add_collectives(args, add, sides: "Sides") -> None:
+    """The collectives rows: each kind over 8 ranks at each size asked for. The machine's speed
+    drifts by up to 2x over minutes: every side runs in each of several rounds, one after
+    another, and keeps its best (the Megatron rows likewise)."""
+    small, large = (1 << 14, 1 << 16) if args.quick else (1 << 20, 64 << 20)
+    for nbytes in [{"small": small, "large": large}[k] for k in args.sizes]:
+        label = f"{nbytes / (1 << 20):g} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+        task = {"what": "collectives", "nbytes": nbytes}
+        rounds = [(sides.simshard("ray", simshard_collectives, nbytes, "ray"),
+                   sides.simshard("local", simshard_collectives, nbytes, "local"),
+                   sides.peer("torch", task), sides.peer("jax", task)) for _ in range(args.rounds)]
+        r, loc, t, j = (best_of(side) for side in zip(*rounds))
+        for kind in KINDS:
+            add(f"{label} {kind.replace('_', '-')}, 8 ranks", r.get(kind), loc.get(kind), t.get(kind, t.get("error")),
+                j.get(kind, j.get("error")), r.get("used"))
+
+
+def add_mlp(args, add, sides: "Sides") -> None:
+    """The Megatron MLP rows on 2x4, small and large. One device per process is this machine's
+    default where it has the cores (``auto_per_process``): then the two Ray rows are one
+    configuration, measured once."""
+    default_is_one = auto_per_process(8) == 1
+    for scale in ("small", "large"):
+        shapes = mlp_shapes(scale, args.quick)
+        task = {"what": "mlp", "mesh": [2, 4], "shapes": shapes}
+        rounds = [(sides.peer("torch", task), sides.simshard("ray", simshard_mlp, *shapes, "ray", per_process=1),
+                   {} if default_is_one else sides.simshard("ray", simshard_mlp, *shapes, "ray"),
+                   sides.simshard("local", simshard_mlp, *shapes, "local"), sides.peer("jax", task))
+                  for _ in range(args.rounds)]
+        t, r1, r, loc, j = (best_of(side) for side in zip(*rounds))
+        r = r1 if default_is_one else r
+        name, torch, jax = "x".join(map(str, shapes)), t.get("resident", t.get("error")), j.get("resident", j.get("error"))
+        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray as this machine's defaults give it", r.get("resident"),
+            loc.get("resident"), torch, jax, r.get("used"))
+        add(f"Megatron MLP {name}, 2x4, inputs on the devices, Ray with 1 device per process", r1.get("resident"), None,
+            torch, jax, r1.get("used"))
+        add(f"Megatron MLP {name}, 2x4, end to end (put, run, gather)", r.get("end_to_end"), loc.get("end_to_end"),
+            used=r.get("used"))
 
 
 class Sides:
