@@ -237,3 +237,29 @@ def answers_by_ring(runs) -> bool:
     """Whether every run's answers came on the control lines' rings. (Its calls go by ring where
     the process still polls after the last run, ``Spinner``'s linger, 1 ms: timing, not asserted.)"""
     return all(r.controller_calls.get("answer by ring", 0) == 2 for r in runs)
+
+
+def test_with_rings_in_use_a_failed_run_names_its_device_and_the_next_runs_bitwise(ray_session):
+    """A device that fails while its peer waits for it in an all-reduce (the peer aborted, both
+    answers by ring as the driver polls): the error names the failing device, and a run after
+    it is bitwise, its answers by ring again (nothing of the failed run's left in the rings)."""
+    from simshard.runtime import ExecutionError, run_local
+    from simshard.runtime.ray.driver.mesh import RayMesh
+    from simshard.spmd import AllReduce, Free, Schedule, SpmdProgram
+
+    from runtime_helpers import bits
+
+    ids = (0, 1)
+    total = AllReduce(1, "%1 sum", src=0, dst=1, group=ids, axes=("x",))
+    good = SpmdProgram(None, tuple(Schedule(d, (0,), (total,), (1,)) for d in ids), (), ())
+    bad = SpmdProgram(None, (Schedule(0, (0,), (total,), (1,)),
+                             Schedule(1, (0,), (Free(0, "", bufs=(5,)), total), (1,))), (), ())
+    inputs = {d: [np.arange(4, dtype=np.float32) + d] for d in ids}
+    expect = {d: bits(run_local(good, inputs).outputs[d][0]) for d in ids}
+    with RayMesh(devices=ids, devices_per_process=1, busy_poll=True) as mesh:
+        mesh.answer_spin = lambda key: 30.0  # (as in the test above: the driver polls for each whole run)
+        with pytest.raises(ExecutionError, match=r"device 1 .*frees buffer b5, which it does not hold"):
+            mesh.run_spmd(bad, inputs)
+        runs = [mesh.run_spmd(good, inputs) for _ in range(3)]
+        assert all({d: bits(r.outputs[d][0]) for d in ids} == expect for r in runs)
+        assert answers_by_ring(runs), [r.controller_calls for r in runs]
