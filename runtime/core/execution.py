@@ -70,7 +70,8 @@ class Execution:
         """How many of the control lines' calls and answers went by ring (``wire/control_line``):
         none while the reading end sleeps, as on a node with fewer cores than processes."""
         c = self.controller_calls
-        return f" ({c.get('line by ring', 0)} of {c.get('line', 0)} calls, {c.get('answer by ring', 0)} answers by ring)"
+        calls, answers = f"{c.get('line by ring', 0)} of {c.get('line', 0)} calls", c.get("answer by ring", 0)
+        return f" ({calls}, {answers} answers by ring)"
 
     @cached_property
     def record_rows(self) -> tuple[tuple, ...]:

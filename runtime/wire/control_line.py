@@ -186,7 +186,8 @@ class ControlLine:
         try:
             ring = FrameRing(prefix)
         except OSError as e:
-            LOG.warning("simshard control line: no ring of calls to %s (%s): its calls go on the socket", self.address[1:], e)
+            LOG.warning("simshard control line: no ring of calls to %s (%s): its calls go on the socket",
+                        self.address[1:], e)
             return
         try:
             self.send(RINGS_TAG, Request.RINGS, (ring.name,))
@@ -202,12 +203,12 @@ class ControlLine:
         if names.answers is not None:
             try:
                 parser = PartReader(frames(ANSWER_HEAD, self._ring_answer_came))
-                self.answers_ring = RingReader(names.answers, prefix, parser)
+                self.answers_ring = RingReader(names.answers, prefix, parser)  # (a name not of the mesh refused)
             except (OSError, ValueError) as e:
                 LOG.warning("simshard control line: the ring of answers %s named could not be read (%s): its "
                             "answers come on the socket", self.address[1:], e)
-            finally:
-                unlink_shared(names.answers)
+                return
+            unlink_shared(names.answers)  # mapped: its name is no longer needed
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -319,7 +320,8 @@ class Waiter:
         self.by_fd = {ln.fileno(): ln for ln in self.lines if ln.failed is None}
         for fd in self.by_fd:
             self.poll.register(fd, select.POLLIN)
-        self.rings = RingReaders.as_they_are(ln.answers_ring for ln in self.by_fd.values() if ln.answers_ring is not None)
+        self.rings = RingReaders.as_they_are(
+            ln.answers_ring for ln in self.by_fd.values() if ln.answers_ring is not None)
 
     def wait(self, pending: Sequence[ControlLine], timeout: float | None) -> list[ControlLine]:
         """The lines of ``pending`` whose answer has come, or that broke, waiting up to ``timeout``

@@ -120,7 +120,6 @@ class CallReader(asyncio.BufferedProtocol):
         self.drained: asyncio.Future | None = None  # while the transport's buffer is over its limit
         self.calls_ring: RingReader | None = None  # the driver's ring of small calls (``open_rings``)
         self.answers_ring: FrameRing | None = None  # this end's ring of small answers
-        self.ringed = 0  # answers that went by ring
 
     async def open_rings(self, name: str) -> RingNames:
         """Read the driver's ring of calls ``name`` as the process's loop polls, and make a ring of
@@ -149,8 +148,7 @@ class CallReader(asyncio.BufferedProtocol):
         ring = self.answers_ring
         if (ring is not None and not self.writing.locked() and sum(memoryview(p).nbytes for p in parts) <= LARGEST
                 and ring.offer(b"".join(parts), self._doorbell)):
-            self.ringed += 1
-            return
+            return  # (the driver counts it: ``RawAnswer.by_ring``)
         async with self.writing:
             for part in parts:
                 view = memoryview(part).cast("B")
