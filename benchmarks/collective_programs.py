@@ -6,6 +6,8 @@ in it. Both backends run them (simshard only, no Ray of its own).
 
 from __future__ import annotations
 
+import numpy as np
+
 from simshard.spmd import AllGather, AllReduce, AllToAll, Free, ReduceScatter, Schedule, SpmdProgram
 
 KINDS = ("all_gather", "reduce_scatter", "all_to_all", "all_reduce")
@@ -42,6 +44,15 @@ def collective_shape(kind: str, n: int, nbytes: int) -> tuple[int, int]:
     if kind in ("all_gather", "all_to_all"):
         rows //= n
     return rows, cols
+
+
+def collective_case(kind: str, devices: tuple[int, ...], nbytes: int, reps: int) -> tuple[SpmdProgram, dict]:
+    """``collective_program`` for a global array of ``nbytes``, and each device's input: a block of
+    standard-normal float32 (the same seed everywhere, so that every benchmark moves the same bits)."""
+    rows, cols = collective_shape(kind, len(devices), nbytes)
+    rng = np.random.default_rng(1)
+    inputs = {d: [rng.standard_normal((rows, cols)).astype(np.float32)] for d in devices}
+    return collective_program(kind, devices, rows, cols, reps), inputs
 
 
 def steady_seconds(ends: list[float]) -> float:

@@ -47,14 +47,12 @@ if str(HERE) not in sys.path:  # imported from elsewhere (the smoke tests): coll
     sys.path.insert(0, str(HERE))
 
 from collective_programs import (  # noqa: E402
-    KINDS, collective_program, collective_seconds, collective_shape, steady_seconds,
+    KINDS, collective_case, collective_seconds, steady_seconds,
 )
+from simshard_sides import best, mlp  # noqa: E402  (peers.py's, the same step)
 
 MEGATRON = (P("x", None), P(None, "y"), P("y", None))
 
-
-def mlp(x, w1, w2):
-    return np.maximum(x @ w1, 0) @ w2
 
 
 def ray_mesh_cls():
@@ -68,15 +66,6 @@ def ensure_ray():
 
 
 # -- collectives ---------------------------------------------------------------------------------
-
-
-def _timed(fn, trials: int) -> float:
-    best = float("inf")
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 class _Sender:
@@ -138,7 +127,7 @@ class RawPair:
         ray, sender, receiver = self.ray, self.sender, self.receiver
         ray.get(sender.make.remote(nbytes))
         ray.get(sender.send.remote(receiver, nbytes))  # warm-up
-        t = _timed(lambda: ray.get(sender.send.remote(receiver, nbytes)), trials)
+        t = best(lambda: ray.get(sender.send.remote(receiver, nbytes)), trials, warmup=0)
         ray.get(sender.drop.remote(nbytes))
         return t
 
@@ -214,10 +203,7 @@ def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 3, trials
     raw_mesh = None
     try:
         for kind in kinds:
-            rows, cols = collective_shape(kind, devices, nbytes)
-            rng = np.random.default_rng(1)
-            inputs = {d: [rng.standard_normal((rows, cols)).astype(np.float32)] for d in ids}
-            full = collective_program(kind, ids, rows, cols, reps)
+            full, inputs = collective_case(kind, ids, nbytes, reps)
             kf = rm.load(full, timeout=120.0)
             ex = rm.execute(kf, full, inputs)  # warm-up, and the bytes moved
             moved = sum(b for (s, d), b in ex.transfers.matrix().items() if s != d) // reps
@@ -231,7 +217,7 @@ def bench_collectives(mib: float = 64.0, devices: int = 8, reps: int = 3, trials
                          "raw_seconds": raw, "raw_gbps": moved / raw / 1e9, "ratio": raw / seconds,
                          "same_messages_seconds": same, "same_messages_ratio": same / seconds,
                          "messages": sum(len(d) for p in payloads.values() for _, d in p),
-                         "local_shape": (rows, cols)}
+                         "local_shape": inputs[0][0].shape}
     finally:
         pair.close()
         if raw_mesh is not None:
@@ -270,11 +256,11 @@ def bench_mlp(batch: int = 512, d: int = 1024, d_ff: int = 4096, x: int = 2, y: 
         res = compiled(*args)
         _ = res.outputs
         per_run = {k: v - before.get(k, 0) for k, v in rm.calls.items() if v - before.get(k, 0)}
-        ray_s = _timed(lambda: compiled(*args).outputs, trials)
+        ray_s = best(lambda: compiled(*args).outputs, trials, warmup=0)
     finally:
         if own:
             rm.close()
-    np_s = _timed(lambda: mlp(*args), trials)
+    np_s = best(lambda: mlp(*args), trials, warmup=0)
     return {"ray_seconds": ray_s, "numpy_seconds": np_s, "ratio": ray_s / np_s, "compile_seconds": compile_s,
             "controller_calls": dict(res.controller_calls), "calls_per_run": per_run,
             "calls_per_run_total": sum(per_run.values()), "devices": x * y,

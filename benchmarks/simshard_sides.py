@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # imported from elsewhere (the smoke test): collective_programs
     sys.path.insert(0, str(HERE))
 
-from collective_programs import collective_program, collective_seconds, collective_shape  # noqa: E402
+from collective_programs import collective_case, collective_seconds  # noqa: E402
 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 USED: dict = {}  # (devices, devices per process) of a message chain on Ray -> what it ran on (``routes_used``)
@@ -58,10 +58,7 @@ def simshard_collectives(nbytes: int, backend: str, reps: int = 3, n: int = 8, k
         rm = RayMesh(devices=ids, devices_per_process=1, runtime_env=runtime_env).start()
     try:
         for kind in kinds:
-            rows, cols = collective_shape(kind, n, nbytes)
-            rng = np.random.default_rng(1)
-            inputs = {d: [rng.standard_normal((rows, cols)).astype(np.float32)] for d in ids}
-            spmd = collective_program(kind, ids, rows, cols, reps)
+            spmd, inputs = collective_case(kind, ids, nbytes, reps)
             if rm is None:
                 run = lambda: run_local(spmd, inputs, timeout=120.0)  # noqa: E731
             else:
