@@ -66,24 +66,42 @@ def figures(m: DeviceMemory) -> tuple:
 class MemoryReport:
     """Every device's memory, held per class of devices with equal figures (``classes``): an
     estimate of 8,192 devices holds a few classes, and lists ``devices`` one record each only when
-    asked. Built from per-device records (a run) or from classes (the estimate)."""
+    asked. Built from per-device records (a run), their wire tuples (``of_wire``: a run on Ray,
+    whose report most training steps never read, so nothing is made until it is) or from classes
+    (the estimate)."""
 
     def __init__(self, devices: Iterable[DeviceMemory] = (), classes: Iterable[MemoryClass] | None = None):
+        self._wires: tuple[tuple, ...] | None = None
         if classes is None:
-            listed = tuple(sorted(devices, key=lambda d: d.device))
-            by: dict[tuple, list[DeviceMemory]] = {}
-            for m in listed:
-                by.setdefault(figures(m), []).append(m)
-            self.classes = tuple(MemoryClass(ms[0], tuple(m.device for m in ms)) for ms in by.values())
-            self._devices = listed
+            self._devices: tuple[DeviceMemory, ...] | None = tuple(sorted(devices, key=lambda d: d.device))
+            self._classes: tuple[MemoryClass, ...] | None = None
         else:
-            self.classes = tuple(sorted(classes, key=lambda c: c.devices[0]))  # devices ascending
+            self._classes = tuple(sorted(classes, key=lambda c: c.devices[0]))  # devices ascending
             self._devices = None
+
+    @classmethod
+    def of_wire(cls, wires: Iterable[tuple]) -> "MemoryReport":
+        """The report of devices' ``DeviceMemory.to_wire`` tuples, made into records when first read."""
+        report = cls()
+        report._wires, report._devices = tuple(wires), None
+        return report
+
+    @property
+    def classes(self) -> tuple[MemoryClass, ...]:
+        """The devices grouped by equal figures, each class's devices ascending."""
+        if self._classes is None:
+            by: dict[tuple, list[DeviceMemory]] = {}
+            for m in self.devices:
+                by.setdefault(figures(m), []).append(m)
+            self._classes = tuple(MemoryClass(ms[0], tuple(m.device for m in ms)) for ms in by.values())
+        return self._classes
 
     @property
     def devices(self) -> tuple[DeviceMemory, ...]:
         """One record per device, by device number."""
-        if self._devices is None:
+        if self._devices is None and self._wires is not None:
+            self._devices = tuple(sorted((DeviceMemory.of_wire(w) for w in self._wires), key=lambda m: m.device))
+        elif self._devices is None:
             self._devices = tuple(sorted((replace(c.memory, device=d) for c in self.classes for d in c.devices),
                                          key=lambda m: m.device))
         return self._devices

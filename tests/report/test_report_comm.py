@@ -125,6 +125,15 @@ def test_memory_report_table_and_json():
         m[5]
 
 
+def test_a_memory_report_of_wire_tuples_is_the_report_of_their_records():
+    """``MemoryReport.of_wire`` (a run on Ray: records made only when read) equals the report built
+    from the records, in its devices, its classes and its figures."""
+    records = [DeviceMemory(d, (d % 2 + 1) * MiB, 2, 7, "%4 dot", MiB, MiB) for d in (3, 0, 2, 1)]
+    lazy, eager = MemoryReport.of_wire(r.to_wire() for r in records), MemoryReport(records)
+    assert lazy == eager and lazy.classes == eager.classes and [c.devices for c in lazy.classes] == [(0, 2), (1, 3)]
+    assert MemoryReport.of_wire(r.to_wire() for r in records).peaks == {0: MiB, 1: 2 * MiB, 2: MiB, 3: 2 * MiB}
+
+
 def test_reports_of_a_real_run():
     # Records built by the executor from the transport's counts flow into the report unchanged.
     from simshard.spmd import Schedule, SpmdProgram

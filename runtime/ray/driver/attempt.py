@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from simshard.report.memory import DeviceMemory, MemoryReport
+from simshard.report.memory import MemoryReport
 
 from ...core.execution import Execution
 from ...core.diagnosis import Timeline
@@ -139,7 +139,7 @@ class RunAttempt:
         return Execution(
             spmd, outputs,
             ran={d: summaries[d].ran for d in spmd.devices},
-            memory=MemoryReport(tuple(DeviceMemory.of_wire(summaries[d].memory) for d in spmd.devices)),
+            memory=MemoryReport.of_wire(summaries[d].memory for d in spmd.devices),
             transfers=TransferLog.of_packed(summaries[d].transfers for d in spmd.devices),
             values={d: summaries[d].values for d in spmd.devices} if self.trace_values else {},
             timeline=Timeline({d: summaries[d].timeline for d in spmd.devices}, spmd.schedule),
