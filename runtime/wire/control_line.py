@@ -235,8 +235,9 @@ class ControlLine:
         ring. A write that fails breaks the line (``failed``)."""
         if self.failed is not None:
             return False  # the wait reports the line broken
-        ring = self.calls_ring
-        if ring is not None and sum(len(p) for p in frame) <= LARGEST and ring.offer(b"".join(frame), self._doorbell):
+        ring = self.calls_ring  # (looked at first: while the host sleeps the frame is never joined)
+        if (ring is not None and ring.awake() and sum(len(p) for p in frame) <= LARGEST
+                and ring.offer(b"".join(frame), self._doorbell)):
             return True
         self._send(frame)
         return False

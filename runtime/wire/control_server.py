@@ -146,8 +146,8 @@ class CallReader(asyncio.BufferedProtocol):
         transport has room for it: an answer of large arrays is never copied whole into the
         transport's buffer (nothing when the driver has gone)."""
         ring = self.answers_ring
-        if (ring is not None and not self.writing.locked() and sum(memoryview(p).nbytes for p in parts) <= LARGEST
-                and ring.offer(b"".join(parts), self._doorbell)):
+        if (ring is not None and ring.awake() and not self.writing.locked()
+                and sum(memoryview(p).nbytes for p in parts) <= LARGEST and ring.offer(b"".join(parts), self._doorbell)):
             return  # (the driver counts it: ``RawAnswer.by_ring``)
         async with self.writing:
             for part in parts:
