@@ -36,7 +36,7 @@ from enum import Enum, IntEnum
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .admission import NONCE_BYTES, respond
-from .frame_rings import LARGEST, FrameRing, RingReader, RingReaders, rings_possible
+from .frame_rings import FrameRing, RingReader, RingReaders, new_ring, reader_of, rings_possible
 from .shared_memory import unlink_shared
 from .stream_parts import Parser, PartReader
 
@@ -183,11 +183,8 @@ class ControlLine:
         where it fails, a warning, and the socket carries that direction's every frame."""
         if prefix is None or not rings_possible() or self.failed is not None:
             return
-        try:
-            ring = FrameRing(prefix)
-        except OSError as e:
-            LOG.warning("simshard control line: no ring of calls to %s (%s): its calls go on the socket",
-                        self.address[1:], e)
+        ring = new_ring(prefix, f"the run calls to {self.address[1:]}")
+        if ring is None:
             return
         try:
             self.send(RINGS_TAG, Request.RINGS, (ring.name,))
@@ -201,14 +198,10 @@ class ControlLine:
         names: RingNames = named.value
         self.calls_ring = ring if names.calls_read else None
         if names.answers is not None:
-            try:
-                parser = PartReader(frames(ANSWER_HEAD, self._ring_answer_came))
-                self.answers_ring = RingReader(names.answers, prefix, parser)  # (a name not of the mesh refused)
-            except (OSError, ValueError) as e:
-                LOG.warning("simshard control line: the ring of answers %s named could not be read (%s): its "
-                            "answers come on the socket", self.address[1:], e)
-                return
-            unlink_shared(names.answers)  # mapped: its name is no longer needed
+            self.answers_ring = reader_of(names.answers, prefix, PartReader(frames(ANSWER_HEAD, self._ring_answer_came)),
+                                          f"the answers of {self.address[1:]}")
+            if self.answers_ring is not None:  # (a name not of the mesh refused before anything is unlinked)
+                unlink_shared(names.answers)  # mapped: its name is no longer needed
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -235,9 +228,7 @@ class ControlLine:
         ring. A write that fails breaks the line (``failed``)."""
         if self.failed is not None:
             return False  # the wait reports the line broken
-        ring = self.calls_ring  # (looked at first: while the host sleeps the frame is never joined)
-        if (ring is not None and ring.awake() and sum(len(p) for p in frame) <= LARGEST
-                and ring.offer(b"".join(frame), self._doorbell)):
+        if self.calls_ring is not None and self.calls_ring.offer(frame, self._doorbell):
             return True
         self._send(frame)
         return False

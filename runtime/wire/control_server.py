@@ -8,7 +8,6 @@ end polls (``control_line``'s docstring; ``CallReader.open_rings``)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import pickle
 import socket
@@ -19,11 +18,9 @@ import cloudpickle  # answers by value (a dependency of the package, neither Ray
 from .admission import HANDSHAKE_SECONDS, RESPONSE_BYTES, Admissions, accept_forever, listening_socket, new_nonce, verified
 from .control_line import (ANSWER_HEAD, CALL_HEAD, CHUNK, DOORBELL_TAG, Payload, Request, RingNames, frame_parts,
                            frames)
-from .frame_rings import LARGEST, FrameRing, RingReader, RingReaders, rings_possible
+from .frame_rings import FrameRing, RingReader, RingReaders, new_ring, reader_of, rings_possible
 from .shared_memory import shared_memory_prefix
 from .stream_parts import PartReader
-
-LOG = logging.getLogger(__name__)
 
 
 class ControlServer:
@@ -127,17 +124,12 @@ class CallReader(asyncio.BufferedProtocol):
         server = self.server
         if server.rings is None or server.prefix is None or self.calls_ring is not None:
             return RingNames(False, None)
-        try:
-            self.calls_ring = RingReader(name, server.prefix, PartReader(frames(CALL_HEAD, self._call_came)))
-        except (OSError, ValueError) as e:
-            LOG.warning("simshard control line: the driver's ring of calls could not be read (%s): its calls come "
-                        "on the socket", e)
+        self.calls_ring = reader_of(name, server.prefix, PartReader(frames(CALL_HEAD, self._call_came)),
+                                    "the driver's run calls")
+        if self.calls_ring is None:
             return RingNames(False, None)
         server.rings.add(self.calls_ring)
-        try:
-            self.answers_ring = FrameRing(server.prefix)
-        except OSError as e:
-            LOG.warning("simshard control line: no ring of answers to the driver (%s): they go on the socket", e)
+        self.answers_ring = new_ring(server.prefix, "the answers to the driver")
         return RingNames(True, None if self.answers_ring is None else self.answers_ring.name)
 
     async def write(self, parts: Sequence) -> None:
@@ -146,8 +138,7 @@ class CallReader(asyncio.BufferedProtocol):
         transport has room for it: an answer of large arrays is never copied whole into the
         transport's buffer (nothing when the driver has gone)."""
         ring = self.answers_ring
-        if (ring is not None and ring.awake() and not self.writing.locked()
-                and sum(memoryview(p).nbytes for p in parts) <= LARGEST and ring.offer(b"".join(parts), self._doorbell)):
+        if ring is not None and not self.writing.locked() and ring.offer(parts, self._doorbell):
             return  # (the driver counts it: ``RawAnswer.by_ring``)
         async with self.writing:
             for part in parts:

@@ -35,7 +35,8 @@ import os
 import platform
 import re
 import threading
-from typing import Callable
+import logging
+from typing import Callable, Sequence
 
 from .frames import SMALL
 from .shared_memory import SHM_DIR, owned, unlink_shared
@@ -47,6 +48,7 @@ WRITTEN, READ, AWAKE = 0, _LINE // 8, 2 * _LINE // 8  # their indices as 8-byte 
 _HEAD = 3 * _LINE
 _NAME = re.compile(r"simshard-[0-9a-f]{16}-p\d{1,10}-frames-[0-9a-f]{16}")
 _BARRIER = threading.Lock()
+LOG = logging.getLogger(__name__)
 
 
 def rings_possible() -> bool:
@@ -74,6 +76,26 @@ def _mapped(name: str, create: bool) -> tuple[mmap.mmap, memoryview, memoryview]
         os.close(fd)
     view = memoryview(mapping)
     return mapping, view[:_HEAD].cast("Q"), view[_HEAD:]
+
+
+def new_ring(prefix: str, whose: str) -> "FrameRing | None":
+    """A new ring of frames in the mesh's shared memory, or None with a warning naming ``whose``
+    frames then go on the socket (no room in the node's shared memory, say)."""
+    try:
+        return FrameRing(prefix)
+    except OSError as e:
+        LOG.warning("simshard wire: no ring for %s (%s): they go on the socket", whose, e)
+        return None
+
+
+def reader_of(name: str, prefix: str, stream, whose: str) -> "RingReader | None":
+    """The reader of the ring ``name`` another process named (``RingReader``: a name not of the
+    mesh is refused), or None with a warning naming ``whose`` frames then come on the socket."""
+    try:
+        return RingReader(name, prefix, stream)
+    except (OSError, ValueError) as e:
+        LOG.warning("simshard wire: the ring for %s could not be read (%s): they come on the socket", whose, e)
+        return None
 
 
 class FrameRing:
@@ -104,11 +126,14 @@ class FrameRing:
         self.counters[WRITTEN] = self.written  # (after the bytes: x86-64 keeps stores in order)
         return True
 
-    def offer(self, frame: bytes, doorbell: Callable[[], None]) -> bool:
-        """Put ``frame`` in the ring where its reader polls now and it fits; whether it went. After
-        it goes, the reader is looked at again: asleep by then, it might have missed the frame (the
-        module docstring), so ``doorbell()`` (a frame on the socket that makes it read the ring)."""
-        if len(frame) > LARGEST or not self.awake() or not self.put(frame):
+    def offer(self, parts: Sequence, doorbell: Callable[[], None]) -> bool:
+        """Put the frame of ``parts`` (bytes-like, joined only if it goes) in the ring where its
+        reader polls now and it fits (``LARGEST``); whether it went. After it goes, the reader is
+        looked at again: asleep by then, it might have missed the frame (the module docstring), so
+        ``doorbell()`` (a frame on the socket that makes it read the ring)."""
+        if not self.awake() or sum(len(p) for p in parts) > LARGEST:
+            return False
+        if not self.put(parts[0] if len(parts) == 1 else b"".join(parts)):
             return False
         fence()
         if not self.awake():
@@ -171,11 +196,16 @@ class RingReaders:
 
     @classmethod
     def as_they_are(cls, readers) -> "RingReaders":
-        """``readers`` taken awake or asleep as each last said (the driver's, from call to call):
-        awake if any is, so that the next ``sleep`` puts each to sleep behind a barrier."""
+        """``readers`` taken as each last said (the driver's, from call to call), made one state:
+        awake if any is (the others woken with it: a line opened since), so that ``wake`` has
+        nothing left asleep and the next ``sleep`` puts each to sleep behind a barrier."""
         out = cls()
         out.readers.update(readers)
         out.awake = any(r.awake for r in out.readers)
+        if out.awake:
+            for reader in out.readers:
+                if not reader.awake:
+                    reader.set_awake(True)
         return out
 
     def add(self, reader: RingReader) -> None:

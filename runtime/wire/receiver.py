@@ -24,7 +24,7 @@ from . import memory_reads
 from . import frame_auth
 from .admission import HANDSHAKE_SECONDS, RESPONSE_BYTES, new_nonce, verified
 from .frame_auth import MAC_BYTES, Signer, Verifier
-from .frame_rings import RingReader, RingReaders
+from .frame_rings import RingReaders, reader_of
 from .frames import (ANSWER, DOORBELL, FRAME, IN_PLACE, PROBE, STAGE, Answer, ErrorAnswer, Header, Storage, Stored,
                      decode_header, encode_answer, widen)
 from .memory_reads import Lent
@@ -236,11 +236,9 @@ class Receiver(asyncio.BufferedProtocol):
             return Answer.NO_RING
         stream = Receiver(self.secret, self.deliver, self.place)
         stream.authed, stream.transport = True, self.transport
-        try:
-            self.frame_ring = RingReader(name.decode(), shared_memory_prefix(self.secret) or "", stream)
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            LOG.warning("simshard wire: the ring of frames a peer process named could not be read (%s): its frames "
-                        "come on the socket", e)
+        self.frame_ring = reader_of(name.decode(errors="replace"), shared_memory_prefix(self.secret) or "", stream,
+                                    "a peer process's frames")
+        if self.frame_ring is None:
             return Answer.NO_RING
         self.ring_readers.add(self.frame_ring)
         return Answer.RING

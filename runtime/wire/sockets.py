@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import os
 import socket
 
@@ -26,15 +25,12 @@ import numpy as np
 from . import frame_auth
 from .admission import NONCE_BYTES, Admissions, accept_forever, listening_socket, respond
 from .frame_auth import MAC_BYTES, Signer, Verifier
-from .frame_rings import FrameRing, RingReaders, rings_possible
+from .frame_rings import FrameRing, RingReaders, new_ring, rings_possible
 from .frames import (ANSWER, DOORBELL, FRAME, PROBE, SMALL, Answer, ErrorAnswer, HeaderEncoder, Storage, Stored,
                      decode_answer, widen)
 from .memory_reads import array_owner, memory_reads_possible
 from .receiver import Deliver, Place, Receiver, nowhere
 from .shared_memory import RING_MIN, SHM_BYTES, Ring, shared_memory_prefix
-
-LOG = logging.getLogger(__name__)
-
 
 async def dial(address: str) -> socket.socket:
     """A connected non-blocking socket to ``address`` (an abstract Unix socket, ``"\\0..."``, or
@@ -277,11 +273,8 @@ class Connection:
     def _offer_ring(self) -> None:
         """Make this connection's ring of frames and name it to the receiver, which answers
         whether it reads it (``Answer.RING``); until then every frame goes on the socket."""
-        try:
-            self.frames = FrameRing(self.shared_prefix)
-        except OSError as e:  # (no room in the node's shared memory, say): the socket carries every frame
-            LOG.warning("simshard wire: no ring of frames to the peer at %s (%s): its frames go on the socket",
-                        self.address, e)
+        self.frames = new_ring(self.shared_prefix, f"the frames to the peer at {self.address}")
+        if self.frames is None:
             return
         name = self.frames.name.encode()
         self._put((FRAME.pack(next(self.seq), 0, len(name)) + name,))
@@ -300,7 +293,7 @@ class Connection:
     def _by_ring(self, frame: bytes) -> bool:
         """Put a small frame in the ring instead of the socket, where the receiver reads it and
         polls now; whether it went (``FrameRing.offer``: its doorbell rings on the socket)."""
-        if not (self.frames_read and self.failed is None and self.frames.offer(frame, self._doorbell)):
+        if not (self.frames_read and self.failed is None and self.frames.offer((frame,), self._doorbell)):
             return False
         self.ringed += 1
         return True

@@ -119,6 +119,7 @@ def test_calls_go_by_ring_while_the_host_polls_and_answers_while_the_driver_does
         assert call(line, 1, "p", np.arange(4.0), np.ones(3, np.float32))  # by ring: no system call
         assert answered(line, 1, spin=5.0) == ({"plan": "p", "sum": [6.0, 3.0]}, True)
         host.poll(False)
+        line.answers_ring.set_awake(False)  # (as a wait that slept leaves it: the last one returned awake)
         assert not call(line, 2, "q", np.ones(2))  # the host asleep: on the socket
         assert answered(line, 2, spin=0.0) == ({"plan": "q", "sum": [2.0]}, False)  # the driver asleep too
         host.poll(True)
@@ -187,3 +188,18 @@ def test_an_answer_by_ring_to_a_call_given_up_on_is_dropped(host):
         assert 1 not in line.answers
     finally:
         line.close()
+
+
+def test_a_line_opened_since_the_last_wait_is_woken_with_the_others(host):
+    """The driver's rings of answers carry what each last said from one call to the next; a line
+    opened since (a restarted process's) is woken with the rest, and all sleep together."""
+    old, new = opened(host), opened(host)
+    try:
+        old.answers_ring.set_awake(True)  # as the last run's wait left it
+        rings = RingReaders.as_they_are([old.answers_ring, new.answers_ring])
+        assert rings.awake and new.answers_ring.awake and new.answers_ring.counters[frame_rings.AWAKE] == 1
+        rings.sleep()
+        assert not old.answers_ring.awake and not new.answers_ring.awake
+    finally:
+        old.close()
+        new.close()
