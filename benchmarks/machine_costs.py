@@ -6,9 +6,10 @@ as gVisor's) shows it there first, and gloo (C++) pays for far fewer.
 
 ``--polling`` also runs simshard's one-message hop and the Megatron MLP steps with busy polling
 forced on and off (alternated), to check the per-machine default (``polling.should_spin``), and
-the driver's share of the small step (``driver_share``).
+the driver's share of the small step (``driver_share``); ``--beside N`` runs N busy processes
+beside the mesh meanwhile (another job on the machine: ``wire/preemption``).
 
-    python benchmarks/machine_costs.py [--polling]
+    python benchmarks/machine_costs.py [--polling [--beside N]]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import os
 import select
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -110,25 +112,36 @@ def costs() -> dict:
     return out
 
 
-def polling_ab(rounds: int = 2) -> list[str]:
+def polling_ab(rounds: int = 2, beside: int = 0) -> list[str]:
     """simshard's hop, the MLP pair step (64x256x512, 2 processes) and the Megatron MLP step of
     the peers' goal (128x256x1024 on 2x4, a process per device), polling forced on and off,
-    alternated ``rounds`` times; the best of each."""
+    alternated ``rounds`` times; the best of each, and how often the polling processes stepped
+    aside (``wire/preemption``). ``beside``: that many busy processes (a Python loop each) run
+    beside the mesh throughout, as another job on the machine would."""
     sys.path.insert(0, str(Path(__file__).parent))
     import peers  # noqa: E402  (beside this file)
 
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(beside)]
     best: dict[tuple[str, bool], float] = {}
-    for _ in range(rounds):
-        for poll in (True, False):
-            got = {"one message in flight": peers.simshard_message_hop("ray", 1, busy_poll=poll),
-                   "MLP 64x256x512 pair step": peers.simshard_mlp(64, 256, 512, "ray", mesh_shape=(1, 2), per_process=1,
-                                                                  busy_poll=poll)["resident"],
-                   "MLP 128x256x1024 2x4 step": peers.simshard_mlp(128, 256, 1024, "ray", per_process=1,
-                                                                   busy_poll=poll)["resident"]}
-            for key, v in got.items():
-                best[(key, poll)] = min(best.get((key, poll), float("inf")), v)
-    return [f"{key}: polling on {best[(key, True)] * 1e6:.1f} us, off {best[(key, False)] * 1e6:.1f} us"
-            for key in dict.fromkeys(k for k, _ in best)]
+    used: dict[str, str] = {}
+    try:
+        for _ in range(rounds):
+            for poll in (True, False):
+                pair = peers.simshard_mlp(64, 256, 512, "ray", mesh_shape=(1, 2), per_process=1, busy_poll=poll)
+                goal = peers.simshard_mlp(128, 256, 1024, "ray", per_process=1, busy_poll=poll)
+                got = {"one message in flight": (peers.simshard_message_hop("ray", 1, busy_poll=poll),
+                                                 peers.USED.get((2, 1))),
+                       "MLP 64x256x512 pair step": (pair["resident"], pair["used"]),
+                       "MLP 128x256x1024 2x4 step": (goal["resident"], goal["used"])}
+                for key, (v, how) in got.items():
+                    best[(key, poll)] = min(best.get((key, poll), float("inf")), v)
+                    if poll:
+                        used[key] = how.split("; ", 2)[-1]  # how the processes polled, and stepped aside
+    finally:
+        for p in busy:
+            p.kill()
+    return [f"{key}: polling on {best[(key, True)] * 1e6:.1f} us, off {best[(key, False)] * 1e6:.1f} us "
+            f"(polling on: {used[key]})" for key in dict.fromkeys(k for k, _ in best)]
 
 
 def driver_share(steps: int = 1000) -> str:
@@ -156,12 +169,15 @@ def driver_share(steps: int = 1000) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--polling", action="store_true", help="also simshard's hop and MLP pair step, polling on and off")
+    ap.add_argument("--beside", type=int, default=0, metavar="N",
+                    help="with --polling: N busy processes beside the mesh throughout (another job on the machine)")
     args = ap.parse_args(argv)
     print(f"{os.cpu_count()} cores, {sys.version.split()[0]}, {os.uname().release}", flush=True)
     for what, seconds in costs().items():
         print(f"{what}: " + ("not installed" if seconds is None else f"{seconds * 1e6:.3f} us"), flush=True)
     if args.polling:
-        for line in polling_ab():
+        print(f"{args.beside} busy processes beside the mesh", flush=True)
+        for line in polling_ab(beside=args.beside):
             print(line, flush=True)
         print(driver_share(), flush=True)
 

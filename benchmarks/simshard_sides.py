@@ -82,12 +82,23 @@ def routes_used(execution, mesh) -> str:
     do), how the device processes wait, and how many there were. A message sent by Ray calls where
     a socket was meant ("ray" among the messages' routes) is flagged, so that a silent fallback
     can never pass for a measurement."""
-    text = (f"{execution.describe_routes()}; polling {mesh.polling(mesh.devices[0])}; {len(mesh.groups)} processes "
-            f"on {mesh.event_loop(mesh.devices[0])}")
+    text = (f"{execution.describe_routes()}; polling {mesh.polling(mesh.devices[0])}{stepped_aside(mesh)}; "
+            f"{len(mesh.groups)} processes on {mesh.event_loop(mesh.devices[0])}")
     if ("ray" in execution.messages or "ray" in execution.routes) and execution.data_plane == "sockets":
         text = "FALLBACK to Ray calls: " + text
         print(f"warning: {text}", file=sys.stderr)
     return text
+
+
+def stepped_aside(mesh) -> str:
+    """How often the mesh's polling processes stopped polling for a while because another task
+    wanted their core (``wire/preemption``), in words; nothing where none polls or none did."""
+    if mesh.polling(mesh.devices[0]) == "off":
+        return ""
+    import ray
+
+    times = sum(ray.get([mesh.call(g[0], "stepped_aside") for g in mesh.groups]))
+    return f" (stepped aside {times} times)" if times else ""
 
 
 def mlp(x, w1, w2):

@@ -33,3 +33,12 @@ def ray_session():
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture
+def never_step_aside(monkeypatch):
+    """Polling in this process that never steps aside (``wire/preemption``; a Ray mesh's processes
+    take ``runtime_helpers.NEVER_STEP_ASIDE`` as their ``runtime_env``), whatever the machine's
+    load: for the tests of when a loop polls and what goes by ring while it does, not of whether
+    its core is wanted (on a 2-core machine running two test processes it often is)."""
+    monkeypatch.setenv("SIMSHARD_STEP_ASIDE", "0")

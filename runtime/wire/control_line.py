@@ -37,6 +37,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from .admission import NONCE_BYTES, respond
 from .frame_rings import FrameRing, RingReader, RingReaders, new_ring, reader_of, rings_possible
+from .preemption import step_aside
 from .shared_memory import unlink_shared
 from .stream_parts import Parser, PartReader
 
@@ -318,7 +319,7 @@ class Waiter:
     def wait(self, pending: Sequence[ControlLine], timeout: float | None) -> list[ControlLine]:
         """The lines of ``pending`` whose answer has come, or that broke, waiting up to ``timeout``
         seconds (None: for ever) for at least one. Answers to other calls are read and dropped."""
-        tag, rings = self.tag, self.rings
+        tag, rings, may_poll = self.tag, self.rings, step_aside().may_poll
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         spin_until = now + self.spin
@@ -334,7 +335,7 @@ class Waiter:
             left = None if deadline is None else deadline - now
             if left is not None and left <= 0:
                 return []
-            if now < spin_until:
+            if now < spin_until and may_poll():  # (not while another task wants the core: ``preemption``)
                 wait_ms = 0
             elif rings.awake and rings.sleep():  # an answer came by ring as it was about to sleep
                 _drop_stale(self.lines, tag)

@@ -27,6 +27,7 @@ import sys
 import time
 
 from .frame_rings import RingReaders
+from .preemption import step_aside
 
 SPIN_SECONDS = 1e-3  # how long a waiting loop polls before it sleeps (a few message round trips)
 SWITCH_SECONDS = 5e-5  # the interpreter's switch interval while a loop polls
@@ -84,7 +85,7 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float, rings: RingReaders |
         sys.setswitchinterval(_SWITCH)
         return True
     sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
-    clock, look = time.monotonic, rings.drain
+    clock, look, may_poll = time.monotonic, rings.drain, step_aside().may_poll  # (the loop's thread's)
 
     def polling(timeout: float | None = None):
         rings.wake()
@@ -93,7 +94,7 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float, rings: RingReaders |
             return events
         start = clock()
         until = start + (spin if timeout is None else min(spin, timeout))
-        while clock() < until:
+        while clock() < until and may_poll():  # (not while another task wants the core: ``preemption``)
             events = select(0)
             if look() or events:
                 return events
@@ -133,6 +134,8 @@ class Spinner:
         self.until = 0.0  # (monotonic) when polling stops once nothing is held
         self.turning = False  # whether the callback is scheduled (one at a time)
         self.paused = False  # the process's own threads compute: no turns meanwhile (``pause``)
+        self.aside = step_aside()  # the loop's thread's preemptions (made in it)
+        self.resume: asyncio.TimerHandle | None = None  # turning again once a pause is over
         # for as long as the process polls, as ``busy_poll``'s: set only between runs, the loop
         # thread would wait up to 5 ms for the lock after each system call that releases it (the
         # run's answer written to the driver), behind Ray's threads
@@ -156,13 +159,28 @@ class Spinner:
     def stop(self) -> None:
         """Polling off: the process's own switch interval again (a run in progress stops turning)."""
         self.held, self.until = 0, 0.0
+        if self.resume is not None:
+            self.resume.cancel()
+            self.resume = None
         rings, self.rings = self.rings, RingReaders()  # (a turn still due must not touch them: a new spinner may)
         rings.sleep()
         sys.setswitchinterval(_SWITCH)
 
     def polling(self) -> bool:
-        """Whether the loop should poll now: a run held, or the linger after one not over."""
-        return not self.paused and (self.held > 0 or time.monotonic() < self.until)
+        """Whether the loop should poll now: a run held, or the linger after one not over, and its
+        core not wanted by another task (``preemption``: when it is, the loop sleeps in wait until
+        the pause is over, and turns again then where a run is still held)."""
+        if self.paused or not (self.held > 0 or time.monotonic() < self.until):
+            return False
+        if self.aside.may_poll():
+            return True
+        if self.held and self.resume is None:
+            self.resume = self.loop.call_later(self.aside.left(), self._resume)
+        return False
+
+    def _resume(self) -> None:
+        self.resume = None
+        self._start()
 
     def _start(self) -> None:
         if not self.turning and self.polling():

@@ -105,6 +105,11 @@ def kill(mesh, device: int, within: float = 30.0) -> None:
 EVENT_LOOPS = ("asyncio", "uvloop")
 
 
+# a Ray mesh's processes whose polling never steps aside (``wire/preemption``: the
+# ``never_step_aside`` fixture's, for the driver)
+NEVER_STEP_ASIDE = {"env_vars": {"SIMSHARD_STEP_ASIDE": "0"}}
+
+
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:
     """A fresh event loop of ``kind`` (the test is skipped where uvloop is not installed)."""
     if kind == "uvloop":

@@ -25,8 +25,9 @@ from simshard.runtime.wire.polling import Spinner, busy_poll
 from simshard.runtime.wire.shared_memory import remove_shared, shared_memory_prefix
 from runtime_helpers import EVENT_LOOPS, new_loop
 
-pytestmark = pytest.mark.skipif(not rings_possible(),
-                                reason="rings of frames are made on x86-64 with shared memory only")
+pytestmark = [pytest.mark.skipif(not rings_possible(),
+                                 reason="rings of frames are made on x86-64 with shared memory only"),
+              pytest.mark.usefixtures("never_step_aside")]  # (what goes by ring while the ends poll)
 
 
 class RingHost:
@@ -72,11 +73,17 @@ class RingHost:
             time.sleep(0.001)
         assert self.rings.awake == on
 
+    def quiet(self) -> None:
+        """Polling off, on the host's loop: the process's own switch interval again (a polling
+        loop's is left to the next test otherwise)."""
+        busy_poll(self.loop, 0.0, self.rings)  # (uvloop: no selector, nothing done)
+        if self.spinner is not None:
+            self.spinner.stop()
+
     def stop(self):
         if not self.thread.is_alive():
             return
-        if self.spinner is not None:
-            self.loop.call_soon_threadsafe(self.spinner.stop)
+        self.loop.call_soon_threadsafe(self.quiet)
         self.loop.call_soon_threadsafe(self.server.close)
         time.sleep(0.05)
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -18,10 +18,11 @@ from simshard.runtime.wire.frame_rings import RingReader, rings_possible
 from simshard.runtime.wire.polling import SPIN_SECONDS, Spinner, busy_poll
 from simshard.runtime.wire.shared_memory import remove_shared, shared_memory_prefix
 from simshard.runtime.wire.sockets import Connection, Listener
-from runtime_helpers import EVENT_LOOPS, run_on
+from runtime_helpers import EVENT_LOOPS, NEVER_STEP_ASIDE, run_on
 
-pytestmark = pytest.mark.skipif(not rings_possible(),
-                                reason="rings of frames are made on x86-64 with shared memory only")
+pytestmark = [pytest.mark.skipif(not rings_possible(),
+                                 reason="rings of frames are made on x86-64 with shared memory only"),
+              pytest.mark.usefixtures("never_step_aside")]  # (what goes by ring while the ends poll)
 
 
 async def connected(got: list, secret: bytes) -> tuple[Listener, Connection]:
@@ -213,7 +214,7 @@ def test_with_rings_in_use_a_killed_device_is_rerun_bitwise_and_its_new_process_
     def outputs(res):
         return {d: [bits(a) for a in res.outputs[d]] for d in ids}
 
-    with RayMesh(devices=ids, devices_per_process=1, busy_poll=True) as mesh:
+    with RayMesh(devices=ids, devices_per_process=1, busy_poll=True, runtime_env=NEVER_STEP_ASIDE) as mesh:
         # the driver polls for each whole run, as where it has a core (on 2 cores a run outlasts
         # its spin, and then the answers come on the socket)
         mesh.answer_spin = lambda key: 30.0
@@ -259,7 +260,7 @@ def test_with_rings_in_use_a_failed_run_names_its_device_and_the_next_runs_bitwi
                              Schedule(1, (0,), (Free(0, "", bufs=(5,)), total), (1,))), (), ())
     inputs = {d: [np.arange(4, dtype=np.float32) + d] for d in ids}
     expect = {d: bits(run_local(good, inputs).outputs[d][0]) for d in ids}
-    with RayMesh(devices=ids, devices_per_process=1, busy_poll=True) as mesh:
+    with RayMesh(devices=ids, devices_per_process=1, busy_poll=True, runtime_env=NEVER_STEP_ASIDE) as mesh:
         mesh.answer_spin = lambda key: 30.0  # (as in the test above: the driver polls for each whole run)
         with pytest.raises(ExecutionError, match=r"device 1 .*frees buffer b5, which it does not hold"):
             mesh.run_spmd(bad, inputs)

@@ -107,6 +107,13 @@ class DeviceHost:
         data plane, or a socket that would not open)."""
         return {p: route(peer) for p, peer in self.devices[device].peers.items()}
 
+    async def stepped_aside(self, device: int | None = None) -> int:
+        """How often this process's polling loop has stopped polling for a while because another
+        task wanted its core (``wire/preemption``): asked on the loop's thread, whose count it is."""
+        from ...wire.preemption import step_aside  # after bootstrap (see __init__)
+
+        return step_aside().times
+
     def node_id(self, device: int | None = None) -> str:
         return import_ray().get_runtime_context().get_node_id()
 

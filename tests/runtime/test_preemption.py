@@ -1,0 +1,191 @@
+"""Polling that steps aside when another task wants its core (``runtime/wire/preemption.py``): the
+record of a thread's preemptions and its pauses, the scheduler's count it reads, and the two
+polling loops (a wrapped selector's, a ``Spinner``'s) stopping for a pause and polling again after."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from simshard.runtime.wire import polling, preemption
+from simshard.runtime.wire.frame_rings import RingReaders
+from simshard.runtime.wire.preemption import BACKOFF_MAX, BACKOFF_MIN, NEVER, WINDOW, StepAside
+
+
+class Scheduler:
+    """A fake clock and count of involuntary switches, moved by the test."""
+
+    def __init__(self):
+        self.now, self.count = 100.0, 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def switches(self) -> int:
+        return self.count
+
+    def preempt(self, after: float = 0.0) -> None:
+        self.now += after
+        self.count += 1
+
+
+def test_a_lone_preemption_is_no_contention_and_two_close_together_are():
+    s = Scheduler()
+    aside = StepAside(s.clock, s.switches)
+    assert aside.may_poll() and aside.may_poll()
+    s.preempt(after=1.0)  # a kernel thread's moment on the core
+    assert aside.may_poll() and aside.times == 0
+    s.preempt(after=WINDOW * 2)  # another, long after: still alone
+    assert aside.may_poll() and aside.times == 0
+    s.preempt(after=WINDOW / 2)  # a second within the window: another task wants the core
+    assert not aside.may_poll()
+    assert aside.times == 1 and aside.pause == BACKOFF_MIN and aside.left() == pytest.approx(BACKOFF_MIN)
+    s.now += BACKOFF_MIN / 2
+    assert not aside.may_poll() and aside.left() == pytest.approx(BACKOFF_MIN / 2)  # the pause lasts
+    s.now = aside.until
+    assert aside.may_poll() and aside.left() == 0.0  # over, and nobody took the core meanwhile
+
+
+def test_pauses_double_while_contention_lasts_up_to_the_longest_and_start_short_again():
+    s = Scheduler()
+    aside = StepAside(s.clock, s.switches)
+    pauses = []
+    for _ in range(10):  # each time the pause ends, the core is taken again at once, twice
+        s.preempt()
+        aside.may_poll()
+        s.preempt(after=WINDOW / 10)
+        assert not aside.may_poll()
+        pauses.append(aside.pause)
+        s.now = aside.until
+    assert pauses[:3] == [BACKOFF_MIN, 2 * BACKOFF_MIN, 4 * BACKOFF_MIN]
+    assert pauses[-1] == BACKOFF_MAX and max(pauses) == BACKOFF_MAX
+    s.now += 2 * BACKOFF_MAX + 1.0  # quiet for longer than the last pause: contention over
+    s.preempt()
+    aside.may_poll()
+    s.preempt(after=WINDOW / 10)
+    assert not aside.may_poll() and aside.pause == BACKOFF_MIN
+
+
+def test_the_environment_can_keep_polling_from_stepping_aside(monkeypatch):
+    monkeypatch.delenv(preemption.ENV, raising=False)
+    mine = preemption.step_aside()
+    assert mine is preemption.step_aside() and mine is not NEVER  # one per thread, kept
+    other = []
+    t = threading.Thread(target=lambda: other.append(preemption.step_aside()))
+    t.start()
+    t.join()
+    assert other[0] is not mine  # another thread's count is its own
+    monkeypatch.setenv(preemption.ENV, "0")
+    assert preemption.step_aside() is NEVER
+    assert all(NEVER.may_poll() for _ in range(3)) and NEVER.times == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs a CPU affinity to share a core (Linux)")
+def test_a_thread_that_shares_its_core_with_a_busy_process_counts_its_preemptions():
+    """The count read is the scheduler's: this thread and a busy process on one core, both
+    running, and the thread is preempted (every few milliseconds: the scheduler's slice)."""
+    core = min(os.sched_getaffinity(0))
+    mask = os.sched_getaffinity(0)
+    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {core})
+        time.sleep(0.2)  # (the busy process pinned and running)
+        before, until = preemption.involuntary_switches(), time.monotonic() + 0.5
+        while time.monotonic() < until:
+            pass
+        assert preemption.involuntary_switches() > before
+    finally:
+        os.sched_setaffinity(0, mask)
+        busy.kill()
+        busy.wait()
+
+
+class CountedRings(RingReaders):
+    """No rings to read, but each turn of a spinner counted (a turn drains its rings)."""
+
+    def __init__(self):
+        super().__init__()
+        self.turns = 0
+
+    def drain(self) -> bool:
+        self.turns += 1
+        return super().drain()
+
+
+def faked(monkeypatch) -> tuple[Scheduler, StepAside]:
+    """The polling loops' preemptions, moved by the test (real time: the pauses are waited out)."""
+    s = Scheduler()
+    aside = StepAside(switches=s.switches)
+    monkeypatch.setattr(polling, "step_aside", lambda: aside)
+    return s, aside
+
+
+def contend(s: Scheduler, aside: StepAside) -> None:
+    """Two preemptions in a moment, each seen (as a polling loop's every turn sees them)."""
+    s.preempt()
+    assert aside.may_poll()  # one alone: no pause
+    s.preempt()
+
+
+@pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
+def test_a_spinner_stops_turning_while_its_core_is_wanted_and_turns_again_after_the_pause(kind, monkeypatch):
+    from runtime_helpers import new_loop
+
+    s, aside = faked(monkeypatch)
+    loop = new_loop(kind)
+    rings = CountedRings()
+    spinner = polling.Spinner(loop, rings=rings)
+
+    async def run():
+        spinner.hold()
+        await asyncio.sleep(0.005)
+        turning = rings.turns
+        contend(s, aside)
+        await asyncio.sleep(0.001)
+        stopped = rings.turns
+        await asyncio.sleep(BACKOFF_MIN / 2)  # within the pause: not a turn
+        within = rings.turns - stopped
+        await asyncio.sleep(BACKOFF_MIN)  # the pause over: turning again while the run is held
+        return turning, within, rings.turns - stopped, spinner.aside.times
+
+    try:
+        turning, within, after, times = loop.run_until_complete(run())
+        assert turning > 10 and within == 0 and after > 10 and times == 1, (turning, within, after, times)
+        assert spinner.turning
+    finally:
+        spinner.stop()
+        loop.close()
+
+
+def test_a_polling_selector_sleeps_at_once_while_its_core_is_wanted(monkeypatch):
+    """What the wrapped selector asks: a pause begun, the wait's select blocks at once (no spin),
+    where without one it polls for the spin first (``test_busy_poll``)."""
+    s, aside = faked(monkeypatch)
+    loop = asyncio.new_event_loop()
+    original = loop._selector.select
+    asked = []
+
+    def recorded(timeout=None):
+        asked.append(timeout)
+        return original(timeout)
+
+    loop._selector.select = recorded
+    try:
+        assert polling.busy_poll(loop, 0.05)
+        contend(s, aside)
+
+        async def wait():
+            asked.clear()
+            await asyncio.sleep(0.1)
+
+        loop.run_until_complete(wait())
+        assert asked[:1] == [0] and asked[1] is not None and asked[1] > 0.05, asked  # one look, then asleep
+    finally:
+        polling.busy_poll(loop, 0.0)
+        loop.close()
