@@ -113,6 +113,8 @@ def pause_polling(loop: asyncio.AbstractEventLoop, paused: bool, rings: RingRead
     stays, so a thread handing back its result does not wait 5 ms for the interpreter lock."""
     busy_poll(loop, 0.0 if paused else SPIN_SECONDS, rings)
     sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
+    if not paused:
+        step_aside().forget()  # (the kernels' threads took the cores meanwhile: no contention)
 
 
 class Spinner:
@@ -154,6 +156,8 @@ class Spinner:
         """No turns while ``paused`` (the process's threads compute on the cores the loop would
         spin on); turning again after, where a run is still held."""
         self.paused = paused
+        if not paused:
+            self.aside.forget()  # (the kernels' threads took the cores meanwhile: no contention)
         self._start()
 
     def stop(self) -> None:

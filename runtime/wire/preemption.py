@@ -28,6 +28,7 @@ BACKOFF_MAX = 1.0  # the longest pause: under lasting contention, one try a seco
 # two preemptions seen within this many seconds are contention; one alone is not (each core's
 # kernel threads take it for a moment a few times a second: seen here with a core left idle)
 WINDOW = 0.05
+LOOK_SECONDS = 1e-4  # the count read at most this often (a preemption is seen within this of its end)
 
 # the calling thread's counts where the OS keeps them per thread (Linux), else the process's
 _WHO = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
@@ -49,16 +50,21 @@ class StepAside:
         self.seen = switches()  # the count when last looked at
         self.until = 0.0  # (clock) when the current pause ends
         self.last = -WINDOW  # (clock) when a preemption was last seen
+        self.looked = -LOOK_SECONDS  # (clock) when the count was last read
         self.pause = BACKOFF_MIN  # the current pause's length
         self.times = 0  # pauses begun
 
     def may_poll(self) -> bool:
         """False during a pause, and where the thread has been preempted since it last asked (a
         pause then begins: doubled where it follows the last within as long again, else the
-        shortest); True otherwise. About a microsecond (a system call)."""
+        shortest); True otherwise. Reads the count (a system call, about a microsecond) at most
+        every ``LOOK_SECONDS``."""
         now = self.clock()
         if now < self.until:
             return False
+        if now - self.looked < LOOK_SECONDS:  # (a polling loop asks on every turn: a system call each would slow it)
+            return True
+        self.looked = now
         count = self.switches()
         if count == self.seen:
             return True
@@ -70,6 +76,11 @@ class StepAside:
         self.until = now + self.pause
         self.times += 1
         return False
+
+    def forget(self) -> None:
+        """Count no preemption before now: the process's own threads had its cores meanwhile (a
+        run's kernels, handed their work by this thread and woken beside it), by design."""
+        self.seen, self.looked = self.switches(), self.clock()
 
     def left(self) -> float:
         """Seconds until the current pause ends (0 where none lasts)."""

@@ -15,7 +15,7 @@ import pytest
 
 from simshard.runtime.wire import polling, preemption
 from simshard.runtime.wire.frame_rings import RingReaders
-from simshard.runtime.wire.preemption import BACKOFF_MAX, BACKOFF_MIN, NEVER, WINDOW, StepAside
+from simshard.runtime.wire.preemption import BACKOFF_MAX, BACKOFF_MIN, LOOK_SECONDS, NEVER, WINDOW, StepAside
 
 
 class Scheduler:
@@ -31,7 +31,8 @@ class Scheduler:
         return self.count
 
     def preempt(self, after: float = 0.0) -> None:
-        self.now += after
+        """One preemption, ``after`` seconds on (and the count's reading interval, so it is read)."""
+        self.now += after + LOOK_SECONDS
         self.count += 1
 
 
@@ -128,6 +129,7 @@ def faked(monkeypatch) -> tuple[Scheduler, StepAside]:
 
 def contend(s: Scheduler, aside: StepAside) -> None:
     """Two preemptions in a moment, each seen (as a polling loop's every turn sees them)."""
+    time.sleep(LOOK_SECONDS)
     s.preempt()
     assert aside.may_poll()  # one alone: no pause
     s.preempt()
@@ -164,28 +166,65 @@ def test_a_spinner_stops_turning_while_its_core_is_wanted_and_turns_again_after_
 
 
 def test_a_polling_selector_sleeps_at_once_while_its_core_is_wanted(monkeypatch):
-    """What the wrapped selector asks: a pause begun, the wait's select blocks at once (no spin),
-    where without one it polls for the spin first (``test_busy_poll``)."""
+    """What the wrapped selector asks: once it has seen contention (within ``LOOK_SECONDS``), the
+    wait's select blocks for the rest of the wait, where without it the loop polls for the whole
+    spin first (50 ms here: ``test_busy_poll``)."""
     s, aside = faked(monkeypatch)
     loop = asyncio.new_event_loop()
     original = loop._selector.select
-    asked = []
+    asked = []  # (when, timeout) of each select
 
     def recorded(timeout=None):
-        asked.append(timeout)
+        asked.append((time.monotonic(), timeout))
         return original(timeout)
 
     loop._selector.select = recorded
     try:
         assert polling.busy_poll(loop, 0.05)
-        contend(s, aside)
 
         async def wait():
             asked.clear()
+            contend(s, aside)
+            start = time.monotonic()
             await asyncio.sleep(0.1)
+            return start
 
-        loop.run_until_complete(wait())
-        assert asked[:1] == [0] and asked[1] is not None and asked[1] > 0.05, asked  # one look, then asleep
+        start = loop.run_until_complete(wait())
+        slept = [(when - start, timeout) for when, timeout in asked if timeout != 0]
+        assert slept and slept[0][0] < 0.01 and slept[0][1] > 0.05, asked  # asleep at once, for the rest
+        assert aside.times == 1
     finally:
         polling.busy_poll(loop, 0.0)
+        loop.close()
+
+
+@pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
+def test_preemptions_while_the_processs_kernels_compute_are_no_contention(kind, monkeypatch):
+    """The run's own kernel threads, woken beside the loop's, may preempt it while they compute
+    (the loop does not poll then): forgotten when they are back, so the loop turns on."""
+    from runtime_helpers import new_loop
+
+    s, aside = faked(monkeypatch)
+    loop = new_loop(kind)
+    rings = CountedRings()
+    spinner = polling.Spinner(loop, rings=rings)
+
+    async def run():
+        spinner.hold()
+        await asyncio.sleep(0.002)
+        time.sleep(LOOK_SECONDS)
+        s.preempt()
+        assert aside.may_poll()  # one alone, seen as the kernels go out
+        spinner.pause(True)  # kernels out
+        s.preempt()  # (a second within the window: contention, were it counted)
+        spinner.pause(False)  # back
+        turns = rings.turns
+        await asyncio.sleep(0.005)
+        return rings.turns - turns, aside.times
+
+    try:
+        after, times = loop.run_until_complete(run())
+        assert after > 10 and times == 0, (after, times)
+    finally:
+        spinner.stop()
         loop.close()
