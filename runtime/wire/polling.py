@@ -6,7 +6,9 @@ interrupt between cores, tens of microseconds) and the receiver is scheduled in 
 process of the node has a core of its own, a waiting loop can afford to poll instead: it asks the
 selector without blocking until something is ready or ``SPIN_SECONDS`` have passed, and only then
 sleeps. (MPI libraries do the same, and yield instead when the node is oversubscribed; so does
-this: ``should_spin``.) Nothing else changes: the same events, in the same order.
+this: ``should_spin``; and a polling loop whose core another task wants after all, a job beside
+the mesh, steps aside for a while: ``preemption``.) Nothing else changes: the same events, in the
+same order.
 
 A loop with no selector to wrap (uvloop's, which Ray runs actors on wherever uvloop is installed:
 its polling is libuv's, in C) polls by turns instead (``Spinner``): while a run is in progress one

@@ -11,9 +11,10 @@ last pause within as long again, up to ``BACKOFF_MAX``), sleeping in wait as an 
 and tries again after. Under lasting contention it then polls for one moment a second, which
 costs a preemption's delay (a scheduler slice, a few milliseconds) once a second.
 
-Measured on this 2-core machine with one busy process beside two device processes that polled
-without stepping aside: one message in flight 2.4 to 2.7 ms against 72 to 75 us unpolled
-(docs/performance.md, "2026-11-28, twelfth").
+Measured on a 2-core machine with one busy process beside two device processes, polling forced
+on (``benchmarks/machine_costs.py --polling --beside 1``): one message in flight 2.7 ms without
+stepping aside against 80 us unpolled, 77 to 98 us with it; the pair's Megatron step 14.0 ms
+against 2.6 ms, 1.6 to 2.3 ms with it (docs/performance.md, "2026-11-28, twelfth").
 """
 
 from __future__ import annotations
