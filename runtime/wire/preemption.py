@@ -5,11 +5,12 @@ whole core. That is free where the core would idle, and harmful where another ta
 job beside the mesh, Ray's own processes, the driver on a node whose every core a device process
 holds. The scheduler says which: it preempts a running thread (an *involuntary* context switch,
 ``ru_nivcsw``) only for a task that wants its core, and a thread that polls never gives its
-core up of itself. So a polling thread that finds it has been preempted since it last looked
-stops polling for a while (``BACKOFF_MIN`` seconds, doubled for each preemption that follows the
-last pause within as long again, up to ``BACKOFF_MAX``), sleeping in wait as an unpolled loop does,
-and tries again after. Under lasting contention it then polls for one moment a second, which
-costs a preemption's delay (a scheduler slice, a few milliseconds) once a second.
+core up of itself. So a polling thread that finds it has been preempted twice within ``WINDOW``
+seconds stops polling for a while (``BACKOFF_MIN`` seconds, doubled for each pause that follows
+the last within as long again, up to ``BACKOFF_MAX``), sleeping in wait as an unpolled loop does,
+and tries again after. (One preemption alone is a kernel thread's moment on the core, a few times
+a second even where a core idles.) Under lasting contention it then polls for one moment a
+second, which costs a preemption's delay (a scheduler slice, a few milliseconds) once a second.
 
 Measured on a 2-core machine with one busy process beside two device processes, polling forced
 on (``benchmarks/machine_costs.py --polling --beside 1``): one message in flight 2.7 ms without
@@ -56,10 +57,10 @@ class StepAside:
         self.times = 0  # pauses begun
 
     def may_poll(self) -> bool:
-        """False during a pause, and where the thread has been preempted since it last asked (a
-        pause then begins: doubled where it follows the last within as long again, else the
-        shortest); True otherwise. Reads the count (a system call, about a microsecond) at most
-        every ``LOOK_SECONDS``."""
+        """False during a pause, and where the thread is seen preempted within ``WINDOW`` of the
+        last time it was (a pause then begins: doubled where it follows the last within as long
+        again, else the shortest); True otherwise. Reads the count (a system call, about a
+        microsecond) at most every ``LOOK_SECONDS``."""
         now = self.clock()
         if now < self.until:
             return False

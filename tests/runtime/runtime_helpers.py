@@ -12,6 +12,7 @@ from simshard.runtime.core.collectives import Channel
 from simshard.runtime.local.in_memory import InMemoryTransport
 from simshard.runtime.core.mailbox import Mailbox
 from simshard.runtime.core.transport import Transport
+from simshard.runtime.wire.frame_rings import RingReaders
 
 
 def run_devices(devices, body, timeout=5.0):
@@ -103,6 +104,18 @@ def kill(mesh, device: int, within: float = 30.0) -> None:
 # The event loops Ray may run a device process's actor on: asyncio's own, and uvloop's wherever
 # uvloop is installed (Ray's default then). The wire must work on both.
 EVENT_LOOPS = ("asyncio", "uvloop")
+
+
+class CountedRings(RingReaders):
+    """No rings to read, but each turn of a ``Spinner`` counted (a turn drains its rings)."""
+
+    def __init__(self):
+        super().__init__()
+        self.turns = 0
+
+    def drain(self) -> bool:
+        self.turns += 1
+        return super().drain()
 
 
 # a Ray mesh's processes whose polling never steps aside (``wire/preemption``: the

@@ -13,20 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from simshard.runtime.wire.frame_rings import RingReaders
+import runtime_helpers
 from simshard.runtime.wire.polling import SPIN_SECONDS, answer_spin, busy_poll, should_spin
-
-
-class CountedRings(RingReaders):
-    """No rings to read, but each turn of a spinner counted (a turn drains its rings)."""
-
-    def __init__(self):
-        super().__init__()
-        self.turns = 0
-
-    def drain(self) -> bool:
-        self.turns += 1
-        return super().drain()
 
 
 def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin(never_step_aside):
@@ -134,7 +122,7 @@ def test_a_spinner_polls_a_loop_while_held_and_lets_it_sleep_after(kind, never_s
     a, b = socket.socketpair()
     a.setblocking(False)
     switch = sys.getswitchinterval()
-    rings = CountedRings()
+    rings = runtime_helpers.CountedRings()
     try:
         spinner = Spinner(loop, rings=rings)
 
@@ -176,7 +164,7 @@ def test_a_spinner_lingers_after_a_run_then_sleeps(kind, never_step_aside):
     from simshard.runtime.wire.polling import Spinner
 
     loop = new_loop(kind)
-    rings = CountedRings()
+    rings = runtime_helpers.CountedRings()
     spinner = Spinner(loop, linger=0.15, rings=rings)
 
     async def run():

@@ -14,7 +14,6 @@ import time
 import pytest
 
 from simshard.runtime.wire import polling, preemption
-from simshard.runtime.wire.frame_rings import RingReaders
 from simshard.runtime.wire.preemption import BACKOFF_MAX, BACKOFF_MIN, LOOK_SECONDS, NEVER, WINDOW, StepAside
 
 
@@ -107,24 +106,28 @@ def test_a_thread_that_shares_its_core_with_a_busy_process_counts_its_preemption
         busy.wait()
 
 
-class CountedRings(RingReaders):
-    """No rings to read, but each turn of a spinner counted (a turn drains its rings)."""
-
-    def __init__(self):
-        super().__init__()
-        self.turns = 0
-
-    def drain(self) -> bool:
-        self.turns += 1
-        return super().drain()
-
-
 def faked(monkeypatch) -> tuple[Scheduler, StepAside]:
     """The polling loops' preemptions, moved by the test (real time: the pauses are waited out)."""
     s = Scheduler()
     aside = StepAside(switches=s.switches)
     monkeypatch.setattr(polling, "step_aside", lambda: aside)
     return s, aside
+
+
+def on_a_spinner(kind: str, monkeypatch, body):
+    """``body(scheduler, aside, spinner, rings)`` run on a new loop of ``kind`` with a ``Spinner``
+    whose preemptions the test moves and whose turns it counts; what it returns."""
+    from runtime_helpers import CountedRings, new_loop
+
+    s, aside = faked(monkeypatch)
+    loop = new_loop(kind)
+    rings = CountedRings()
+    spinner = polling.Spinner(loop, rings=rings)
+    try:
+        return loop.run_until_complete(body(s, aside, spinner, rings))
+    finally:
+        spinner.stop()
+        loop.close()
 
 
 def contend(s: Scheduler, aside: StepAside) -> None:
@@ -137,14 +140,7 @@ def contend(s: Scheduler, aside: StepAside) -> None:
 
 @pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
 def test_a_spinner_stops_turning_while_its_core_is_wanted_and_turns_again_after_the_pause(kind, monkeypatch):
-    from runtime_helpers import new_loop
-
-    s, aside = faked(monkeypatch)
-    loop = new_loop(kind)
-    rings = CountedRings()
-    spinner = polling.Spinner(loop, rings=rings)
-
-    async def run():
+    async def run(s, aside, spinner, rings):
         spinner.hold()
         await asyncio.sleep(0.005)
         turning = rings.turns
@@ -154,15 +150,10 @@ def test_a_spinner_stops_turning_while_its_core_is_wanted_and_turns_again_after_
         await asyncio.sleep(BACKOFF_MIN / 2)  # within the pause: not a turn
         within = rings.turns - stopped
         await asyncio.sleep(BACKOFF_MIN)  # the pause over: turning again while the run is held
-        return turning, within, rings.turns - stopped, spinner.aside.times
+        return turning, within, rings.turns - stopped, aside.times, spinner.turning
 
-    try:
-        turning, within, after, times = loop.run_until_complete(run())
-        assert turning > 10 and within == 0 and after > 10 and times == 1, (turning, within, after, times)
-        assert spinner.turning
-    finally:
-        spinner.stop()
-        loop.close()
+    turning, within, after, times, still = on_a_spinner(kind, monkeypatch, run)
+    assert turning > 10 and within == 0 and after > 10 and times == 1 and still, (turning, within, after, times)
 
 
 def test_a_polling_selector_sleeps_at_once_while_its_core_is_wanted(monkeypatch):
@@ -202,14 +193,8 @@ def test_a_polling_selector_sleeps_at_once_while_its_core_is_wanted(monkeypatch)
 def test_preemptions_while_the_processs_kernels_compute_are_no_contention(kind, monkeypatch):
     """The run's own kernel threads, woken beside the loop's, may preempt it while they compute
     (the loop does not poll then): forgotten when they are back, so the loop turns on."""
-    from runtime_helpers import new_loop
 
-    s, aside = faked(monkeypatch)
-    loop = new_loop(kind)
-    rings = CountedRings()
-    spinner = polling.Spinner(loop, rings=rings)
-
-    async def run():
+    async def run(s, aside, spinner, rings):
         spinner.hold()
         await asyncio.sleep(0.002)
         time.sleep(LOOK_SECONDS)
@@ -222,9 +207,5 @@ def test_preemptions_while_the_processs_kernels_compute_are_no_contention(kind, 
         await asyncio.sleep(0.005)
         return rings.turns - turns, aside.times
 
-    try:
-        after, times = loop.run_until_complete(run())
-        assert after > 10 and times == 0, (after, times)
-    finally:
-        spinner.stop()
-        loop.close()
+    after, times = on_a_spinner(kind, monkeypatch, run)
+    assert after > 10 and times == 0, (after, times)
