@@ -98,7 +98,7 @@ def stepped_aside(mesh) -> str:
     import ray
 
     times = sum(ray.get([mesh.call(g[0], "stepped_aside") for g in mesh.groups]))
-    return f" (stepped aside {times} times)" if times else ""
+    return f" (stepped aside {times} times over the mesh's runs)" if times else ""
 
 
 def mlp(x, w1, w2):

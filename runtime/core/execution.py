@@ -52,19 +52,25 @@ class Execution:
     routes: Mapping[str, int] = field(default_factory=dict)
     messages: Mapping[str, int] = field(default_factory=dict)
     control_reason: str | None = None
+    # how often the processes' polling stepped aside during the run, another task wanting their
+    # cores (``wire/preemption``): messages meanwhile paid a wakeup each, as where nothing polls
+    stepped_aside: int = 0
 
     def describe_routes(self) -> str | None:
         """What went where, in words (None on the local backend): the messages between devices per
         route taken (with the device pairs each route joins), then the run calls' route and, where
-        they went as Ray calls, why. A "ray" among the messages' routes is a peer reached by Ray
-        calls; run calls by Ray carry the driver's inputs and answers, never a device's messages."""
+        they went as Ray calls, why; and how often the processes' polling stepped aside, where it
+        did. A "ray" among the messages' routes is a peer reached by Ray calls; run calls by Ray
+        carry the driver's inputs and answers, never a device's messages."""
         if self.data_plane is None:
             return None
         sent = ", ".join(f"{r} {n}" for r, n in sorted(self.messages.items())) or "none"
         pairs = ", ".join(f"{r} {n}" for r, n in sorted(self.routes.items())) or "none"
         calls = (f"the driver's control lines{self._by_ring()}" if self.control_plane == "sockets" else
                  f"Ray actor calls ({self.control_reason})" if self.control_reason else f"{self.control_plane}")
-        return f"messages between devices: {sent} (device pairs: {pairs}); run calls: {calls}"
+        aside = (f"; polling stepped aside {self.stepped_aside} times (another task wanted the cores)"
+                 if self.stepped_aside else "")
+        return f"messages between devices: {sent} (device pairs: {pairs}); run calls: {calls}{aside}"
 
     def _by_ring(self) -> str:
         """How many of the control lines' calls and answers went by ring (``wire/control_line``):

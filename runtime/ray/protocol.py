@@ -71,6 +71,9 @@ class DeviceSummary(NamedTuple):
     undelivered: tuple = ()  # (source, key, note) of messages that arrived and were never received
     taken: tuple = ()  # (route, messages it sent to other devices by that route) pairs: ``RayTransport.taken``
     received: int = 0  # messages it took from other devices (``RayTransport.received``)
+    # how often its process's polling stepped aside during the run (``wire/preemption``; on its
+    # process's first device of the run only, so that the driver's sum counts each process once)
+    stepped_aside: int = 0
 
     @property
     def ok(self) -> bool:

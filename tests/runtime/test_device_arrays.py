@@ -9,7 +9,7 @@ import pytest
 
 import simshard as ss
 from simshard import P
-from simshard.runtime import DeviceArray, LocalMesh
+from simshard.runtime import DeviceArray, ExecutionError, LocalMesh
 from simshard.sharding.layout import layout
 
 from runtime_helpers import kill
@@ -144,3 +144,18 @@ def test_outputs_of_a_process_that_died_after_the_run_are_reported_lost_by_devic
         with pytest.raises(DeviceLostError, match="device 4's Ray actor died after the run") as err:
             res.shards(4)
         assert err.value.device == 4
+        devices.repair()  # the dead process replaced: its outputs are not in the new one
+        with pytest.raises(ExecutionError, match="its device was restarted since their run"):
+            res.shards(4)
+
+
+def test_outputs_read_after_their_mesh_was_closed_are_refused_saying_so(ray_session):
+    """A run's outputs stay on the devices until read; once the mesh is closed (its processes
+    killed) reading them says why there is nothing to read, instead of failing inside the fetch."""
+    from simshard.runtime.ray.driver.mesh import RayMesh
+
+    x = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    with RayMesh(MESH, devices_per_process=4) as devices:
+        res = devices.compile(lambda a: a + 1, x, in_shardings=(P("x", None),))(x)
+    with pytest.raises(ExecutionError, match="the mesh has been closed since their run"):
+        res.shards(0)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from simshard.runtime.wire import polling, preemption
@@ -209,3 +211,38 @@ def test_preemptions_while_the_processs_kernels_compute_are_no_contention(kind, 
 
     after, times = on_a_spinner(kind, monkeypatch, run)
     assert after > 10 and times == 0, (after, times)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs a CPU affinity to share a core (Linux)")
+def test_a_run_whose_processes_stepped_aside_says_so_and_keeps_its_bits(ray_session):
+    """Two polling device processes pinned to one core with a busy process: each is preempted
+    every scheduler slice while it polls, steps aside, and the run says so (``Execution``, its
+    routes in words); its bits are the local backend's all the same."""
+    from simshard.runtime import run_local
+    from simshard.runtime.ray.driver.mesh import RayMesh
+    from simshard.spmd import CollectivePermute, Schedule, SpmdProgram
+
+    from runtime_helpers import bits
+
+    ids, hops = (0, 1), 300
+    spmd = SpmdProgram(None, tuple(Schedule(d, (0,), tuple(
+        CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=((k % 2, 1 - k % 2),), shape=(4,),
+                          dtype="float32", axes=("x",)) for k in range(hops)), (hops,)) for d in ids), (), ())
+    inputs = {d: [np.arange(4, dtype=np.float32) * (d + 1)] for d in ids}
+    core = min(os.sched_getaffinity(0))
+    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+    try:
+        with RayMesh(devices=ids, devices_per_process=1, busy_poll=True) as mesh:
+            for d in ids:
+                os.sched_setaffinity(mesh.pid(d), {core})
+            runs = [mesh.run_spmd(spmd, inputs) for _ in range(3)]
+            got = [{d: bits(r.outputs[d][0]) for d in ids} for r in runs]  # (read while the mesh holds them)
+    finally:
+        busy.kill()
+        busy.wait()
+    local = run_local(spmd, inputs)
+    assert all(g == {d: bits(local.outputs[d][0]) for d in ids} for g in got)
+    aside = [r for r in runs if r.stepped_aside]
+    assert aside, [r.describe_routes() for r in runs]
+    assert all(re.search(rf"; polling stepped aside {r.stepped_aside} times \(another task wanted the cores\)$",
+                         r.describe_routes()) for r in aside), [r.describe_routes() for r in aside]

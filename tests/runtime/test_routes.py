@@ -129,7 +129,9 @@ def test_large_inputs_send_the_run_calls_by_ray_and_the_messages_still_by_socket
                 sent = sum(1 for t in local.transfers.rows if t[2] == "sent" and t[0] != t[1])
                 assert (res.control_plane, res.control_reason) == (plane, reason), rows
                 assert res.routes == {"unix": 2} and res.messages == {"unix": sent} and sent > 0, res.messages
-                said = res.describe_routes()
+                # (where the processes poll, another task may have had them step aside: said last)
+                said = re.sub(r"; polling stepped aside \d+ times \(another task wanted the cores\)$", "",
+                              res.describe_routes())
                 assert said.startswith(f"messages between devices: unix {sent} (device pairs: unix 2); run calls: ")
                 if reason:
                     assert said.endswith(f"Ray actor calls ({reason})"), said

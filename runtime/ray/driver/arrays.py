@@ -11,6 +11,7 @@ import numpy as np
 
 from ...wire import control_line
 from ...wire.control_line import OutcomeKind, Request
+from ...errors import ExecutionError
 from ..start import import_ray
 from .held import Held, outputs_lost
 from .probe import await_calls, not_answering, silent
@@ -64,6 +65,13 @@ class HeldArrays:
         by_host: dict[Any, list[int]] = {}
         for i, h in enumerate(handles):
             by_host.setdefault(h.host, []).append(i)
+        gone = set(by_host) - set(self.mesh.actors.values())
+        if gone:  # its process was killed by the driver itself: nothing to fetch from
+            raise ExecutionError(
+                "the arrays asked for were kept by a device process this RayMesh no longer has: "
+                + ("the mesh has been closed since their run (read a run's outputs before closing its mesh, "
+                   "or fetch them to the driver first)" if not self.mesh.actors else
+                   "its device was restarted since their run (RayMesh.repair, retries=): run the program again"))
         self.mesh.calls["fetch"] += len(by_host)  # one per host process, counted apart from the runs' calls
         ids = {host: [handles[i].id for i in idx] for host, idx in by_host.items()}
         got = self.fetch_on_lines(ids)

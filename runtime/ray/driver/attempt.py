@@ -145,7 +145,8 @@ class RunAttempt:
             timeline=Timeline({d: summaries[d].timeline for d in spmd.devices}, spmd.schedule),
             data_plane=mesh.data_plane, control_plane=self.route.name,
             routes=self._routes(),
-            messages=messages_taken(summaries[d].taken for d in spmd.devices), **run,
+            messages=messages_taken(summaries[d].taken for d in spmd.devices),
+            stepped_aside=sum(summaries[d].stepped_aside for d in spmd.devices), **run,
         )
 
     def _routes(self) -> dict[str, int]:

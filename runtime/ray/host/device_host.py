@@ -110,9 +110,15 @@ class DeviceHost:
     async def stepped_aside(self, device: int | None = None) -> int:
         """How often this process's polling loop has stopped polling for a while because another
         task wanted its core (``wire/preemption``): asked on the loop's thread, whose count it is."""
+        return self.step_aside().times
+
+    @staticmethod
+    def step_aside():
+        """The calling thread's record of its preemptions (``wire/preemption.step_aside``): the
+        loop's, called on it."""
         from ...wire.preemption import step_aside  # after bootstrap (see __init__)
 
-        return step_aside().times
+        return step_aside()
 
     def node_id(self, device: int | None = None) -> str:
         return import_ray().get_runtime_context().get_node_id()
@@ -279,7 +285,8 @@ class DeviceHost:
         plan = RunPlan.of(plan)
         if plan.released:
             await self.release(plan.released)
-        spinner = self.spinner
+        spinner, aside = self.spinner, self.step_aside()
+        paused = aside.times
         if spinner is not None:  # the loop polls while the run is in progress
             spinner.hold()
         try:
@@ -287,6 +294,9 @@ class DeviceHost:
         finally:
             if spinner is not None:
                 spinner.release()
+        if aside.times != paused:  # (rare: the summary remade only then)
+            first = next(iter(summaries))
+            summaries[first] = summaries[first]._replace(stepped_aside=aside.times - paused)
         wire = {d: s.to_wire(tuple(self._hold(o) for o in s.outputs)) if s.ok else s.to_wire()
                 for d, s in summaries.items()}
         try:
