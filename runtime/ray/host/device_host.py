@@ -286,7 +286,7 @@ class DeviceHost:
         if plan.released:
             await self.release(plan.released)
         spinner, aside = self.spinner, self.step_aside()
-        paused = aside.times
+        pauses = aside.times  # (how often the loop stepped aside before this run)
         if spinner is not None:  # the loop polls while the run is in progress
             spinner.hold()
         try:
@@ -294,9 +294,9 @@ class DeviceHost:
         finally:
             if spinner is not None:
                 spinner.release()
-        if aside.times != paused:  # (rare: the summary remade only then)
+        if aside.times != pauses:  # (rare: the summary remade only then)
             first = next(iter(summaries))
-            summaries[first] = summaries[first]._replace(stepped_aside=aside.times - paused)
+            summaries[first] = summaries[first]._replace(stepped_aside=aside.times - pauses)
         wire = {d: s.to_wire(tuple(self._hold(o) for o in s.outputs)) if s.ok else s.to_wire()
                 for d, s in summaries.items()}
         try:
