@@ -224,7 +224,7 @@ def test_a_run_whose_processes_stepped_aside_says_so_and_keeps_its_bits(ray_sess
 
     from runtime_helpers import bits
 
-    ids, hops = (0, 1), 300
+    ids, hops = (0, 1), 100
     spmd = SpmdProgram(None, tuple(Schedule(d, (0,), tuple(
         CollectivePermute(k + 1, f"%{k} permute", src=k, dst=k + 1, pairs=((k % 2, 1 - k % 2),), shape=(4,),
                           dtype="float32", axes=("x",)) for k in range(hops)), (hops,)) for d in ids), (), ())
@@ -235,8 +235,10 @@ def test_a_run_whose_processes_stepped_aside_says_so_and_keeps_its_bits(ray_sess
         with RayMesh(devices=ids, devices_per_process=1, busy_poll=True) as mesh:
             for d in ids:
                 os.sched_setaffinity(mesh.pid(d), {core})
-            runs = [mesh.run_spmd(spmd, inputs) for _ in range(3)]
-            got = [{d: bits(r.outputs[d][0]) for d in ids} for r in runs]  # (read while the mesh holds them)
+            runs, got = [], []
+            while len(runs) < 5 and not any(r.stepped_aside for r in runs):  # (the first nearly always does)
+                runs.append(mesh.run_spmd(spmd, inputs))
+                got.append({d: bits(runs[-1].outputs[d][0]) for d in ids})  # (read while the mesh holds them)
     finally:
         busy.kill()
         busy.wait()
