@@ -49,7 +49,7 @@ class StepAside:
 
     def __init__(self, clock=time.monotonic, switches=involuntary_switches):
         self.clock, self.switches = clock, switches
-        self.seen = switches()  # the count when last looked at
+        self.seen: int | None = switches()  # the count when last looked at (None: take the next as it is)
         self.until = 0.0  # (clock) when the current pause ends
         self.last = -WINDOW  # (clock) when a preemption was last seen
         self.looked = -LOOK_SECONDS  # (clock) when the count was last read
@@ -70,7 +70,9 @@ class StepAside:
         count = self.switches()
         if count == self.seen:
             return True
-        self.seen = count
+        seen, self.seen = self.seen, count
+        if seen is None:  # (``forget``: counted from here)
+            return True
         last, self.last = self.last, now
         if now - last > WINDOW:  # a lone preemption: a kernel thread's moment on this core, say
             return True
@@ -81,8 +83,9 @@ class StepAside:
 
     def forget(self) -> None:
         """Count no preemption before now: the process's own threads had its cores meanwhile (a
-        run's kernels, handed their work by this thread and woken beside it), by design."""
-        self.seen, self.looked = self.switches(), self.clock()
+        run's kernels, handed their work by this thread and woken beside it), by design. The count
+        is taken as it is at the next look (no system call here: this is on each kernel's return)."""
+        self.seen = None
 
     def left(self) -> float:
         """Seconds until the current pause ends (0 where none lasts)."""

@@ -65,12 +65,13 @@ class HeldArrays:
         by_host: dict[Any, list[int]] = {}
         for i, h in enumerate(handles):
             by_host.setdefault(h.host, []).append(i)
-        gone = set(by_host) - set(self.mesh.actors.values())
+        actors = self.mesh.actors
+        gone = set(by_host) - {actors[g[0]] for g in self.mesh.groups if g[0] in actors}  # (a handle per process)
         if gone:  # its process was killed by the driver itself: nothing to fetch from
             raise ExecutionError(
                 "the arrays asked for were kept by a device process this RayMesh no longer has: "
                 + ("the mesh has been closed since their run (read a run's outputs before closing its mesh, "
-                   "or fetch them to the driver first)" if not self.mesh.actors else
+                   "or fetch them to the driver first)" if not actors else
                    "its device was restarted since their run (RayMesh.repair, retries=): run the program again"))
         self.mesh.calls["fetch"] += len(by_host)  # one per host process, counted apart from the runs' calls
         ids = {host: [handles[i].id for i in idx] for host, idx in by_host.items()}

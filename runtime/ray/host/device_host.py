@@ -49,6 +49,7 @@ class DeviceHost:
         from simshard.ops.threads import pin_one_blas_thread  # after bootstrap (see __init__)
 
         from ...core.kernel_threads import KernelThreads
+        from ...wire.preemption import NEVER
         from .device import HostedDevice
 
         pin_one_blas_thread()  # as the local backend runs its kernels: the same bits on either
@@ -60,6 +61,9 @@ class DeviceHost:
         self.connections: dict[str, Any] = {}  # peer process address -> Connection
         self.spinner = None  # polls the loop during runs where it has no selector (``_poll``)
         self.polling = "off"  # how the loop waits for messages (``_poll``)
+        # the loop's thread's record of its preemptions (``wire/preemption``), taken on that thread
+        # by ``_poll``; until then one that never moves
+        self.aside = NEVER
         if len(self.devices) > 1:  # its devices compute at once, a thread each, as processes of their own would
             kernels = KernelThreads(len(self.devices), on_busy=lambda: self._poll_while_computing(False),
                                     on_idle=lambda: self._poll_while_computing(True))
@@ -107,18 +111,10 @@ class DeviceHost:
         data plane, or a socket that would not open)."""
         return {p: route(peer) for p, peer in self.devices[device].peers.items()}
 
-    async def stepped_aside(self, device: int | None = None) -> int:
+    def stepped_aside(self, device: int | None = None) -> int:
         """How often this process's polling loop has stopped polling for a while because another
-        task wanted its core (``wire/preemption``): asked on the loop's thread, whose count it is."""
-        return self.step_aside().times
-
-    @staticmethod
-    def step_aside():
-        """The calling thread's record of its preemptions (``wire/preemption.step_aside``): the
-        loop's, called on it."""
-        from ...wire.preemption import step_aside  # after bootstrap (see __init__)
-
-        return step_aside()
+        task wanted its core (``wire/preemption``)."""
+        return self.aside.times
 
     def node_id(self, device: int | None = None) -> str:
         return import_ray().get_runtime_context().get_node_id()
@@ -224,8 +220,10 @@ class DeviceHost:
         (its selector wrapped: asyncio's loop), "turns" (a loop with none: uvloop's, polled by a
         callback during runs: ``Spinner``) or "off"."""
         from ...wire.polling import SPIN_SECONDS, Spinner, busy_poll  # after bootstrap (see __init__)
+        from ...wire.preemption import step_aside
 
         loop = asyncio.get_running_loop()
+        self.aside = step_aside()  # (this, the loop's thread)
         if self.spinner is not None:
             self.spinner.stop()
         self.spinner = None
@@ -285,7 +283,7 @@ class DeviceHost:
         plan = RunPlan.of(plan)
         if plan.released:
             await self.release(plan.released)
-        spinner, aside = self.spinner, self.step_aside()
+        spinner, aside = self.spinner, self.aside
         pauses = aside.times  # (how often the loop stepped aside before this run)
         if spinner is not None:  # the loop polls while the run is in progress
             spinner.hold()
