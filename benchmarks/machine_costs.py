@@ -112,9 +112,10 @@ def costs() -> dict:
     return out
 
 
-def polling_ab(rounds: int = 2, beside: int = 0) -> list[str]:
-    """simshard's hop, the MLP pair step (64x256x512, 2 processes) and the Megatron MLP step of
-    the peers' goal (128x256x1024 on 2x4, a process per device), polling forced on and off,
+def polling_ab(rounds: int = 3, beside: int = 0) -> list[str]:
+    """simshard's hop, the MLP pair step (64x256x512, 2 processes) and the Megatron MLP steps of
+    the peers' goals (128x256x1024 and 512x1024x4096 on 2x4, this machine's devices per process:
+    ``auto_per_process``, the default the peers' rows measure), polling forced on and off,
     alternated ``rounds`` times; the best of each, and how often the polling processes stepped
     aside (``wire/preemption``). ``beside``: that many busy processes (a Python loop each) run
     beside the mesh throughout, as another job on the machine would."""
@@ -128,11 +129,13 @@ def polling_ab(rounds: int = 2, beside: int = 0) -> list[str]:
         for _ in range(rounds):
             for poll in (True, False):
                 pair = peers.simshard_mlp(64, 256, 512, "ray", mesh_shape=(1, 2), per_process=1, busy_poll=poll)
-                goal = peers.simshard_mlp(128, 256, 1024, "ray", per_process=1, busy_poll=poll)
+                small = peers.simshard_mlp(128, 256, 1024, "ray", busy_poll=poll)
+                large = peers.simshard_mlp(512, 1024, 4096, "ray", busy_poll=poll)
                 got = {"one message in flight": (peers.simshard_message_hop("ray", 1, busy_poll=poll),
                                                  peers.USED.get((2, 1))),
                        "MLP 64x256x512 pair step": (pair["resident"], pair["used"]),
-                       "MLP 128x256x1024 2x4 step": (goal["resident"], goal["used"])}
+                       "MLP 128x256x1024 2x4 step": (small["resident"], small["used"]),
+                       "MLP 512x1024x4096 2x4 step": (large["resident"], large["used"])}
                 for key, (v, how) in got.items():
                     best[(key, poll)] = min(best.get((key, poll), float("inf")), v)
                     if poll:

@@ -319,7 +319,7 @@ class Waiter:
     def wait(self, pending: Sequence[ControlLine], timeout: float | None) -> list[ControlLine]:
         """The lines of ``pending`` whose answer has come, or that broke, waiting up to ``timeout``
         seconds (None: for ever) for at least one. Answers to other calls are read and dropped."""
-        tag, rings, may_poll = self.tag, self.rings, step_aside().may_poll
+        tag, rings, aside = self.tag, self.rings, step_aside()
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         spin_until = now + self.spin
@@ -335,14 +335,17 @@ class Waiter:
             left = None if deadline is None else deadline - now
             if left is not None and left <= 0:
                 return []
-            if now < spin_until and may_poll():  # (not while another task wants the core: ``preemption``)
+            if now < spin_until and aside.may_poll():  # (not while another task wants the core: ``preemption``)
                 wait_ms = 0
             elif rings.awake and rings.sleep():  # an answer came by ring as it was about to sleep
                 _drop_stale(self.lines, tag)
                 continue
             else:
                 wait_ms = None if left is None else left * 1e3
-            for fd, _ in self.poll.poll(wait_ms):
+            polled = self.poll.poll(wait_ms)
+            if wait_ms != 0:
+                aside.slept()  # (its wake-up's delay is no contention: ``preemption``)
+            for fd, _ in polled:
                 ln = self.by_fd[fd]
                 ln.read()
                 if ln.failed is not None:

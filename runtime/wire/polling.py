@@ -48,14 +48,22 @@ def cores() -> int:
 
 
 def should_spin(processes_here: int) -> bool:
-    """Poll only while each of the node's ``processes_here`` device processes has a core of its
-    own and one core is left over: on a shared core a polling process takes the time its
-    neighbour needs to send, and the driver (or, on a node without it, Ray's own processes, which
-    carry its calls) must run at every step without waiting for the scheduler to preempt a
-    spinning process (up to a few milliseconds: the scheduler's wakeup granularity). Measured on
-    this 2-core machine, 2 device processes of one device each and the driver, loaded by other
-    jobs, a Megatron MLP step interleaved with and without polling: median 10.6 ms polling, 2.8 ms
-    not (docs/performance.md)."""
+    """Whether a device process polls for its messages: where each of the node's
+    ``processes_here`` device processes has a core of its own. On a shared core a polling process
+    takes the time its neighbour needs to send; on its own core it takes only what would idle, and
+    where another task wants the core after all (the driver, Ray's processes, a job beside the
+    mesh) it steps aside (``preemption``). Measured on this 2-core machine, 2 device processes:
+    one message in flight 43-45 us polling against 112-129 us not (docs/performance.md,
+    "2026-11-28, thirteenth")."""
+    return processes_here <= cores()
+
+
+def driver_should_spin(processes_here: int) -> bool:
+    """Whether the driver polls for its answers: only where a core is left over beside the
+    node's ``processes_here`` device processes, so that it never takes the core of a device that
+    polls (measured on this 2-core machine, 2 device processes of one device each and the driver
+    polling too, loaded by other jobs, a Megatron MLP step: median 10.6 ms polling, 2.8 ms not,
+    docs/performance.md, seventh session)."""
     return processes_here < cores()
 
 
@@ -87,7 +95,8 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float, rings: RingReaders |
         sys.setswitchinterval(_SWITCH)
         return True
     sys.setswitchinterval(min(_SWITCH, SWITCH_SECONDS))
-    clock, look, may_poll = time.monotonic, rings.drain, step_aside().may_poll  # (the loop's thread's)
+    aside = step_aside()  # (the loop's thread's)
+    clock, look, may_poll = time.monotonic, rings.drain, aside.may_poll
 
     def polling(timeout: float | None = None):
         rings.wake()
@@ -102,7 +111,9 @@ def busy_poll(loop: asyncio.AbstractEventLoop, spin: float, rings: RingReaders |
                 return events
         if rings.sleep():  # a frame came as it was about to sleep
             return []
-        return select(None if timeout is None else max(0.0, timeout - (clock() - start)))
+        events = select(None if timeout is None else max(0.0, timeout - (clock() - start)))
+        aside.slept()
+        return events
 
     polling.sleeping = select
     selector.select = polling  # the loop calls self._selector.select(timeout) on every turn
@@ -191,6 +202,7 @@ class Spinner:
     def _start(self) -> None:
         if not self.turning and self.polling():
             self.turning = True
+            self.aside.slept()  # (the loop slept until now)
             self.rings.wake()
             self.loop.call_soon(self._turn)
 

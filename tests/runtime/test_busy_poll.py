@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import runtime_helpers
-from simshard.runtime.wire.polling import SPIN_SECONDS, answer_spin, busy_poll, should_spin
+from simshard.runtime.wire.polling import SPIN_SECONDS, answer_spin, busy_poll, driver_should_spin, should_spin
 
 
 def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin(never_step_aside):
@@ -61,9 +61,10 @@ def test_a_polling_loop_sees_each_event_and_sleeps_after_its_spin(never_step_asi
         loop.close()
 
 
-def test_polling_only_with_a_core_per_process_and_one_for_the_driver():
+def test_device_processes_poll_with_a_core_each_and_the_driver_only_with_one_left_over():
     cores = len(os.sched_getaffinity(0))
-    assert should_spin(cores - 1) and not should_spin(cores) and not should_spin(cores + 1)
+    assert should_spin(cores - 1) and should_spin(cores) and not should_spin(cores + 1)
+    assert driver_should_spin(cores - 1) and not driver_should_spin(cores) and not driver_should_spin(cores + 1)
 
 
 def test_a_loop_without_a_selector_is_left_alone():
@@ -87,7 +88,8 @@ def test_a_ray_mesh_polls_as_told_or_where_the_node_has_the_cores(ray_session, p
         remote = devices.run_spmd(spmd, inputs)
         expected = should_spin(2) if poll is None else poll  # 2 processes on this node
         assert [devices.polls(d) for d in spmd.devices] == [expected] * 8
-        assert devices.driver_spin == (SPIN_SECONDS if expected else 0.0)  # the driver polls for answers likewise
+        # the driver polls for answers where its devices do and a core is left over for it
+        assert devices.driver_spin == (SPIN_SECONDS if expected and driver_should_spin(2) else 0.0)
         # how often each process's loop stepped aside for another task (``wire/preemption``), asked on it
         assert all(ray_session.get(devices.call(d, "stepped_aside")) >= 0 for d in (0, 4))
         key = next(iter(devices.run_seconds))  # run_spmd's program, timed as it ran

@@ -1,6 +1,7 @@
 """Polling that steps aside when another task wants its core (``runtime/wire/preemption.py``): the
-record of a thread's preemptions and its pauses, the scheduler's count it reads, and the two
-polling loops (a wrapped selector's, a ``Spinner``'s) stopping for a pause and polling again after."""
+record of a thread's waits for its core and its pauses, the scheduler's statistics it reads, and
+the two polling loops (a wrapped selector's, a ``Spinner``'s) stopping for a pause and polling
+again after."""
 
 from __future__ import annotations
 
@@ -16,62 +17,100 @@ import numpy as np
 import pytest
 
 from simshard.runtime.wire import polling, preemption
-from simshard.runtime.wire.preemption import BACKOFF_MAX, BACKOFF_MIN, LOOK_SECONDS, NEVER, WINDOW, StepAside
+from simshard.runtime.wire.preemption import (BACKOFF_MAX, BACKOFF_MIN, LOOK_SECONDS, NEVER, PREEMPTION_SECONDS,
+                                              WAITED_LIMIT, WINDOW, StepAside)
 
 
 class Scheduler:
-    """A fake clock and count of involuntary switches, moved by the test."""
+    """A fake clock and a thread's time waited for its core, moved by the test."""
 
     def __init__(self):
-        self.now, self.count = 100.0, 0
+        self.now, self.total = 100.0, 0.0
 
     def clock(self) -> float:
         return self.now
 
-    def switches(self) -> int:
-        return self.count
+    def waited(self) -> float:
+        return self.total
 
-    def preempt(self, after: float = 0.0) -> None:
-        """One preemption, ``after`` seconds on (and the count's reading interval, so it is read)."""
+    def wait(self, seconds: float, after: float = 0.0) -> None:
+        """The thread kept off its core ``seconds``, ``after`` seconds on (and the reading
+        interval, so the next look reads it)."""
         self.now += after + LOOK_SECONDS
-        self.count += 1
+        self.total += seconds
 
 
-def test_a_lone_preemption_is_no_contention_and_two_close_together_are():
+def test_moments_off_the_core_are_no_contention_and_a_slice_is():
     s = Scheduler()
-    aside = StepAside(s.clock, s.switches)
+    aside = StepAside(s.clock, s.waited)
     assert aside.may_poll() and aside.may_poll()
-    s.preempt(after=1.0)  # a kernel thread's moment on the core
+    for _ in range(5):  # another thread's moments on the core (Ray's, a kernel worker's)
+        s.wait(WAITED_LIMIT / 10, after=WINDOW / 10)
+        assert aside.may_poll()
+    assert aside.times == 0
+    s.wait(WAITED_LIMIT / 2, after=WINDOW * 2)  # long after: the moments before are out of the window
     assert aside.may_poll() and aside.times == 0
-    s.preempt(after=WINDOW * 2)  # another, long after: still alone
-    assert aside.may_poll() and aside.times == 0
-    s.preempt(after=WINDOW / 2)  # a second within the window: another task wants the core
+    s.wait(WAITED_LIMIT / 2, after=WINDOW / 4)  # within the window, the limit reached: a task wants the core
     assert not aside.may_poll()
     assert aside.times == 1 and aside.pause == BACKOFF_MIN and aside.left() == pytest.approx(BACKOFF_MIN)
     s.now += BACKOFF_MIN / 2
     assert not aside.may_poll() and aside.left() == pytest.approx(BACKOFF_MIN / 2)  # the pause lasts
     s.now = aside.until
     assert aside.may_poll() and aside.left() == 0.0  # over, and nobody took the core meanwhile
+    s.wait(WAITED_LIMIT * 2, after=WINDOW / 2)  # a busy task's whole slice at once
+    assert not aside.may_poll() and aside.times == 2
 
 
 def test_pauses_double_while_contention_lasts_up_to_the_longest_and_start_short_again():
     s = Scheduler()
-    aside = StepAside(s.clock, s.switches)
+    aside = StepAside(s.clock, s.waited)
     pauses = []
-    for _ in range(10):  # each time the pause ends, the core is taken again at once, twice
-        s.preempt()
+    for _ in range(10):  # each time the pause ends, the core is taken again at once
         aside.may_poll()
-        s.preempt(after=WINDOW / 10)
+        s.wait(WAITED_LIMIT)
         assert not aside.may_poll()
         pauses.append(aside.pause)
         s.now = aside.until
     assert pauses[:3] == [BACKOFF_MIN, 2 * BACKOFF_MIN, 4 * BACKOFF_MIN]
     assert pauses[-1] == BACKOFF_MAX and max(pauses) == BACKOFF_MAX
     s.now += 2 * BACKOFF_MAX + 1.0  # quiet for longer than the last pause: contention over
-    s.preempt()
     aside.may_poll()
-    s.preempt(after=WINDOW / 10)
+    s.wait(WAITED_LIMIT)
     assert not aside.may_poll() and aside.pause == BACKOFF_MIN
+
+
+def test_the_delay_of_waking_from_a_sleep_is_not_counted():
+    """A thread that slept in wait (between runs, through a pause, while its kernels computed)
+    waits for a core as it wakes: the scheduler's delay, and on a virtual machine the idle core's
+    own wake-up (milliseconds when the host is busy). Not polling's: not contention."""
+    s = Scheduler()
+    aside = StepAside(s.clock, s.waited)
+    aside.may_poll()
+    aside.slept()
+    s.wait(WAITED_LIMIT * 5)  # woken late
+    assert aside.may_poll() and aside.times == 0  # the wake-up's delay: taken as it is
+    s.wait(WAITED_LIMIT * 2)  # then kept off its core while it polls
+    assert not aside.may_poll() and aside.times == 1
+    s.wait(WAITED_LIMIT * 5, after=aside.left())  # woken from the pause's sleep, late
+    assert aside.may_poll() and aside.times == 1
+    s.wait(WAITED_LIMIT / 2)
+    aside.forget()  # the run's kernels had the cores: nothing before counts
+    s.wait(WAITED_LIMIT * 3)
+    assert aside.may_poll()
+    s.wait(WAITED_LIMIT / 2, after=WINDOW / 10)
+    assert aside.may_poll() and aside.times == 1
+
+
+def test_where_only_preemptions_are_counted_two_close_together_are_contention(monkeypatch):
+    count = [0]
+    monkeypatch.setattr(preemption, "involuntary_switches", lambda: count[0])
+    s = Scheduler()
+    aside = StepAside(s.clock, preemption.preemptions_waited)
+    assert PREEMPTION_SECONDS * 2 >= WAITED_LIMIT > PREEMPTION_SECONDS
+    for after, poll in ((1.0, True), (WINDOW * 2, True), (WINDOW / 2, False)):  # alone, alone, a second close by
+        s.now += after + LOOK_SECONDS
+        count[0] += 1
+        assert aside.may_poll() is poll
 
 
 def test_the_environment_can_keep_polling_from_stepping_aside(monkeypatch):
@@ -89,19 +128,21 @@ def test_the_environment_can_keep_polling_from_stepping_aside(monkeypatch):
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs a CPU affinity to share a core (Linux)")
-def test_a_thread_that_shares_its_core_with_a_busy_process_counts_its_preemptions():
-    """The count read is the scheduler's: this thread and a busy process on one core, both
-    running, and the thread is preempted (every few milliseconds: the scheduler's slice)."""
+def test_a_thread_that_shares_its_core_with_a_busy_process_is_seen_to_wait_for_it():
+    """The time read is the scheduler's: this thread polling and a busy process on one core, and
+    within a few windows the thread has waited past the limit in one of them (the busy process's
+    slices), and steps aside."""
     core = min(os.sched_getaffinity(0))
     mask = os.sched_getaffinity(0)
     busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
     try:
         os.sched_setaffinity(0, {core})
         time.sleep(0.2)  # (the busy process pinned and running)
-        before, until = preemption.involuntary_switches(), time.monotonic() + 0.5
-        while time.monotonic() < until:
+        aside, waited = StepAside(), preemption.run_delay_reader()
+        before, until = waited(), time.monotonic() + 0.5
+        while time.monotonic() < until and aside.may_poll():
             pass
-        assert preemption.involuntary_switches() > before
+        assert waited() - before >= WAITED_LIMIT and aside.times == 1
     finally:
         os.sched_setaffinity(0, mask)
         busy.kill()
@@ -109,16 +150,17 @@ def test_a_thread_that_shares_its_core_with_a_busy_process_counts_its_preemption
 
 
 def faked(monkeypatch) -> tuple[Scheduler, StepAside]:
-    """The polling loops' preemptions, moved by the test (real time: the pauses are waited out)."""
+    """The polling loops' time waited for a core, moved by the test (real time: the pauses are
+    waited out)."""
     s = Scheduler()
-    aside = StepAside(switches=s.switches)
+    aside = StepAside(waited=s.waited)
     monkeypatch.setattr(polling, "step_aside", lambda: aside)
     return s, aside
 
 
 def on_a_spinner(kind: str, monkeypatch, body):
     """``body(scheduler, aside, spinner, rings)`` run on a new loop of ``kind`` with a ``Spinner``
-    whose preemptions the test moves and whose turns it counts; what it returns."""
+    whose time waited the test moves and whose turns it counts; what it returns."""
     from runtime_helpers import CountedRings, new_loop
 
     s, aside = faked(monkeypatch)
@@ -133,11 +175,12 @@ def on_a_spinner(kind: str, monkeypatch, body):
 
 
 def contend(s: Scheduler, aside: StepAside) -> None:
-    """Two preemptions in a moment, each seen (as a polling loop's every turn sees them)."""
+    """A moment off the core, seen (as a polling loop's every turn sees it), then a slice."""
     time.sleep(LOOK_SECONDS)
-    s.preempt()
-    assert aside.may_poll()  # one alone: no pause
-    s.preempt()
+    s.total += WAITED_LIMIT / 4
+    assert aside.may_poll()  # a moment: no pause
+    time.sleep(LOOK_SECONDS)
+    s.total += WAITED_LIMIT
 
 
 @pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
@@ -192,18 +235,18 @@ def test_a_polling_selector_sleeps_at_once_while_its_core_is_wanted(monkeypatch)
 
 
 @pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
-def test_preemptions_while_the_processs_kernels_compute_are_no_contention(kind, monkeypatch):
-    """The run's own kernel threads, woken beside the loop's, may preempt it while they compute
-    (the loop does not poll then): forgotten when they are back, so the loop turns on."""
+def test_waits_while_the_processs_kernels_compute_are_no_contention(kind, monkeypatch):
+    """The run's own kernel threads, woken beside the loop's, may keep it off its core while they
+    compute (the loop does not poll then): forgotten when they are back, so the loop turns on."""
 
     async def run(s, aside, spinner, rings):
         spinner.hold()
         await asyncio.sleep(0.002)
         time.sleep(LOOK_SECONDS)
-        s.preempt()
-        assert aside.may_poll()  # one alone, seen as the kernels go out
+        s.total += WAITED_LIMIT / 2
+        assert aside.may_poll()  # a moment, seen as the kernels go out
         spinner.pause(True)  # kernels out
-        s.preempt()  # (a second within the window: contention, were it counted)
+        s.total += WAITED_LIMIT  # (past the limit within the window: contention, were it counted)
         spinner.pause(False)  # back
         turns = rings.turns
         await asyncio.sleep(0.005)

@@ -38,7 +38,7 @@ from simshard.report.memory import capacity_of
 from ...core.collectives import check_algorithm
 from ...errors import DeviceLostError
 from ...calls.compiled import Compiled, compile_on, put as put_arrays
-from ...wire.polling import SPIN_SECONDS, answer_spin
+from ...wire.polling import SPIN_SECONDS, answer_spin, driver_should_spin
 from ...wire.shared_memory import remove_orphans, remove_shared, shared_memory_prefix
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
@@ -208,11 +208,11 @@ class RayMesh:
         """Tell every host process where every device is: its handle and, on the sockets data plane,
         the socket address of its process (``new_groups`` have just started and open theirs)."""
         ray = import_ray()
+        here = ray.get_runtime_context().get_node_id()  # (the driver's node)
         if self.data_plane == "sockets":
             got = ray.get([self.actors[g[0]].listen.remote(self.secret) for g in new_groups], timeout=timeout)
             self.calls["remote"] += len(new_groups)
             self.calls["get"] += 1
-            here = ray.get_runtime_context().get_node_id()
             for g, where in zip(new_groups, got):
                 self.sockets.update((d, tuple(where[:3])) for d in g)
                 self.lines.open(g, where[3] if where[0] == here else None, timeout)
@@ -220,7 +220,9 @@ class RayMesh:
         answers = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self.secret, self.busy_poll)
                            for g in self.groups], timeout=timeout)
         self._processes, self.peer_routes = heard(self.groups, answers)  # (warns of a peer reached by Ray calls)
-        self._spin = SPIN_SECONDS if any(c.polls for c in self._processes.values()) else 0.0
+        processes_here = len({w[1] for w in self.sockets.values() if w[0] == here})  # (on the driver's node)
+        polls = any(c.polls for c in self._processes.values())
+        self._spin = SPIN_SECONDS if polls and driver_should_spin(processes_here) else 0.0
         self.routes_among = {}  # devices -> routes_used(peer_routes, devices), made once per set of devices
         self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1
@@ -274,8 +276,8 @@ class RayMesh:
     @property
     def driver_spin(self) -> float:
         """Seconds the driver polls for each answer of a run before it sleeps, at least:
-        ``SPIN_SECONDS`` where its device processes poll (``polling.should_spin`` let them only
-        where a core is left over, the driver's), else 0. An answer that comes within it costs no
+        ``SPIN_SECONDS`` where its device processes poll and a core is left over beside those of
+        its node (``polling.driver_should_spin``), else 0. An answer that comes within it costs no
         wakeup; ``answer_spin`` stretches it to cover a program's runs, within a bound that keeps
         the driver's other threads (a user's data loader) waiting for the interpreter lock no
         longer than its switch interval would anyway."""
