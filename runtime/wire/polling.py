@@ -69,7 +69,7 @@ def driver_should_spin(processes_here: int) -> bool:
 
 def answer_spin(base: float, last_run: float | None) -> float:
     """Seconds the driver polls for each answer of a run before it sleeps: none where ``base``
-    is 0 (its processes do not poll: no core is left over for it either); else enough to cover a
+    is 0 (its processes do not poll, or no core is left over for it: ``driver_should_spin``); else enough to cover a
     run as long as the program's last (``last_run`` seconds, None before its first), half as
     long again, at least ``base`` and at most ``ANSWER_SPIN_MAX``. A step of a millisecond or two
     (a small model's) then has its first answer come while the driver still polls, instead of a

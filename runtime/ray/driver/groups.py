@@ -12,7 +12,7 @@ def auto_per_process(n: int, cpus: int | None = None) -> int:
     """Devices per process on a local Ray when not given: the fewest that keep the processes
     within the machine's ``cpus`` (the smallest count dividing ``n`` with ``n / k <= cpus``), so
     that each device process has a core of its own (it polls for its messages instead of
-    sleeping where a core is left over for the driver too: ``wire/polling.should_spin``). Where the processes would outnumber the cores, the
+    sleeping: ``wire/polling.should_spin``). Where the processes would outnumber the cores, the
     devices' work is serialised on the cores all the same, and a process per device only adds
     wakeups, context switches and worker starts (64 processes take ~25 s to start on 2 cores);
     a process's devices still compute at once, a kernel thread each (``core/kernel_threads.py``).
