@@ -370,7 +370,8 @@ def test_devices_per_process_runs_the_devices_in_fewer_ray_processes(capsys, ray
     # the routes its messages took, so that a peer reached by Ray calls would show
     assert re.search(r"backend ray \(data plane: sockets; messages between devices: none \(device "
                      r"pairs: process 24, unix 32\); run calls: the driver's control lines \(\d of 2 calls, \d "
-                     r"answers by ring\)\)", ran.out), ran.out
+                     r"answers by ring\)(; polling stepped aside \d+ times \(another task wanted the cores\))?\)",
+                     ran.out), ran.out
     assert "bitwise" in ran.out
 
 
