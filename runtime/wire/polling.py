@@ -200,9 +200,11 @@ class Spinner:
         self._start()
 
     def _start(self) -> None:
-        if not self.turning and self.polling():
+        if self.turning:
+            return
+        self.aside.slept()  # (not polling until now: the loop slept, and its wake-up's delay is no contention)
+        if self.polling():
             self.turning = True
-            self.aside.slept()  # (the loop slept until now)
             self.rings.wake()
             self.loop.call_soon(self._turn)
 
