@@ -26,6 +26,16 @@ from . import reaper
 # ones to the object store itself.
 INLINE_BYTES = 1 << 20
 ACTOR_CPUS_MAX = 0.25
+# The scheduling priority (``nice``) of the worker processes of a local Ray started here. Ray
+# lowers its workers' to 15 by default (``worker_niceness``, ray-project/ray#24928: workers are
+# background to the driver and Ray's own daemons), which makes a device process background to any
+# other job on the machine as well: a scheduler weight of 36 against 1,024, so beside one busy
+# process the devices got a sliver of its core. Here the device processes are the work; at 0 they
+# share the cores fairly, as gloo's ranks or JAX do. Measured on this 2-core machine with one busy
+# process beside (benchmarks/machine_costs.py --polling --beside 1): the Megatron MLP 512x1024x4096
+# step on 2x4 took 64 to 71 ms at 0 against 110 to 113 ms at 15; quiet, the same within noise
+# (docs/performance.md, "2026-11-28, thirteenth").
+WORKER_NICENESS = 0
 RUNTIME_DIR = str(Path(__file__).resolve().parent.parent)  # the runtime folder: ray/start.py is in ray/
 
 
@@ -53,7 +63,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, connect_
     if address is None:
         # "local": a new instance of our own, even when another one runs on this machine
         kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1",
-                  _system_config={"max_direct_call_object_size": INLINE_BYTES})
+                  _system_config={"max_direct_call_object_size": INLINE_BYTES, "worker_niceness": WORKER_NICENESS})
         _private_token()
         with _loopback_only(), _reaped():
             ray.init(**kw)

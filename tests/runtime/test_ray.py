@@ -448,6 +448,22 @@ def test_default_local_ray_is_loopback_only(mesh8):
     assert all(ipaddress_is_loopback(a) for _, a in sockets), sockets
 
 
+def test_a_local_ray_runs_the_devices_at_the_drivers_priority_not_in_the_background(mesh8):
+    """Ray lowers its workers' priority (``nice`` 15) by default; a local Ray started here keeps
+    the device processes at 0 (``start.WORKER_NICENESS``), so that a job beside the mesh does not
+    take their cores from them (a scheduler weight of 1,024 against 36)."""
+    import os
+
+    from simshard.runtime.ray.start import WORKER_NICENESS
+
+    node = ray._private.worker._global_node
+    if node is None or not node.head:
+        pytest.skip("this session joined a Ray it did not start")
+    assert WORKER_NICENESS == 0
+    mine = os.getpriority(os.PRIO_PROCESS, 0)  # (Ray adds its workers' niceness to what they inherit: ours)
+    assert {os.getpriority(os.PRIO_PROCESS, mesh8.pid(d)) for d in (0, 7)} == {mine}
+
+
 def ipaddress_is_loopback(a: str) -> bool:
     import ipaddress
 
