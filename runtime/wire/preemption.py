@@ -39,8 +39,8 @@ BACKOFF_MIN = 0.01  # seconds without polling after contention (about a schedule
 BACKOFF_MAX = 1.0  # the longest pause: under lasting contention, one try a second
 WINDOW = 0.05  # seconds over which the time waited for a core is summed
 # contention: this long waited for a core within ``WINDOW`` (2% of it). A busy task's slice is a
-# millisecond or more (Linux's EEVDF base slice, 0.75 ms x (1 + log2 cores)); another thread's
-# moment on the core, tens of microseconds
+# millisecond or more (Linux's EEVDF base slice, 0.75 ms x (1 + log2 cores), cores up to 8);
+# another thread's moment on the core, tens of microseconds
 WAITED_LIMIT = 1e-3
 PREEMPTION_SECONDS = WAITED_LIMIT / 2  # a preemption's worth where only their count is kept
 LOOK_SECONDS = 1e-4  # the time waited read at most this often (contention seen within this of its end)
@@ -65,8 +65,8 @@ def preemptions_waited() -> float:
 def run_delay_reader() -> Callable[[], float]:
     """A function giving the seconds the calling thread has so far waited, runnable, for a core
     (its scheduler statistics' run delay: the file is opened here, in the thread, and read with
-    one ``pread`` per call, about a microsecond), or ``preemptions_waited`` where the OS keeps no
-    such statistics."""
+    one ``pread`` per call, about two microseconds with its parse), or ``preemptions_waited``
+    where the OS keeps no such statistics."""
     try:
         fd = os.open(SCHEDSTAT, os.O_RDONLY)
     except OSError:
@@ -94,7 +94,8 @@ class StepAside:
         self.clock = clock
         self.waited = run_delay_reader() if waited is None else waited
         self.seen: float | None = self.waited()  # the time waited when last looked at (None: take the next as it is)
-        self.recent: collections.deque[tuple[float, float]] = collections.deque()  # (when seen, seconds waited) in ``WINDOW``
+        # (when seen, seconds waited) for each wait seen within the last ``WINDOW``
+        self.recent: collections.deque[tuple[float, float]] = collections.deque()
         self.until = 0.0  # (clock) when the current pause ends
         self.pausing = False  # a pause begun and not yet seen over
         self.looked = -LOOK_SECONDS  # (clock) when the time waited was last read

@@ -34,14 +34,15 @@ def test_simshard_on_ray_with_several_devices_per_process(ray_session):
     # device pairs, the run calls' route, the processes' polling, so that a fallback to Ray calls
     # cannot pass unseen (the all-reduce over y stays within each process of 4 devices)
     # (a process per core here: its loop polls, and may have stepped aside for the other test process)
-    polled = r"(polling stepped aside \d+ times \(another task wanted the cores\); )?polling \w+( \(stepped aside \d+ times over the mesh's runs\))?"
+    polled = (r"(polling stepped aside \d+ times \(another task wanted the cores\); )?"
+              r"polling \w+( \(stepped aside \d+ times over the mesh's runs\))?")
     assert positive(mlp["resident"]) and re.fullmatch(
         r"messages between devices: process \d+ \(device pairs: process 24, unix 32\); run calls: the "
         rf"driver's control lines \(\d of 2 calls, \d answers by ring\); {polled}; 2 processes on (uvloop|asyncio)",
         mlp["used"]), mlp["used"]
     assert positive(peers.simshard_message_hop("ray", per_process=1, hops=6))
-    taken = re.match(r"messages between devices: (.*) \(device pairs: unix 2\); run calls: the driver's control lines \(",
-                     peers.USED[(2, 1)])
+    taken = re.match(r"messages between devices: (.*) \(device pairs: unix 2\); run calls: the driver's "
+                     r"control lines \(", peers.USED[(2, 1)])
     # every message on the Unix socket, or its ring of frames where the two ends polled
     assert taken and sum(int(n) for route, n in re.findall(r"(unix|unix ring) (\d+)", taken.group(1))) == 6, \
         peers.USED[(2, 1)]
