@@ -19,6 +19,13 @@ from typing import Any, NamedTuple
 PROBE_GROUP = "probe"
 
 
+def processes_on(node: str, sockets: dict) -> int:
+    """How many device processes run on ``node``, from the map of the sockets data plane that the
+    driver keeps and sends each process (device -> (node id, address, TCP address) of its
+    process): one address per process. What decides who polls (``wire/polling``)."""
+    return len({address for where, address, _ in sockets.values() if where == node})
+
+
 class LoadArgs(NamedTuple):
     """What a device is sent when a program is loaded (``DeviceHost.load``, after the key), kept by
     the driver to load a restarted device again."""

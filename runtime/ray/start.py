@@ -63,7 +63,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, connect_
     if address is None:
         # "local": a new instance of our own, even when another one runs on this machine
         kw.update(address="local", num_cpus=num_cpus or max(os.cpu_count() or 1, 1), _node_ip_address="127.0.0.1",
-                  _system_config={"max_direct_call_object_size": INLINE_BYTES, "worker_niceness": WORKER_NICENESS})
+                  _system_config={"max_direct_call_object_size": INLINE_BYTES,
+                                  "worker_niceness": WORKER_NICENESS})
         _private_token()
         with _loopback_only(), _reaped():
             ray.init(**kw)

@@ -69,9 +69,9 @@ def driver_should_spin(processes_here: int) -> bool:
 
 def answer_spin(base: float, last_run: float | None) -> float:
     """Seconds the driver polls for each answer of a run before it sleeps: none where ``base``
-    is 0 (its processes do not poll, or no core is left over for it: ``driver_should_spin``); else enough to cover a
-    run as long as the program's last (``last_run`` seconds, None before its first), half as
-    long again, at least ``base`` and at most ``ANSWER_SPIN_MAX``. A step of a millisecond or two
+    is 0 (its processes do not poll, or no core is left over for it: ``driver_should_spin``);
+    else enough to cover a run as long as the program's last (``last_run`` seconds, None before
+    its first), half as long again, at least ``base`` and at most ``ANSWER_SPIN_MAX``. A step of a millisecond or two
     (a small model's) then has its first answer come while the driver still polls, instead of a
     wakeup after ``base``; a long one pays one wakeup, as it did."""
     if base <= 0:
@@ -202,7 +202,7 @@ class Spinner:
     def _start(self) -> None:
         if self.turning:
             return
-        self.aside.slept()  # (not polling until now: the loop slept, and its wake-up's delay is no contention)
+        self.aside.slept()  # (not polling until now: the loop slept; its wake-up's delay is no contention)
         if self.polling():
             self.turning = True
             self.rings.wake()

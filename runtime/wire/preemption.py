@@ -71,15 +71,15 @@ def run_delay_reader() -> Callable[[], float]:
         fd = os.open(SCHEDSTAT, os.O_RDONLY)
     except OSError:
         return preemptions_waited
-    try:
-        int(os.pread(fd, 128, 0).split()[1])
-    except (OSError, ValueError, IndexError):
-        os.close(fd)
-        return preemptions_waited
 
     def waited() -> float:
         return int(os.pread(fd, 128, 0).split()[1]) * 1e-9
 
+    try:
+        waited()  # (the file's form is the one read)
+    except (OSError, ValueError, IndexError):
+        os.close(fd)
+        return preemptions_waited
     weakref.finalize(waited, os.close, fd)  # (the thread's record goes with the thread)
     return waited
 
@@ -93,7 +93,8 @@ class StepAside:
     def __init__(self, clock=time.monotonic, waited: Callable[[], float] | None = None):
         self.clock = clock
         self.waited = run_delay_reader() if waited is None else waited
-        self.seen: float | None = self.waited()  # the time waited when last looked at (None: take the next as it is)
+        # the time waited when last looked at (None: take the next as it is)
+        self.seen: float | None = self.waited()
         # (when seen, seconds waited) for each wait seen within the last ``WINDOW``
         self.recent: collections.deque[tuple[float, float]] = collections.deque()
         self.until = 0.0  # (clock) when the current pause ends

@@ -43,7 +43,7 @@ from ...wire.shared_memory import remove_orphans, remove_shared, shared_memory_p
 from ..host import HOST_MODULES
 from ..host.device_host import DeviceHost
 from ..nodes import actor_options, device_nodes, node_plan, placement_group_for, remove
-from ..protocol import PROBE_GROUP, Connected, LoadArgs
+from ..protocol import PROBE_GROUP, Connected, LoadArgs, processes_on
 from ..start import RUNTIME_DIR, ensure_ray, import_ray
 from ..user_entries import user_entries
 from .arrays import HeldArrays
@@ -220,9 +220,8 @@ class RayMesh:
         answers = ray.get([self.actors[g[0]].connect.remote(self.actors, floor, sockets, self.secret, self.busy_poll)
                            for g in self.groups], timeout=timeout)
         self._processes, self.peer_routes = heard(self.groups, answers)  # (warns of a peer reached by Ray calls)
-        processes_here = len({w[1] for w in self.sockets.values() if w[0] == here})  # (on the driver's node)
         polls = any(c.polls for c in self._processes.values())
-        self._spin = SPIN_SECONDS if polls and driver_should_spin(processes_here) else 0.0
+        self._spin = SPIN_SECONDS if polls and driver_should_spin(processes_on(here, self.sockets)) else 0.0
         self.routes_among = {}  # devices -> routes_used(peer_routes, devices), made once per set of devices
         self.calls["remote"] += len(self.groups)
         self.calls["get"] += 1

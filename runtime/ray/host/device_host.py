@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from ..protocol import PROBE_GROUP, Connected, DeviceSummary, RunPlan, Unreached
+from ..protocol import PROBE_GROUP, Connected, DeviceSummary, RunPlan, Unreached, processes_on
 from ..start import bootstrap, import_ray
 from .peers import LocalPeer, RemotePeer, SocketPeer, route
 from .process import keep_freed_pages, quiet_gc
@@ -191,7 +191,7 @@ class DeviceHost:
                     peers[p] = RemotePeer(h, p)
             dev.connect(peers, floor, self.connections.values())
         if busy_poll is None:  # the node's processes are known on the sockets data plane only
-            busy_poll = bool(sockets) and should_spin(len({a for node, a, _ in sockets.values() if node == here}))
+            busy_poll = bool(sockets) and should_spin(processes_on(here, sockets))
         unreached = tuple(Unreached(tuple(self.devices), tuple(p for p, a in address_of.items() if a == address),
                                     address, reason) for address, reason in failed.items())
         routes = {d: self.routes(d) for d in self.devices}
